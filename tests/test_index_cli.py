@@ -1,0 +1,224 @@
+"""Integration tests of `ragbench index` / `ragbench search` and ChunkIndex on small corpora.
+
+Most tests use the model-free `hash` embedder; one test uses the bundled all-MiniLM-L6-v2 model
+(loaded once, in-process). Run: pytest tests/test_index_cli.py -q
+"""
+import json, os, signal, subprocess, sys, textwrap, time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from ragbench.corpus import HashEmbedder, paragraph_chunk_id
+from ragbench.index import ChunkIndex, index_cli, search_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def run_cli(argv, capsys):
+    "Run `ragbench ARGV` in-process through the dispatcher (falls back to the *_cli functions)."
+    try:
+        from ragbench.cli import main
+        rc = main(argv)
+    except ImportError:
+        rc = {"index": index_cli, "search": search_cli}[argv[0]](argv[1:])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def search_json(capsys, db, query, *extra):
+    "Hits of `ragbench search --json` as a list of dicts."
+    rc, out, err = run_cli(["search", "--db", str(db), query, "--json", *extra], capsys)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    "A small mixed folder: .txt, .md, .html, a binary file, a non-UTF-8 file and an unsupported file."
+    d = tmp_path / "docs"; (d / "guide").mkdir(parents=True)
+    (d / "stash.txt").write_text("git stash saves your local modifications away and reverts the working "
+                                 "directory to match the HEAD commit. Use git stash pop to restore them later.")
+    (d / "guide" / "tags.md").write_text("# Tagging\n\nA tag marks a release. Create an annotated tag with "
+                                         "git tag -a v1.0 and share it with git push --tags.")
+    (d / "remotes.html").write_text("<html><head><title>Remotes</title></head><body><h1>Remotes</h1>"
+                                    "<p>A remote is another copy of the repository. git fetch downloads its "
+                                    "branches; git remote add registers a new one.</p></body></html>")
+    (d / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (d / "latin1.md").write_bytes("R\u00e9sum\u00e9 of merging strategies".encode("latin-1"))
+    (d / "archive.zip").write_bytes(b"PK\x03\x04")
+    return d
+
+
+def test_folder_index_and_search_default_embedder(folder, tmp_path, capsys):
+    db = tmp_path / "db"
+    rc, out, err = run_cli(["index", str(folder), "--db", str(db), "--quiet"], capsys)
+    assert rc == 0, err
+    assert "3 documents -> 3 chunks (3 new" in out
+    assert "all-MiniLM-L6-v2 (dim 384)" in out
+    assert "skipped 3 input(s)" in out
+    assert "image.txt: binary file" in out
+    assert "latin1.md:1: not valid UTF-8" in out
+    assert "archive.zip: unsupported file type '.zip'" in out
+    queries = {"how do I put aside my local modifications": "stash.txt",
+               "create an annotated tag for a release": "guide/tags.md",
+               "download branches from another copy of the repository": "remotes.html"}
+    for mode in ("dense", "bm25", "hybrid"):
+        for q, doc in queries.items():
+            hits = search_json(capsys, db, q, "--mode", mode, "-k", "2")
+            assert hits and hits[0]["doc_id"] == doc, (mode, q, hits)
+            assert set(hits[0]) >= {"chunk_id", "text", "score"}
+            assert hits[0]["score"] >= hits[-1]["score"]
+    # re-running is idempotent: nothing new is embedded
+    rc, out, _ = run_cli(["index", str(folder), "--db", str(db), "--quiet"], capsys)
+    assert rc == 0 and "(0 new, 3 already in the table)" in out
+    # plain-text output
+    rc, out, _ = run_cli(["search", "--db", str(db), "annotated tag", "-k", "1"], capsys)
+    assert rc == 0 and out.startswith("1. ") and "Tagging" in out
+
+
+def test_jsonl_bad_lines_are_named(tmp_path, capsys):
+    src = tmp_path / "docs.jsonl"
+    src.write_text('{"id": "a", "title": "A", "text": "git commit records changes to the repository."}\n'
+                   '{"id": "b", "title": "B", "text": "broken\n'
+                   '{"id": "c", "title": "C"}\n'
+                   '{"id": "d", "text": 42}\n'
+                   '{"id": "e", "text": "git log shows commit logs."}\n')
+    rc, out, err = run_cli(["index", str(src), "--db", str(tmp_path / "db"), "--embedder", "hash", "--quiet"], capsys)
+    assert rc == 0, err
+    assert "2 documents -> 2 chunks" in out
+    assert f"{src}:2: not valid JSON" in out
+    assert f"{src}:3: field 'text' is missing" in out
+    assert f"{src}:4: field 'text' must be a string" in out
+
+
+def test_fatal_inputs_exit_2_with_one_message(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    bad = tmp_path / "bad.jsonl"; bad.write_text("not json\n")
+    for src, msg in [(tmp_path / "missing", "no such file or folder"), (tmp_path / "empty", "nothing loadable"),
+                     (bad, "bad.jsonl:1: not valid JSON")]:
+        rc, out, err = run_cli(["index", str(src), "--db", str(tmp_path / "db"), "--embedder", "hash", "--quiet"], capsys)
+        assert rc == 2 and msg in err and err.count("\n") == 1, (src, err)
+    rc, _, err = run_cli(["search", "--db", str(tmp_path / "nodb"), "q"], capsys)
+    assert rc == 2 and "no LanceDB database" in err
+
+
+def test_huge_document_is_rejected_not_loaded(tmp_path, capsys):
+    d = tmp_path / "docs"; d.mkdir()
+    (d / "small.txt").write_text("git branch lists, creates or deletes branches.")
+    with open(d / "huge.txt", "w") as f:
+        for _ in range(3000): f.write("word " * 200 + "\n")          # ~3 MB
+    rc, out, err = run_cli(["index", str(d), "--db", str(tmp_path / "db"), "--embedder", "hash", "--quiet",
+                            "--max-doc-mb", "1"], capsys)
+    assert rc == 0, err
+    assert "1 documents" in out and "huge.txt: file is 3.0 MB, above the 1 MB per-document limit" in out
+
+
+@pytest.mark.skipif(not (SHARED / "hotpotqa" / "hotpotqa_train100.json").exists(), reason="shared data not present")
+def test_hotpotqa_slice_paragraph_mode(tmp_path, capsys):
+    qs = json.loads((SHARED / "hotpotqa" / "hotpotqa_train100.json").read_text())[:20]
+    src = tmp_path / "hotpot20.json"; src.write_text(json.dumps(qs))
+    db = tmp_path / "db"
+    rc, out, err = run_cli(["index", str(src), "--db", str(db), "--embedder", "hash", "--mode", "paragraph", "--quiet"], capsys)
+    assert rc == 0, err
+    paragraphs = {(t, "".join(s)) for q in qs for t, s in q["context"]}
+    idx = ChunkIndex.open(db)
+    assert len(idx) == len(paragraphs) == 200
+    # every supporting fact maps to a chunk id that is in the index, with the right title
+    for q in qs:
+        ctx = dict((t, s) for t, s in q["context"])
+        gold = [paragraph_chunk_id(t, ctx[t]) for t in {t for t, _ in q["supporting_facts"]}]
+        assert {c.meta["title"] for c in idx.get_many(gold)} == {t for t, _ in q["supporting_facts"]}
+    hits = search_json(capsys, db, qs[0]["question"], "--mode", "bm25", "-k", "10")
+    assert {h["doc_id"] for h in hits} & {t for t, _ in qs[0]["supporting_facts"]}
+
+
+def test_kill_and_resume(tmp_path, capsys):
+    src = tmp_path / "docs.jsonl"; n = 40
+    with open(src, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": f"doc{i}", "text": f"Document {i} talks about topic {i % 7} and commit {i}."}) + "\n")
+    db = tmp_path / "db"
+    script = textwrap.dedent(f"""
+        import sys, time
+        from ragbench.corpus import HashEmbedder
+        _enc = HashEmbedder.encode
+        def slow(self, texts):
+            time.sleep(0.25); return _enc(self, texts)
+        HashEmbedder.encode = slow
+        from ragbench.index import index_cli
+        sys.exit(index_cli([{str(src)!r}, "--db", {str(db)!r}, "--embedder", "hash:64", "--batch-size", "4", "--quiet"]))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    import lancedb
+    rows, deadline = 0, time.time() + 60
+    try:
+        while time.time() < deadline:
+            if (db / "chunks.lance").exists():
+                try: rows = lancedb.connect(str(db)).open_table("chunks").count_rows()
+                except Exception: rows = 0
+                if rows >= 4: break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        assert 4 <= rows < n, rows
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill(); proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    written = lancedb.connect(str(db)).open_table("chunks").count_rows()
+    assert 0 < written < n and written % 4 == 0          # whole batches only
+    rc, out, err = run_cli(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--batch-size", "4", "--quiet"], capsys)
+    assert rc == 0, err
+    assert f"({n - written} new, {written} already in the table)" in out
+    idx = ChunkIndex.open(db)
+    ids = [c.id for c in idx.iter_chunks(batch_size=7)]
+    assert len(idx) == n and len(ids) == n and len(set(ids)) == n
+    assert idx.search("topic 3", k=3, mode="bm25")               # FTS index covers all rows
+
+
+def _own_table(path, dim=64):
+    "A LanceDB table made outside ragbench, with its own column names."
+    import lancedb, pyarrow as pa
+    texts = ["git bisect finds the commit that introduced a bug by binary search.",
+             "git blame shows what revision last modified each line of a file.",
+             "git grep prints lines matching a pattern in tracked files.",
+             "git gc cleans up unnecessary files and optimizes the local repository."]
+    vecs = HashEmbedder(dim).encode(texts)
+    tbl = pa.table({"doc_chunk_id": [f"k{i}" for i in range(len(texts))], "content": texts,
+                    "source_doc": ["bisect", "blame", "grep", "gc"],
+                    "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel()), dim)})
+    lancedb.connect(str(path)).create_table("kb", data=tbl)
+    return texts
+
+
+def test_user_table_with_column_mapping(tmp_path, capsys):
+    db = tmp_path / "user_db"; texts = _own_table(db)
+    cols = ["--column", "id=doc_chunk_id", "--column", "text=content", "--column", "vector=embedding",
+            "--column", "doc_id=source_doc"]
+    for mode in ("dense", "bm25", "hybrid"):
+        hits = search_json(capsys, db, "which line was modified by what revision", "--table", "kb",
+                           "--embedder", "hash:64", "--mode", mode, *cols)
+        assert hits[0]["chunk_id"] == "k1" and hits[0]["doc_id"] == "blame", (mode, hits)
+    idx = ChunkIndex.open(db, table="kb", embedder=HashEmbedder(64),
+                          columns={"id": "doc_chunk_id", "text": "content", "vector": "embedding"})
+    assert len(idx) == 4 and idx.get("k2").text == texts[2]
+    assert idx.get("k2").meta == {"source_doc": "grep"}
+    assert [c.id for c in idx.get_many(["k3", "k0"])] == ["k3", "k0"]
+    assert "k0" not in [h.chunk_id for h in idx.neighbours("k0", k=3)]
+    with pytest.raises(KeyError, match="'nope'"): idx.get_many(["k0", "nope"])
+
+
+def test_user_table_errors_name_the_column(tmp_path, capsys):
+    db = tmp_path / "user_db"; _own_table(db)
+    rc, _, err = run_cli(["search", "--db", str(db), "--table", "kb", "q", "--embedder", "hash:64",
+                          "--column", "id=doc_chunk_id", "--column", "text=body", "--column", "vector=embedding"], capsys)
+    assert rc == 2
+    assert "table 'kb' has no column 'body' (the text column)" in err
+    assert "its columns are: doc_chunk_id, content, source_doc, embedding" in err
+    rc, _, err = run_cli(["search", "--db", str(db), "--table", "kb", "q", "--embedder", "hash:32",
+                          "--column", "id=doc_chunk_id", "--column", "text=content", "--column", "vector=embedding"], capsys)
+    assert rc == 2 and "stores 64-dimensional vectors in column 'embedding'" in err
+    rc, _, err = run_cli(["search", "--db", str(db), "--table", "nope", "q"], capsys)
+    assert rc == 2 and "no table 'nope'" in err and "kb" in err
