@@ -31,7 +31,7 @@ setuptools.setup(
         'Intended Audience :: ' + cfg['audience'].title(),
         'Natural Language :: ' + cfg['language'].title(),
     ] + ['Programming Language :: Python :: ' + o for o in py_versions[py_versions.index(min_python):]]
-      + (['License :: ' + lic[1]] if lic[1] else []),
+,
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=['ragbench', 'ragbench.*']),
     include_package_data=True,
