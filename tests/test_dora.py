@@ -129,7 +129,7 @@ def test_e2e_scripted_llm(corpus, tmp_path):
     llm = FakeLLM(_script)
     r = run_dora(idx, llm, cfg=load_config(per_style=2), out=tmp_path / "run")
     assert r.summary["achieved"] == {s: 2 for s in ALL}, r.summary
-    ds = Dataset.read(tmp_path / "run" / "items.jsonl")
+    ds = Dataset.read(tmp_path / "run" / "dataset.jsonl")
     assert len(ds) == 10
     ids = {c.id for c in corpus["chunks"]}
     for it in ds:
@@ -153,14 +153,14 @@ def test_e2e_fake_server_cli_resumable(corpus, server, tmp_path, capsys):
         assert s["requested"] == {st: 2 for st in ALL}
         assert s["usage"]["calls"] > 0 and s["per_accepted"]["calls"] > 0 and s["per_accepted"]["tokens"] > 0
         assert set(s) >= {"candidates", "gate_failures", "acceptance", "duplicates", "rounds"}
-        items = Dataset.read(out / "items.jsonl")
+        items = Dataset.read(out / "dataset.jsonl")
         assert len(items) == 10 and {it.style for it in items} == set(ALL)
         assert all(it.models["generate"].startswith("openai:") for it in items)
         assert (out / "cache").is_dir() and (out / "candidates.jsonl").exists()
         # a second run of the finished job costs no requests and gives the same dataset
         assert dora_cli(argv) == 0
         assert server.stats()["requests"] == n1
-        assert [it.id for it in Dataset.read(out / "items.jsonl")] == [it.id for it in items]
+        assert [it.id for it in Dataset.read(out / "dataset.jsonl")] == [it.id for it in items]
     assert "achieved 10/10" in capsys.readouterr().out
 
 
@@ -235,7 +235,7 @@ def test_split_clean_cross_generator_and_sft_export(corpus, server, tmp_path):
     leak = json.loads((out / "leakage.json").read_text())
     assert rc == 0, leak
     assert leak["passed"] and not leak["doc_overlap"]
-    items = Dataset.read(out / "items.jsonl")
+    items = Dataset.read(out / "dataset.jsonl")
     tr = [it for it in items if it.split == "train"]; te = [it for it in items if it.split == "test"]
     assert tr and te
     assert {it.meta["doc_id"] for it in te} <= {"git-revert.txt", "git-cherry-pick.txt"}
