@@ -229,30 +229,10 @@ def fake_rules(judge_pass: float = 1.0, sufficient_p: float = 0.0):
     "Field rules for the fake LLM server so TRIAD prompts get plausible answers (restored on exit)."
     from ragbench import fakeserver as fs
     saved = dict(fs.FIELD_RULES)
-    def per_chunk(ctx): return [fs._entities(f"{t}. {x}")[:12] for _, t, x in ctx.chunks]
-    def shared(ctx):
-        if len(ctx.chunks) < 2: return []
-        texts = [f"{t}\n{x}".lower() for _, t, x in ctx.chunks]
-        return [e for e in fs._entities(f"{ctx.chunks[0][1]}. {ctx.chunks[0][2]}") if len(e) > 3 and all(e.lower() in t for t in texts[1:])][:3]
-    def question(ctx):
-        ts = [t or fs._span(x, 3) for _, t, x in ctx.chunks] or ["A", "B"]
-        binary = 'exactly "yes" or "no"' in ctx.prompt
-        if re.search(r'intermediate entity here is "', ctx.prompt):
-            return "Does the earlier work share its central figure with a later one?" if binary else "Which earlier work shares its central figure with a later one?"
-        if "rejected your previous attempt" in ctx.prompt:  # a revision: reworded, so the reviewer looks afresh
-            return f"Was {ts[-1]} recorded after {ts[0]}?" if binary else f"Which is the earlier of {ts[0]} and {ts[-1]}?"
-        return f"Was {ts[0]} recorded before {ts[-1]}?" if binary else f"Which came first, {ts[0]} or {ts[-1]}?"
-    def answer(ctx):
-        if 'exactly "yes" or "no"' in ctx.prompt: return "yes"
-        return fs._span(ctx.chunks[-1][2], 4) if ctx.chunks else "unknown"
+    fs.FIELD_RULES.update(fs.TRIAD_RULES)   # the server's own TRIAD answers, with tunable judge and sufficiency
     fs.FIELD_RULES.update({
-        "entities_per_chunk": per_chunk, "shared": shared, "bridge_topic": lambda ctx: (shared(ctx) or [""])[0],
-        "question": question, "answer": answer,
-        "quality": lambda ctx: True, "unambiguous": lambda ctx: True,
         "multi_hop": lambda ctx: ctx.rng.random() < judge_pass,
         "sufficient": lambda ctx: ctx.rng.random() < sufficient_p,
-        "temporal": lambda ctx: False, "answers_question": lambda ctx: False,
-        "relevant": lambda ctx: ctx.index % 3 == 0,
     })
     try: yield fs.FIELD_RULES
     finally:
