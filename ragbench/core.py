@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # %% auto #0
 __all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'QAItem', 'item_id',
-           'RecordError', 'parse_record', 'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset',
-           'package_versions', 'corpus_fingerprint', 'RunDir']
+           'UserError', 'RecordError', 'parse_record', 'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file',
+           'Dataset', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir']
 
 # %% ../nbs/00_core.ipynb #1f7279d4
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -113,7 +113,10 @@ def item_id(method: str, *parts: Any) -> str:
     return f"{prefix}-{short_hash(*parts, n=10)}"
 
 # %% ../nbs/00_core.ipynb #fa5ae9b1
-class RecordError(ValueError):
+class UserError(ValueError):
+    "A problem with the user's input or setup that they can fix; the CLI prints it and exits with status 2."
+
+class RecordError(UserError):
     "A bad record in a file: the message names the file, line and field."
 
 # %% ../nbs/00_core.ipynb #f3c12928
@@ -283,6 +286,15 @@ def _read_parquet(path: Path) -> list[QAItem]:
         try: out.append(QAItem.model_validate(d))
         except ValidationError as e: raise RecordError(f"{path}:row {i}: {_describe_validation_error(e)}") from None
     return out
+
+# %% ../nbs/00_core.ipynb #b104803e
+def package_dir(module: str, pip_name: str, what: str = "this feature") -> Path:
+    "Folder of the installed package `module`; a missing package raises UserError naming `pip install pip_name`."
+    import importlib.util
+    spec = importlib.util.find_spec(module)
+    if spec is None or not (spec.origin or spec.submodule_search_locations):
+        raise UserError(f"{what} needs the PyPI package {pip_name}: pip install {pip_name}")
+    return Path(spec.origin).parent if spec.origin else Path(list(spec.submodule_search_locations)[0])
 
 # %% ../nbs/00_core.ipynb #2279f4d7
 def package_versions(names: Iterable[str] = ("ragbench", "pydantic", "lancedb", "sentence-transformers",
