@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("ragbench.report:report_cli", "self-contained HTML report with plotly figures (and PNGs)"),
     "run": ("ragbench.run:run_cli", "execute a stage notebook headless with papermill into a run directory"),
     "pipeline": ("ragbench.run:pipeline_cli", "index -> TRIAD -> evaluate -> report from a config file"),
-    "fake-llm-server": ("ragbench.fakeserver:fake_llm_server_cli", "serve a fake OpenAI/Gemini LLM on 127.0.0.1"),
+    "fake-llm-server": ("ragbench.testing.server:fake_llm_server_cli", "serve a fake OpenAI/Gemini LLM on 127.0.0.1"),
 }
 
 # %% ../nbs/05_cli.ipynb #0356db17

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 from .core import RunDir
 
 # %% auto #0
-__all__ = ['RULE_BASED_MODEL', 'build_demo_index', 'demo_searches', 'local_smoke', 'demo_setups', 'run_demo', 'demo_cli']
+__all__ = ['build_demo_index', 'demo_searches', 'local_smoke', 'demo_setups', 'run_demo', 'demo_cli']
 
 # %% ../nbs/90_demo.ipynb #badff83c
 def build_demo_index(out: Path, max_docs: Optional[int] = None, embedder=None, log: Callable = print):
@@ -53,32 +53,20 @@ def demo_setups(db: Path, llm_spec: str):
     return variants_of(base, [{"name": "hybrid-top3", "retrieval": "hybrid", "top_k": 3}])
 
 # %% ../nbs/90_demo.ipynb #366d1661
-RULE_BASED_MODEL = "ragbench-rule-based"  # model name the demo gives the in-process fake server
-
 def run_demo(out, llm_spec: str = "local", n_questions: int = 3, max_seeds: int = 12, max_docs: Optional[int] = 12,
-             gen_spec: Optional[str] = None, log: Callable = print, progress: bool = False,
+             gen_spec: str = "template", log: Callable = print, progress: bool = False,
              judges: tuple = ("correctness", "abstention")) -> dict:
     "The main job: index -> search -> LLM smoke -> TRIAD -> evaluate two setups -> HTML report."
-    from ragbench.fakeserver import FakeLLMServer
-    server = FakeLLMServer().start() if gen_spec is None else None
-    try:
-        gen_spec = gen_spec or f"openai:{server.url}/v1@{RULE_BASED_MODEL}"
-        return _run_demo(Path(out), llm_spec, gen_spec, n_questions, max_seeds, max_docs, log, progress, judges)
-    finally:
-        if server is not None: server.stop()
-
-# %% ../nbs/90_demo.ipynb #87ac4bd5
-def _run_demo(out: Path, llm_spec, gen_spec, n_questions, max_seeds, max_docs, log, progress, judges) -> dict:
-    "The steps of `run_demo` once the generator LLM is reachable."
-    from ragbench.llm import make_llm
+    from ragbench.llm import make_llm, redact_spec
+    from ragbench.llm.template import TEMPLATE_MODEL
     from ragbench.triad import run_triad
     from ragbench.triad_generate import TriadConfig
     from ragbench.core import Dataset
     from ragbench.eval_run import evaluate
     from ragbench.report import build_report
-    run = RunDir(out); t0 = time.monotonic()
-    generator = "the rule-based generator" if gen_spec.endswith(RULE_BASED_MODEL) else gen_spec
-    run.write_manifest(kind="demo", config=dict(llm=llm_spec, generator=generator,
+    out = Path(out); run = RunDir(out); t0 = time.monotonic()
+    generator = TEMPLATE_MODEL if gen_spec == "template" else redact_spec(gen_spec)
+    run.write_manifest(kind="demo", config=dict(llm=redact_spec(llm_spec), generator=generator,
                                                 n_questions=n_questions, max_seeds=max_seeds, max_docs=max_docs))
     idx = build_demo_index(out, max_docs, log=log)
     demo_searches(idx, log=log)
@@ -111,7 +99,7 @@ def demo_cli(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="ragbench demo", description=run_demo.__doc__)
     p.add_argument("--out", default="runs/demo", help="run directory (re-run to resume; default runs/demo)")
     p.add_argument("--llm", default="local", help="LLM of the RAG setups, answering and judging (default: local)")
-    p.add_argument("--gen-llm", default=None, help="TRIAD generator/validator LLM (default: the built-in rule-based fake LLM)")
+    p.add_argument("--gen-llm", default="template", help="TRIAD generator/validator LLM (default: template, the rule-based stand-in)")
     p.add_argument("--n", type=int, default=2, help="accepted TRIAD questions wanted (default 2)")
     p.add_argument("--max-seeds", type=int, default=12, help="seeds tried at most (default 12)")
     p.add_argument("--max-docs", type=int, default=12, help="documents of the bundled corpus to index (default 12)")

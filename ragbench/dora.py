@@ -4,7 +4,7 @@
 
 # %% ../nbs/33_dora_generate.ipynb #cc352f85
 from __future__ import annotations
-import argparse, copy, itertools, json, math, random, re, sys, time
+import argparse, itertools, json, math, random, re, sys, time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
@@ -14,6 +14,8 @@ from .dora_styles import Style, DoraQA, get_style, list_styles, render_generatio
 from .dora_evidence import (EvidenceConfig, Bundle, select_bundle, make_entailment, LexicalEntailment, has_number,
                                     content_words, stem, jaccard, split_sentences, lexical_entailment)
 from .dora_gates import GateResult, gate, run_checks, entailment_claims
+from .llm.template import DEFER, chunk_entities, register_template_rules
+from .llm.usage import task_usage
 
 # %% auto #0
 __all__ = ['DEFAULT_STYLES', 'DoraConfig', 'load_config', 'apply_style_overrides', 'Task', 'group_by_doc', 'seed_order',
@@ -113,33 +115,6 @@ def plan_tasks(style: Union[str, Style], order: Sequence[Chunk], n: int, start: 
 # %% ../nbs/33_dora_generate.ipynb #3b3c2be7
 _USAGE_KEYS = ("calls", "cached", "input_tokens", "output_tokens")
 
-def _usage(*llms) -> dict:
-    "Summed usage totals of distinct LLM objects."
-    tot = dict.fromkeys(_USAGE_KEYS, 0)
-    for l in {id(l): l for l in llms if l is not None}.values():
-        t = l.usage.total()
-        for k in _USAGE_KEYS: tot[k] += t.get(k) or 0
-    return tot
-
-def _metered(llm):
-    "A shallow copy of `llm` with a fresh UsageMeter: per-task usage that stays exact when tasks run at once."
-    from ragbench.llm import UsageMeter
-    c = copy.copy(llm); c.usage = UsageMeter()
-    return c
-
-def _repoint(scorer, llm):
-    "The scorer, or a copy of it using `llm` if it calls an LLM."
-    if getattr(scorer, "llm", None) is None: return scorer
-    c = copy.copy(scorer); c.llm = llm
-    return c
-
-_MERGE_KEYS = ("calls", "cached", "input_tokens", "output_tokens", "failures", "cost_usd", "retries", "repairs")
-
-def _merge(into, frm) -> None:
-    "Add the per-stage counts of `frm.usage` to `into.usage`."
-    for stage, row in frm.usage.by_stage().items():
-        into.usage.add(stage, **{k: row[k] for k in _MERGE_KEYS if k in row})
-
 class DoraContext:
     "What every task needs: index, chunks by document, LLMs, scorers, config and an optional embedder."
     def __init__(self, index, llm, judge=None, cfg: Optional[DoraConfig] = None, doc_chunks: Optional[dict] = None,
@@ -151,19 +126,6 @@ class DoraContext:
         self.embed, self.split = embed, split
         self.prefilter = make_entailment(self.cfg.prefilter, self.judge)
         self.entail = make_entailment(self.cfg.entailment, self.judge)
-
-    def for_task(self) -> "DoraContext":
-        "A shallow copy whose LLMs count usage on their own meters (sharing backend, cache, budget and limits)."
-        c = copy.copy(self)
-        c.llm = _metered(self.llm)
-        c.judge = c.llm if self.judge is self.llm else _metered(self.judge)
-        c.prefilter, c.entail = (_repoint(s, c.judge) for s in (self.prefilter, self.entail))
-        return c
-
-    def merge_usage(self, task_ctx: "DoraContext") -> None:
-        "Add the usage counted by a task's context to this context's LLM meters."
-        _merge(self.llm, task_ctx.llm)
-        if task_ctx.judge is not task_ctx.llm: _merge(self.judge, task_ctx.judge)
 
     @property
     def models(self) -> dict:
@@ -202,9 +164,12 @@ def _item(task: Task, ctx: DoraContext, *, question="", answer="", bundle: Optio
 
 def generate_one(task: Task, ctx: DoraContext) -> QAItem:
     "Run one task: bundle, generate, hard checks, entailment, gate; returns the candidate QAItem."
+    with task_usage() as meter: return _generate_one(task, ctx, lambda: {k: meter.totals()[k] for k in _USAGE_KEYS})
+
+def _generate_one(task: Task, ctx: DoraContext, usage: Callable[[], dict]) -> QAItem:
+    "The steps of `generate_one`; `usage()` is this task's usage so far."
     from ragbench.llm import BudgetExceeded, LLMError, LLMParseError
-    st, before = get_style(task.style), _usage(ctx.llm, ctx.judge)
-    def usage(): return {k: v - before[k] for k, v in _usage(ctx.llm, ctx.judge).items()}
+    st = get_style(task.style)
     seed = ctx.by_id[task.seed_id]
     bundle = select_bundle(st, seed, ctx.index, llm=ctx.judge, doc_chunks=ctx.doc_chunks.get(seed.doc_id),
                            scorer=ctx.prefilter, cfg=ctx.cfg.evidence)
@@ -369,16 +334,14 @@ def _run_tasks(tasks: list[Task], ctx: DoraContext, run: Optional[RunDir], cands
     try: ctx.index.search(ctx.by_id[tasks[0].seed_id].text[:200] or "x", k=1, mode="hybrid")   # warm up (e.g. a lazy text index) before threads
     except Exception: pass
     def work(t):
-        tctx = ctx.for_task()
-        try: return generate_one(t, tctx), tctx, None
-        except BudgetExceeded as e: return None, tctx, e
+        try: return generate_one(t, ctx), None
+        except BudgetExceeded as e: return None, e
     stopped = None
     with ThreadPoolExecutor(max(1, ctx.cfg.workers)) as ex:
         futs = [ex.submit(work, t) for t in tasks]
         for f in as_completed(futs):
             if f.cancelled(): continue
-            it, tctx, err = f.result()
-            ctx.merge_usage(tctx)
+            it, err = f.result()
             if err is not None:
                 stopped = "budget"
                 for g in futs: g.cancel()
@@ -430,42 +393,50 @@ def _prose(text: str) -> list[str]:
             out.append(s)
     return out
 
+def _style_of(ctx) -> Optional[str]:
+    "The answer style named in a DoRA generation prompt, or None (not a DoRA generation prompt)."
+    m = re.search(r"^Answer style: (\w+)", ctx.prompt, re.M)
+    return m.group(1) if m and ctx.chunks else None
+
+def _template_subject(ctx) -> str:
+    "The first chunk's title, with its first other entity."
+    cid, title, text = ctx.chunks[0]
+    ents = [e for e in chunk_entities(ctx.chunks[:1]) if e != title]
+    return f"{title or cid} ({ents[0]})" if ents else (title or cid)
+
+def _template_question(ctx):
+    st = _style_of(ctx)
+    if st is None: return DEFER
+    return {"find": "What is the opening statement about {}?", "provide": "What figure is stated for {}?",
+            "explain": "How does {} work?", "summarize": "What are the main points about {}?",
+            "generate": "Which points are listed about {}?"}.get(st, "What is stated about {}?").format(_template_subject(ctx))
+
+# %% ../nbs/33_dora_generate.ipynb #f8f1eb35
+def _template_answer(ctx):
+    "An answer in the prompt's style, made of the chunks' prose sentences."
+    st = _style_of(ctx)
+    if st is None: return DEFER
+    per = [_prose(t) for _, _, t in ctx.chunks]
+    flat = [s for ss in per for s in ss]
+    if st == "find": return " ".join(flat[0].split()[:6]).rstrip(".,;:") if flat else "unknown"
+    if st == "provide":
+        s = next((s for s in flat if re.search(r"\d", s)), None)
+        if s is None: return "unknown"
+        w = s.split(); i = next(i for i, x in enumerate(w) if re.search(r"\d", x))
+        return " ".join(w[max(0, i - 3): i + 4]).rstrip(".,;:")
+    if st == "generate":
+        items = [s for ss in itertools.zip_longest(*per) for s in ss if s][:4]
+        return "\n".join(f"{i + 1}. {s}" for i, s in enumerate(items))
+    firsts = [ss[0] for ss in per if ss]
+    return " ".join(firsts[: 3 if st == "explain" else 4])
+
 def dora_fake_rules() -> dict:
-    "FIELD_RULES entries for ragbench.fakeserver that answer DoRA prompts by their style's contract."
-    from ragbench import fakeserver as fs
-    base = dict(fs.FIELD_RULES)
-    def style_of(ctx):
-        m = re.search(r"^Answer style: (\w+)", ctx.prompt, re.M)
-        return m.group(1) if m and ctx.chunks else None
-    def subject(ctx):
-        cid, title, text = ctx.chunks[0]
-        ents = [e for e in fs.chunk_entities(ctx.chunks[:1]) if e != title]
-        return f"{title or cid} ({ents[0]})" if ents else (title or cid)
-    def question(ctx):
-        st = style_of(ctx)
-        if st is None: return base["question"](ctx)
-        return {"find": "What is the opening statement about {}?", "provide": "What figure is stated for {}?",
-                "explain": "How does {} work?", "summarize": "What are the main points about {}?",
-                "generate": "Which points are listed about {}?"}.get(st, "What is stated about {}?").format(subject(ctx))
-    def answer(ctx):
-        st = style_of(ctx)
-        if st is None: return base["answer"](ctx)
-        per = [_prose(t) for _, _, t in ctx.chunks]
-        flat = [s for ss in per for s in ss]
-        if st == "find": return " ".join(flat[0].split()[:6]).rstrip(".,;:") if flat else "unknown"
-        if st == "provide":
-            s = next((s for s in flat if re.search(r"\d", s)), None)
-            if s is None: return "unknown"
-            w = s.split(); i = next(i for i, x in enumerate(w) if re.search(r"\d", x))
-            return " ".join(w[max(0, i - 3): i + 4]).rstrip(".,;:")
-        if st == "generate":
-            items = [s for ss in itertools.zip_longest(*per) for s in ss if s][:4]
-            return "\n".join(f"{i + 1}. {s}" for i, s in enumerate(items))
-        firsts = [ss[0] for ss in per if ss]
-        return " ".join(firsts[: 3 if st == "explain" else 4])
-    rules = {"question": question, "answer": answer, "cited_chunk_ids": lambda ctx: [c[0] for c in ctx.chunks] or ["none"]}
-    rules["label"] = lambda ctx: "entailment" if "\nClaim: " in ctx.prompt else (base["label"](ctx) if "label" in base else None)
-    return rules
+    "Template-model field rules that answer DoRA prompts by their style's contract (others: DEFER)."
+    return {"question": _template_question, "answer": _template_answer,
+            "cited_chunk_ids": lambda ctx: [c[0] for c in ctx.chunks] or ["none"],
+            "label": lambda ctx: "entailment" if "\nClaim: " in ctx.prompt else DEFER}
+
+register_template_rules(dora_fake_rules(), name="dora", priority=10)
 
 # %% ../nbs/33_dora_generate.ipynb #26f95d6d
 def _parser() -> argparse.ArgumentParser:
@@ -515,7 +486,7 @@ def _print_summary(s: dict, label: str = "") -> None:
 def dora_cli(argv: list[str]) -> int:
     "Entry point of `ragbench dora`."
     a = _parser().parse_args(argv)
-    from ragbench.llm import make_llm, Budget, LLMError
+    from ragbench.llm import make_llm, CallMeter, LLMError
     from ragbench.index import ChunkIndex
     out = Path(a.out)
     try:
@@ -539,12 +510,12 @@ def dora_cli(argv: list[str]) -> int:
         test_docs = read_doc_list(a.test_docs, known=set(doc_chunks)) if a.test_docs else None
     except ValueError as e: return _fail(str(e))
     embed = None if a.no_embed else (lambda texts: index.embedder.encode(list(texts)))
-    budget = Budget(max_calls=a.max_calls) if a.max_calls else None
+    meter = CallMeter(out / "llm_calls.jsonl", max_calls=a.max_calls)   # the run's calls, persisted: the budget holds across resumes
     cache = out / "cache"
     try:
-        llm = make_llm(a.llm, cache_dir=cache, budget=budget)
-        judge = make_llm(a.judge_llm, cache_dir=cache, budget=budget) if a.judge_llm and a.judge_llm != a.llm else llm
-        test_llm = make_llm(a.test_llm, cache_dir=cache, budget=budget) if a.test_llm and a.test_llm != a.llm else llm
+        llm = make_llm(a.llm, cache_dir=cache, meter=meter)
+        judge = make_llm(a.judge_llm, cache_dir=cache, meter=meter) if a.judge_llm and a.judge_llm != a.llm else llm
+        test_llm = make_llm(a.test_llm, cache_dir=cache, meter=meter) if a.test_llm and a.test_llm != a.llm else llm
     except LLMError as e: return _fail(str(e))
     kw = dict(embed=embed, progress=not a.no_progress)
     try:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/31_dora_evidence.ipynb #e04d320c
 from __future__ import annotations
-import itertools, math, re
+import contextvars, itertools, math, re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union
@@ -185,7 +185,8 @@ def complete_all(llm, prompts: Sequence[str], schema=None, *, system: Optional[s
         except Exception as e: return e
     if len(prompts) <= 1: return [one(p) for p in prompts]
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(min(workers, len(prompts))) as ex: return list(ex.map(one, prompts))
+    ctxs = [contextvars.copy_context() for _ in prompts]   # each call still counts into the caller's task_usage()
+    with ThreadPoolExecutor(min(workers, len(prompts))) as ex: return list(ex.map(lambda c, p: c.run(one, p), ctxs, prompts))
 
 class LLMEntailment:
     "The LLM as entailment judge: one call per (evidence, claim) pair, a few at a time; failures give None."

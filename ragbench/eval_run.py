@@ -266,7 +266,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                                   for s in setups if s.external}
     used = dict(llms)
     if judge is not None and not isinstance(judge_llm, str): used["judge"] = judge
-    summary["usage"] = {k: {"total": l.usage.total(), "by_stage": l.usage.by_stage()} for k, l in used.items() if hasattr(l, "usage")}
+    summary["usage"] = {k: {"total": l.usage.totals(), "by_stage": l.usage.by_stage()} for k, l in used.items() if hasattr(l, "usage")}
     summary["new_rows"], summary["seconds"] = n_new, round(time.time() - t0, 3)
     run.write("summary.json", summary)
     return summary

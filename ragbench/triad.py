@@ -4,12 +4,12 @@
 
 # %% ../nbs/23_triad.ipynb #a5f1ff5d
 from __future__ import annotations
-import argparse, asyncio, contextvars, json, math, sys, time
+import argparse, asyncio, json, math, sys, time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
 from .core import QAItem, RunDir, short_hash, utc_now
-from .llm import Budget, BudgetExceeded, LLMError, UsageMeter, price_for, redact
+from .llm import BudgetExceeded, CallMeter, LLMError, price_for, redact, task_usage
 from .prompts import format_chunks, render_prompt
 from .triad_generate import (SeedPlan, TriadConfig, _distinct_hits, _partners, aclassify_temporal, afind_bridge,
                                      draft_item, fallback_config, candidate_names, generation_prompt, in_thread,
@@ -18,36 +18,15 @@ from .triad_validate import avalidate
 from .triad_extract import acheck_unanswerable, aextract, unanswerable_variant
 
 # %% auto #0
-__all__ = ['LLM_ROLES', 'CHECK_ORDER', 'ASSUMED', 'TeeUsage', 'tee_usage', 'usage_row', 'normalise_llms', 'aprocess_seed',
-           'process_seed', 'summarize', 'arun_triad', 'run_triad', 'estimate_triad', 'triad_cli']
+__all__ = ['LLM_ROLES', 'CHECK_ORDER', 'ASSUMED', 'usage_row', 'normalise_llms', 'aprocess_seed', 'process_seed', 'summarize',
+           'arun_triad', 'run_triad', 'estimate_triad', 'triad_cli']
 
 # %% ../nbs/23_triad.ipynb #f8f18588
-_SEED_USAGE: contextvars.ContextVar = contextvars.ContextVar("triad_seed_usage", default=None)
-
-class TeeUsage:
-    "A usage meter that also counts into the current task's meter (`_SEED_USAGE`)."
-    def __init__(self, inner): self.inner = inner
-    def add(self, stage: str, **counts) -> None:
-        self.inner.add(stage, **counts)
-        m = _SEED_USAGE.get()
-        if m is not None: m.add(stage, **counts)
-    def fail(self, stage: str, kind: str) -> None:
-        self.inner.fail(stage, kind)
-        m = _SEED_USAGE.get()
-        if m is not None: m.fail(stage, kind)
-    def __getattr__(self, name): return getattr(self.inner, name)
-    def __repr__(self): return f"TeeUsage({self.inner!r})"
-
-def tee_usage(llm):
-    "Make `llm` count its usage into the current task's meter too (idempotent); returns `llm`."
-    if not isinstance(llm.usage, TeeUsage): llm.usage = TeeUsage(llm.usage)
-    return llm
-
-def usage_row(meter: UsageMeter) -> dict:
-    "A compact usage record: totals and per stage."
-    t = meter.total()
+def usage_row(meter: CallMeter) -> dict:
+    "A compact usage record: totals and per stage (cost of the priced calls, plus how many had no price)."
+    t = meter.totals()
     return {"calls": t["calls"], "cached": t["cached"], "input_tokens": t["input_tokens"], "output_tokens": t["output_tokens"],
-            "failures": t["failures"], "cost_usd": t["cost_usd"], "by_stage": meter.by_stage()}
+            "failures": t["failures"], "cost_usd": t["cost_usd"], "unpriced_calls": t["unpriced_calls"], "by_stage": meter.by_stage()}
 
 # %% ../nbs/23_triad.ipynb #66c1f933
 LLM_ROLES = ("generate", "judge", "extract", "temporal")
@@ -68,10 +47,8 @@ def _models(llms: dict) -> dict:
 
 async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> tuple[dict, list[QAItem], list[QAItem]]:
     "Run one seed through all stages: (seed record, items for dataset.jsonl, items for rejected.jsonl)."
-    for l in llms.values(): tee_usage(l)
-    meter = UsageMeter(); token = _SEED_USAGE.set(meter)
     rec = {"seed": plan.seed_id, "position": plan.position, "kind": plan.kind, "binary": plan.binary}
-    try:
+    with task_usage() as meter:
         bridge = await afind_bridge(plan.seed_id, index, llms["generate"], cfg)
         if bridge is None:
             return {**rec, "outcome": "no_bridge", "usage": usage_row(meter), "at": utc_now()}, [], []
@@ -97,8 +74,6 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> 
             (keep if variant.status == "accepted" else drop).append(variant)
             rec["variant_id"] = variant.id
         return rec, keep, drop
-    finally:
-        _SEED_USAGE.reset(token)
 
 def process_seed(plan, index, llms, cfg):
     "Sync wrapper of `aprocess_seed`."
@@ -188,7 +163,6 @@ async def arun_triad(index, llms, cfg: TriadConfig, run_dir, *, progress: bool =
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     llms = normalise_llms(llms)
-    for l in {id(l): l for l in llms.values()}.values(): tee_usage(l)
     corpus = _corpus_key(index)
     run.check_resume(corpus_rows=corpus["rows"], config_key=_config_key(cfg))
     run.write_manifest(kind="triad", config=cfg.model_dump(), config_key=_config_key(cfg), corpus=corpus,
@@ -260,8 +234,8 @@ def _tok(*texts) -> int:
     return sum(len(t or "") for t in texts) // 4 + 1
 
 def _spec_price(spec: Optional[str]) -> Optional[tuple[float, float]]:
-    "USD per 1M tokens for an LLM spec, from the LLM layer's price table (local/fake: free)."
-    if not spec or spec == "fake" or spec.startswith("local"): return (0.0, 0.0)
+    "USD per 1M tokens for an LLM spec, from the LLM layer's price table (local/template/fake: free)."
+    if not spec or spec in ("fake", "template") or spec.startswith("local"): return (0.0, 0.0)
     model = spec.split("@")[-1] if spec.startswith("openai:") else spec.split(":", 1)[-1]
     return price_for(model)
 
@@ -399,11 +373,11 @@ def triad_cli(argv: list[str]) -> int:
         return 0
     from ragbench.llm import LLMConfigError, make_llm
     out = Path(a.out)
-    budget = Budget(max_calls=a.max_calls, max_usd=a.max_usd) if (a.max_calls is not None or a.max_usd is not None) else None
+    meter = CallMeter(out / "llm_calls.jsonl", max_calls=a.max_calls, max_usd=a.max_usd)   # persisted: the budget holds across resumes
     try:
         made: dict = {}
         for role, spec in specs.items():
-            if spec not in made: made[spec] = make_llm(spec, cache_dir=out / "cache", budget=budget, max_concurrency=cfg.concurrency)
+            if spec not in made: made[spec] = make_llm(spec, cache_dir=out / "cache", meter=meter, max_concurrency=cfg.concurrency)
         llms = {role: made[spec] for role, spec in specs.items()}
     except LLMConfigError as e: return err(str(e))
     if a.max_usd is not None:

@@ -10,13 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .core import Attempt, Chunk, QAItem, item_id
 from .llm import LLMParseError, arun
 from .prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
+from .llm.template import first_words, register_template_rules, text_entities
 
 # %% auto #0
-__all__ = ['QUESTION_TYPES', 'DEFAULT_ROLE', 'run_sync', 'TriadConfig', 'in_thread', 'hotpot_chunks', 'hotpot_sample_path',
-           'candidate_names', 'mentions', 'shared_names', 'BridgeEntities', 'QAPair', 'QAReply', 'BinaryQAReply',
-           'TemporalLabel', 'SeedPlan', 'pick_seeds', 'plan_seeds', 'BridgeConfig', 'hit_chunk', 'fallback_config',
-           'aentities', 'afind_bridge', 'find_bridge', 'generation_prompt', 'agenerate_qa', 'generate_qa', 'draft_item',
-           'aclassify_temporal', 'classify_temporal', 'precheck_recall']
+__all__ = ['QUESTION_TYPES', 'DEFAULT_ROLE', 'run_sync', 'TRIAD_RULES', 'TriadConfig', 'in_thread', 'hotpot_chunks',
+           'hotpot_sample_path', 'candidate_names', 'mentions', 'shared_names', 'BridgeEntities', 'QAPair', 'QAReply',
+           'BinaryQAReply', 'TemporalLabel', 'SeedPlan', 'pick_seeds', 'plan_seeds', 'BridgeConfig', 'hit_chunk',
+           'fallback_config', 'aentities', 'afind_bridge', 'find_bridge', 'generation_prompt', 'agenerate_qa',
+           'generate_qa', 'draft_item', 'aclassify_temporal', 'classify_temporal', 'precheck_recall']
 
 # %% ../nbs/20_triad_generate.ipynb #fde516dc
 QUESTION_TYPES = ("comparison", "intersection", "composition")
@@ -302,6 +303,39 @@ register_prompt(PromptTemplate(
         "Reply with JSON only: {{\"temporal\": true}} or {{\"temporal\": false}}"),
     output=TemporalLabel,
     description="TRIAD temporal classifier."))
+
+# %% ../nbs/20_triad_generate.ipynb #708e0b9f
+def _template_shared(ctx) -> list[str]:
+    "Entities of the first chunk that every other chunk mentions."
+    if len(ctx.chunks) < 2: return []
+    texts = [f"{t}\n{x}".lower() for _, t, x in ctx.chunks]
+    first = ctx.chunks[0]
+    return [e for e in text_entities(f"{first[1]}. {first[2]}") if len(e) > 3 and all(e.lower() in t for t in texts[1:])][:3]
+
+def _template_question(ctx) -> str:
+    "A two-title question; reworded for a revision; composition questions never name the hidden entity."
+    ts = [t or first_words(x, 3) for _, t, x in ctx.chunks] or ["A", "B"]
+    if len(set(ts)) < len(ts): ts = [f"{t} ({first_words(x, 4)})" for (_, _, x), t in zip(ctx.chunks, ts)]  # same document twice
+    binary = 'exactly "yes" or "no"' in ctx.prompt
+    if 'intermediate entity here is "' in ctx.prompt:
+        return "Does the earlier work share its central figure with a later one?" if binary else "Which earlier work shares its central figure with a later one?"
+    if "rejected your previous attempt" in ctx.prompt:
+        return f"Was {ts[-1]} recorded after {ts[0]}?" if binary else f"Which is the earlier of {ts[0]} and {ts[-1]}?"
+    return f"Was {ts[0]} recorded before {ts[-1]}?" if binary else f"Which came first, {ts[0]} or {ts[-1]}?"
+
+def _template_answer(ctx) -> str:
+    if 'exactly "yes" or "no"' in ctx.prompt: return "yes"
+    return first_words(ctx.chunks[-1][2], 4) if ctx.chunks else "unknown"
+
+TRIAD_RULES = {
+    "entities_per_chunk": lambda ctx: [text_entities(f"{t}. {x}")[:12] for _, t, x in ctx.chunks],
+    "shared": _template_shared, "bridge_topic": lambda ctx: (_template_shared(ctx) or [""])[0],
+    "question": _template_question, "answer": _template_answer,
+    "quality": lambda ctx: True, "multi_hop": lambda ctx: True, "unambiguous": lambda ctx: True,
+    "temporal": lambda ctx: False, "answers_question": lambda ctx: False,
+    "relevant": lambda ctx: ctx.index % 3 == 0,
+}
+register_template_rules(TRIAD_RULES, name="triad")
 
 # %% ../nbs/20_triad_generate.ipynb #345f990a
 class SeedPlan(BaseModel):
