@@ -102,7 +102,7 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server():
-    from ragbench.fakeserver import FakeLLMServer
+    from ragbench.testing import FakeLLMServer
     with FakeLLMServer() as srv: yield srv
 
 
@@ -115,7 +115,7 @@ def _script(req):
     from ragbench.prompts import parse_chunks
     if req.stage == "dora_bundle": return {"completeness": 4, "complementarity": 4, "coherence": 4, "task_fit": 4}
     if req.stage == "dora_entail": return {"label": "entailment"}
-    from ragbench.fakeserver import FieldContext
+    from ragbench.llm.template import FieldContext
     import random
     ctx = FieldContext("", {}, parse_chunks(req.prompt), req.prompt, req.system or "", random.Random(0))
     rules = dora_fake_rules()
@@ -124,7 +124,7 @@ def _script(req):
 
 def test_e2e_scripted_llm(corpus, tmp_path):
     from ragbench.index import ChunkIndex
-    from ragbench.llm import FakeLLM
+    from ragbench.testing import FakeLLM
     idx = ChunkIndex.open(corpus["db"])
     llm = FakeLLM(_script)
     r = run_dora(idx, llm, cfg=load_config(per_style=2), out=tmp_path / "run")
@@ -144,31 +144,36 @@ def test_e2e_scripted_llm(corpus, tmp_path):
 def test_e2e_fake_server_cli_resumable(corpus, server, tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["--db", str(corpus["db"]), "--out", str(out), "--per-style", "2", "--llm", spec(server), "--no-progress", "--seed", "1"]
-    with patch.dict("ragbench.fakeserver.FIELD_RULES", dora_fake_rules()):
-        server.reset_stats()
-        assert dora_cli(argv) == 0
-        n1 = server.stats()["requests"]
-        s = json.loads((out / "summary.json").read_text())
-        assert s["achieved"] == {st: 2 for st in ALL}, s
-        assert s["requested"] == {st: 2 for st in ALL}
-        assert s["usage"]["calls"] > 0 and s["per_accepted"]["calls"] > 0 and s["per_accepted"]["tokens"] > 0
-        assert set(s) >= {"candidates", "gate_failures", "acceptance", "duplicates", "rounds"}
-        items = Dataset.read(out / "dataset.jsonl")
-        assert len(items) == 10 and {it.style for it in items} == set(ALL)
-        assert all(it.models["generate"].startswith("openai:") for it in items)
-        assert (out / "cache").is_dir() and (out / "candidates.jsonl").exists()
-        # a second run of the finished job costs no requests and gives the same dataset
-        assert dora_cli(argv) == 0
-        assert server.stats()["requests"] == n1
-        assert [it.id for it in Dataset.read(out / "dataset.jsonl")] == [it.id for it in items]
+    server.reset_stats()
+    assert dora_cli(argv) == 0
+    n1 = server.stats()["requests"]
+    s = json.loads((out / "summary.json").read_text())
+    from ragbench.llm import CallMeter
+    assert s["usage"]["calls"] == n1 == CallMeter(out / "llm_calls.jsonl").totals()["calls"]   # per-item usage adds up to what the server saw
+    assert s["achieved"] == {st: 2 for st in ALL}, s
+    assert s["requested"] == {st: 2 for st in ALL}
+    assert s["usage"]["calls"] > 0 and s["per_accepted"]["calls"] > 0 and s["per_accepted"]["tokens"] > 0
+    assert set(s) >= {"candidates", "gate_failures", "acceptance", "duplicates", "rounds"}
+    items = Dataset.read(out / "dataset.jsonl")
+    assert len(items) == 10 and {it.style for it in items} == set(ALL)
+    assert all(it.models["generate"].startswith("openai:") for it in items)
+    assert (out / "cache").is_dir() and (out / "candidates.jsonl").exists()
+    # a second run of the finished job costs no requests and gives the same dataset
+    assert dora_cli(argv) == 0
+    assert server.stats()["requests"] == n1
+    assert [it.id for it in Dataset.read(out / "dataset.jsonl")] == [it.id for it in items]
     assert "achieved 10/10" in capsys.readouterr().out
 
 
 def test_fake_server_without_dora_rules_degrades_to_rejections(corpus, server, tmp_path):
     "The generic fake answers ('What does the text say about ...') fail the gates: rejections, not crashes."
+    from ragbench.llm.template import register_template_rules, unregister_template_rules
     out = tmp_path / "run"
-    rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "1", "--styles", "find,explain",
-                   "--llm", spec(server), "--no-progress", "--no-embed"])
+    unregister_template_rules("dora")
+    try:
+        rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "1", "--styles", "find,explain",
+                       "--llm", spec(server), "--no-progress", "--no-embed"])
+    finally: register_template_rules(dora_fake_rules(), name="dora", priority=10)
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
     assert sum(s["candidates"].values()) > 0 and s["gate_failures"]
@@ -177,7 +182,8 @@ def test_fake_server_without_dora_rules_degrades_to_rejections(corpus, server, t
 
 def test_llm_errors_become_rejections(corpus, tmp_path):
     from ragbench.index import ChunkIndex
-    from ragbench.llm import FakeLLM, LLMError
+    from ragbench.llm import LLMError
+    from ragbench.testing import FakeLLM
     idx = ChunkIndex.open(corpus["db"])
     flaky = FakeLLM(lambda r: LLMError("boom") if r.stage == "dora_generate" else "not json", max_retries=0, max_repairs=0)
     r = run_dora(idx, flaky, cfg=load_config(per_style=1, styles=["find", "summarize"]))
@@ -188,9 +194,8 @@ def test_llm_errors_become_rejections(corpus, tmp_path):
 
 def test_budget_stops_cleanly(corpus, server, tmp_path):
     out = tmp_path / "run"
-    with patch.dict("ragbench.fakeserver.FIELD_RULES", dora_fake_rules()):
-        rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "3", "--llm", spec(server),
-                       "--max-calls", "10", "--no-progress", "--no-embed"])
+    rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "3", "--llm", spec(server),
+                   "--max-calls", "10", "--no-progress", "--no-embed"])
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["stopped"] == "budget" and s["usage"]["calls"] <= 10
@@ -200,9 +205,8 @@ def test_user_styles_file_via_cli(corpus, server, tmp_path):
     (tmp_path / "styles.yaml").write_text(
         "brief:\n  base: summarize\n  description: a two-sentence brief\n  checks: {sentences: {min: 2, max: 2}}\n  tau: 0.5\n")
     out = tmp_path / "run"
-    with patch.dict("ragbench.fakeserver.FIELD_RULES", dora_fake_rules()):
-        rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "1", "--styles", "brief,find",
-                       "--styles-file", str(tmp_path / "styles.yaml"), "--llm", spec(server), "--no-progress", "--no-embed"])
+    rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "1", "--styles", "brief,find",
+                   "--styles-file", str(tmp_path / "styles.yaml"), "--llm", spec(server), "--no-progress", "--no-embed"])
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
     assert set(s["requested"]) == {"brief", "find"} and s["achieved"]["find"] == 1
@@ -214,10 +218,9 @@ def test_split_leakage_planted_duplicate(corpus, server, tmp_path, capsys):
     (tmp_path / "test_docs.txt").write_text("copy-of-git-gc.txt\ngit-prune.txt\n")
     (tmp_path / "docs.txt").write_text("git-gc.txt\ngit-rm.txt\ncopy-of-git-gc.txt\ngit-prune.txt\n")
     out = tmp_path / "run"
-    with patch.dict("ragbench.fakeserver.FIELD_RULES", dora_fake_rules()):
-        rc = dora_cli(["--db", str(corpus["db_dup"]), "--out", str(out), "--per-style", "2", "--styles", "find,explain",
-                       "--docs", str(tmp_path / "docs.txt"), "--split", "train,test", "--test-docs", str(tmp_path / "test_docs.txt"),
-                       "--llm", spec(server), "--no-progress"])
+    rc = dora_cli(["--db", str(corpus["db_dup"]), "--out", str(out), "--per-style", "2", "--styles", "find,explain",
+                   "--docs", str(tmp_path / "docs.txt"), "--split", "train,test", "--test-docs", str(tmp_path / "test_docs.txt"),
+                   "--llm", spec(server), "--no-progress"])
     assert rc == 3
     leak = json.loads((out / "leakage.json").read_text())
     assert not leak["passed"] and leak["evidence_ngram"]["flagged"] >= 1 and leak["evidence_ngram"]["max"] == 1.0
@@ -227,11 +230,10 @@ def test_split_leakage_planted_duplicate(corpus, server, tmp_path, capsys):
 def test_split_clean_cross_generator_and_sft_export(corpus, server, tmp_path):
     (tmp_path / "test_docs.txt").write_text("git-revert.txt\ngit-cherry-pick.txt\n")
     out = tmp_path / "run"
-    with patch.dict("ragbench.fakeserver.FIELD_RULES", dora_fake_rules()):
-        rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "1", "--styles", "find,summarize,provide",
-                       "--split", "train,test", "--test-docs", str(tmp_path / "test_docs.txt"),
-                       "--llm", spec(server), "--test-llm", f"openai:{server.url}/v1@fake-other", "--no-progress",
-                       "--leak-cosine", "0.999"])
+    rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "1", "--styles", "find,summarize,provide",
+                   "--split", "train,test", "--test-docs", str(tmp_path / "test_docs.txt"),
+                   "--llm", spec(server), "--test-llm", f"openai:{server.url}/v1@fake-other", "--no-progress",
+                   "--leak-cosine", "0.999"])
     leak = json.loads((out / "leakage.json").read_text())
     assert rc == 0, leak
     assert leak["passed"] and not leak["doc_overlap"]

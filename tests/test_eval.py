@@ -175,7 +175,7 @@ def static_env(tmp_path_factory):
 
 
 def _judge_and_answer_llm():
-    from ragbench.llm import FakeLLM
+    from ragbench.testing import FakeLLM
     return FakeLLM()  # default responder: schema-valid replies built from the prompt's chunks
 
 
@@ -219,7 +219,7 @@ def test_end_to_end_recall_equals_brute_force(static_env, tmp_path, name):
 
 
 def test_modes_and_judges_through_fake_server(static_env, tmp_path):
-    from ragbench.fakeserver import FakeLLMServer
+    from ragbench.testing import FakeLLMServer
     from ragbench.llm import make_llm
     ds, idx, db = static_env["hotpot"]
     ds = Dataset(ds.items[:6])
@@ -244,7 +244,7 @@ def test_modes_and_judges_through_fake_server(static_env, tmp_path):
 
 
 def test_unparseable_judge_output_is_counted_not_nan(static_env, tmp_path):
-    from ragbench.fakeserver import FakeLLMServer
+    from ragbench.testing import FakeLLMServer
     from ragbench.llm import make_llm
     ds, idx, db = static_env["musique"]
     ds = Dataset(ds.items[:4])

@@ -10,9 +10,9 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
-from ragbench.fakeserver import FakeLLMServer
-from ragbench.llm import LLMConfigError, LLMError, LLMParseError, arun, make_llm, _is_loopback
+from ragbench.llm import CallMeter, LLMConfigError, LLMError, LLMParseError, arun, is_loopback, make_llm, task_usage
 from ragbench.prompts import format_chunks, get_prompt, render_prompt
+from ragbench.testing import FakeLLMServer
 
 GEMINI_SECRET = "AIza-test-secret-gemini-7d1c"
 OPENAI_SECRET = "sk-test-secret-openai-4b2e"
@@ -85,7 +85,7 @@ def llm_for(api, srv, **kw):
     elif api == "gemini": llm = make_llm("gemini:gemini-2.5-flash", **kw)
     elif api == "gemini-schema": llm = make_llm("gemini:gemini-2.5-flash", schema_mode="schema", **kw)
     else: raise ValueError(api)
-    assert _is_loopback(llm.backend.base_url), llm.backend.base_url
+    assert is_loopback(llm.backend.base_url), llm.backend.base_url
     return llm
 
 
@@ -133,6 +133,7 @@ def test_openai_server_without_response_format_falls_back(monkeypatch, env):
         assert llm.backend._native is False
         assert llm.complete(PROMPT + " again", Question).answer  # stays in prompt mode: no second rejection
         assert srv.stats()["rejected"] == 1
+        assert llm.usage.totals()["calls"] == srv.stats()["requests"] == 3   # the rejected request was counted too
 
 
 # ---------------------------------------------------------------------------------------- faults
@@ -243,3 +244,55 @@ def test_local_model_answers_smoke_prompt_with_valid_json(tmp_path):
     out = llm.complete(user, get_prompt("smoke").output, system=system, stage="smoke")
     assert isinstance(out, get_prompt("smoke").output) and isinstance(out.echo, str)
     assert llm.usage.by_stage()["smoke"]["output_tokens"] > 0
+
+
+# ---------------------------------------------------------------------------------------- counting
+@pytest.mark.parametrize("api", ["openai", "gemini"])
+def test_meter_equals_the_servers_request_count_under_faults(monkeypatch, api):
+    "Every HTTP attempt (retries and repair re-asks included) is counted before it is sent: meter == server counter."
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_SECRET)
+    with FakeLLMServer(error_rate=0.3, seed=7, timeout_sleep=0.6,
+                       fault_kinds=("429", "500", "503", "timeout", "malformed", "badjson")) as srv:
+        monkeypatch.setenv("RAGBENCH_GEMINI_BASE_URL", srv.url)
+        meter = CallMeter()
+        llm = llm_for(api, srv, meter=meter, timeout=0.3, max_retries=3, max_repairs=1, max_concurrency=4)
+        async def go():
+            return await asyncio.gather(*(llm.acomplete(f"{PROMPT}\nvariant {i}", Question, stage="gen") for i in range(24)),
+                                        return_exceptions=True)
+        out = run_async(llm, go)
+        st = srv.stats()
+    assert sum(st["faults"].values()) > 5 and any(isinstance(o, Question) for o in out)   # faults did happen
+    t = meter.totals()
+    assert t["calls"] == st["requests"], (t, st)
+    assert t["retries"] > 0 and t["calls"] == 24 + t["retries"] + t["repairs"]
+    assert t["failures"] == sum(isinstance(o, Exception) for o in out)
+
+
+def test_per_task_usage_with_real_clients(env):
+    llm = llm_for("openai", env)
+    async def task(n):
+        with task_usage() as u:
+            await asyncio.gather(*(llm.acomplete(f"{PROMPT}\ntask {n} {i}", stage="gen") for i in range(n)))
+            return u.totals()["calls"]
+    async def go(): return await asyncio.gather(task(1), task(4))
+    assert run_async(llm, go) == [1, 4] and env.stats()["requests"] == 5 == llm.usage.totals()["calls"]
+
+
+def test_budget_holds_across_a_resume(env, tmp_path):
+    "Two runs on one journal: --max-calls 3 means 3 requests in all."
+    for run in range(2):
+        llm = llm_for("openai", env, meter=CallMeter(tmp_path / "llm_calls.jsonl", max_calls=3))
+        for i in range(3):
+            try: llm.complete(f"{PROMPT}\nq{i}-{run}")
+            except LLMError as e: assert "budget spent: 3/3 calls" in str(e)
+    assert env.stats()["requests"] == 3
+
+
+def test_key_in_base_url_never_recorded(env, tmp_path):
+    spec = f"openai:http://user:{OPENAI_SECRET}@127.0.0.1:{env.port}/v1@gpt-4o-mini"
+    llm = make_llm(spec, cache_dir=tmp_path / "cache", backoff=0.01, max_retries=1)
+    assert llm.complete(PROMPT)                     # the URL with user info still reaches the server
+    env.push_faults("500", "500")
+    with pytest.raises(LLMError) as ei: llm.complete("fails", stage="x")
+    blob = "\n".join(p.read_text() for p in (tmp_path / "cache").rglob("*.json")) + str(ei.value) + repr(llm) + repr(llm.backend) + llm.spec
+    assert OPENAI_SECRET not in blob and "***@127.0.0.1" in llm.spec

@@ -226,17 +226,12 @@ def test_garbage_everywhere_is_rejection_not_crash(index, tmp_path):
 
 @contextlib.contextmanager
 def fake_rules(judge_pass: float = 1.0, sufficient_p: float = 0.0):
-    "Field rules for the fake LLM server so TRIAD prompts get plausible answers (restored on exit)."
-    from ragbench import fakeserver as fs
-    saved = dict(fs.FIELD_RULES)
-    fs.FIELD_RULES.update(fs.TRIAD_RULES)   # the server's own TRIAD answers, with tunable judge and sufficiency
-    fs.FIELD_RULES.update({
-        "multi_hop": lambda ctx: ctx.rng.random() < judge_pass,
-        "sufficient": lambda ctx: ctx.rng.random() < sufficient_p,
-    })
-    try: yield fs.FIELD_RULES
-    finally:
-        fs.FIELD_RULES.clear(); fs.FIELD_RULES.update(saved)
+    "Template rules over TRIAD's own (registered by ragbench.triad_generate): a tunable judge and sufficiency (removed on exit)."
+    from ragbench.llm.template import register_template_rules, unregister_template_rules
+    register_template_rules({"multi_hop": lambda ctx: ctx.rng.random() < judge_pass,
+                             "sufficient": lambda ctx: ctx.rng.random() < sufficient_p}, name="test_triad", priority=100)
+    try: yield
+    finally: unregister_template_rules("test_triad")
 
 
 def _cli_cmd(db, out, url, *extra):
@@ -249,7 +244,7 @@ def _env():
 
 
 def test_resume_after_kill_no_duplicates_cache_hits(index, tmp_path):
-    from ragbench.fakeserver import FakeLLMServer
+    from ragbench.testing import FakeLLMServer
     out = tmp_path / "run"
     with fake_rules(), FakeLLMServer(latency=0.05) as srv:
         cmd = _cli_cmd(index.db_dir, out, srv.url, "--n", "6", "--concurrency", "4", "--binary-share", "0",
@@ -278,7 +273,7 @@ def test_resume_after_kill_no_duplicates_cache_hits(index, tmp_path):
 
 
 def test_budget_stops_cleanly_then_continues(index, tmp_path, capsys):
-    from ragbench.fakeserver import FakeLLMServer
+    from ragbench.testing import FakeLLMServer
     out = tmp_path / "run"
     with fake_rules(), FakeLLMServer() as srv:
         args = ["--db", str(index.db_dir), "--out", str(out), "--llm", f"openai:{srv.url}/v1@fake-model", "--n", "3",

@@ -81,7 +81,7 @@ def test_bridge_inspector_with_triad_bridging(index):
     bi.set_topic("undoing a rebase")
     from ragbench.triad_generate import generate_qa
     qa = bi.generate(generate_qa, kind="intersection", binary=False, llm=llm, cfg=cfg)
-    assert qa.answer == "ORIG_HEAD" and "undoing a rebase" in llm.requests[-1].prompt
+    assert qa.answer == "ORIG_HEAD" and "undoing a rebase" in llm.backend.requests[-1].prompt
 
 
 def test_review_queue_persists_across_reopen(run):

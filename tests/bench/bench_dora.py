@@ -3,14 +3,13 @@
     python tests/bench/bench_dora.py [--docs 8] [--per-style 4] [--latency 0.0 0.05] [--embedder hash]
 
 Builds an index over the first --docs Git manual pages of ../shared/data/gitdocs (hash embedder by default,
-so no model load is timed), starts `ragbench.fakeserver.FakeLLMServer` in this process with the DoRA field
-rules (`ragbench.dora.dora_fake_rules`), and runs `run_dora` for all five styles through the real OpenAI
+so no model load is timed), starts `ragbench.testing.FakeLLMServer` in this process (DoRA's template
+rules are registered by `ragbench.dora`), and runs `run_dora` for all five styles through the real OpenAI
 client (`openai:URL/v1@fake`) with a fresh cache, once per latency. Reports LLM calls, tokens and wall time
 per accepted item, calls per stage, and acceptance per style.
 """
 import argparse, json, os, sys, tempfile, time
 from pathlib import Path
-from unittest.mock import patch
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
@@ -20,8 +19,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 from ragbench.corpus import load_documents, chunk_documents
 from ragbench.index import ChunkIndex
 from ragbench.llm import make_llm
-from ragbench.fakeserver import FakeLLMServer
-from ragbench.dora import run_dora, load_config, dora_fake_rules
+from ragbench.testing import FakeLLMServer
+from ragbench.dora import run_dora, load_config
 
 GITDOCS = ROOT.parent / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
 
@@ -41,7 +40,7 @@ def build_index(n_docs: int, embedder: str, root: Path) -> ChunkIndex:
 
 
 def bench(idx, per_style: int, latency: float, root: Path) -> dict:
-    with patch.dict("ragbench.fakeserver.FIELD_RULES", dora_fake_rules()), FakeLLMServer(latency=latency) as srv:
+    with FakeLLMServer(latency=latency) as srv:   # DoRA registers its template rules when imported
         llm = make_llm(f"openai:{srv.url}/v1@fake", cache_dir=root / f"cache-{latency}", max_concurrency=8)
         t = time.time()
         r = run_dora(idx, llm, cfg=load_config(per_style=per_style), out=root / f"run-{latency}",

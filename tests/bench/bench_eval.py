@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from ragbench.core import Dataset
 from ragbench.eval_setups import Setup
 from ragbench.eval_run import evaluate
-from ragbench.fakeserver import FakeLLMServer
+from ragbench.testing import FakeLLMServer
 from ragbench.llm import make_llm
 from ragbench.static import load_static, index_static
 

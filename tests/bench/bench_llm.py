@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from pydantic import BaseModel
-from ragbench.fakeserver import FakeLLMServer
-from ragbench.llm import FakeLLM, LLMError, arun, make_llm
+from ragbench.llm import LLMError, arun, make_llm
+from ragbench.testing import FakeLLM, FakeLLMServer
 from ragbench.prompts import format_chunks
 
 CHUNKS = [("c1", "Ada Lovelace", "Ada Lovelace wrote the first published program for the Analytical Engine."),
@@ -77,12 +77,12 @@ def bench_local(max_tokens=128):
              ("schema (smoke)", user, get_prompt("smoke").output, system),
              ("schema (Question)", "Write a question.\n" + format_chunks(CHUNKS), Question, None)]
     for label, prompt, schema, sys_ in cases:
-        before = llm.usage.total()["output_tokens"]
+        before = llm.usage.totals()["output_tokens"]
         t0 = time.perf_counter()
         try: out = llm.complete(prompt, schema, system=sys_, stage=label)
         except LLMError as e: out = f"FAILED: {e}"
         dt = time.perf_counter() - t0
-        n = llm.usage.total()["output_tokens"] - before
+        n = llm.usage.totals()["output_tokens"] - before
         print(f"  {label:18} {n:4d} tokens in {dt:5.2f} s = {n / dt:5.1f} tok/s   {str(out)[:70]!r}")
     return 0
 

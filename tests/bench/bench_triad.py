@@ -6,7 +6,7 @@
    human-made supporting-paragraph pairs (pairs known to support a multi-hop question); (b) on random seeds of the
    index, entity calls spent and bridge configurations found with and without the pre-check, the entity call
    answered by a simulated extractor (the fake server's entity lists, with coreference by containment / last name).
-2. Throughput: `run_triad` against `ragbench.fakeserver.FakeLLMServer` (child process, fixed latency, field rules
+2. Throughput: `run_triad` against `ragbench.testing.FakeLLMServer` (child process, fixed latency, field rules
    giving the paper's rates: 81% of attempts pass the judge, 9% of single chunks "sufficient") through the real
    OpenAI client (`openai:URL/v1@fake-model`) at concurrency C. Wall time vs the ideal
    requests x latency / C (goal <= 1.15) and LLM calls per accepted question (goal <= 13; reference code ~22).
@@ -30,7 +30,7 @@ HOTPOT = ROOT.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_train100.json"
 def serve(port_q, latency, judge_pass, sufficient_p):
     "Child process: the fake server with TRIAD field rules."
     from test_triad import fake_rules
-    from ragbench.fakeserver import FakeLLMServer
+    from ragbench.testing import FakeLLMServer
     with fake_rules(judge_pass=judge_pass, sufficient_p=sufficient_p), FakeLLMServer(latency=latency) as srv:
         port_q.put(srv.port)
         while True: time.sleep(3600)
@@ -38,7 +38,7 @@ def serve(port_q, latency, judge_pass, sufficient_p):
 
 def simulated_entities(req):
     "An entity extractor independent of the pre-check: fake-server entity lists, coreference by containment/last name."
-    from ragbench.fakeserver import _entities
+    from ragbench.llm.template import text_entities as _entities
     cs = parse_chunks(req.prompt)
     per = [_entities(f"{t}. {x}") for _, t, x in cs]
     def same(a, b):
@@ -56,7 +56,7 @@ async def precheck_study(index, n_seeds):
         cfg = TriadConfig(precheck=on)
         found = await asyncio.gather(*(afind_bridge(s, index, llm, cfg) for s in seeds))
         out[on] = {s: f for s, f in zip(seeds, found)}
-        out[f"calls_{on}"] = llm.usage.total()["calls"]
+        out[f"calls_{on}"] = llm.usage.totals()["calls"]
     with_, without = out[True], out[False]
     return {"seeds": len(seeds),
             "entity_calls": {"precheck": out["calls_True"], "no_precheck": out["calls_False"]},
