@@ -220,10 +220,11 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         if spec not in llms: llms[spec] = factory(spec)
         return llms[spec]
     judge = get_llm(judge_llm) if isinstance(judge_llm, str) else judge_llm
+    from ragbench.llm import redact_spec
     m = run.manifest()
     run.write_manifest(kind="evaluation", dataset=None if isinstance(dataset, Dataset) else str(dataset),
                        dataset_fingerprint=dataset_fingerprint(ds), n_items=len(ds),
-                       setups={**(m.get("setups") or {}), **{s.name: s.model_dump() for s in setups}},
+                       setups={**(m.get("setups") or {}), **{s.name: {**s.model_dump(), "llm": s.llm and redact_spec(s.llm)} for s in setups}},
                        modes=sorted(set(m.get("modes") or []) | set(modes)), judges=list(judges),
                        judge_llm=getattr(judge, "spec", None) if judge is not None else None,
                        unknown_answer_ids=unknown)
@@ -266,7 +267,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                                   for s in setups if s.external}
     used = dict(llms)
     if judge is not None and not isinstance(judge_llm, str): used["judge"] = judge
-    summary["usage"] = {k: {"total": l.usage.totals(), "by_stage": l.usage.by_stage()} for k, l in used.items() if hasattr(l, "usage")}
+    summary["usage"] = {redact_spec(k): {"total": l.usage.totals(), "by_stage": l.usage.by_stage()} for k, l in used.items() if hasattr(l, "usage")}
     summary["new_rows"], summary["seconds"] = n_new, round(time.time() - t0, 3)
     run.write("summary.json", summary)
     return summary

@@ -288,6 +288,20 @@ def test_budget_stops_cleanly_then_continues(index, tmp_path, capsys):
         assert s["accepted"] == 3 and s["session"]["stop_reason"] == "target reached"
 
 
+def test_max_calls_holds_across_resumes(index, tmp_path, capsys):
+    "The run's meter is persisted (llm_calls.jsonl): re-running the same --max-calls N command never sends more than N in all."
+    from ragbench.testing import FakeLLMServer
+    out = tmp_path / "run"
+    with fake_rules(judge_pass=0.3), FakeLLMServer() as srv:
+        args = ["--db", str(index.db_dir), "--out", str(out), "--llm", f"openai:{srv.url}/v1@fake-model", "--n", "20",
+                "--binary-share", "0", "--types", "comparison", "--concurrency", "2", "--max-calls", "9"]
+        for _ in range(3): assert triad_cli(args) == 0
+        assert srv.stats()["requests"] <= 9
+    assert "budget spent" in capsys.readouterr().err
+    journal = [json.loads(l) for l in open(out / "llm_calls.jsonl")]
+    assert sum(e["e"] == "send" for e in journal) == srv.stats()["requests"]
+
+
 def test_estimate_spends_nothing(index, tmp_path, capsys):
     assert triad_cli(["--db", str(index.db_dir), "--out", str(tmp_path / "est"), "--n", "20", "--estimate",
                       "--llm", "gemini:gemini-2.5-flash", "--judge-llm", "gemini:gemini-2.5-flash-lite"]) == 0
