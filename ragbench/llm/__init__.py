@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/03_llm.ipynb #93fbe8e8
+# %% ../../nbs/03_llm.ipynb #59735d22
 from .errors import (KEY_ENVS, BudgetExceeded, LLMConfigError, LLMError, LLMParseError, ProviderError,
                                  RateLimitError, StructuredOutputRejected, TransientError, http_status, is_retryable,
                                  redact, redact_spec)
