@@ -14,7 +14,7 @@ from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, St
                                  http_status, is_retryable, redact, redact_spec)
 from .limits import RateLimiter, Slots
 from .structured import parse_reply, repair_prompt, schema_info
-from .usage import CallMeter, cost_usd, task_meters, task_usage
+from .usage import CallMeter, cost_usd, task_meters
 
 _log = logging.getLogger("ragbench.llm")
 
