@@ -14,7 +14,7 @@ from .prompts import format_chunks, parse_chunks
 # %% auto #0
 __all__ = ['FIELD_RULES', 'TRIAD_RULES', 'FAULTS', 'FieldContext', 'chunk_entities', 'install_stage_rules', 'build_instance',
            'schema_in_prompt', 'fake_reply', 'parse_openai_request', 'openai_response', 'parse_gemini_request',
-           'gemini_response', 'FakeLLMServer', 'fake_llm_server_cli']
+           'gemini_response', 'FakeLLMServer', 'fake_llm_server_command']
 
 # %% ../nbs/03_fakeserver.ipynb #89de00c7
 @dataclass
@@ -489,27 +489,25 @@ def _error_body(api: str, code: int) -> dict:
     return {"error": {"message": msg, "type": "rate_limit_error" if code == 429 else "server_error", "param": None, "code": status.lower()}}
 
 # %% ../nbs/03_fakeserver.ipynb #07ccf1b4
-def fake_llm_server_cli(argv: Optional[list] = None) -> int:
-    "Run the fake LLM server on 127.0.0.1 until Ctrl-C (or `--duration` seconds)."
-    p = argparse.ArgumentParser(prog="ragbench fake-llm-server",
-                                description="Fake OpenAI + Gemini LLM server on 127.0.0.1 for tests and benchmarks.")
-    p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one)")
-    p.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
-    p.add_argument("--error-rate", type=float, default=0.0, help="probability of an injected fault per request")
-    p.add_argument("--seed", type=int, default=0, help="seed for answers and fault draws")
-    p.add_argument("--faults", default="", help=f"comma-separated faults served first, from: {','.join(FAULTS)}")
-    p.add_argument("--timeout-sleep", type=float, default=3.0, help="seconds a 'timeout' fault stalls")
-    p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: run until Ctrl-C)")
-    a = p.parse_args(argv)
+def fake_llm_server_command(
+    *,
+    port: int = 8765,  # port (0 picks a free one)
+    latency: float = 0.0,  # seconds added to every reply
+    error_rate: float = 0.0,  # probability of an injected fault per request
+    seed: int = 0,  # seed for answers and fault draws
+    faults: str = "",  # comma-separated faults served first, from: 429,500,503,timeout,malformed,badjson,ok
+    timeout_sleep: float = 3.0,  # seconds a 'timeout' fault stalls
+    duration: float = 0.0,  # stop after this many seconds (0: run until Ctrl-C)
+) -> None:
+    "Fake OpenAI + Gemini LLM server on 127.0.0.1 for tests and benchmarks, until Ctrl-C (or `--duration` seconds)."
+    from ragbench.core import UserError
     try:
-        srv = FakeLLMServer(port=a.port, latency=a.latency, error_rate=a.error_rate, seed=a.seed,
-                            faults=[f for f in a.faults.split(",") if f], timeout_sleep=a.timeout_sleep).start()
-    except (ValueError, OSError) as e:
-        print(f"ragbench fake-llm-server: {e}", file=sys.stderr); return 2
+        srv = FakeLLMServer(port=port, latency=latency, error_rate=error_rate, seed=seed,
+                            faults=[f for f in faults.split(",") if f], timeout_sleep=timeout_sleep).start()
+    except (ValueError, OSError) as e: raise UserError(str(e)) from e
     print(f"fake LLM server on {srv.url}  (OpenAI base_url {srv.url}/v1, Gemini base_url {srv.url}); Ctrl-C stops", flush=True)
     try:
-        end = time.monotonic() + a.duration if a.duration > 0 else math.inf
+        end = time.monotonic() + duration if duration > 0 else math.inf
         while time.monotonic() < end: time.sleep(min(0.2, max(0.0, end - time.monotonic())))
     except KeyboardInterrupt: pass
     finally: srv.stop()
-    return 0

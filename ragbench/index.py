@@ -4,19 +4,19 @@
 
 # %% ../nbs/11_index.ipynb #d585e612
 from __future__ import annotations
-import argparse, json, random, sys
+import json, random, sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import Chunk, atomic_write, utc_now
+from .core import Chunk, UserError, atomic_write, utc_now
 from .corpus import (FORMATS, CorpusError, EmbedderError, LoadReport, chunk_documents, load_documents,
                              make_embedder)
 
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path', 'resolve_columns', 'ChunkIndex',
-           'index_cli', 'search_cli']
+           'index_command', 'parse_columns', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -375,81 +375,69 @@ def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     return [self._hit(r, 1.0 - r["_distance"]) for r in rows if str(r[self.columns["id"]]) != str(chunk_id)][:k]
 
 # %% ../nbs/11_index.ipynb #3c63e2ad
-def _index_parser() -> argparse.ArgumentParser:
-    "Argument parser of `ragbench index`."
-    p = argparse.ArgumentParser(prog="ragbench index", description="Load, chunk and embed documents into a "
-                                "LanceDB table. Resumable: re-run the same command to finish an interrupted build.")
-    p.add_argument("source", help="a folder (.txt .md .html .htm .pdf), a JSONL of {id, title, text}, or a HotpotQA/MuSiQue JSON file")
-    p.add_argument("--db", required=True, help="LanceDB folder (created if missing)")
-    p.add_argument("--table", default="chunks", help="table name (default: chunks)")
-    p.add_argument("--embedder", default=None, help="model folder or cached model name; 'hash' for a model-free "
-                   "embedder (tests); default: the bundled all-MiniLM-L6-v2")
-    p.add_argument("--mode", choices=("auto", "pack", "paragraph"), default="auto",
-                   help="chunking: pack paragraphs to ~target tokens, or one chunk per paragraph; auto = paragraph "
-                   "for HotpotQA/MuSiQue, pack otherwise")
-    p.add_argument("--format", dest="fmt", choices=FORMATS, default="auto", help="input format (default: detect)")
-    p.add_argument("--target-tokens", type=int, default=512); p.add_argument("--min-tokens", type=int, default=100)
-    p.add_argument("--max-tokens", type=int, default=1024); p.add_argument("--overlap", type=float, default=0.25)
-    p.add_argument("--batch-size", type=int, default=256, help="chunks embedded and written per batch")
-    p.add_argument("--max-doc-mb", type=float, default=20.0, help="skip documents larger than this (MB)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
-
-def index_cli(argv: list[str]) -> int:
-    "`ragbench index SOURCE --db DIR ...`: build or resume an index and print a summary."
-    a = _index_parser().parse_args(argv)
+def index_command(
+    source: str,  # a folder (.txt .md .html .htm .pdf), a JSONL of {id, title, text}, or a HotpotQA/MuSiQue JSON file
+    *,
+    db: str,  # LanceDB folder (created if missing)
+    table: str = "chunks",  # table name
+    embedder: Optional[str] = None,  # model folder or cached model name; 'hash' for a model-free embedder (tests); default: the bundled all-MiniLM-L6-v2
+    mode: Literal["auto", "pack", "paragraph"] = "auto",  # chunking: pack paragraphs to ~target tokens, or one chunk per paragraph; auto = paragraph for HotpotQA/MuSiQue, pack otherwise
+    fmt: Annotated[Literal[FORMATS], "--format"] = "auto",  # input format; auto detects it
+    target_tokens: int = 512,  # packed chunks aim at about this many tokens
+    min_tokens: int = 100,  # a packed chunk holds at least this many tokens where the text allows
+    max_tokens: int = 1024,  # longer paragraphs are split into overlapping windows
+    overlap: float = 0.25,  # share of a window repeated in the next one when a long paragraph is split
+    batch_size: int = 256,  # chunks embedded and written per batch
+    max_doc_mb: float = 20.0,  # skip documents larger than this (MB)
+    quiet: bool = False,  # no progress bar
+) -> None:
+    "Load, chunk and embed documents into a LanceDB table, then print a summary."
     report = LoadReport()
     try:
-        emb = make_embedder(a.embedder)
-        docs = load_documents(a.source, a.fmt, report, a.max_doc_mb)
-        chunks = chunk_documents(docs, a.target_tokens, a.min_tokens, a.max_tokens, a.overlap, a.mode)
-        idx = ChunkIndex.build(a.db, chunks, emb, table=a.table, batch_size=a.batch_size, progress=not a.quiet)
-    except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e:
-        print(f"ragbench index: error: {e}", file=sys.stderr)
-        return 2
+        emb = make_embedder(embedder)
+        chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), target_tokens, min_tokens, max_tokens, overlap, mode)
+        idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=not quiet)
+    except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     st = idx.last_build
-    print(f"indexed {a.source}: {report.documents} documents -> {st['chunks']} chunks "
+    print(f"indexed {source}: {report.documents} documents -> {st['chunks']} chunks "
           f"({st['added']} new, {st['existing']} already in the table)")
-    print(f"table '{a.table}' in {a.db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
+    print(f"table '{table}' in {db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if report.skipped:
         print(f"skipped {len(report.skipped)} input(s):")
         for m in report.messages(): print(f"  {m}")
-    return 0
 
 # %% ../nbs/11_index.ipynb #56cfbc33
-def _parse_columns(items: list[str]) -> dict:
-    "ROLE=NAME pairs from --column options."
+def parse_columns(items: Iterable[str]) -> dict:
+    "{role: column} from ROLE=NAME strings (the `--column` options)."
     out = {}
     for it in items or []:
-        if "=" not in it: raise ValueError(f"--column expects ROLE=NAME (roles: {', '.join(ROLES)}), got {it!r}")
+        if "=" not in it: raise UserError(f"--column expects ROLE=NAME (roles: {', '.join(ROLES)}), got {it!r}")
         k, v = it.split("=", 1); out[k.strip()] = v.strip()
     return out
 
-def search_cli(argv: list[str]) -> int:
-    "`ragbench search --db DIR QUERY ...`: print the top hits (or JSON with --json)."
-    p = argparse.ArgumentParser(prog="ragbench search", description="Search a ragbench index or your own LanceDB table.")
-    p.add_argument("query"); p.add_argument("--db", required=True, help="LanceDB folder")
-    p.add_argument("--table", default="chunks"); p.add_argument("-k", type=int, default=5, help="number of hits (default 5)")
-    p.add_argument("--mode", choices=SEARCH_MODES, default="dense")
-    p.add_argument("--json", action="store_true", help="print a JSON list of {chunk_id, doc_id, text, score}")
-    p.add_argument("--embedder", default=None, help="embedder (default: the one the index was built with)")
-    p.add_argument("--column", action="append", default=[], metavar="ROLE=NAME",
-                   help="map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable")
-    a = p.parse_args(argv)
+def search_command(
+    query: str,  # what to search for
+    *,
+    db: str,  # LanceDB folder
+    table: str = "chunks",  # table name
+    k: Annotated[int, "-k"] = 5,  # number of hits
+    mode: Literal[SEARCH_MODES] = "dense",  # dense (vectors), bm25 (full text) or hybrid (both, fused)
+    as_json: Annotated[bool, "--json"] = False,  # print a JSON list of {chunk_id, doc_id, text, score}
+    embedder: Optional[str] = None,  # embedder (default: the one the index was built with)
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
+) -> None:
+    "Search a ragbench index or your own LanceDB table and print the top hits."
     try:
-        idx = ChunkIndex.open(a.db, a.table, embedder=a.embedder, columns=_parse_columns(a.column))
-        hits = idx.search(a.query, k=a.k, mode=a.mode)
-    except (IndexSchemaError, EmbedderError, ValueError) as e:
-        print(f"ragbench search: error: {e}", file=sys.stderr)
-        return 2
-    if a.json:
+        idx = ChunkIndex.open(db, table, embedder=embedder, columns=parse_columns(column))
+        hits = idx.search(query, k=k, mode=mode)
+    except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
+    if as_json:
         print(json.dumps([{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}
                           for h in hits], ensure_ascii=False, indent=2))
-        return 0
+        return
     for i, h in enumerate(hits, 1):
         where = " / ".join(str(x) for x in (h.meta.get("title"), h.meta.get("section")) if x)
         snippet = " ".join(h.text.split())
         print(f"{i}. {h.score:.4f}  {h.chunk_id}  {where}\n   {snippet[:200]}{'...' if len(snippet) > 200 else ''}")
     if not hits: print("no hits")
-    return 0

@@ -4,11 +4,11 @@
 
 # %% ../nbs/50_report.ipynb #20251af3
 from __future__ import annotations
-import argparse, asyncio, html, json, math, os, re, shutil, sys, threading
+import asyncio, html, json, math, os, re, shutil, sys, threading
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
-from .core import Dataset, RecordError, atomic_write, read_jsonl, utc_now
+from typing import Annotated, Any, Iterable, NamedTuple, Optional, Sequence, Union
+from .core import Dataset, RecordError, UserError, atomic_write, read_jsonl, utc_now
 
 # %% auto #0
 __all__ = ['MissingData', 'norm_value', 'value_label', 'split_metric', 'metric_label', 'order_metrics', 'load_eval',
@@ -17,7 +17,7 @@ __all__ = ['MissingData', 'norm_value', 'value_label', 'split_metric', 'metric_l
            'precision_with_ceiling', 'retrieval_hit_split', 'abstention_by_model', 'keypoint_shares',
            'generation_funnel', 'acceptance_by_type', 'ReportFigure', 'report_figures', 'dataset_counts',
            'means_table_html', 'render_report_html', 'build_report', 'ChromeNotFound', 'find_chrome', 'render_pngs',
-           'export_png', 'export_pngs', 'report_cli']
+           'export_png', 'export_pngs', 'report_command']
 
 # %% ../nbs/50_report.ipynb #f64e471f
 class MissingData(ValueError):
@@ -768,23 +768,20 @@ def export_pngs(figs: dict, out_dir: Union[str, Path], width: int = 1100, height
     return [atomic_write(Path(out_dir) / f"{name}.png", b) for name, b in zip(figs, pngs)]
 
 # %% ../nbs/50_report.ipynb #fa330d69
-def report_cli(argv: list[str]) -> int:
-    "`ragbench report EVAL_DIR --out report.html [--generation RUN] [--png-dir DIR]`: the HTML report, and PNGs."
-    p = argparse.ArgumentParser(prog="ragbench report", description="Write a self-contained HTML report of an "
-                                "evaluation run (EVAL_DIR with summary.json and scores.jsonl).")
-    p.add_argument("eval_dir", metavar="EVAL_DIR", help="directory written by `ragbench evaluate --out`")
-    p.add_argument("--out", default=None, help="HTML file to write (default: EVAL_DIR/report.html)")
-    p.add_argument("--generation", metavar="RUN", default=None, help="TRIAD run directory (summary.json) for the funnel")
-    p.add_argument("--png-dir", metavar="DIR", default=None, help="also write every figure as DIR/NAME.png (needs Chromium)")
-    p.add_argument("--title", default=None)
-    p.add_argument("--width", type=int, default=1100, help="PNG width in pixels")
-    a = p.parse_args(argv)
-    out = Path(a.out) if a.out else Path(a.eval_dir) / "report.html"
+def report_command(
+    eval_dir: Annotated[str, {"metavar": "EVAL_DIR"}],  # directory written by `ragbench evaluate --out`
+    *,
+    out: Optional[str] = None,  # HTML file to write (default: EVAL_DIR/report.html)
+    generation: Annotated[Optional[str], {"metavar": "RUN"}] = None,  # TRIAD run directory (summary.json) for the funnel
+    png_dir: Annotated[Optional[str], {"metavar": "DIR"}] = None,  # also write every figure as DIR/NAME.png (needs Chromium)
+    title: Optional[str] = None,  # the report's title
+    width: int = 1100,  # PNG width in pixels
+) -> None:
+    "Write a self-contained HTML report of an evaluation run (EVAL_DIR with summary.json and scores.jsonl)."
+    out = Path(out) if out else Path(eval_dir) / "report.html"
     try:
-        if a.png_dir: find_chrome()                         # fail before writing anything
-        path = build_report(a.eval_dir, out, generation_dir=a.generation, title=a.title, png_dir=a.png_dir, width=a.width)
-    except (FileNotFoundError, RecordError, ChromeNotFound, MissingData, RuntimeError) as e:
-        print(f"ragbench report: {e}", file=sys.stderr); return 2
+        if png_dir: find_chrome()                         # fail before writing anything
+        path = build_report(eval_dir, out, generation_dir=generation, title=title, png_dir=png_dir, width=width)
+    except (FileNotFoundError, ChromeNotFound, MissingData, RuntimeError) as e: raise UserError(str(e)) from e
     print(path)
-    if a.png_dir: print(f"PNG figures in {a.png_dir}")
-    return 0
+    if png_dir: print(f"PNG figures in {png_dir}")
