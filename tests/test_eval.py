@@ -23,9 +23,12 @@ from ragbench.eval_metrics import (precision_at_k, recall_at_k, hit_at_k, mrr, n
                                    exact_match, token_f1, rouge_l_recall, bertscore_recall, default_bertscore_model,
                                    answer_metrics, yes_no, bootstrap_ci)
 from ragbench.eval_setups import Setup, SetupError, load_setups
-from ragbench.eval_run import (evaluate, summarize, compare, export_ragas, evaluate_cli, compare_cli,
-                               export_ragas_cli, EvalError, metric_names)
-from ragbench.static import load_static, index_static, missing_gold, static_cli
+from ragbench.eval_run import evaluate, summarize, compare, export_ragas, EvalError, metric_names
+from ragbench.static import load_static, index_static, missing_gold
+from ragbench.cli import main
+
+evaluate_cli, compare_cli, export_ragas_cli, static_cli = (lambda argv, _n=n: main([_n, *argv])   # `ragbench NAME ARGV` in-process
+                                                           for n in ("evaluate", "compare", "export-ragas", "static"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
