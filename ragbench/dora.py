@@ -18,7 +18,7 @@ from .dora_gates import GateResult, gate, run_checks, entailment_claims
 # %% auto #0
 __all__ = ['DEFAULT_STYLES', 'DoraConfig', 'load_config', 'apply_style_overrides', 'Task', 'group_by_doc', 'seed_order',
            'plan_tasks', 'DoraContext', 'generate_one', 'dedup_items', 'select_quota', 'DoraRun', 'run_dora',
-           'summarize_run', 'dora_fake_rules', 'dora_options', 'dora_documents', 'dora_llms', 'dora_command',
+           'summarize_run', 'dora_fake_rules', 'dora_options', 'dora_inputs', 'dora_llms', 'dora_command',
            'finish_splits']
 
 # %% ../nbs/33_dora_generate.ipynb #d05958cc
@@ -495,15 +495,19 @@ def _print_summary(s: dict, label: str = "") -> None:
     if s["per_accepted"]: print(f"  per accepted item: {s['per_accepted']['calls']} calls, {s['per_accepted']['tokens']} tokens")
 
 # %% ../nbs/33_dora_generate.ipynb #5eafcd3d
-def dora_documents(index, docs: Optional[str], test_docs: Optional[str]) -> tuple[dict, Optional[list[str]]]:
-    "({doc id: chunks} restricted to the `docs` list, test doc ids) for a run; unknown ids raise UserError."
+def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str], test_docs: Optional[str]) -> tuple:
+    "(index, {doc id: chunks} restricted to the `docs` list, test doc ids) for a run; bad input raises UserError."
     from ragbench.dora_splits import read_doc_list
+    from ragbench.index import ChunkIndex, IndexSchemaError
+    from ragbench.corpus import EmbedderError
+    try: index = ChunkIndex.open(db, table=table, embedder=embedder)
+    except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
     doc_chunks = group_by_doc(index.iter_chunks())
     try:
         if docs:
             keep = set(read_doc_list(docs, known=set(doc_chunks)))
             doc_chunks = {d: cs for d, cs in doc_chunks.items() if d in keep}
-        return doc_chunks, read_doc_list(test_docs, known=set(doc_chunks)) if test_docs else None
+        return index, doc_chunks, read_doc_list(test_docs, known=set(doc_chunks)) if test_docs else None
     except ValueError as e: raise UserError(str(e)) from e
 
 def dora_llms(llm: str, judge_llm: Optional[str], test_llm: Optional[str], cache: Path, max_calls: Optional[int]) -> tuple:
@@ -545,14 +549,10 @@ def dora_command(
     progress: bool = True,  # a progress bar
 ) -> int:
     "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
-    from ragbench.index import ChunkIndex, IndexSchemaError
-    from ragbench.corpus import EmbedderError
     from ragbench.dora_splits import split_docs
     cfg = dora_options(config, styles_file, styles, split, test_docs, per_style=per_style, seed=seed, overgen=overgen,
                        entailment=entailment, prefilter=prefilter, workers=workers)
-    try: index = ChunkIndex.open(db, table=table, embedder=embedder)
-    except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
-    doc_chunks, test_ids = dora_documents(index, docs, test_docs)
+    index, doc_chunks, test_ids = dora_inputs(db, table, embedder, docs, test_docs)
     if not split and not doc_chunks: raise UserError(f"no chunks to generate from in {db} (table {table})")
     out = Path(out)
     gen, judge, test_gen = dora_llms(llm, judge_llm, test_llm, out / "cache", max_calls)
