@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .core import Chunk, Context, Attempt, QAItem, Dataset, RunDir, item_id, corpus_fingerprint, utc_now
 from .dora_styles import Style, DoraQA, get_style, list_styles, render_generation, load_styles, update_style, StyleError
-from .dora_evidence import (EvidenceConfig, Bundle, select_bundle, make_entailment, LexicalEntailment, has_number,
-                                    content_words, stem, jaccard, split_sentences, lexical_entailment)
+from .text import has_number, content_words, stem, jaccard, split_sentences
+from .dora_evidence import EvidenceConfig, Bundle, select_bundle, make_entailment, LexicalEntailment, lexical_entailment
 from .dora_gates import GateResult, gate, run_checks, entailment_claims
 
 # %% auto #0

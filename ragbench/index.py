@@ -7,16 +7,16 @@ from __future__ import annotations
 import argparse, json, random, sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import Chunk, atomic_write, utc_now
-from .corpus import (FORMATS, CorpusError, EmbedderError, LoadReport, chunk_documents, load_documents,
-                             make_embedder)
+from .core import Chunk, UserError, atomic_write, utc_now
+from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
+from .embed import EmbedderError, make_embedder
 
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path', 'resolve_columns', 'ChunkIndex',
-           'index_cli', 'search_cli']
+           'minmax', 'fuse_hybrid', 'index_cli', 'search_cli']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -28,7 +28,7 @@ class Hit:
     score: float
     meta: dict[str, Any] = field(default_factory=dict)
 
-class IndexSchemaError(ValueError):
+class IndexSchemaError(UserError):
     "A LanceDB table is missing, or lacks the columns / vector size ragbench needs (the message says which)."
 
 # %% ../nbs/11_index.ipynb #c973d910
@@ -303,6 +303,17 @@ def iter_chunks(self: ChunkIndex, batch_size: int = 1000) -> Iterator[Chunk]:
         for r in b.to_pylist(): yield self._chunk(r)
 
 # %% ../nbs/11_index.ipynb #67288104
+def minmax(xs: Sequence[float]) -> list[float]:
+    "Scores scaled to [0, 1] (all 1.0 when they are equal)."
+    lo, hi = min(xs, default=0.0), max(xs, default=0.0)
+    return [1.0 if hi == lo else (x - lo) / (hi - lo) for x in xs]
+
+def fuse_hybrid(dense: dict[str, float], bm25: dict[str, float], dense_weight: float = 0.7) -> dict[str, float]:
+    "id -> dense_weight * minmax(dense) + (1 - dense_weight) * minmax(bm25); an id missing from one side gets 0 there."
+    d, b = (dict(zip(x, minmax(list(x.values())))) for x in (dense, bm25))
+    return {i: dense_weight * d.get(i, 0.0) + (1 - dense_weight) * b.get(i, 0.0) for i in d | b}
+
+# %% ../nbs/11_index.ipynb #200126e7
 @patch
 def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False) -> list[dict]:
     "Top-n rows by cosine similarity to `vec` (row['_distance'] = 1 - cosine)."
@@ -322,26 +333,17 @@ def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> li
     q = self.tbl.search(query, query_type="fts", fts_columns=self.columns["text"])
     return q.limit(n).select(self._select(vector) + ["_score"]).to_list()
 
-def _minmax(xs: list[float]) -> list[float]:
-    "Scale scores to [0, 1] (all 1.0 when they are equal)."
-    lo, hi = min(xs, default=0.0), max(xs, default=0.0)
-    return [1.0 if hi == lo else (x - lo) / (hi - lo) for x in xs]
-
 @patch
 def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict], w: float) -> list[tuple[dict, float]]:
-    "Relative-score fusion of the pooled candidates: w * minmax(cosine) + (1 - w) * minmax(bm25)."
+    "The rows of both searches with their `fuse_hybrid` score of cosine and BM25, best first."
     vcol, idcol = self.columns["vector"], self.columns["id"]
-    pool: dict[str, list] = {}
-    for r in dense: pool[str(r[idcol])] = [r, 1.0 - r["_distance"], 0.0]
-    for r, bm in zip(sparse, _minmax([r["_score"] for r in sparse])):
-        k = str(r[idcol])
-        if k not in pool:
-            v = np.asarray(r[vcol], dtype=np.float32); nv = float(np.linalg.norm(v) * np.linalg.norm(qv))
-            pool[k] = [r, float(v @ qv) / nv if nv else 0.0, 0.0]
-        pool[k][2] = bm
-    items = list(pool.values())
-    dn = _minmax([cos for _, cos, _ in items])
-    return sorted(((r, w * d + (1 - w) * bm) for (r, _, bm), d in zip(items, dn)), key=lambda x: -x[1])
+    rows = {str(r[idcol]): r for r in sparse} | {str(r[idcol]): r for r in dense}
+    cos = {str(r[idcol]): 1.0 - r["_distance"] for r in dense}
+    for r in sparse:                   # a BM25-only row gets its cosine from its stored vector
+        v = np.asarray(r[vcol], dtype=np.float32); nv = float(np.linalg.norm(v) * np.linalg.norm(qv))
+        cos.setdefault(str(r[idcol]), float(v @ qv) / nv if nv else 0.0)
+    fused = fuse_hybrid(cos, {str(r[idcol]): r["_score"] for r in sparse}, w)
+    return sorted(((rows[k], f) for k, f in fused.items()), key=lambda x: -x[1])
 
 # %% ../nbs/11_index.ipynb #940591a7
 SEARCH_MODES = ("dense", "bm25", "hybrid")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, contextlib, io, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
-from .core import RunDir, utc_now, package_versions
+from .core import RunDir, UserError, utc_now, package_versions
 
 # %% auto #0
 __all__ = ['ALIASES', 'STEPS', 'RUN_JSON', 'RUN_DIR_PARAMS', 'EXAMPLE_PIPELINE', 'packaged_dir', 'source_dir', 'short_name',
@@ -348,7 +348,7 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     return {**rec, "run_dir": str(run.path)}
 
 # %% ../nbs/70_run.ipynb #9913a421
-class ConfigError(ValueError):
+class ConfigError(UserError):
     "A bad pipeline config; the message names the file and field."
 
 _STEP_KEYS = {"name", "notebook", "parameters"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
-from .core import QAItem, Context, Dataset, item_id
+from .core import QAItem, Context, Dataset, UserError, item_id
 from .corpus import paragraph_chunk_id, iter_json_items
 
 # %% auto #0
@@ -15,7 +15,7 @@ __all__ = ['STATIC_FORMATS', 'StaticFormatError', 'hotpotqa_item', 'musique_item
            'missing_gold', 'static_cli']
 
 # %% ../nbs/43_static.ipynb #31377e5b
-class StaticFormatError(ValueError):
+class StaticFormatError(UserError):
     "A HotpotQA/MuSiQue question file that cannot be read; the message names file, line and field."
 
 STATIC_FORMATS = ("hotpotqa", "musique")
