@@ -33,7 +33,7 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS]
 
 # %% ../nbs/01_text.ipynb #218ef4ee
-_ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|no|fig|eq|resp|incl)|(?<![\w.])[A-Za-z])\.", re.I)
+_ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|no|fig|eq|resp|incl)|(?<!\w)[A-Za-z])\.", re.I)
 _SENT_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\)\]”’]))\s+(?=\S)")
 _ITEM_RE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
 
@@ -89,14 +89,23 @@ def _sentence_case(w: str) -> bool:
     return len(w) > 1 and w[0].isupper() and w[1:].islower()
 
 # %% ../nbs/01_text.ipynb #dbd4b3ec
+def _pieces(ws: list[str]) -> list[list[str]]:
+    "A span's words cut where a sentence ends inside it (a word ending in '.' before a non-name: *Poe. In May*)."
+    out, cur = [], []
+    for i, w in enumerate(ws):
+        cur.append(w)
+        if w.endswith(".") and i + 1 < len(ws) and not_a_name(clean_name(ws[i + 1])): out.append(cur); cur = []
+    return out + ([cur] if cur else [])
+
 def _spans(text: str) -> list[tuple[list[str], bool]]:
     "Capitalised spans of `text` as (words, opens a sentence), leading non-names removed."
     starts = {m.end() for m in _OPENER_RE.finditer(text)}
     out = []
     for m in _SPAN_RE.finditer(text):
-        ws, opener = m.group(0).split(), m.start() in starts
-        while ws and (not_a_name(clean_name(ws[0])) or ws[0][0].islower()): ws.pop(0); opener = False
-        if ws: out.append((ws, opener))
+        for i, ws in enumerate(_pieces(m.group(0).split())):
+            opener = i > 0 or m.start() in starts
+            while ws and (not_a_name(clean_name(ws[0])) or ws[0][0].islower()): ws.pop(0); opener = False
+            if ws: out.append((ws, opener))
     return out
 
 def _seen_mid_sentence(spans: list, title: str) -> set[str]:
