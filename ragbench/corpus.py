@@ -9,6 +9,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
+from fastcore.basics import patch
 from .core import Chunk, UserError, make_chunk_id
 
 # %% auto #0
@@ -68,6 +69,7 @@ def _check_size(path: Path, max_bytes: int) -> None:
         raise _Skip(f"file is {size / 1e6:.1f} MB, above the {max_bytes / 1e6:g} MB per-document limit "
                     f"(raise max_doc_mb / --max-doc-mb to load it)")
 
+# %% ../nbs/10_corpus.ipynb #1c42399f
 def _decode(data: bytes) -> str:
     "UTF-8 text of `data`; NUL bytes or bad UTF-8 raise _Skip naming the line."
     nul = data.find(b"\x00", 0, 8192)
@@ -88,6 +90,7 @@ def _markdown_title(text: str) -> Optional[str]:
         if m: return m.group(2)
     return None
 
+# %% ../nbs/10_corpus.ipynb #3a0c6eba
 _HTML_BLOCKS = ("p", "div", "li", "ul", "ol", "pre", "table", "tr", "section", "article", "blockquote",
                 "br", "header", "footer", "main", "nav", "dd", "dt", "figure")
 
@@ -170,6 +173,7 @@ def _capped_lines(f, max_bytes: int) -> Iterator[Optional[bytes]]:
         else:
             yield line
 
+# %% ../nbs/10_corpus.ipynb #888c5a1c
 def _record_document(rec: Any, where_id: str, source: str) -> Document:
     "A Document from one JSON record {id?, title?, text, ...}; raises _Skip naming the bad field."
     if not isinstance(rec, dict): raise _Skip(f"expected a JSON object {{id, title?, text}}, got {type(rec).__name__}")
@@ -225,53 +229,67 @@ class _JsonStream:
         if not data: self.eof = True; return False
         self.buf += data; return True
 
-    def peek(self) -> str:
-        "The next non-blank character without consuming it ('' at end of file)."
-        while True:
-            self.pos = _WS.match(self.buf, self.pos).end()
-            if self.pos < len(self.buf): return self.buf[self.pos]
-            if not self.more(): return ""
-
-    def cur_line(self) -> int:
-        "Line number of the current position."
-        self.line += self.buf.count("\n", self.lpos, self.pos); self.lpos = self.pos
-        return self.line
-
-    def value(self) -> Any:
-        "Decode the next JSON value, reading more text until it is complete."
-        self.peek()
-        while True:
-            try:
-                v, end = self.dec.raw_decode(self.buf, self.pos)
-                if end == len(self.buf) and self.more(): continue   # a number may go on in the next block
-                self.pos = end; return v
-            except json.JSONDecodeError as e:
-                if self.more(len(self.buf)): continue
-                raise _Skip(f"invalid JSON ({e.msg})", self.cur_line()) from None
-
 # %% ../nbs/10_corpus.ipynb #f54bdd19
+@patch
+def peek(self: _JsonStream) -> str:
+    "The next non-blank character without consuming it ('' at end of file)."
+    while True:
+        self.pos = _WS.match(self.buf, self.pos).end()
+        if self.pos < len(self.buf): return self.buf[self.pos]
+        if not self.more(): return ""
+
+@patch
+def cur_line(self: _JsonStream) -> int:
+    "Line number of the current position."
+    self.line += self.buf.count("\n", self.lpos, self.pos); self.lpos = self.pos
+    return self.line
+
+# %% ../nbs/10_corpus.ipynb #febb4824
+@patch
+def value(self: _JsonStream) -> Any:
+    "Decode the next JSON value, reading more text until it is complete."
+    self.peek()
+    while True:
+        try:
+            v, end = self.dec.raw_decode(self.buf, self.pos)
+            if end == len(self.buf) and self.more(): continue   # a number may go on in the next block
+            self.pos = end; return v
+        except json.JSONDecodeError as e:
+            if self.more(len(self.buf)): continue
+            raise _Skip(f"invalid JSON ({e.msg})", self.cur_line()) from None
+
+# %% ../nbs/10_corpus.ipynb #165525fa
+def _next_item(s: _JsonStream, close: str, i: int) -> bool:
+    "Step to the next item of the open list/object (past its ','); False at the closing bracket."
+    c = s.peek()
+    if c == close: return False
+    if c == "": raise _Skip("unexpected end of file (truncated JSON?)", s.cur_line())
+    if i:
+        if c != ",": raise _Skip(f"expected ',' or '{close}' between items", s.cur_line())
+        s.pos += 1; s.peek()
+    return True
+
+# %% ../nbs/10_corpus.ipynb #e77bc492
+def _read_item(s: _JsonStream, close: str, i: int) -> tuple[Any, Any]:
+    "(key, value) of the item at the current position: the index in a list, the name in an object."
+    if close == "]": return i, s.value()
+    key = s.value()
+    if s.peek() != ":": raise _Skip("expected ':' after an object key", s.cur_line())
+    s.pos += 1
+    return key, s.value()
+
+# %% ../nbs/10_corpus.ipynb #c9167bf9
 def iter_json_items(path: Union[str, Path], bufsize: int = 1 << 16) -> Iterator[tuple[Any, Any, int]]:
     "Yield (key, value, line) for each item of a top-level JSON list (key = index) or object (key = name)."
     with open(path, encoding="utf-8-sig") as f:
         s = _JsonStream(f, bufsize)
         try:
             c = s.peek()
-            if c not in ("[", "{") or c == "": raise _Skip("expected a JSON list or object at the top level", s.cur_line())
+            if c not in ("[", "{"): raise _Skip("expected a JSON list or object at the top level", s.cur_line())
             s.pos += 1; close = "]" if c == "[" else "}"; i = 0
-            while True:
-                c = s.peek()
-                if c == close: return
-                if c == "": raise _Skip("unexpected end of file (truncated JSON?)", s.cur_line())
-                if i:
-                    if c != ",": raise _Skip(f"expected ',' or '{close}' between items", s.cur_line())
-                    s.pos += 1; s.peek()
+            while _next_item(s, close, i):
                 line = s.cur_line()
-                if close == "}":
-                    key = s.value()
-                    if s.peek() != ":": raise _Skip("expected ':' after an object key", s.cur_line())
-                    s.pos += 1; val = s.value()
-                else:
-                    key, val = i, s.value()
+                key, val = _read_item(s, close, i)
                 yield key, val, line
                 i += 1
         except UnicodeDecodeError as e:
@@ -288,27 +306,33 @@ def _paragraph_doc(title: Any, text: Any, source: str, dataset: str) -> Document
     if not text.strip(): raise _Skip(f"paragraph '{title}' is empty")
     return Document(title, title, text.strip(), {"source": source, "dataset": dataset, "prechunked": True})
 
+# %% ../nbs/10_corpus.ipynb #fcb59d87
+def _hotpot_paragraphs(key: Any, val: Any) -> Iterator[tuple[Any, Any]]:
+    "(title, sentences) pairs of one item of a HotpotQA corpus ({title: [sentences]}) or question file."
+    if not isinstance(val, dict):
+        if not isinstance(val, list): raise _Skip(f"paragraph '{key}': expected a list of sentences")
+        yield key, val; return
+    if "context" not in val: raise _Skip("field 'context' is missing (expected a HotpotQA question)")
+    for pair in val["context"]:
+        if not (isinstance(pair, list) and len(pair) == 2): raise _Skip("field 'context': expected [title, [sentences]] pairs")
+        yield pair[0], pair[1]
+
+# %% ../nbs/10_corpus.ipynb #a9b157f3
+def _musique_paragraphs(val: Any) -> Iterator[tuple[Any, Any]]:
+    "(title, text) pairs of one item of a MuSiQue corpus ([{title, text}]) or question file."
+    if not isinstance(val, dict): raise _Skip(f"expected a JSON object, got {type(val).__name__}")
+    if "paragraphs" not in val:
+        if "text" not in val: raise _Skip("field 'text' is missing")
+        yield val.get("title"), val["text"]; return
+    for p in val["paragraphs"]:
+        if not isinstance(p, dict) or "paragraph_text" not in p: raise _Skip("field 'paragraphs[].paragraph_text' is missing")
+        yield p.get("title"), p["paragraph_text"]
+
 def _paragraphs(key: Any, val: Any, fmt: str) -> Iterator[tuple[Any, Any]]:
     "(title, text) pairs in one top-level item of a HotpotQA/MuSiQue corpus or question file."
-    if fmt == "hotpotqa":
-        if isinstance(val, dict):
-            if "context" not in val: raise _Skip("field 'context' is missing (expected a HotpotQA question)")
-            for pair in val["context"]:
-                if not (isinstance(pair, list) and len(pair) == 2): raise _Skip("field 'context': expected [title, [sentences]] pairs")
-                yield pair[0], pair[1]
-        else:
-            if not isinstance(val, list): raise _Skip(f"paragraph '{key}': expected a list of sentences")
-            yield key, val
-    else:
-        if not isinstance(val, dict): raise _Skip(f"expected a JSON object, got {type(val).__name__}")
-        if "paragraphs" in val:
-            for p in val["paragraphs"]:
-                if not isinstance(p, dict) or "paragraph_text" not in p: raise _Skip("field 'paragraphs[].paragraph_text' is missing")
-                yield p.get("title"), p["paragraph_text"]
-        else:
-            if "text" not in val: raise _Skip("field 'text' is missing")
-            yield val.get("title"), val["text"]
+    return _hotpot_paragraphs(key, val) if fmt == "hotpotqa" else _musique_paragraphs(val)
 
+# %% ../nbs/10_corpus.ipynb #4e7f441d
 def iter_wiki_paragraphs(path: Union[str, Path], report: LoadReport, fmt: str = "hotpotqa") -> Iterator[Document]:
     "Paragraph documents from a HotpotQA or MuSiQue corpus/question file, streamed item by item."
     path = Path(path); seen: set[bytes] = set(); line = None
@@ -344,6 +368,7 @@ def _sniff_json(path: Path) -> str:
         if "title" in val and "text" in val: return "musique"
     raise CorpusError(f"{path}: unrecognised JSON layout (expected HotpotQA, MuSiQue or [{{id, title, text}}] records)")
 
+# %% ../nbs/10_corpus.ipynb #8c5837c2
 def detect_format(source: Union[str, Path]) -> str:
     "The loader for `source`: folder, jsonl, hotpotqa, musique, records (a JSON list of records) or file."
     p = Path(source)
@@ -352,7 +377,7 @@ def detect_format(source: Union[str, Path]) -> str:
     if p.suffix.lower() == ".json": return _sniff_json(p)
     return "file"
 
-# %% ../nbs/10_corpus.ipynb #19cf4941
+# %% ../nbs/10_corpus.ipynb #075e99f6
 def _iter_records_json(path: Path, report: LoadReport) -> Iterator[Document]:
     "Documents from a JSON list of {id, title?, text} records."
     line = None
@@ -363,11 +388,13 @@ def _iter_records_json(path: Path, report: LoadReport) -> Iterator[Document]:
     except _Skip as e:
         report.skip(path, e.line or line, f"{e}; stopped reading this file")
 
+# %% ../nbs/10_corpus.ipynb #eedb7310
 def _iter_single_file(path: Path, report: LoadReport, max_doc_mb: float) -> Iterator[Document]:
     "The one document of a single file."
     try: yield read_file_document(path, path.name, max_doc_mb)
     except _Skip as e: report.skip(path, e.line, str(e))
 
+# %% ../nbs/10_corpus.ipynb #608dc252
 def _counted(docs: Iterator[Document], report: LoadReport, source: Path) -> Iterator[Document]:
     "Count yielded documents; raise CorpusError at the end if there were none."
     for d in docs:
@@ -416,6 +443,7 @@ class _Block:
     section: Optional[str]
     heading: bool = False
 
+# %% ../nbs/10_corpus.ipynb #667b3d32
 _ANCHOR = re.compile(r"\[\[[^\]]*\]\]")
 
 def _heading_of(lines: list[str]) -> tuple[Optional[str], int]:
@@ -427,6 +455,7 @@ def _heading_of(lines: list[str]) -> tuple[Optional[str], int]:
         if abs(len(lines[1].strip()) - len(t)) <= 2 and len(lines[1].strip()) >= 2: return _ANCHOR.sub("", t).strip(), 2
     return None, 0
 
+# %% ../nbs/10_corpus.ipynb #bae0716d
 def _blocks(text: str) -> list[_Block]:
     "The paragraphs of `text` as spans, each with its section heading."
     out, section, pos = [], None, 0
@@ -446,7 +475,7 @@ def _blocks(text: str) -> list[_Block]:
         out.append(_Block(s, e, count_tokens(text[s:e]), section, heading=bool(h) and n == len(lines)))
     return out
 
-# %% ../nbs/10_corpus.ipynb #bae0716d
+# %% ../nbs/10_corpus.ipynb #a7ab1e54
 _SENT_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
 
 def _units(text: str, start: int, end: int, max_tokens: int, piece: int) -> list[tuple[int, int, int]]:
@@ -466,6 +495,7 @@ def _units(text: str, start: int, end: int, max_tokens: int, piece: int) -> list
         if cnt: out.append((first, last, cnt))
     return out
 
+# %% ../nbs/10_corpus.ipynb #20310bf9
 def _windows(units: list[tuple[int, int, int]], target: int, overlap: float) -> Iterator[tuple[int, int]]:
     "Sliding windows of whole units of about `target` tokens, each repeating ~`overlap` of the previous."
     i = 0
@@ -526,6 +556,7 @@ def chunk_document(doc: Document, target_tokens: int = 512, min_tokens: int = 10
         if page_starts: meta["page"] = bisect_right(page_starts, s)
         yield Chunk(id=make_chunk_id(doc.id, pos, t), doc_id=doc.id, text=t, meta=meta)
 
+# %% ../nbs/10_corpus.ipynb #a912ebf1
 def chunk_documents(docs: Iterable[Document], target_tokens: int = 512, min_tokens: int = 100,
                     max_tokens: int = 1024, overlap: float = 0.25, mode: str = "pack") -> Iterator[Chunk]:
     "Stream Chunk objects from documents: `pack` paragraphs to ~target tokens, or one chunk per `paragraph`."

@@ -50,6 +50,7 @@ def _schema(dim: int):
     return pa.schema([("id", pa.string()), ("doc_id", pa.string()), ("text", pa.string()),
                       ("vector", pa.list_(pa.float32(), dim)), ("meta", pa.string())])
 
+# %% ../nbs/11_index.ipynb #2ac9dcbc
 def _connect(db_dir):
     "A LanceDB connection (lancedb is imported here, not at module import)."
     import lancedb
@@ -63,6 +64,7 @@ def _table_names(db) -> list[str]:
         names += list(resp.tables); token = getattr(resp, "page_token", None)
         if not token: return names
 
+# %% ../nbs/11_index.ipynb #1631b2d2
 def _quote(v: Any) -> str:
     "A SQL literal for `v`."
     return str(int(v)) if isinstance(v, (int, np.integer)) else "'" + str(v).replace("'", "''") + "'"
@@ -118,6 +120,7 @@ def _check_embedder(table: str, side: Optional[dict], emb) -> None:
         raise IndexSchemaError(f"table '{table}' was built with embedder '{e['name']}' (dim {e['dim']}), not "
                                f"'{emb.name}' (dim {emb.dim}); use the same embedder or another table name")
 
+# %% ../nbs/11_index.ipynb #6511457c
 @patch(cls_method=True)
 def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
           batch_size: int = 256, progress: bool = True) -> ChunkIndex:
@@ -139,7 +142,7 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     idx.add(chunks, batch_size=batch_size, progress=progress)
     return idx
 
-# %% ../nbs/11_index.ipynb #212f8652
+# %% ../nbs/11_index.ipynb #a77c773e
 @patch
 def _arrow(self: ChunkIndex, chunks: list[Chunk], vecs: np.ndarray):
     "An Arrow table of chunks and their vectors in the ragbench layout."
@@ -159,6 +162,7 @@ def _all_ids(self: ChunkIndex) -> list:
         out += b.column(col).to_pylist()
     return out
 
+# %% ../nbs/11_index.ipynb #0030894c
 @patch
 def _has_fts(self: ChunkIndex) -> bool:
     "Whether the text column has a full-text index."
@@ -176,7 +180,18 @@ def _ensure_indices(self: ChunkIndex, rebuild: bool = False) -> None:
         self.tbl.create_index(self.columns["id"], config=BTree(), replace=True)
     self._fts_ready = True
 
-# %% ../nbs/11_index.ipynb #6511457c
+# %% ../nbs/11_index.ipynb #f60d3be7
+def _new_in_batch(batch: list[Chunk], stored: set, seen: set, st: dict) -> list[Chunk]:
+    "The chunks of `batch` neither stored nor seen earlier in this build (counted in `st`)."
+    new = []
+    for c in batch:
+        st["chunks"] += 1
+        if c.id in stored: st["existing"] += 1
+        elif c.id in seen: st["repeated"] += 1
+        else: seen.add(c.id); new.append(c)
+    return new
+
+# %% ../nbs/11_index.ipynb #82a994a9
 @patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False) -> int:
     "Embed and append the chunks whose ids are not in the table yet; returns how many were added."
@@ -186,12 +201,7 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in _batched(chunks, batch_size):
-            new = []
-            for c in batch:
-                st["chunks"] += 1
-                if c.id in stored: st["existing"] += 1
-                elif c.id in new_ids: st["repeated"] += 1
-                else: new_ids.add(c.id); new.append(c)
+            new = _new_in_batch(batch, stored, new_ids, st)
             if new:
                 self.tbl.add(self._arrow(new, self.embedder.encode([c.text for c in new])))
                 st["added"] += len(new)
@@ -239,6 +249,7 @@ def _select(self: ChunkIndex, vector: bool = False) -> list[str]:
         keep += [f.name for f in self.tbl.schema if f.name not in keep and f.name != c["vector"] and _scalar(f.type)]
     return keep + ([c["vector"]] if vector else [])
 
+# %% ../nbs/11_index.ipynb #5999388e
 @patch
 def _chunk(self: ChunkIndex, row: dict) -> Chunk:
     "A Chunk from a table row."
@@ -257,6 +268,7 @@ def _hit(self: ChunkIndex, row: dict, score: float) -> Hit:
     ch = self._chunk(row)
     return Hit(ch.id, ch.doc_id, ch.text, float(score), ch.meta)
 
+# %% ../nbs/11_index.ipynb #2b8779bd
 @patch
 def _key(self: ChunkIndex, i: Any) -> Any:
     "An id as the id column's type (so integer ids of a user's table work as given or as strings)."
@@ -273,7 +285,7 @@ def _rows(self: ChunkIndex, ids: Iterable, vector: bool = False) -> dict:
             out[str(r[idcol])] = r
     return out
 
-# %% ../nbs/11_index.ipynb #5999388e
+# %% ../nbs/11_index.ipynb #29578042
 @patch
 def get_many(self: ChunkIndex, ids: Iterable[str]) -> list[Chunk]:
     "Chunks for `ids`, in the same order; KeyError names the ids that are not in the table."
@@ -290,6 +302,7 @@ def get(self: ChunkIndex, id: str) -> Chunk:
     "The chunk with this id (KeyError if there is none)."
     return self.get_many([id])[0]
 
+# %% ../nbs/11_index.ipynb #810c36be
 @patch
 def sample_ids(self: ChunkIndex, n: int, seed: int = 0) -> list[str]:
     "`n` chunk ids drawn at random, reproducibly for a given seed (independent of storage order)."
@@ -333,6 +346,7 @@ def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> li
     q = self.tbl.search(query, query_type="fts", fts_columns=self.columns["text"])
     return q.limit(n).select(self._select(vector) + ["_score"]).to_list()
 
+# %% ../nbs/11_index.ipynb #940591a7
 @patch
 def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict], w: float) -> list[tuple[dict, float]]:
     "The rows of both searches with their `fuse_hybrid` score of cosine and BM25, best first."
@@ -345,7 +359,7 @@ def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict
     fused = fuse_hybrid(cos, {str(r[idcol]): r["_score"] for r in sparse}, w)
     return sorted(((rows[k], f) for k, f in fused.items()), key=lambda x: -x[1])
 
-# %% ../nbs/11_index.ipynb #940591a7
+# %% ../nbs/11_index.ipynb #4e03e1ff
 SEARCH_MODES = ("dense", "bm25", "hybrid")
 
 @patch
@@ -368,6 +382,7 @@ def search(self: ChunkIndex, query: str, k: int = 5, mode: str = "dense", exclud
             scored = self._fuse(qv, self._dense_rows(qv, m), self._bm25_rows(query, m, vector=True), w)
     return [self._hit(r, s) for r, s in scored if str(r[idcol]) not in ex][:k]
 
+# %% ../nbs/11_index.ipynb #af4d66ff
 @patch
 def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     "The k chunks nearest to `chunk_id` by its stored vector (never the chunk itself)."
