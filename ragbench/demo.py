@@ -17,7 +17,8 @@ __all__ = ['RULE_BASED_MODEL', 'build_demo_index', 'demo_searches', 'local_smoke
 def build_demo_index(out: Path, max_docs: Optional[int] = None, embedder=None, log: Callable = print):
     "Index the bundled Git docs sample into `out/db` (resumable); returns the ChunkIndex."
     from itertools import islice
-    from ragbench.corpus import load_documents, chunk_documents, sample_corpus_path, make_embedder
+    from ragbench.corpus import load_documents, chunk_documents, sample_corpus_path
+    from ragbench.embed import make_embedder
     from ragbench.index import ChunkIndex
     docs = load_documents(sample_corpus_path())
     if max_docs: docs = islice(docs, max_docs)

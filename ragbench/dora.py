@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .core import Chunk, Context, Attempt, QAItem, Dataset, RunDir, UserError, item_id, corpus_fingerprint, utc_now
 from .dora_styles import Style, DoraQA, get_style, list_styles, render_generation, load_styles, update_style, StyleError
-from .dora_evidence import (EvidenceConfig, Bundle, select_bundle, make_entailment, LexicalEntailment, has_number,
-                                    content_words, stem, jaccard, split_sentences, lexical_entailment)
+from .text import has_number, content_words, stem, jaccard, split_sentences
+from .dora_evidence import EvidenceConfig, Bundle, select_bundle, make_entailment, LexicalEntailment, lexical_entailment
 from .dora_gates import GateResult, gate, run_checks, entailment_claims
 
 # %% auto #0
@@ -499,7 +499,7 @@ def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str
     "(index, {doc id: chunks} restricted to the `docs` list, test doc ids) for a run; bad input raises UserError."
     from ragbench.dora_splits import read_doc_list
     from ragbench.index import ChunkIndex, IndexSchemaError
-    from ragbench.corpus import EmbedderError
+    from ragbench.embed import EmbedderError
     try: index = ChunkIndex.open(db, table=table, embedder=embedder)
     except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
     doc_chunks = group_by_doc(index.iter_chunks())

@@ -11,18 +11,20 @@ from typing import Annotated, Any, Callable, Iterable, Literal, Optional, Sequen
 import numpy as np
 from .core import Dataset, QAItem, RunDir, RecordError, UserError, short_hash, read_jsonl
 from .eval_metrics import (JUDGES, JUDGE_METRICS, DEFAULT_KS, retrieval_metrics, answer_metrics,
-                                   bertscore_recall, bootstrap_table, ajudge_answer)
-from .eval_setups import (Setup, SetupError, SetupContext, MODES, load_setups, check_setups, build_context,
+                                   bertscore_recall, ajudge_answer)
+from .stats import (HEADLINE_METRICS, MODES, bootstrap_table, metric_key, resample_means, resample_weights,
+                            split_metric)
+from .eval_setups import (Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
                                   agenerate_answer, read_answers, external_context, setups_file_option)
 
 # %% auto #0
 __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'RAGAS_COLUMNS', 'EvalError', 'metric_names', 'expects_abstention', 'score_batch',
-           'metric_key', 'summarize', 'dataset_fingerprint', 'open_index', 'evaluate', 'compare', 'ragas_rows',
-           'export_ragas', 'format_summary', 'answers_setup', 'comma_list', 'input_errors', 'evaluate_command',
-           'compare_command', 'export_ragas_command']
+           'summarize', 'dataset_fingerprint', 'open_index', 'evaluate', 'compare', 'ragas_rows', 'export_ragas',
+           'format_summary', 'answers_setup', 'comma_list', 'input_errors', 'evaluate_command', 'compare_command',
+           'export_ragas_command']
 
 # %% ../nbs/42_eval_run.ipynb #acb8bfb2
-class EvalError(ValueError):
+class EvalError(UserError):
     "Bad input to an evaluation (empty dataset, unknown setup, incompatible run directory...)."
 
 DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "retrieval_hit")
@@ -101,10 +103,6 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
     return [_row(it, setup, mode, c, a, m, f, d) for it, c, a, m, f, d in zip(items, ctxs, answers, mets, fails, details)]
 
 # %% ../nbs/42_eval_run.ipynb #5ce9fb10
-def metric_key(mode: str, name: str) -> str:
-    "Summary key of metric `name` in `mode` ('retrieved' metrics are unprefixed)."
-    return name if mode == "retrieved" else f"{mode}/{name}"
-
 def _dim_value(v) -> Optional[str]:
     "A breakdown value as a JSON key ('true'/'false' for booleans); None is left out."
     if v is None: return None
@@ -161,7 +159,7 @@ def dataset_fingerprint(ds: Dataset) -> str:
 def open_index(setup: Setup):
     "The setup's ChunkIndex (LanceDB folder `setup.db`, table `setup.table`, optional embedder and columns)."
     from ragbench.index import ChunkIndex
-    from ragbench.corpus import make_embedder
+    from ragbench.embed import make_embedder
     emb = make_embedder(setup.embedder) if setup.embedder else None
     return ChunkIndex.open(setup.db, table=setup.table, embedder=emb, columns=setup.columns)
 
@@ -273,14 +271,9 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     return summary
 
 # %% ../nbs/42_eval_run.ipynb #2c8fe651
-def _split_metric(metric: str) -> tuple[str, str]:
-    "(mode, metric name) of a summary metric key."
-    mode, _, name = metric.rpartition("/")
-    return (mode or "retrieved"), name
-
 def _metric_matrix(rows: Sequence[dict], metric: str, where: str = "") -> tuple[list[str], list[str], np.ndarray]:
     "(item ids, setups, items x setups array with NaN where missing) of one metric."
-    mode, name = _split_metric(metric)
+    mode, name = split_metric(metric)
     rows = [r for r in rows if r["mode"] == mode]
     if rows and not any(name in r["metrics"] for r in rows):
         have = sorted({k for r in rows for k in r["metrics"]})
@@ -317,12 +310,9 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
         ma, mb = np.nanmean(xa, axis=0), np.nanmean(xb, axis=0)
     tau, p = kendalltau(ma, mb)
     rng = np.random.default_rng(seed); taus = []
-    def boot_means(x, w): return (w @ np.nan_to_num(x)) / (w @ (~np.isnan(x)))
     for s in range(0, n_boot, 200):
         b = min(n_boot, s + 200) - s
-        from ragbench.eval_metrics import _resample_weights
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ba, bb = boot_means(xa, _resample_weights(rng, len(xa), b)), boot_means(xb, _resample_weights(rng, len(xb), b))
+        ba, bb = resample_means(xa, resample_weights(rng, len(xa), b)), resample_means(xb, resample_weights(rng, len(xb), b))
         for u, v in zip(ba, bb):
             if np.isfinite(u).all() and np.isfinite(v).all():
                 t = kendalltau(u, v)[0]
@@ -342,13 +332,13 @@ RAGAS_COLUMNS = ("user_input", "reference", "reference_contexts", "retrieved_con
 def ragas_rows(dataset: Dataset, *, index=None, scores: Optional[Sequence[dict]] = None, setup: Optional[str] = None,
                mode: str = "retrieved", include_ids: bool = False) -> list[dict]:
     "One ragas-style dict per item; with `scores` and `setup`, the setup's response and retrieved contexts."
-    from ragbench.eval_setups import _get_chunks
+    from ragbench.eval_setups import chunks_in_index
     by_item = {}
     if scores is not None:
         if setup is None: raise EvalError("give the setup whose answers to export")
         by_item = {r["item_id"]: r for r in scores if r["setup"] == setup and r["mode"] == mode}
         if not by_item: raise EvalError(f"no scored rows for setup '{setup}' in mode '{mode}'")
-    texts = lambda ids: [t for _, _, t in _get_chunks(index, ids)] if (index is not None and ids) else []
+    texts = lambda ids: [t for _, _, t in chunks_in_index(index, ids)] if (index is not None and ids) else []
     out = []
     for it in dataset:
         gold = list(it.gold_chunk_ids) or [c.chunk_id for c in it.contexts if c.relevant]
@@ -379,10 +369,7 @@ def export_ragas(dataset: Union[Dataset, str, Path], out: Union[str, Path], *, i
     return atomic_write(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 # %% ../nbs/42_eval_run.ipynb #95b95149
-_HEADLINE = ("recall@k", "precision@k", "hit@k", "mrr", "exact_match", "token_f1", "rouge_l_recall", "bertscore_recall",
-             "correct", "faithful", "keypoint_complete", "abstained", "oracle/correct", "unanswerable/abstained")
-
-def format_summary(summary: dict, metrics: Sequence[str] = _HEADLINE) -> str:
+def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> str:
     "A plain-text table: one line per setup, mean [lo, hi] of the headline metrics that have values."
     setups = list(summary["setups"])
     cols = [m for m in metrics if any((summary["setups"][s].get(m) or {}).get("n") for s in setups)]
@@ -419,11 +406,8 @@ def _warn_answers(summary: dict) -> None:
 # %% ../nbs/42_eval_run.ipynb #8ec5cf2b
 def input_errors() -> tuple[type, ...]:
     "Exception types of the modules evaluation reads from that mean bad input (re-raised as UserError by the commands)."
-    from ragbench.prompts import PromptError
     from ragbench.llm import LLMConfigError
-    from ragbench.index import IndexSchemaError
-    from ragbench.corpus import EmbedderError, CorpusError
-    return (EvalError, SetupError, FileNotFoundError, PromptError, LLMConfigError, IndexSchemaError, EmbedderError, CorpusError)
+    return (UserError, FileNotFoundError, LLMConfigError)
 
 # %% ../nbs/42_eval_run.ipynb #188f61e4
 def evaluate_command(

@@ -15,7 +15,7 @@ __all__ = ['STATIC_FORMATS', 'StaticFormatError', 'hotpotqa_item', 'musique_item
            'missing_gold', 'static_command']
 
 # %% ../nbs/43_static.ipynb #31377e5b
-class StaticFormatError(ValueError):
+class StaticFormatError(UserError):
     "A HotpotQA/MuSiQue question file that cannot be read; the message names file, line and field."
 
 STATIC_FORMATS = ("hotpotqa", "musique")
@@ -149,7 +149,8 @@ def static_command(
     quiet: bool = False,  # no progress bar
 ) -> None:
     "Load HotpotQA or MuSiQue questions as a ragbench dataset with gold chunk ids; indexes their paragraphs (paragraph mode) if the table is empty."
-    from ragbench.corpus import CorpusError, EmbedderError
+    from ragbench.corpus import CorpusError
+    from ragbench.embed import EmbedderError
     from ragbench.index import IndexSchemaError
     try:
         ds = load_static(file, fmt, limit)

@@ -11,8 +11,9 @@ from typing import Any, Optional, Sequence
 from .core import QAItem, RunDir, UserError, short_hash, utc_now
 from .llm import Budget, BudgetExceeded, LLMError, UsageMeter, price_for, redact
 from .prompts import format_chunks, render_prompt
-from .triad_generate import (SeedPlan, TriadConfig, _distinct_hits, _partners, aclassify_temporal, afind_bridge,
-                                     draft_item, fallback_config, candidate_names, generation_prompt, in_thread,
+from .text import candidate_names
+from .triad_generate import (SeedPlan, TriadConfig, distinct_neighbours, pick_partners, aclassify_temporal,
+                                     afind_bridge, draft_item, fallback_config, generation_prompt, in_thread,
                                      pick_seeds, plan_seeds, run_sync, shared_names)
 from .triad_validate import avalidate
 from .triad_extract import acheck_unanswerable, aextract, unanswerable_variant
@@ -274,8 +275,8 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
     gen_in, judge_in, suff_in, ent_in, lab_in, calls_entity, bridged = [], [], [], [], [], 0, 0
     for sid in seeds:
         seed = index.get(sid)
-        hits = _distinct_hits(seed, index.neighbours(sid, k=max(cfg.fallback_n, cfg.neighbours_k)))
-        partners = _partners(seed, hits, cfg)
+        hits = distinct_neighbours(seed, index.neighbours(sid, k=max(cfg.fallback_n, cfg.neighbours_k)))
+        partners = pick_partners(seed, hits, cfg)
         if len(partners) < cfg.n_chunks - 1: continue
         cs = [seed, *index.get_many([h.chunk_id for h in partners])]
         ent = (not cfg.precheck) or bool(shared_names(cs))

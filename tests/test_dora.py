@@ -10,7 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 from ragbench.core import Chunk, Dataset, QAItem
 from ragbench.dora_styles import get_style, Style, register_style, list_styles
 from ragbench.dora_gates import run_checks, gate, span_f1, numeric_consistency, context_recall, context_precision, qa_relevance
-from ragbench.dora_evidence import split_sentences, MemoryIndex
+from ragbench.text import split_sentences
 from ragbench.dora import run_dora, load_config, dora_fake_rules, DoraConfig
 from ragbench.cli import main
 from ragbench.dora_splits import leakage_check, export_sft

@@ -10,7 +10,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from ragbench.corpus import HashEmbedder, paragraph_chunk_id
+from ragbench.corpus import paragraph_chunk_id
+from ragbench.embed import HashEmbedder
 from ragbench.cli import main
 from ragbench.index import ChunkIndex
 
@@ -140,7 +141,7 @@ def test_kill_and_resume(tmp_path, capsys):
     db = tmp_path / "db"
     script = textwrap.dedent(f"""
         import sys, time
-        from ragbench.corpus import HashEmbedder
+        from ragbench.embed import HashEmbedder
         _enc = HashEmbedder.encode
         def slow(self, texts):
             time.sleep(0.25); return _enc(self, texts)
