@@ -292,7 +292,7 @@ def test_bad_input_exits_2_with_one_message(args, message, work):
 
 
 def test_bad_input_against_an_index(server, hash_db, triad, setups_file, work):
-    "Bad LLM spec, seeds file, resume settings, setups file, dataset and style: exit 2 naming the problem, no LLM request."
+    "Bad LLM spec, seeds file, resume settings, setups, dataset, style: exit 2 naming the problem, no LLM request."
     before = server.requests()
     fails_with(ragbench("triad", "--db", hash_db, "--out", work / "t_bad", "--n", 1, "--llm", "bogus:thing"),
                "unknown LLM spec 'bogus:thing'")
