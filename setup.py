@@ -35,7 +35,7 @@ setuptools.setup(
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=['ragbench', 'ragbench.*']),
     include_package_data=True,
-    package_data={'ragbench': ['data/*', 'data/**/*', 'notebooks/*.ipynb']},
+    package_data={'ragbench': ['data/*', 'data/**/*', 'notebooks/*.ipynb', 'notebooks/steps/*.ipynb']},
     install_requires=requirements,
     extras_require={'local': local_requirements, 'dev': dev_requirements},
     dependency_links=cfg.get('dep_links', '').split(),

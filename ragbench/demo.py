@@ -4,20 +4,21 @@
 
 # %% ../nbs/90_demo.ipynb #073c9e0d
 from __future__ import annotations
-import argparse, json, sys, time
+import json, sys, time
 from pathlib import Path
 from typing import Callable, Optional
 
-from .core import RunDir
+from .core import RunDir, UserError
 
 # %% auto #0
-__all__ = ['build_demo_index', 'demo_searches', 'local_smoke', 'demo_setups', 'run_demo', 'demo_cli']
+__all__ = ['build_demo_index', 'demo_searches', 'local_smoke', 'demo_setups', 'run_demo', 'demo_command']
 
 # %% ../nbs/90_demo.ipynb #badff83c
 def build_demo_index(out: Path, max_docs: Optional[int] = None, embedder=None, log: Callable = print):
     "Index the bundled Git docs sample into `out/db` (resumable); returns the ChunkIndex."
     from itertools import islice
-    from ragbench.corpus import load_documents, chunk_documents, sample_corpus_path, make_embedder
+    from ragbench.corpus import load_documents, chunk_documents, sample_corpus_path
+    from ragbench.embed import make_embedder
     from ragbench.index import ChunkIndex
     docs = load_documents(sample_corpus_path())
     if max_docs: docs = islice(docs, max_docs)
@@ -94,21 +95,19 @@ def run_demo(out, llm_spec: str = "local", n_questions: int = 3, max_seeds: int 
     return result
 
 # %% ../nbs/90_demo.ipynb #205f2b4f
-def demo_cli(argv: list[str]) -> int:
-    "ragbench demo: the main job on the bundled corpus with the offline defaults."
-    p = argparse.ArgumentParser(prog="ragbench demo", description=run_demo.__doc__)
-    p.add_argument("--out", default="runs/demo", help="run directory (re-run to resume; default runs/demo)")
-    p.add_argument("--llm", default="local", help="LLM of the RAG setups, answering and judging (default: local)")
-    p.add_argument("--gen-llm", default="template", help="TRIAD generator/validator LLM (default: template, the rule-based stand-in)")
-    p.add_argument("--n", type=int, default=2, help="accepted TRIAD questions wanted (default 2)")
-    p.add_argument("--max-seeds", type=int, default=12, help="seeds tried at most (default 12)")
-    p.add_argument("--max-docs", type=int, default=12, help="documents of the bundled corpus to index (default 12)")
-    a = p.parse_args(argv)
+def demo_command(
+    *,
+    out: str = "runs/demo",  # run directory (re-run to resume)
+    llm: str = "local",  # LLM of the RAG setups, answering and judging
+    gen_llm: str = "template",  # TRIAD generator/validator LLM (default: template, the rule-based stand-in)
+    n: int = 2,  # accepted TRIAD questions wanted
+    max_seeds: int = 12,  # seeds tried at most
+    max_docs: int = 12,  # documents of the bundled corpus to index
+) -> None:
+    "The main job on the bundled corpus, offline: index -> search -> LLM smoke -> TRIAD -> evaluate two setups -> HTML report."
     from ragbench.llm import LLMConfigError
     try:
-        res = run_demo(a.out, llm_spec=a.llm, n_questions=a.n, max_seeds=a.max_seeds, max_docs=a.max_docs,
-                       gen_spec=a.gen_llm, progress=sys.stderr.isatty())
-    except LLMConfigError as e:
-        print(f"ragbench demo: {e}", file=sys.stderr); return 2
+        res = run_demo(out, llm_spec=llm, n_questions=n, max_seeds=max_seeds, max_docs=max_docs, gen_spec=gen_llm,
+                       progress=sys.stderr.isatty())
+    except LLMConfigError as e: raise UserError(str(e)) from e
     print(f"dataset: {res['dataset']}" + (f"\nreport: {res['report']}" if "report" in res else ""))
-    return 0

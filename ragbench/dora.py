@@ -4,15 +4,15 @@
 
 # %% ../nbs/33_dora_generate.ipynb #cc352f85
 from __future__ import annotations
-import argparse, itertools, json, math, random, re, sys, time
+import itertools, json, math, random, re, sys, time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from .core import Chunk, Context, Attempt, QAItem, Dataset, RunDir, item_id, corpus_fingerprint, utc_now
+from .core import Chunk, Context, Attempt, QAItem, Dataset, RunDir, UserError, item_id, corpus_fingerprint, utc_now
 from .dora_styles import Style, DoraQA, get_style, list_styles, render_generation, load_styles, update_style, StyleError
-from .dora_evidence import (EvidenceConfig, Bundle, select_bundle, make_entailment, LexicalEntailment, has_number,
-                                    content_words, stem, jaccard, split_sentences, lexical_entailment)
+from .text import has_number, content_words, stem, jaccard, split_sentences
+from .dora_evidence import EvidenceConfig, Bundle, select_bundle, make_entailment, LexicalEntailment, lexical_entailment
 from .dora_gates import GateResult, gate, run_checks, entailment_claims
 from .llm.template import DEFER, chunk_entities, register_template_rules
 from .llm.usage import task_usage
@@ -20,7 +20,8 @@ from .llm.usage import task_usage
 # %% auto #0
 __all__ = ['DEFAULT_STYLES', 'DoraConfig', 'load_config', 'apply_style_overrides', 'Task', 'group_by_doc', 'seed_order',
            'plan_tasks', 'DoraContext', 'generate_one', 'dedup_items', 'select_quota', 'DoraRun', 'run_dora',
-           'summarize_run', 'dora_fake_rules', 'dora_cli', 'finish_splits']
+           'summarize_run', 'dora_fake_rules', 'dora_options', 'dora_inputs', 'dora_llms', 'dora_command',
+           'finish_splits']
 
 # %% ../nbs/33_dora_generate.ipynb #d05958cc
 DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
@@ -399,7 +400,7 @@ def _style_of(ctx) -> Optional[str]:
     return m.group(1) if m and ctx.chunks else None
 
 def _template_subject(ctx) -> str:
-    "The first chunk's title, with its first other entity."
+    "The first chunk's title, with its first other name."
     cid, title, text = ctx.chunks[0]
     ents = [e for e in chunk_entities(ctx.chunks[:1]) if e != title]
     return f"{title or cid} ({ents[0]})" if ents else (title or cid)
@@ -411,7 +412,7 @@ def _template_question(ctx):
             "explain": "How does {} work?", "summarize": "What are the main points about {}?",
             "generate": "Which points are listed about {}?"}.get(st, "What is stated about {}?").format(_template_subject(ctx))
 
-# %% ../nbs/33_dora_generate.ipynb #f8f1eb35
+# %% ../nbs/33_dora_generate.ipynb #76e9708c
 def _template_answer(ctx):
     "An answer in the prompt's style, made of the chunks' prose sentences."
     st = _style_of(ctx)
@@ -439,38 +440,20 @@ def dora_fake_rules() -> dict:
 register_template_rules(dora_fake_rules(), name="dora", priority=10)
 
 # %% ../nbs/33_dora_generate.ipynb #26f95d6d
-def _parser() -> argparse.ArgumentParser:
-    "Argument parser of `ragbench dora`."
-    p = argparse.ArgumentParser(prog="ragbench dora", description="Generate DoRA intent-style QA (find, explain, summarize, "
-                                "generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits.")
-    p.add_argument("--db", required=True, help="LanceDB folder (built by `ragbench index`, or your own)")
-    p.add_argument("--table", default="chunks", help="table name (default: chunks)")
-    p.add_argument("--out", required=True, help="run directory (resumable)")
-    p.add_argument("--per-style", type=int, required=True, help="accepted items wanted per style (per split)")
-    p.add_argument("--styles", default=None, help=f"comma-separated styles (default: {','.join(DEFAULT_STYLES)})")
-    p.add_argument("--styles-file", default=None, help="YAML/JSON file of user-defined styles to register first")
-    p.add_argument("--config", default=None, help="YAML/JSON file of DoraConfig settings")
-    p.add_argument("--llm", default="local", help="generator LLM spec (default: local)")
-    p.add_argument("--judge-llm", default=None, help="bundle scorer / entailment judge spec (default: the generator)")
-    p.add_argument("--split", default=None, help="'train,test' to build disjoint train and test splits")
-    p.add_argument("--test-docs", default=None, help="file of test document ids, one per line (with --split)")
-    p.add_argument("--test-llm", default=None, help="generator for the test split (default: --llm)")
-    p.add_argument("--docs", default=None, help="file of document ids to restrict generation to")
-    p.add_argument("--max-calls", type=int, default=None, help="stop after this many LLM calls in all")
-    p.add_argument("--seed", type=int, default=None, help="seed for sampling seeds (default 0)")
-    p.add_argument("--overgen", type=float, default=None, help="candidates per wanted item (default 3)")
-    p.add_argument("--entailment", default=None, help="gate entailment scorer: auto | llm | lexical | cross-encoder:PATH")
-    p.add_argument("--prefilter", default=None, help="prefilter relevance scorer: lexical | llm | cross-encoder:PATH")
-    p.add_argument("--embedder", default=None, help="embedder for an index opened without one (e.g. hash)")
-    p.add_argument("--no-embed", action="store_true", help="lexical dedup and relevance only (no embedding model)")
-    p.add_argument("--leak-ngram", type=float, default=0.5, help="n-gram containment that flags a train/test evidence pair")
-    p.add_argument("--leak-cosine", type=float, default=0.95, help="embedding cosine that flags a train/test pair")
-    p.add_argument("--workers", type=int, default=None, help="tasks run at once (default 4)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p
-
-def _fail(msg: str) -> int:
-    print(f"ragbench dora: {msg}", file=sys.stderr); return 2
+def dora_options(config: Optional[str], styles_file: Optional[str], styles: Optional[str], split: Optional[str],
+                 test_docs: Optional[str], **overrides) -> DoraConfig:
+    "The run's DoraConfig from the command-line options (styles file registered first); bad options raise UserError."
+    if split is not None and [s.strip() for s in split.split(",")] != ["train", "test"]:
+        raise UserError(f"--split must be 'train,test', got {split!r}")
+    if split and not test_docs: raise UserError("--split train,test needs --test-docs FILE")
+    if test_docs and not split: raise UserError("--test-docs needs --split train,test")
+    try:
+        if styles_file: load_styles(styles_file)
+        names = [s.strip() for s in styles.split(",") if s.strip()] if styles else None
+        cfg = load_config(config, styles=names, **overrides)
+        apply_style_overrides(cfg)
+    except (ValueError, StyleError) as e: raise UserError(str(e)) from e
+    return cfg
 
 def _print_summary(s: dict, label: str = "") -> None:
     "A short human summary of a run on stdout."
@@ -482,53 +465,79 @@ def _print_summary(s: dict, label: str = "") -> None:
     if s["gate_failures"]: print("  gate failures: " + ", ".join(f"{k} {v}" for k, v in s["gate_failures"].items()))
     if s["per_accepted"]: print(f"  per accepted item: {s['per_accepted']['calls']} calls, {s['per_accepted']['tokens']} tokens")
 
-# %% ../nbs/33_dora_generate.ipynb #f3506364
-def dora_cli(argv: list[str]) -> int:
-    "Entry point of `ragbench dora`."
-    a = _parser().parse_args(argv)
-    from ragbench.llm import make_llm, CallMeter, LLMError
-    from ragbench.index import ChunkIndex
-    out = Path(a.out)
-    try:
-        if a.styles_file: load_styles(a.styles_file)
-        styles = [s.strip() for s in a.styles.split(",") if s.strip()] if a.styles else None
-        cfg = load_config(a.config, styles=styles, per_style=a.per_style, seed=a.seed, overgen=a.overgen,
-                          entailment=a.entailment, prefilter=a.prefilter, workers=a.workers)
-        apply_style_overrides(cfg)
-    except (ValueError, StyleError) as e: return _fail(str(e))
-    if a.split is not None and [s.strip() for s in a.split.split(",")] != ["train", "test"]:
-        return _fail(f"--split must be 'train,test', got {a.split!r}")
-    if a.split and not a.test_docs: return _fail("--split train,test needs --test-docs FILE")
-    if a.test_docs and not a.split: return _fail("--test-docs needs --split train,test")
-    try: index = ChunkIndex.open(a.db, table=a.table, embedder=a.embedder)
-    except Exception as e: return _fail(str(e))
-    from ragbench.dora_splits import read_doc_list, split_docs
+# %% ../nbs/33_dora_generate.ipynb #5eafcd3d
+def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str], test_docs: Optional[str]) -> tuple:
+    "(index, {doc id: chunks} restricted to the `docs` list, test doc ids) for a run; bad input raises UserError."
+    from ragbench.dora_splits import read_doc_list
+    from ragbench.index import ChunkIndex, IndexSchemaError
+    from ragbench.embed import EmbedderError
+    try: index = ChunkIndex.open(db, table=table, embedder=embedder)
+    except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
     doc_chunks = group_by_doc(index.iter_chunks())
     try:
-        keep = read_doc_list(a.docs, known=set(doc_chunks)) if a.docs else None
-        if keep is not None: doc_chunks = {d: cs for d, cs in doc_chunks.items() if d in set(keep)}
-        test_docs = read_doc_list(a.test_docs, known=set(doc_chunks)) if a.test_docs else None
-    except ValueError as e: return _fail(str(e))
-    embed = None if a.no_embed else (lambda texts: index.embedder.encode(list(texts)))
-    meter = CallMeter(out / "llm_calls.jsonl", max_calls=a.max_calls)   # the run's calls, persisted: the budget holds across resumes
-    cache = out / "cache"
+        if docs:
+            keep = set(read_doc_list(docs, known=set(doc_chunks)))
+            doc_chunks = {d: cs for d, cs in doc_chunks.items() if d in keep}
+        return index, doc_chunks, read_doc_list(test_docs, known=set(doc_chunks)) if test_docs else None
+    except ValueError as e: raise UserError(str(e)) from e
+
+def dora_llms(llm: str, judge_llm: Optional[str], test_llm: Optional[str], cache: Path, max_calls: Optional[int]) -> tuple:
+    "(generator, judge, test-split generator) LLMs sharing one cache and one call meter; a bad spec raises UserError."
+    from ragbench.llm import make_llm, CallMeter, LLMError
+    meter = CallMeter(cache.parent / "llm_calls.jsonl", max_calls=max_calls)   # the run's calls, persisted: the budget holds across resumes
     try:
-        llm = make_llm(a.llm, cache_dir=cache, meter=meter)
-        judge = make_llm(a.judge_llm, cache_dir=cache, meter=meter) if a.judge_llm and a.judge_llm != a.llm else llm
-        test_llm = make_llm(a.test_llm, cache_dir=cache, meter=meter) if a.test_llm and a.test_llm != a.llm else llm
-    except LLMError as e: return _fail(str(e))
-    kw = dict(embed=embed, progress=not a.no_progress)
+        gen = make_llm(llm, cache_dir=cache, meter=meter)
+        other = lambda spec: make_llm(spec, cache_dir=cache, meter=meter) if spec and spec != llm else gen
+        return gen, other(judge_llm), other(test_llm)
+    except LLMError as e: raise UserError(str(e)) from e
+
+# %% ../nbs/33_dora_generate.ipynb #f3506364
+def dora_command(
+    *,
+    db: str,  # LanceDB folder (built by `ragbench index`, or your own)
+    out: str,  # run directory (resumable)
+    per_style: int,  # accepted items wanted per style (per split)
+    table: str = "chunks",  # table name
+    styles: Optional[str] = None,  # comma-separated styles (default: the five built-in ones)
+    styles_file: Optional[str] = None,  # YAML/JSON file of user-defined styles to register first
+    config: Optional[str] = None,  # YAML/JSON file of DoraConfig settings
+    llm: str = "local",  # generator LLM spec
+    judge_llm: Optional[str] = None,  # bundle scorer / entailment judge spec (default: the generator)
+    split: Optional[str] = None,  # 'train,test' to build disjoint train and test splits
+    test_docs: Optional[str] = None,  # file of test document ids, one per line (with --split)
+    test_llm: Optional[str] = None,  # generator for the test split (default: --llm)
+    docs: Optional[str] = None,  # file of document ids to restrict generation to
+    max_calls: Optional[int] = None,  # stop after this many LLM calls in all
+    seed: Optional[int] = None,  # seed for sampling seeds (default 0)
+    overgen: Optional[float] = None,  # candidates per wanted item (default 3)
+    entailment: Optional[str] = None,  # gate entailment scorer: auto | llm | lexical | cross-encoder:PATH
+    prefilter: Optional[str] = None,  # prefilter relevance scorer: lexical | llm | cross-encoder:PATH
+    embedder: Optional[str] = None,  # embedder for an index opened without one (e.g. hash)
+    embed: bool = True,  # embedding-based dedup and relevance (without: lexical only, no embedding model)
+    leak_ngram: float = 0.5,  # n-gram containment that flags a train/test evidence pair
+    leak_cosine: float = 0.95,  # embedding cosine that flags a train/test pair
+    workers: Optional[int] = None,  # tasks run at once (default 4)
+    progress: bool = True,  # a progress bar
+) -> int:
+    "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
+    from ragbench.dora_splits import split_docs
+    cfg = dora_options(config, styles_file, styles, split, test_docs, per_style=per_style, seed=seed, overgen=overgen,
+                       entailment=entailment, prefilter=prefilter, workers=workers)
+    index, doc_chunks, test_ids = dora_inputs(db, table, embedder, docs, test_docs)
+    if not split and not doc_chunks: raise UserError(f"no chunks to generate from in {db} (table {table})")
+    out = Path(out)
+    gen, judge, test_gen = dora_llms(llm, judge_llm, test_llm, out / "cache", max_calls)
+    kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if embed else None, progress=progress, doc_chunks=doc_chunks)
     try:
-        if not a.split:
-            if not doc_chunks: return _fail(f"no chunks to generate from in {a.db} (table {a.table})")
-            r = run_dora(index, llm, judge, cfg, RunDir(out), doc_chunks=doc_chunks, **kw)
+        if not split:
+            r = run_dora(index, gen, judge, cfg, RunDir(out), **kw)
             _print_summary(r.summary); print(f"wrote {out / 'dataset.jsonl'} and {out / 'summary.json'}")
             return 0
-        train_ids, test_ids = split_docs(doc_chunks, test_docs)
-        tr = run_dora(index, llm, judge, cfg, RunDir(out / "train"), doc_chunks=doc_chunks, doc_ids=train_ids, split="train", **kw)
-        te = run_dora(index, test_llm, judge, cfg, RunDir(out / "test"), doc_chunks=doc_chunks, doc_ids=test_ids, split="test", **kw)
-    except ValueError as e: return _fail(str(e))
-    return finish_splits(out, tr, te, index, embed=embed, ngram_at=a.leak_ngram, cosine_at=a.leak_cosine)
+        train_ids, test_ids = split_docs(doc_chunks, test_ids)
+        tr = run_dora(index, gen, judge, cfg, RunDir(out / "train"), doc_ids=train_ids, split="train", **kw)
+        te = run_dora(index, test_gen, judge, cfg, RunDir(out / "test"), doc_ids=test_ids, split="test", **kw)
+    except ValueError as e: raise UserError(str(e)) from e
+    return finish_splits(out, tr, te, index, embed=kw["embed"], ngram_at=leak_ngram, cosine_at=leak_cosine)
 
 # %% ../nbs/33_dora_generate.ipynb #0e344d47
 def finish_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, embed: Optional[Callable] = None,

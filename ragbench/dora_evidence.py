@@ -12,113 +12,25 @@ from pydantic import BaseModel, ConfigDict, Field
 from .core import Chunk
 from .prompts import PromptTemplate, register_prompt, render_prompt, format_chunks
 from .dora_styles import Style, get_style, BUNDLE_DIMS
-from .index import Hit
+from .index import minmax
+from .text import content_words, extract_quantities, has_number, jaccard, list_items, split_sentences, stem, words
 
 # %% auto #0
-__all__ = ['STOPWORDS', 'NUMBER_WORDS', 'Label', 'RELEVANCE_OF_LABEL', 'words', 'content_words', 'split_sentences', 'list_items',
-           'answer_units', 'extract_numbers', 'extract_quantities', 'has_number', 'ngrams', 'jaccard', 'stem',
-           'lexical_entailment', 'EntailmentVerdict', 'LexicalEntailment', 'complete_all', 'LLMEntailment',
-           'CrossEncoderEntailment', 'make_entailment', 'MemoryIndex', 'fuse_scores', 'hybrid_scores', 'EvidenceConfig',
-           'Candidate', 'seed_candidates', 'prefilter', 'candidate_bundles', 'BundleScore', 'bundle_value', 'Bundle',
-           'score_bundles', 'select_bundle']
+__all__ = ['Label', 'RELEVANCE_OF_LABEL', 'answer_units', 'lexical_entailment', 'EntailmentVerdict', 'LexicalEntailment',
+           'complete_all', 'LLMEntailment', 'CrossEncoderEntailment', 'make_entailment', 'hybrid_scores',
+           'EvidenceConfig', 'Candidate', 'seed_candidates', 'prefilter', 'candidate_bundles', 'BundleScore',
+           'bundle_value', 'Bundle', 'score_bundles', 'select_bundle']
 
 # %% ../nbs/31_dora_evidence.ipynb #e44239b5
-STOPWORDS = frozenset("""a an the and or but if of to in on at by for with from as is are was were be been being it its
-this that these those there here which who whom whose what when where why how not no do does did done can could should
-would will shall may might must has have had having i you he she they we them their his her our your my me us than then
-so such into onto over under about above below up down out off again further once only own same too very just also
-any each few more most other some all both nor s t""".split())
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
-
-def words(text: str) -> list[str]:
-    "Lower-case word tokens of `text`."
-    return _WORD_RE.findall((text or "").lower())
-
-def content_words(text: str) -> list[str]:
-    "Words of `text` without stopwords."
-    return [w for w in words(text) if w not in STOPWORDS]
-
-# %% ../nbs/31_dora_evidence.ipynb #60aa7148
-_ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|no|fig|eq|resp|incl)|(?<![\w.])[A-Za-z])\.", re.I)
-_SENT_SPLIT = re.compile(r"(?<=[.!?])[\"'\)\]”’]*\s+(?=\S)")
-_ITEM_RE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
-
-def split_sentences(text: str) -> list[str]:
-    "Sentences of `text`: blank lines and list items break units; abbreviations like e.g. do not."
-    out = []
-    for para in re.split(r"\n\s*\n", text or ""):
-        lines, buf = [], []
-        for line in para.splitlines():
-            if _ITEM_RE.match(line) and buf: lines.append(" ".join(buf)); buf = []
-            buf.append(line.strip())
-        if buf: lines.append(" ".join(buf))
-        for block in lines:
-            protected = _ABBREV.sub(lambda m: m.group(0).replace(".", "\x00"), block)
-            out += [s.replace("\x00", ".").strip() for s in _SENT_SPLIT.split(protected) if s.strip()]
-    return out
-
-def list_items(text: str) -> list[str]:
-    "The items of a numbered list (`1. ...` or `1) ...` lines), markers removed."
-    return [_ITEM_RE.sub("", l).strip() for l in (text or "").splitlines() if re.match(r"^\s*\d+[.)]\s+\S", l)]
-
 def answer_units(answer: str) -> list[str]:
     "The claims of an answer: its numbered-list items if it has two or more, else its sentences."
     items = list_items(answer)
     return items if len(items) >= 2 else split_sentences(answer)
 
-# %% ../nbs/31_dora_evidence.ipynb #601b45cf
-_NUM_RE = re.compile(r"(?<![\w.])(?:v(?=\d))?([-+]?\d+(?:[.,:/]\d+)*%?)")
-_MONTHS = {m[:3]: m for m in "january february march april may june july august september october november december".split()}
-_MONTH_RE = re.compile(r"\b(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
-                       r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+\d", re.I)
-NUMBER_WORDS = frozenset("""zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
-sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion
-trillion dozen half once twice""".split())
-
-def _norm_number(s: str) -> str:
-    "A number token without sign, thousands commas or trailing separators."
-    s = s.lstrip("+-").rstrip(".,:/")
-    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?%?", s): s = s.replace(",", "")
-    return s
-
-def extract_numbers(text: str) -> list[str]:
-    "Normalised numbers in `text` (digits, decimals, versions, times, percentages; thousands commas removed)."
-    return [_norm_number(m.group(1)) for m in _NUM_RE.finditer(text or "")]
-
-def extract_quantities(text: str) -> set[str]:
-    "Numbers and month names used in dates, normalised: what must agree between an answer and its evidence."
-    q = set(extract_numbers(text))
-    q |= {_MONTHS[m.group(1).lower()[:3]] for m in _MONTH_RE.finditer(text or "")}
-    return q
-
-def has_number(text: str) -> bool:
-    "Whether `text` states a number, in digits or in words."
-    return bool(_NUM_RE.search(text or "")) or any(w in NUMBER_WORDS for w in words(text))
-
-# %% ../nbs/31_dora_evidence.ipynb #b2c8c0c6
-def ngrams(tokens: Sequence[str], n: int) -> set[tuple]:
-    "The set of `n`-grams of `tokens` (the whole sequence if shorter than n and non-empty)."
-    if len(tokens) < n: return {tuple(tokens)} if tokens else set()
-    return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
-
-def jaccard(a: set, b: set) -> float:
-    "Jaccard similarity of two sets (0 when both are empty)."
-    return len(a & b) / len(a | b) if (a or b) else 0.0
-
 # %% ../nbs/31_dora_evidence.ipynb #20fe2695
 Label = Literal["entailment", "neutral", "contradiction"]
 _NEG = frozenset("not no never cannot can't don't doesn't isn't aren't won't without none neither nor".split())
 RELEVANCE_OF_LABEL = {"entailment": 1.0, "contradiction": 0.7, "neutral": 0.3}
-
-def stem(w: str) -> str:
-    "A crude suffix stripper so that prune/prunes/pruned/pruning and touch/touches match."
-    if len(w) <= 3: return w
-    if w.endswith("ies") and len(w) > 4: w = w[:-3] + "y"
-    elif w.endswith(("sses", "ches", "shes", "xes", "zes")): w = w[:-2]
-    elif w.endswith("s") and not w.endswith("ss"): w = w[:-1]
-    elif w.endswith("ing") and len(w) > 5: w = w[:-3]
-    elif w.endswith("ed") and len(w) > 4: w = w[:-2]
-    return w[:-1] if w.endswith("e") and len(w) > 3 else w
 
 def _stems(text: str) -> set[str]: return {stem(w) for w in words(text)}
 
@@ -270,83 +182,16 @@ def make_entailment(spec: Union[str, Any, None] = "auto", llm=None):
     raise ValueError(f"unknown entailment scorer {spec!r}; use lexical, llm, auto or cross-encoder:PATH")
 
 # %% ../nbs/31_dora_evidence.ipynb #e0b4a154
-class MemoryIndex:
-    "ChunkIndex-compatible search over chunks held in memory: BM25, dense (any embedder) and hybrid."
-    def __init__(self, chunks: Iterable[Chunk], embedder=None, k1: float = 1.5, b: float = 0.75):
-        if embedder is None:
-            from ragbench.corpus import HashEmbedder
-            embedder = HashEmbedder(256)
-        self.chunks = list(chunks); self.embedder = embedder
-        self._by_id = {c.id: c for c in self.chunks}
-        self._toks = [words(c.text) for c in self.chunks]
-        self._tf = [Counter(t) for t in self._toks]
-        n = len(self.chunks); self._avg = (sum(map(len, self._toks)) / n) if n else 0.0
-        df = Counter(w for t in self._tf for w in t)
-        self._idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
-        self.k1, self.b = k1, b
-        self._vecs = embedder.encode([c.text for c in self.chunks]) if n else None
-
-    def __len__(self): return len(self.chunks)
-    def get(self, chunk_id: str) -> Chunk:
-        "The chunk with id `chunk_id` (KeyError if unknown)."
-        return self._by_id[chunk_id]
-    def get_many(self, ids: Iterable[str]) -> list[Chunk]:
-        "The chunks with these ids, in order (unknown ids skipped)."
-        return [self._by_id[i] for i in ids if i in self._by_id]
-    def iter_chunks(self, batch_size: int = 1000):
-        "All chunks, in insertion order."
-        yield from self.chunks
-
-    def _bm25(self, query: str) -> list[float]:
-        q = words(query); out = []
-        for tf, toks in zip(self._tf, self._toks):
-            norm = self.k1 * (1 - self.b + self.b * len(toks) / (self._avg or 1))
-            out.append(sum(self._idf.get(w, 0.0) * tf[w] * (self.k1 + 1) / (tf[w] + norm) for w in q if w in tf))
-        return out
-
-    def search(self, query: str, k: int = 5, mode: str = "dense", exclude_ids=(), dense_weight: Optional[float] = None) -> list[Hit]:
-        "Top-`k` hits for `query` by `dense`, `bm25` or `hybrid` (`dense_weight` dense + the rest BM25, min-max normalised)."
-        if not self.chunks: return []
-        if mode == "dense": scores = list(map(float, self._vecs @ self.embedder.encode([query])[0]))
-        elif mode == "bm25": scores = self._bm25(query)
-        elif mode == "hybrid":
-            w = 0.7 if dense_weight is None else dense_weight
-            fused = fuse_scores(self.search(query, len(self), "dense"), self.search(query, len(self), "bm25"), w, 1 - w)
-            scores = [fused.get(c.id, 0.0) for c in self.chunks]
-        else: raise ValueError(f"unknown search mode {mode!r}; use dense, bm25 or hybrid")
-        ex = set(exclude_ids)
-        order = sorted((i for i, c in enumerate(self.chunks) if c.id not in ex and (mode != "bm25" or scores[i] > 0)),
-                       key=lambda i: -scores[i])[:k]
-        return [Hit(self.chunks[i].id, self.chunks[i].doc_id, self.chunks[i].text, float(scores[i])) for i in order]
-
-    def __repr__(self): return f"MemoryIndex({len(self)} chunks, embedder={self.embedder!r})"
-
-# %% ../nbs/31_dora_evidence.ipynb #677b0901
-def _minmax(hits) -> dict[str, float]:
-    "chunk_id -> score scaled to [0, 1] within the list (a single hit or equal scores give 1)."
-    if not hits: return {}
-    s = [h.score for h in hits]; lo, hi = min(s), max(s)
-    return {h.chunk_id: (1.0 if hi == lo else (h.score - lo) / (hi - lo)) for h in hits}
-
-def fuse_scores(dense_hits, bm25_hits, w_dense: float = 0.7, w_bm25: float = 0.3) -> dict[str, float]:
-    "chunk_id -> w_dense * normalised dense score + w_bm25 * normalised BM25 score."
-    d, b = _minmax(dense_hits), _minmax(bm25_hits)
-    return {cid: w_dense * d.get(cid, 0.0) + w_bm25 * b.get(cid, 0.0) for cid in {**d, **b}}
-
-# %% ../nbs/31_dora_evidence.ipynb #590efb43
 def hybrid_scores(index, query: str, k: int, w_dense: float = 0.7, w_bm25: float = 0.3,
                   doc_id: Optional[str] = None) -> dict[str, float]:
-    "chunk_id -> hybrid score of the top-`k` hits (restricted to `doc_id` if given), using the index's weighted hybrid when it has one."
+    "chunk_id -> fused dense+BM25 score of the index's top-`k` hits (restricted to `doc_id` if given)."
     keep = lambda hs: [h for h in hs if doc_id is None or h.doc_id == doc_id]
     tot = (w_dense + w_bm25) or 1.0
     if w_dense and w_bm25:
         try: return {h.chunk_id: h.score for h in keep(index.search(query, k=k, mode="hybrid", dense_weight=w_dense / tot))}
-        except TypeError: pass            # an index without weighted hybrid search: fuse below
         except Exception: w_bm25 = 0.0    # no BM25 (e.g. no full-text index): dense only
-    def hits(mode):
-        try: return keep(index.search(query, k=k, mode=mode))
-        except Exception: return []
-    return fuse_scores(hits("dense") if w_dense else [], hits("bm25") if w_bm25 else [], w_dense / tot, w_bm25 / tot)
+    hits = keep(index.search(query, k=k, mode="dense" if w_dense else "bm25"))
+    return dict(zip([h.chunk_id for h in hits], minmax([h.score for h in hits])))
 
 class EvidenceConfig(BaseModel):
     "Knobs of evidence selection: retrieval depth and weights, query length, prefilter mix."

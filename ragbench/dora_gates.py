@@ -8,9 +8,10 @@ import re
 from collections import Counter
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, Field
+from .core import UserError
 from .dora_styles import Style, get_style, METRICS
-from .dora_evidence import (words, content_words, split_sentences, list_items, answer_units, extract_quantities,
-                                    has_number, lexical_entailment, stem)
+from .text import words, content_words, split_sentences, list_items, extract_quantities, has_number, stem
+from .dora_evidence import answer_units, lexical_entailment
 
 # %% auto #0
 __all__ = ['CHECKS', 'normalize_text', 'register_check', 'check_non_empty', 'check_no_doc_reference', 'check_not_a_question',
@@ -127,7 +128,7 @@ def check_question_mark(question, answer, cited, evidence):
     if not (question or "").rstrip().endswith("?"): return "question does not end with '?'"
 
 # %% ../nbs/32_dora_gates.ipynb #521815c4
-class GateError(ValueError):
+class GateError(UserError):
     "A style names a hard check or metric that does not exist."
 
 def run_checks(checks: dict[str, dict], question: str, answer: str, cited: Sequence[str], evidence) -> dict[str, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
 from .core import Chunk, QAItem, atomic_write, utc_now
-from .dora_evidence import words, ngrams, jaccard
+from .text import words, ngrams, jaccard
 
 # %% auto #0
 __all__ = ['SFT_SYSTEM', 'read_doc_list', 'split_docs', 'leakage_check', 'context_text', 'sft_example', 'hf_row', 'dataset_card',

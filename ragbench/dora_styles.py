@@ -8,7 +8,7 @@ import json, re
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from .core import read_config_file
+from .core import UserError, read_config_file
 from .prompts import PromptTemplate, register_prompt, render_prompt, format_chunks, get_prompt
 
 # %% auto #0
@@ -20,7 +20,7 @@ __all__ = ['METRICS', 'BUNDLE_DIMS', 'GEN_SYSTEM', 'GEN_WRAPPER', 'MULTI_DIRECTI
 METRICS = ("entailment", "span_f1", "numeric", "context_recall", "context_precision", "qa_relevance")
 BUNDLE_DIMS = ("completeness", "complementarity", "coherence", "task_fit")
 
-class StyleError(ValueError):
+class StyleError(UserError):
     "A style cannot be found, built or loaded; the message names the file, style and field."
 
 # %% ../nbs/30_dora_styles.ipynb #d63c8cc7

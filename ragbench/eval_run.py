@@ -4,24 +4,27 @@
 
 # %% ../nbs/42_eval_run.ipynb #b2213b31
 from __future__ import annotations
-import argparse, io, json, math, sys, time
+import io, json, math, sys, time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Annotated, Any, Callable, Iterable, Literal, Optional, Sequence, Union
 import numpy as np
-from .core import Dataset, QAItem, RunDir, RecordError, short_hash, read_jsonl
+from .core import Dataset, QAItem, RunDir, RecordError, UserError, short_hash, read_jsonl
 from .eval_metrics import (JUDGES, JUDGE_METRICS, DEFAULT_KS, retrieval_metrics, answer_metrics,
-                                   bertscore_recall, bootstrap_table, ajudge_answer)
-from .eval_setups import (Setup, SetupError, SetupContext, MODES, load_setups, check_setups, build_context,
+                                   bertscore_recall, ajudge_answer)
+from .stats import (HEADLINE_METRICS, MODES, bootstrap_table, metric_key, resample_means, resample_weights,
+                            split_metric)
+from .eval_setups import (Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
                                   agenerate_answer, read_answers, external_context, setups_file_option)
 
 # %% auto #0
 __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'RAGAS_COLUMNS', 'EvalError', 'metric_names', 'expects_abstention', 'score_batch',
-           'metric_key', 'summarize', 'dataset_fingerprint', 'open_index', 'evaluate', 'compare', 'ragas_rows',
-           'export_ragas', 'format_summary', 'evaluate_cli', 'compare_cli', 'export_ragas_cli']
+           'summarize', 'dataset_fingerprint', 'open_index', 'evaluate', 'compare', 'ragas_rows', 'export_ragas',
+           'format_summary', 'answers_setup', 'comma_list', 'input_errors', 'evaluate_command', 'compare_command',
+           'export_ragas_command']
 
 # %% ../nbs/42_eval_run.ipynb #acb8bfb2
-class EvalError(ValueError):
+class EvalError(UserError):
     "Bad input to an evaluation (empty dataset, unknown setup, incompatible run directory...)."
 
 DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "retrieval_hit")
@@ -100,10 +103,6 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
     return [_row(it, setup, mode, c, a, m, f, d) for it, c, a, m, f, d in zip(items, ctxs, answers, mets, fails, details)]
 
 # %% ../nbs/42_eval_run.ipynb #5ce9fb10
-def metric_key(mode: str, name: str) -> str:
-    "Summary key of metric `name` in `mode` ('retrieved' metrics are unprefixed)."
-    return name if mode == "retrieved" else f"{mode}/{name}"
-
 def _dim_value(v) -> Optional[str]:
     "A breakdown value as a JSON key ('true'/'false' for booleans); None is left out."
     if v is None: return None
@@ -160,7 +159,7 @@ def dataset_fingerprint(ds: Dataset) -> str:
 def open_index(setup: Setup):
     "The setup's ChunkIndex (LanceDB folder `setup.db`, table `setup.table`, optional embedder and columns)."
     from ragbench.index import ChunkIndex
-    from ragbench.corpus import make_embedder
+    from ragbench.embed import make_embedder
     emb = make_embedder(setup.embedder) if setup.embedder else None
     return ChunkIndex.open(setup.db, table=setup.table, embedder=emb, columns=setup.columns)
 
@@ -273,14 +272,9 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     return summary
 
 # %% ../nbs/42_eval_run.ipynb #2c8fe651
-def _split_metric(metric: str) -> tuple[str, str]:
-    "(mode, metric name) of a summary metric key."
-    mode, _, name = metric.rpartition("/")
-    return (mode or "retrieved"), name
-
 def _metric_matrix(rows: Sequence[dict], metric: str, where: str = "") -> tuple[list[str], list[str], np.ndarray]:
     "(item ids, setups, items x setups array with NaN where missing) of one metric."
-    mode, name = _split_metric(metric)
+    mode, name = split_metric(metric)
     rows = [r for r in rows if r["mode"] == mode]
     if rows and not any(name in r["metrics"] for r in rows):
         have = sorted({k for r in rows for k in r["metrics"]})
@@ -317,12 +311,9 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
         ma, mb = np.nanmean(xa, axis=0), np.nanmean(xb, axis=0)
     tau, p = kendalltau(ma, mb)
     rng = np.random.default_rng(seed); taus = []
-    def boot_means(x, w): return (w @ np.nan_to_num(x)) / (w @ (~np.isnan(x)))
     for s in range(0, n_boot, 200):
         b = min(n_boot, s + 200) - s
-        from ragbench.eval_metrics import _resample_weights
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ba, bb = boot_means(xa, _resample_weights(rng, len(xa), b)), boot_means(xb, _resample_weights(rng, len(xb), b))
+        ba, bb = resample_means(xa, resample_weights(rng, len(xa), b)), resample_means(xb, resample_weights(rng, len(xb), b))
         for u, v in zip(ba, bb):
             if np.isfinite(u).all() and np.isfinite(v).all():
                 t = kendalltau(u, v)[0]
@@ -342,13 +333,13 @@ RAGAS_COLUMNS = ("user_input", "reference", "reference_contexts", "retrieved_con
 def ragas_rows(dataset: Dataset, *, index=None, scores: Optional[Sequence[dict]] = None, setup: Optional[str] = None,
                mode: str = "retrieved", include_ids: bool = False) -> list[dict]:
     "One ragas-style dict per item; with `scores` and `setup`, the setup's response and retrieved contexts."
-    from ragbench.eval_setups import _get_chunks
+    from ragbench.eval_setups import chunks_in_index
     by_item = {}
     if scores is not None:
         if setup is None: raise EvalError("give the setup whose answers to export")
         by_item = {r["item_id"]: r for r in scores if r["setup"] == setup and r["mode"] == mode}
         if not by_item: raise EvalError(f"no scored rows for setup '{setup}' in mode '{mode}'")
-    texts = lambda ids: [t for _, _, t in _get_chunks(index, ids)] if (index is not None and ids) else []
+    texts = lambda ids: [t for _, _, t in chunks_in_index(index, ids)] if (index is not None and ids) else []
     out = []
     for it in dataset:
         gold = list(it.gold_chunk_ids) or [c.chunk_id for c in it.contexts if c.relevant]
@@ -379,10 +370,7 @@ def export_ragas(dataset: Union[Dataset, str, Path], out: Union[str, Path], *, i
     return atomic_write(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 # %% ../nbs/42_eval_run.ipynb #95b95149
-_HEADLINE = ("recall@k", "precision@k", "hit@k", "mrr", "exact_match", "token_f1", "rouge_l_recall", "bertscore_recall",
-             "correct", "faithful", "keypoint_complete", "abstained", "oracle/correct", "unanswerable/abstained")
-
-def format_summary(summary: dict, metrics: Sequence[str] = _HEADLINE) -> str:
+def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> str:
     "A plain-text table: one line per setup, mean [lo, hi] of the headline metrics that have values."
     setups = list(summary["setups"])
     cols = [m for m in metrics if any((summary["setups"][s].get(m) or {}).get("n") for s in setups)]
@@ -398,111 +386,105 @@ def format_summary(summary: dict, metrics: Sequence[str] = _HEADLINE) -> str:
     if fails: lines.append("unparseable judge output: " + "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in f.items()) for s, f in fails.items()))
     return "\n".join(lines)
 
-def _user_errors():
-    "Exception types that are the user's input problems (reported in one line, exit code 2)."
-    from ragbench.prompts import PromptError
-    from ragbench.llm import LLMConfigError
-    errs = [EvalError, SetupError, RecordError, FileNotFoundError, PromptError, LLMConfigError]
-    try:
-        from ragbench.index import IndexSchemaError
-        from ragbench.corpus import EmbedderError, CorpusError
-        errs += [IndexSchemaError, EmbedderError, CorpusError]
-    except ImportError: pass
-    return tuple(errs)
-
-def _answers_setup(spec: str, base_dir: Optional[str] = None, top_k: int = 5) -> Setup:
-    "A Setup for --answers [NAME=]FILE (the name defaults to the file's stem)."
+# %% ../nbs/42_eval_run.ipynb #1e0421a9
+def answers_setup(spec: str, base_dir: Optional[str] = None, top_k: int = 5) -> Setup:
+    "A Setup for `--answers [NAME=]FILE` (the name defaults to the file's stem)."
     name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
     return Setup(name=name or Path(path).stem, answers=path, db=base_dir, top_k=top_k)
 
-def evaluate_cli(argv: list[str]) -> int:
-    "`ragbench evaluate`: score RAG setups (and/or your own RAG's answers) on a dataset."
-    p = argparse.ArgumentParser(prog="ragbench evaluate", description="Evaluate RAG setups on a dataset: writes OUT/scores.jsonl "
-                                "(one row per item x setup x mode) and OUT/summary.json. Resumable: re-run to finish.")
-    p.add_argument("--dataset", required=True, help="dataset .jsonl or .parquet")
-    p.add_argument("--db", help="LanceDB folder for setups that name none")
-    p.add_argument("--setups", help="setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)")
-    p.add_argument("--out", required=True, help="evaluation folder (created; an existing one is resumed)")
-    p.add_argument("--answers", action="append", default=[], metavar="[NAME=]FILE",
-                   help="JSONL of {item_id, answer, retrieved_chunk_ids} from your own RAG; repeatable")
-    p.add_argument("--answers-top-k", type=int, default=5, help="cut-off k of retrieval metrics for --answers (default 5)")
-    p.add_argument("--judge-llm", help="LLM spec for the judges (default: judge_llm of the setups file; none: no judges)")
-    p.add_argument("--llm", help="answering LLM for setups that name none")
-    p.add_argument("--modes", default="retrieved", help="comma-separated: retrieved,oracle,unanswerable (default retrieved)")
-    p.add_argument("--judges", default=",".join(JUDGES), help=f"comma-separated judges, or 'none' (default {','.join(JUDGES)})")
-    p.add_argument("--no-bertscore", action="store_true", help="skip BERTScore (saves loading the encoder)")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for intervals (default 1000)")
-    p.add_argument("--batch-size", type=int, default=16, help="items scored concurrently (default 16)")
-    p.add_argument("--quiet", action="store_true", help="no progress")
-    a = p.parse_args(argv)
-    try:
-        if not a.setups and not a.answers: raise EvalError("give --setups FILE and/or --answers FILE")
-        setups = load_setups(a.setups) if a.setups else []
-        setups += [_answers_setup(s, a.db, a.answers_top_k) for s in a.answers]
-        judge = a.judge_llm or (setups_file_option(a.setups, "judge_llm") if a.setups else None)
-        if judge in ("none", ""): judge = None
-        if judge is None: print("ragbench evaluate: no --judge-llm: LLM judges are skipped (their metrics are empty)", file=sys.stderr)
-        judges = () if a.judges.strip() in ("none", "") else tuple(j.strip() for j in a.judges.split(",") if j.strip())
-        modes = tuple(m.strip() for m in a.modes.split(",") if m.strip())
-        summary = evaluate(a.dataset, setups, a.out, db=a.db, modes=modes, judge_llm=judge, default_llm=a.llm,
-                           judges=judges, bertscore=not a.no_bertscore, n_boot=a.n_boot, batch_size=a.batch_size,
-                           progress=not a.quiet)
-    except _user_errors() as e:
-        print(f"ragbench evaluate: error: {e}", file=sys.stderr); return 2
+def comma_list(s: Optional[str]) -> tuple[str, ...]:
+    "The items of a comma-separated option; `none` or empty gives ()."
+    return () if not s or s.strip() in ("none", "") else tuple(x.strip() for x in s.split(",") if x.strip())
+
+def _warn_answers(summary: dict) -> None:
+    "Say on stderr which answers of `--answers` files were skipped or missing."
     for name, ids in summary.get("unknown_answer_ids", {}).items():
         if ids: print(f"ragbench evaluate: setup '{name}': {len(ids)} answer(s) for unknown item ids skipped: "
                       + ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else ""), file=sys.stderr)
     for name, n in summary.get("missing_answers", {}).items():
         if n: print(f"ragbench evaluate: setup '{name}': {n} item x mode pair(s) have no answer in its file", file=sys.stderr)
+
+# %% ../nbs/42_eval_run.ipynb #8ec5cf2b
+def input_errors() -> tuple[type, ...]:
+    "Exception types of the modules evaluation reads from that mean bad input (re-raised as UserError by the commands)."
+    from ragbench.llm import LLMConfigError
+    return (UserError, FileNotFoundError, LLMConfigError)
+
+# %% ../nbs/42_eval_run.ipynb #188f61e4
+def evaluate_command(
+    *,
+    dataset: str,  # dataset .jsonl or .parquet
+    out: str,  # evaluation folder (created; an existing one is resumed)
+    db: Optional[str] = None,  # LanceDB folder for setups that name none
+    setups: Optional[str] = None,  # setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)
+    answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = (),  # JSONL of {item_id, answer, retrieved_chunk_ids} from your own RAG; repeatable
+    answers_top_k: int = 5,  # cut-off k of retrieval metrics for --answers
+    judge_llm: Optional[str] = None,  # LLM spec for the judges (default: judge_llm of the setups file; none: no judges)
+    llm: Optional[str] = None,  # answering LLM for setups that name none
+    modes: str = "retrieved",  # comma-separated: retrieved,oracle,unanswerable
+    judges: str = ",".join(JUDGES),  # comma-separated judges, or 'none'
+    bertscore: bool = True,  # BERTScore recall (loads the encoder)
+    n_boot: int = 1000,  # bootstrap resamples for intervals
+    batch_size: int = 16,  # items scored concurrently
+    quiet: bool = False,  # no progress
+) -> None:
+    "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
+    try:
+        if not setups and not answers: raise EvalError("give --setups FILE and/or --answers FILE")
+        runs = (load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers]
+        judge = judge_llm or (setups_file_option(setups, "judge_llm") if setups else None)
+        if judge in ("none", ""): judge = None
+        if judge is None: print("ragbench evaluate: no --judge-llm: LLM judges are skipped (their metrics are empty)", file=sys.stderr)
+        summary = evaluate(dataset, runs, out, db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm,
+                           judges=comma_list(judges), bertscore=bertscore, n_boot=n_boot, batch_size=batch_size, progress=not quiet)
+    except input_errors() as e: raise UserError(str(e)) from e
+    _warn_answers(summary)
     print(format_summary(summary))
-    print(f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(a.out) / 'scores.jsonl'}, {Path(a.out) / 'summary.json'}")
-    return 0
+    print(f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(out) / 'scores.jsonl'}, {Path(out) / 'summary.json'}")
 
 # %% ../nbs/42_eval_run.ipynb #cfd80956
-def compare_cli(argv: list[str]) -> int:
-    "`ragbench compare DIR_A DIR_B`: agreement (Kendall tau) of the setup rankings of two evaluations."
-    p = argparse.ArgumentParser(prog="ragbench compare", description="Rank the setups two evaluation folders share "
-                                "(e.g. a generated and a static dataset) and report Kendall tau with a bootstrap interval.")
-    p.add_argument("dir_a"); p.add_argument("dir_b")
-    p.add_argument("--metric", default="recall@5", help="metric to rank by (default recall@5; e.g. correct, oracle/correct)")
-    p.add_argument("--n-boot", type=int, default=1000); p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
-    a = p.parse_args(argv)
-    try: c = compare(a.dir_a, a.dir_b, metric=a.metric, n_boot=a.n_boot, seed=a.seed)
-    except _user_errors() as e:
-        print(f"ragbench compare: error: {e}", file=sys.stderr); return 2
+def compare_command(
+    dir_a: str,  # evaluation folder A (written by `ragbench evaluate --out`)
+    dir_b: str,  # evaluation folder B
+    *,
+    metric: str = "recall@5",  # metric to rank by (e.g. correct, oracle/correct)
+    n_boot: int = 1000,  # bootstrap resamples
+    seed: int = 0,  # seed of the resampling
+    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = None,  # also write the result as JSON
+) -> None:
+    "Rank the setups two evaluation folders share (e.g. a generated and a static dataset) and report Kendall tau with a bootstrap interval."
+    try: c = compare(dir_a, dir_b, metric=metric, n_boot=n_boot, seed=seed)
+    except input_errors() as e: raise UserError(str(e)) from e
     w = max(len(s) for s in c["setups"] + ["setup"])
     ra, rb = c["a"]["ranking"], c["b"]["ranking"]
-    print(f"{c['metric']}: {len(c['setups'])} setups; A = {a.dir_a} ({c['a']['n_items']} items), B = {a.dir_b} ({c['b']['n_items']} items)")
+    print(f"{c['metric']}: {len(c['setups'])} setups; A = {dir_a} ({c['a']['n_items']} items), B = {dir_b} ({c['b']['n_items']} items)")
     print("setup".ljust(w) + "   A mean (rank)   B mean (rank)")
     for s in ra:
         print(s.ljust(w) + f"   {c['a']['means'][s]:.3f} ({ra.index(s) + 1})".ljust(16) + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})")
     tau = "n/a" if c["kendall_tau"] is None else f"{c['kendall_tau']:.3f}"
     ci = "" if c["lo"] is None else f", {100 * (1 - c['alpha']):.0f}% bootstrap interval [{c['lo']:.3f}, {c['hi']:.3f}]"
     print(f"Kendall tau = {tau}{ci} (p = {c['p_value'] if c['p_value'] is None else round(c['p_value'], 4)}, {c['n_boot_valid']} valid resamples)")
-    if a.json:
+    if json_file:
         from ragbench.core import atomic_write
-        atomic_write(a.json, json.dumps(c, indent=2))
-    return 0
+        atomic_write(json_file, json.dumps(c, indent=2))
 
 # %% ../nbs/42_eval_run.ipynb #ee7a1de4
-def export_ragas_cli(argv: list[str]) -> int:
-    "`ragbench export-ragas`: write a dataset (and a setup's answers) with ragas column names."
-    p = argparse.ArgumentParser(prog="ragbench export-ragas", description="Export a dataset in ragas's column names "
-                                "(user_input, reference, reference_contexts, retrieved_contexts, response) as JSONL or Parquet.")
-    p.add_argument("--dataset", required=True); p.add_argument("--db", required=True, help="LanceDB folder holding the chunks")
-    p.add_argument("--table", default="chunks")
-    p.add_argument("--scores", metavar="DIR", help="evaluation folder whose answers to include (with --setup)")
-    p.add_argument("--setup", help="setup name in --scores"); p.add_argument("--mode", default="retrieved", choices=MODES)
-    p.add_argument("--with-ids", action="store_true", help="add an item_id column")
-    p.add_argument("--out", required=True, help="output .jsonl or .parquet")
-    a = p.parse_args(argv)
+def export_ragas_command(
+    *,
+    dataset: str,  # dataset .jsonl or .parquet
+    db: str,  # LanceDB folder holding the chunks
+    out: str,  # output .jsonl or .parquet
+    table: str = "chunks",  # table name
+    scores: Annotated[Optional[str], {"metavar": "DIR"}] = None,  # evaluation folder whose answers to include (with --setup)
+    setup: Optional[str] = None,  # setup name in --scores
+    mode: Literal[MODES] = "retrieved",  # which mode's answers to include
+    with_ids: bool = False,  # add an item_id column
+) -> None:
+    "Export a dataset in ragas's column names (user_input, reference, reference_contexts, retrieved_contexts, response) as JSONL or Parquet."
     try:
-        if bool(a.scores) != bool(a.setup): raise EvalError("--scores and --setup go together")
+        if bool(scores) != bool(setup): raise EvalError("--scores and --setup go together")
         from ragbench.index import ChunkIndex
-        idx = ChunkIndex.open(a.db, table=a.table)
-        path = export_ragas(a.dataset, a.out, index=idx, scores_dir=a.scores, setup=a.setup, mode=a.mode, include_ids=a.with_ids)
-    except _user_errors() as e:
-        print(f"ragbench export-ragas: error: {e}", file=sys.stderr); return 2
+        idx = ChunkIndex.open(db, table=table)
+        path = export_ragas(dataset, out, index=idx, scores_dir=scores, setup=setup, mode=mode, include_ids=with_ids)
+    except input_errors() as e: raise UserError(str(e)) from e
     print(f"wrote {path}")
-    return 0

@@ -9,16 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from .core import QAItem, Chunk, RecordError, read_jsonl, read_config_file
+from .core import QAItem, Chunk, RecordError, UserError, read_jsonl, read_config_file
+from .stats import MODES
 from .prompts import PromptTemplate, register_prompt, render_prompt, get_prompt, format_chunks
 
 # %% auto #0
-__all__ = ['RETRIEVAL_MODES', 'NOT_ENOUGH_CONTEXT', 'MODES', 'SetupError', 'Setup', 'vary', 'variants_of', 'setups_from_dict',
+__all__ = ['RETRIEVAL_MODES', 'NOT_ENOUGH_CONTEXT', 'SetupError', 'Setup', 'vary', 'variants_of', 'setups_from_dict',
            'load_setups', 'setups_file_option', 'RagAnswer', 'table_names', 'check_setups', 'SetupContext',
-           'build_context', 'agenerate_answer', 'ExternalAnswer', 'read_answers', 'external_context']
+           'chunks_in_index', 'build_context', 'agenerate_answer', 'ExternalAnswer', 'read_answers', 'external_context']
 
 # %% ../nbs/41_eval_setups.ipynb #3d79a8a3
-class SetupError(ValueError):
+class SetupError(UserError):
     "A bad setup or setups file; the message names the file, the setup and the field."
 
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
@@ -138,8 +139,6 @@ register_prompt(PromptTemplate(
         "If the context does not contain what is needed, answer exactly: \"" + NOT_ENOUGH_CONTEXT + "\"\n\n"
         'Reply as {{"answer": "..."}}')))
 
-MODES = ("retrieved", "oracle", "unanswerable")
-
 # %% ../nbs/41_eval_setups.ipynb #baf0045d
 def table_names(db: Union[str, Path]) -> list[str]:
     "Names of all tables in the LanceDB folder `db` (every page of the listing)."
@@ -194,7 +193,7 @@ def _as_tuple(c) -> tuple[str, str, str]:
     title = str(meta.get("title") or getattr(c, "doc_id", "") or "")
     return (c.id if isinstance(c, Chunk) else c.chunk_id, title, c.text)
 
-def _get_chunks(index, ids: Sequence[str]) -> list[tuple[str, str, str]]:
+def chunks_in_index(index, ids: Sequence[str]) -> list[tuple[str, str, str]]:
     "The chunks of `ids` that exist in the index, in the order given."
     try: found = index.get_many(list(ids))
     except KeyError:
@@ -212,13 +211,13 @@ def build_context(item: QAItem, setup: Setup, mode: str, index) -> SetupContext:
         return SetupContext([h.chunk_id for h in hits], [_as_tuple(h) for h in hits])
     if mode == "oracle":
         ids = list(item.gold_chunk_ids) or [c.chunk_id for c in item.contexts if c.relevant]
-        chunks = _get_chunks(index, ids) if ids else []
+        chunks = chunks_in_index(index, ids) if ids else []
         if not chunks: return SetupContext(skipped="no gold contexts in the index")
         return SetupContext([], chunks)
     if mode == "unanswerable":
         relevant = set(item.gold_chunk_ids) | {c.chunk_id for c in item.contexts if c.relevant}
         ids = [c.chunk_id for c in item.contexts if c.relevant is False and c.chunk_id not in relevant][: setup.top_k]
-        if ids: chunks = _get_chunks(index, ids)
+        if ids: chunks = chunks_in_index(index, ids)
         elif relevant:
             hits = []
             for how in dict.fromkeys((setup.retrieval, "dense")):   # BM25 may match nothing once gold is excluded
@@ -268,6 +267,6 @@ def external_context(a: ExternalAnswer, index=None) -> SetupContext:
         ids += [f"ctx-{i}" for i in range(len(ids), len(a.retrieved_contexts))]
         return SetupContext(list(a.retrieved_chunk_ids), [(cid, "", t) for cid, t in zip(ids, a.retrieved_contexts)])
     if index is not None and a.retrieved_chunk_ids:
-        chunks = _get_chunks(index, a.retrieved_chunk_ids)
+        chunks = chunks_in_index(index, a.retrieved_chunk_ids)
         return SetupContext(list(a.retrieved_chunk_ids), chunks if len(chunks) == len(set(a.retrieved_chunk_ids)) else None)
     return SetupContext(list(a.retrieved_chunk_ids), None)

@@ -4,19 +4,19 @@
 
 # %% ../nbs/11_index.ipynb #d585e612
 from __future__ import annotations
-import argparse, json, random, sys
+import json, random, sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import Chunk, atomic_write, utc_now
-from .corpus import (FORMATS, CorpusError, EmbedderError, LoadReport, chunk_documents, load_documents,
-                             make_embedder)
+from .core import Chunk, UserError, atomic_write, utc_now
+from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
+from .embed import EmbedderError, make_embedder
 
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path', 'resolve_columns', 'ChunkIndex',
-           'index_cli', 'search_cli']
+           'minmax', 'fuse_hybrid', 'index_command', 'parse_columns', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -28,7 +28,7 @@ class Hit:
     score: float
     meta: dict[str, Any] = field(default_factory=dict)
 
-class IndexSchemaError(ValueError):
+class IndexSchemaError(UserError):
     "A LanceDB table is missing, or lacks the columns / vector size ragbench needs (the message says which)."
 
 # %% ../nbs/11_index.ipynb #c973d910
@@ -50,6 +50,7 @@ def _schema(dim: int):
     return pa.schema([("id", pa.string()), ("doc_id", pa.string()), ("text", pa.string()),
                       ("vector", pa.list_(pa.float32(), dim)), ("meta", pa.string())])
 
+# %% ../nbs/11_index.ipynb #2ac9dcbc
 def _connect(db_dir):
     "A LanceDB connection (lancedb is imported here, not at module import)."
     import lancedb
@@ -63,6 +64,7 @@ def _table_names(db) -> list[str]:
         names += list(resp.tables); token = getattr(resp, "page_token", None)
         if not token: return names
 
+# %% ../nbs/11_index.ipynb #1631b2d2
 def _quote(v: Any) -> str:
     "A SQL literal for `v`."
     return str(int(v)) if isinstance(v, (int, np.integer)) else "'" + str(v).replace("'", "''") + "'"
@@ -118,6 +120,7 @@ def _check_embedder(table: str, side: Optional[dict], emb) -> None:
         raise IndexSchemaError(f"table '{table}' was built with embedder '{e['name']}' (dim {e['dim']}), not "
                                f"'{emb.name}' (dim {emb.dim}); use the same embedder or another table name")
 
+# %% ../nbs/11_index.ipynb #6511457c
 @patch(cls_method=True)
 def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
           batch_size: int = 256, progress: bool = True) -> ChunkIndex:
@@ -139,7 +142,7 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     idx.add(chunks, batch_size=batch_size, progress=progress)
     return idx
 
-# %% ../nbs/11_index.ipynb #212f8652
+# %% ../nbs/11_index.ipynb #a77c773e
 @patch
 def _arrow(self: ChunkIndex, chunks: list[Chunk], vecs: np.ndarray):
     "An Arrow table of chunks and their vectors in the ragbench layout."
@@ -159,6 +162,7 @@ def _all_ids(self: ChunkIndex) -> list:
         out += b.column(col).to_pylist()
     return out
 
+# %% ../nbs/11_index.ipynb #0030894c
 @patch
 def _has_fts(self: ChunkIndex) -> bool:
     "Whether the text column has a full-text index."
@@ -176,7 +180,18 @@ def _ensure_indices(self: ChunkIndex, rebuild: bool = False) -> None:
         self.tbl.create_index(self.columns["id"], config=BTree(), replace=True)
     self._fts_ready = True
 
-# %% ../nbs/11_index.ipynb #6511457c
+# %% ../nbs/11_index.ipynb #f60d3be7
+def _new_in_batch(batch: list[Chunk], stored: set, seen: set, st: dict) -> list[Chunk]:
+    "The chunks of `batch` neither stored nor seen earlier in this build (counted in `st`)."
+    new = []
+    for c in batch:
+        st["chunks"] += 1
+        if c.id in stored: st["existing"] += 1
+        elif c.id in seen: st["repeated"] += 1
+        else: seen.add(c.id); new.append(c)
+    return new
+
+# %% ../nbs/11_index.ipynb #82a994a9
 @patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False) -> int:
     "Embed and append the chunks whose ids are not in the table yet; returns how many were added."
@@ -186,12 +201,7 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in _batched(chunks, batch_size):
-            new = []
-            for c in batch:
-                st["chunks"] += 1
-                if c.id in stored: st["existing"] += 1
-                elif c.id in new_ids: st["repeated"] += 1
-                else: new_ids.add(c.id); new.append(c)
+            new = _new_in_batch(batch, stored, new_ids, st)
             if new:
                 self.tbl.add(self._arrow(new, self.embedder.encode([c.text for c in new])))
                 st["added"] += len(new)
@@ -239,6 +249,7 @@ def _select(self: ChunkIndex, vector: bool = False) -> list[str]:
         keep += [f.name for f in self.tbl.schema if f.name not in keep and f.name != c["vector"] and _scalar(f.type)]
     return keep + ([c["vector"]] if vector else [])
 
+# %% ../nbs/11_index.ipynb #5999388e
 @patch
 def _chunk(self: ChunkIndex, row: dict) -> Chunk:
     "A Chunk from a table row."
@@ -257,6 +268,7 @@ def _hit(self: ChunkIndex, row: dict, score: float) -> Hit:
     ch = self._chunk(row)
     return Hit(ch.id, ch.doc_id, ch.text, float(score), ch.meta)
 
+# %% ../nbs/11_index.ipynb #2b8779bd
 @patch
 def _key(self: ChunkIndex, i: Any) -> Any:
     "An id as the id column's type (so integer ids of a user's table work as given or as strings)."
@@ -273,7 +285,7 @@ def _rows(self: ChunkIndex, ids: Iterable, vector: bool = False) -> dict:
             out[str(r[idcol])] = r
     return out
 
-# %% ../nbs/11_index.ipynb #5999388e
+# %% ../nbs/11_index.ipynb #29578042
 @patch
 def get_many(self: ChunkIndex, ids: Iterable[str]) -> list[Chunk]:
     "Chunks for `ids`, in the same order; KeyError names the ids that are not in the table."
@@ -290,6 +302,7 @@ def get(self: ChunkIndex, id: str) -> Chunk:
     "The chunk with this id (KeyError if there is none)."
     return self.get_many([id])[0]
 
+# %% ../nbs/11_index.ipynb #810c36be
 @patch
 def sample_ids(self: ChunkIndex, n: int, seed: int = 0) -> list[str]:
     "`n` chunk ids drawn at random, reproducibly for a given seed (independent of storage order)."
@@ -303,6 +316,17 @@ def iter_chunks(self: ChunkIndex, batch_size: int = 1000) -> Iterator[Chunk]:
         for r in b.to_pylist(): yield self._chunk(r)
 
 # %% ../nbs/11_index.ipynb #67288104
+def minmax(xs: Sequence[float]) -> list[float]:
+    "Scores scaled to [0, 1] (all 1.0 when they are equal)."
+    lo, hi = min(xs, default=0.0), max(xs, default=0.0)
+    return [1.0 if hi == lo else (x - lo) / (hi - lo) for x in xs]
+
+def fuse_hybrid(dense: dict[str, float], bm25: dict[str, float], dense_weight: float = 0.7) -> dict[str, float]:
+    "id -> dense_weight * minmax(dense) + (1 - dense_weight) * minmax(bm25); an id missing from one side gets 0 there."
+    d, b = (dict(zip(x, minmax(list(x.values())))) for x in (dense, bm25))
+    return {i: dense_weight * d.get(i, 0.0) + (1 - dense_weight) * b.get(i, 0.0) for i in d | b}
+
+# %% ../nbs/11_index.ipynb #200126e7
 @patch
 def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False) -> list[dict]:
     "Top-n rows by cosine similarity to `vec` (row['_distance'] = 1 - cosine)."
@@ -322,28 +346,20 @@ def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> li
     q = self.tbl.search(query, query_type="fts", fts_columns=self.columns["text"])
     return q.limit(n).select(self._select(vector) + ["_score"]).to_list()
 
-def _minmax(xs: list[float]) -> list[float]:
-    "Scale scores to [0, 1] (all 1.0 when they are equal)."
-    lo, hi = min(xs, default=0.0), max(xs, default=0.0)
-    return [1.0 if hi == lo else (x - lo) / (hi - lo) for x in xs]
-
+# %% ../nbs/11_index.ipynb #940591a7
 @patch
 def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict], w: float) -> list[tuple[dict, float]]:
-    "Relative-score fusion of the pooled candidates: w * minmax(cosine) + (1 - w) * minmax(bm25)."
+    "The rows of both searches with their `fuse_hybrid` score of cosine and BM25, best first."
     vcol, idcol = self.columns["vector"], self.columns["id"]
-    pool: dict[str, list] = {}
-    for r in dense: pool[str(r[idcol])] = [r, 1.0 - r["_distance"], 0.0]
-    for r, bm in zip(sparse, _minmax([r["_score"] for r in sparse])):
-        k = str(r[idcol])
-        if k not in pool:
-            v = np.asarray(r[vcol], dtype=np.float32); nv = float(np.linalg.norm(v) * np.linalg.norm(qv))
-            pool[k] = [r, float(v @ qv) / nv if nv else 0.0, 0.0]
-        pool[k][2] = bm
-    items = list(pool.values())
-    dn = _minmax([cos for _, cos, _ in items])
-    return sorted(((r, w * d + (1 - w) * bm) for (r, _, bm), d in zip(items, dn)), key=lambda x: -x[1])
+    rows = {str(r[idcol]): r for r in sparse} | {str(r[idcol]): r for r in dense}
+    cos = {str(r[idcol]): 1.0 - r["_distance"] for r in dense}
+    for r in sparse:                   # a BM25-only row gets its cosine from its stored vector
+        v = np.asarray(r[vcol], dtype=np.float32); nv = float(np.linalg.norm(v) * np.linalg.norm(qv))
+        cos.setdefault(str(r[idcol]), float(v @ qv) / nv if nv else 0.0)
+    fused = fuse_hybrid(cos, {str(r[idcol]): r["_score"] for r in sparse}, w)
+    return sorted(((rows[k], f) for k, f in fused.items()), key=lambda x: -x[1])
 
-# %% ../nbs/11_index.ipynb #940591a7
+# %% ../nbs/11_index.ipynb #4e03e1ff
 SEARCH_MODES = ("dense", "bm25", "hybrid")
 
 @patch
@@ -366,6 +382,7 @@ def search(self: ChunkIndex, query: str, k: int = 5, mode: str = "dense", exclud
             scored = self._fuse(qv, self._dense_rows(qv, m), self._bm25_rows(query, m, vector=True), w)
     return [self._hit(r, s) for r, s in scored if str(r[idcol]) not in ex][:k]
 
+# %% ../nbs/11_index.ipynb #af4d66ff
 @patch
 def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     "The k chunks nearest to `chunk_id` by its stored vector (never the chunk itself)."
@@ -375,81 +392,69 @@ def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     return [self._hit(r, 1.0 - r["_distance"]) for r in rows if str(r[self.columns["id"]]) != str(chunk_id)][:k]
 
 # %% ../nbs/11_index.ipynb #3c63e2ad
-def _index_parser() -> argparse.ArgumentParser:
-    "Argument parser of `ragbench index`."
-    p = argparse.ArgumentParser(prog="ragbench index", description="Load, chunk and embed documents into a "
-                                "LanceDB table. Resumable: re-run the same command to finish an interrupted build.")
-    p.add_argument("source", help="a folder (.txt .md .html .htm .pdf), a JSONL of {id, title, text}, or a HotpotQA/MuSiQue JSON file")
-    p.add_argument("--db", required=True, help="LanceDB folder (created if missing)")
-    p.add_argument("--table", default="chunks", help="table name (default: chunks)")
-    p.add_argument("--embedder", default=None, help="model folder or cached model name; 'hash' for a model-free "
-                   "embedder (tests); default: the bundled all-MiniLM-L6-v2")
-    p.add_argument("--mode", choices=("auto", "pack", "paragraph"), default="auto",
-                   help="chunking: pack paragraphs to ~target tokens, or one chunk per paragraph; auto = paragraph "
-                   "for HotpotQA/MuSiQue, pack otherwise")
-    p.add_argument("--format", dest="fmt", choices=FORMATS, default="auto", help="input format (default: detect)")
-    p.add_argument("--target-tokens", type=int, default=512); p.add_argument("--min-tokens", type=int, default=100)
-    p.add_argument("--max-tokens", type=int, default=1024); p.add_argument("--overlap", type=float, default=0.25)
-    p.add_argument("--batch-size", type=int, default=256, help="chunks embedded and written per batch")
-    p.add_argument("--max-doc-mb", type=float, default=20.0, help="skip documents larger than this (MB)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
-
-def index_cli(argv: list[str]) -> int:
-    "`ragbench index SOURCE --db DIR ...`: build or resume an index and print a summary."
-    a = _index_parser().parse_args(argv)
+def index_command(
+    source: str,  # a folder (.txt .md .html .htm .pdf), a JSONL of {id, title, text}, or a HotpotQA/MuSiQue JSON file
+    *,
+    db: str,  # LanceDB folder (created if missing)
+    table: str = "chunks",  # table name
+    embedder: Optional[str] = None,  # model folder or cached model name; 'hash' for a model-free embedder (tests); default: the bundled all-MiniLM-L6-v2
+    mode: Literal["auto", "pack", "paragraph"] = "auto",  # chunking: pack paragraphs to ~target tokens, or one chunk per paragraph; auto = paragraph for HotpotQA/MuSiQue, pack otherwise
+    fmt: Annotated[Literal[FORMATS], "--format"] = "auto",  # input format; auto detects it
+    target_tokens: int = 512,  # packed chunks aim at about this many tokens
+    min_tokens: int = 100,  # a packed chunk holds at least this many tokens where the text allows
+    max_tokens: int = 1024,  # longer paragraphs are split into overlapping windows
+    overlap: float = 0.25,  # share of a window repeated in the next one when a long paragraph is split
+    batch_size: int = 256,  # chunks embedded and written per batch
+    max_doc_mb: float = 20.0,  # skip documents larger than this (MB)
+    quiet: bool = False,  # no progress bar
+) -> None:
+    "Load, chunk and embed documents into a LanceDB table, then print a summary."
     report = LoadReport()
     try:
-        emb = make_embedder(a.embedder)
-        docs = load_documents(a.source, a.fmt, report, a.max_doc_mb)
-        chunks = chunk_documents(docs, a.target_tokens, a.min_tokens, a.max_tokens, a.overlap, a.mode)
-        idx = ChunkIndex.build(a.db, chunks, emb, table=a.table, batch_size=a.batch_size, progress=not a.quiet)
-    except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e:
-        print(f"ragbench index: error: {e}", file=sys.stderr)
-        return 2
+        emb = make_embedder(embedder)
+        chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), target_tokens, min_tokens, max_tokens, overlap, mode)
+        idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=not quiet)
+    except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     st = idx.last_build
-    print(f"indexed {a.source}: {report.documents} documents -> {st['chunks']} chunks "
+    print(f"indexed {source}: {report.documents} documents -> {st['chunks']} chunks "
           f"({st['added']} new, {st['existing']} already in the table)")
-    print(f"table '{a.table}' in {a.db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
+    print(f"table '{table}' in {db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if report.skipped:
         print(f"skipped {len(report.skipped)} input(s):")
         for m in report.messages(): print(f"  {m}")
-    return 0
 
 # %% ../nbs/11_index.ipynb #56cfbc33
-def _parse_columns(items: list[str]) -> dict:
-    "ROLE=NAME pairs from --column options."
+def parse_columns(items: Iterable[str]) -> dict:
+    "{role: column} from ROLE=NAME strings (the `--column` options)."
     out = {}
     for it in items or []:
-        if "=" not in it: raise ValueError(f"--column expects ROLE=NAME (roles: {', '.join(ROLES)}), got {it!r}")
+        if "=" not in it: raise UserError(f"--column expects ROLE=NAME (roles: {', '.join(ROLES)}), got {it!r}")
         k, v = it.split("=", 1); out[k.strip()] = v.strip()
     return out
 
-def search_cli(argv: list[str]) -> int:
-    "`ragbench search --db DIR QUERY ...`: print the top hits (or JSON with --json)."
-    p = argparse.ArgumentParser(prog="ragbench search", description="Search a ragbench index or your own LanceDB table.")
-    p.add_argument("query"); p.add_argument("--db", required=True, help="LanceDB folder")
-    p.add_argument("--table", default="chunks"); p.add_argument("-k", type=int, default=5, help="number of hits (default 5)")
-    p.add_argument("--mode", choices=SEARCH_MODES, default="dense")
-    p.add_argument("--json", action="store_true", help="print a JSON list of {chunk_id, doc_id, text, score}")
-    p.add_argument("--embedder", default=None, help="embedder (default: the one the index was built with)")
-    p.add_argument("--column", action="append", default=[], metavar="ROLE=NAME",
-                   help="map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable")
-    a = p.parse_args(argv)
+def search_command(
+    query: str,  # what to search for
+    *,
+    db: str,  # LanceDB folder
+    table: str = "chunks",  # table name
+    k: Annotated[int, "-k"] = 5,  # number of hits
+    mode: Literal[SEARCH_MODES] = "dense",  # dense (vectors), bm25 (full text) or hybrid (both, fused)
+    as_json: Annotated[bool, "--json"] = False,  # print a JSON list of {chunk_id, doc_id, text, score}
+    embedder: Optional[str] = None,  # embedder (default: the one the index was built with)
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
+) -> None:
+    "Search a ragbench index or your own LanceDB table and print the top hits."
     try:
-        idx = ChunkIndex.open(a.db, a.table, embedder=a.embedder, columns=_parse_columns(a.column))
-        hits = idx.search(a.query, k=a.k, mode=a.mode)
-    except (IndexSchemaError, EmbedderError, ValueError) as e:
-        print(f"ragbench search: error: {e}", file=sys.stderr)
-        return 2
-    if a.json:
+        idx = ChunkIndex.open(db, table, embedder=embedder, columns=parse_columns(column))
+        hits = idx.search(query, k=k, mode=mode)
+    except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
+    if as_json:
         print(json.dumps([{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}
                           for h in hits], ensure_ascii=False, indent=2))
-        return 0
+        return
     for i, h in enumerate(hits, 1):
         where = " / ".join(str(x) for x in (h.meta.get("title"), h.meta.get("section")) if x)
         snippet = " ".join(h.text.split())
         print(f"{i}. {h.score:.4f}  {h.chunk_id}  {where}\n   {snippet[:200]}{'...' if len(snippet) > 200 else ''}")
     if not hits: print("no hits")
-    return 0

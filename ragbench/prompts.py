@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 from pydantic import BaseModel
-from .core import read_config_file
+from .core import UserError, read_config_file
 
 # %% auto #0
 __all__ = ['PromptError', 'PromptTemplate', 'template_variables', 'register_prompt', 'get_prompt', 'list_prompts',
@@ -17,7 +17,7 @@ __all__ = ['PromptError', 'PromptTemplate', 'template_variables', 'register_prom
            'parse_chunks', 'SmokeReply']
 
 # %% ../nbs/02_prompts.ipynb #982df458
-class PromptError(ValueError):
+class PromptError(UserError):
     "A prompt cannot be found, rendered or loaded; the message names the template and the problem."
 
 # %% ../nbs/02_prompts.ipynb #5a86b418

@@ -4,20 +4,20 @@
 
 # %% ../nbs/50_report.ipynb #20251af3
 from __future__ import annotations
-import argparse, asyncio, html, json, math, os, re, shutil, sys, threading
+import asyncio, html, json, math, os, re, shutil, sys, threading
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
-from .core import Dataset, RecordError, atomic_write, read_jsonl, utc_now
+from typing import Annotated, Any, Iterable, NamedTuple, Optional, Sequence, Union
+from .core import Dataset, RecordError, UserError, atomic_write, read_jsonl, utc_now
+from .stats import HEADLINE_METRICS, MODES, bootstrap_table, order_metrics, split_metric
 
 # %% auto #0
-__all__ = ['MissingData', 'norm_value', 'value_label', 'split_metric', 'metric_label', 'order_metrics', 'load_eval',
-           'load_generation', 'mean_ci', 'summarise_scores', 'demo_summary', 'demo_eval_dir', 'demo_generation_dir',
-           'setup_colors', 'metric_by_type', 'metric_by_dimension', 'difficulty_breakdown', 'setup_comparison',
-           'precision_with_ceiling', 'retrieval_hit_split', 'abstention_by_model', 'keypoint_shares',
-           'generation_funnel', 'acceptance_by_type', 'ReportFigure', 'report_figures', 'dataset_counts',
-           'means_table_html', 'render_report_html', 'build_report', 'ChromeNotFound', 'find_chrome', 'render_pngs',
-           'export_png', 'export_pngs', 'report_cli']
+__all__ = ['MissingData', 'norm_value', 'value_label', 'metric_label', 'load_eval', 'load_generation', 'summarise_scores',
+           'demo_summary', 'demo_eval_dir', 'demo_generation_dir', 'setup_colors', 'metric_by_type',
+           'metric_by_dimension', 'difficulty_breakdown', 'setup_comparison', 'precision_with_ceiling',
+           'retrieval_hit_split', 'abstention_by_model', 'keypoint_shares', 'generation_funnel', 'acceptance_by_type',
+           'ReportFigure', 'report_figures', 'dataset_counts', 'means_table_html', 'render_report_html', 'build_report',
+           'ChromeNotFound', 'find_chrome', 'render_pngs', 'export_png', 'export_pngs', 'report_command']
 
 # %% ../nbs/50_report.ipynb #f64e471f
 class MissingData(ValueError):
@@ -48,10 +48,6 @@ def value_label(dim: str, v: Any) -> str:
     return _VALUE_LABELS.get(dim, {}).get(v, str(v))
 
 # %% ../nbs/50_report.ipynb #86066513
-_MODES = ("retrieved", "oracle", "unanswerable")
-_METRIC_ORDER = ["correct", "faithful", "yes_no_correct", "keypoint_complete", "keypoint_hallucinated", "keypoint_irrelevant",
-                 "exact_match", "token_f1", "token_recall", "rougeL_recall", "rouge_l_recall", "bertscore_recall",
-                 "length_ratio", "precision@k", "precision_ceiling@k", "recall@k", "hit@k", "mrr", "ndcg@k", "abstained"]
 _METRIC_LABELS = {"correct": "answer correctness (judge)", "faithful": "faithfulness (judge)",
                   "yes_no_correct": "yes/no correct", "keypoint_complete": "keypoints complete",
                   "keypoint_hallucinated": "keypoints hallucinated", "keypoint_irrelevant": "keypoints irrelevant",
@@ -61,29 +57,11 @@ _METRIC_LABELS = {"correct": "answer correctness (judge)", "faithful": "faithful
                   "abstained": "abstention rate", "mrr": "MRR"}
 _MODE_LABELS = {"oracle": "oracle contexts", "unanswerable": "unanswerable mode"}
 
-def split_metric(m: str) -> tuple[str, str]:
-    "(mode, base name) of a summary metric key: 'oracle/correct' -> ('oracle', 'correct'), 'mrr' -> ('retrieved', 'mrr')."
-    mode, _, base = m.rpartition("/")
-    return (mode or "retrieved", base)
-
 def metric_label(m: str) -> str:
     "Readable name of a metric, with its mode when not 'retrieved' (unknown names are shown as they are)."
     mode, base = split_metric(m)
     lab = _METRIC_LABELS.get(base, base)
     return lab if mode == "retrieved" else f"{lab} ({_MODE_LABELS.get(mode, mode)})"
-
-def _metric_key(m: str) -> tuple:
-    "Sort key: mode, then the known order (a fixed-k variant right after its '@k' name), then alphabetical."
-    mode, base = split_metric(m)
-    mi = _MODES.index(mode) if mode in _MODES else len(_MODES)
-    fam, at, k = base.partition("@")
-    if base in _METRIC_ORDER: return (mi, _METRIC_ORDER.index(base), 0, "")
-    if at and f"{fam}@k" in _METRIC_ORDER: return (mi, _METRIC_ORDER.index(f"{fam}@k"), 1, k.zfill(6))
-    return (mi, len(_METRIC_ORDER), 0, base)
-
-def order_metrics(names: Iterable[str]) -> list[str]:
-    "Metric names in reading order: per mode (retrieved, oracle, unanswerable), judges, answer overlap, retrieval, others."
-    return sorted(set(names), key=_metric_key)
 
 # %% ../nbs/50_report.ipynb #9e3fb1d8
 def _read_json(path: Path, what: str) -> dict:
@@ -118,24 +96,10 @@ def load_generation(run_dir: Union[str, Path]) -> tuple[dict, Optional[Dataset]]
     return gen, (Dataset.read(d) if d.is_file() else None)
 
 # %% ../nbs/50_report.ipynb #c1f8300c
-def mean_ci(values: Sequence[Any], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> dict:
-    "Mean of the non-null values with a percentile-bootstrap interval: {mean, lo, hi, n, n_na}."
-    import numpy as np
-    xs = np.array([float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))])
-    n_na = len(values) - len(xs)
-    if len(xs) == 0: return {"mean": None, "lo": None, "hi": None, "n": 0, "n_na": n_na}
-    m = float(xs.mean())
-    if len(xs) == 1: return {"mean": m, "lo": m, "hi": m, "n": 1, "n_na": n_na}
-    rng = np.random.default_rng(seed)
-    boots = xs[rng.integers(0, len(xs), size=(n_boot, len(xs)))].mean(axis=1)
-    a = (1 - level) / 2
-    return {"mean": m, "lo": float(np.quantile(boots, a)), "hi": float(np.quantile(boots, 1 - a)),
-            "n": int(len(xs)), "n_na": int(n_na)}
-
-# %% ../nbs/50_report.ipynb #30ca3cee
 def summarise_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Optional[Sequence[str]] = None,
                      n_boot: int = 1000, seed: int = 0) -> dict:
     "Means and intervals of score rows grouped by the values of `by`: {(value, ...): {setup: {metric: stat}}}."
+    import numpy as np
     groups: dict = {}
     for r in rows:
         key = tuple(norm_value(r.get(d)) if d in _BOOL_DIMS else r.get(d) for d in by)
@@ -145,7 +109,9 @@ def summarise_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Opti
         out[key] = {}
         for setup, ms in per_setup.items():
             names = metrics if metrics is not None else order_metrics({k for m in ms for k in m})
-            out[key][setup] = {m: mean_ci([x.get(m) for x in ms], n_boot=n_boot, seed=seed) for m in names}
+            x = [[float("nan") if r.get(m) is None else float(r[m]) for m in names] for r in ms]
+            out[key][setup] = dict(zip(names, bootstrap_table(np.array(x, dtype=float).reshape(len(ms), len(names)),
+                                                              n_boot=n_boot, seed=seed)))
     return out
 
 # %% ../nbs/50_report.ipynb #7ab64695
@@ -162,7 +128,7 @@ def _demo_rows(n_items: int, setups: Sequence[str], seed: int) -> list[dict]:
         kind, binary, diff, answerable = kinds[i % 3], i % 4 == 0, diffs[(i // 3) % 3], i % 8 != 7
         for j, setup in enumerate(setups):
             k = 3 if setup.startswith("top3") else 5
-            for mode in _MODES:
+            for mode in MODES:
                 m = dict.fromkeys(_DEMO_METRICS)
                 skill = 0.85 - 0.12 * j - 0.15 * kinds.index(kind) - 0.1 * diffs.index(diff) + 0.1 * binary
                 hit = (rnd.random() < skill + 0.1) if mode == "retrieved" and answerable else None
@@ -193,7 +159,7 @@ def _demo_rows(n_items: int, setups: Sequence[str], seed: int) -> list[dict]:
 def _mode_stats(rows: Sequence[dict], n_boot: int) -> dict:
     "{metric key: stat} of one setup's rows, other modes' metrics prefixed 'MODE/' (as `ragbench evaluate` writes them)."
     out = {}
-    for mode in _MODES:
+    for mode in MODES:
         part = [r for r in rows if r["mode"] == mode]
         if not part: continue
         for m, st in next(iter(summarise_scores(part, n_boot=n_boot)[()].values())).items():
@@ -205,7 +171,7 @@ def demo_summary(rows: Sequence[dict], n_boot: int = 200) -> dict:
     dims = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "retrieval_hit")
     key = lambda v: json.dumps(v) if isinstance(v, bool) else str(v)
     setups = list(dict.fromkeys(r["setup"] for r in rows))
-    out = {"n_rows": len(rows), "n_items": len({r["item_id"] for r in rows}), "modes": [m for m in _MODES if any(r["mode"] == m for r in rows)],
+    out = {"n_rows": len(rows), "n_items": len({r["item_id"] for r in rows}), "modes": [m for m in MODES if any(r["mode"] == m for r in rows)],
            "setups": {}, "breakdowns": {d: {} for d in dims}, "judge_failures": {}, "precision_ceiling": {}}
     for s in setups:
         rs = [r for r in rows if r["setup"] == s]
@@ -552,8 +518,6 @@ class ReportFigure(NamedTuple):
     fig: Any
     caption: str
 
-_HEADLINE = ["correct", "faithful", "keypoint_complete", "token_f1", "recall@k"]
-
 def _present_metrics(summary: dict) -> list[str]:
     "Metrics with at least one mean in summary['setups'], in reading order."
     return order_metrics({m for per in (summary.get("setups") or {}).values() for m, st in per.items()
@@ -564,7 +528,8 @@ def report_figures(summary: dict, scores: Optional[Sequence[dict]] = None, gen_s
     "The figures a run supports, with captions, and notes on the ones skipped for lack of data."
     figs, notes = [], []
     present = _present_metrics(summary)
-    headline = [m for m in (metrics or _HEADLINE) if m in present] or [
+    headline = ([m for m in metrics if m in present] if metrics else
+                [m for m in HEADLINE_METRICS if m in present and split_metric(m)[0] == "retrieved"][:5]) or [
         m for m in present if split_metric(m)[0] == "retrieved" and "ceiling" not in m][:2]
     main = headline[0] if headline else "correct"
     slug = lambda s: re.sub(r"[^A-Za-z0-9]+", "_", s).strip("_")
@@ -715,7 +680,7 @@ def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generat
     return atomic_write(out_html, html_text)
 
 # %% ../nbs/50_report.ipynb #a355f9ed
-class ChromeNotFound(RuntimeError):
+class ChromeNotFound(UserError):
     "PNG export needs a Chrome or Chromium browser and none was found."
 
 _CHROME_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
@@ -768,23 +733,20 @@ def export_pngs(figs: dict, out_dir: Union[str, Path], width: int = 1100, height
     return [atomic_write(Path(out_dir) / f"{name}.png", b) for name, b in zip(figs, pngs)]
 
 # %% ../nbs/50_report.ipynb #fa330d69
-def report_cli(argv: list[str]) -> int:
-    "`ragbench report EVAL_DIR --out report.html [--generation RUN] [--png-dir DIR]`: the HTML report, and PNGs."
-    p = argparse.ArgumentParser(prog="ragbench report", description="Write a self-contained HTML report of an "
-                                "evaluation run (EVAL_DIR with summary.json and scores.jsonl).")
-    p.add_argument("eval_dir", metavar="EVAL_DIR", help="directory written by `ragbench evaluate --out`")
-    p.add_argument("--out", default=None, help="HTML file to write (default: EVAL_DIR/report.html)")
-    p.add_argument("--generation", metavar="RUN", default=None, help="TRIAD run directory (summary.json) for the funnel")
-    p.add_argument("--png-dir", metavar="DIR", default=None, help="also write every figure as DIR/NAME.png (needs Chromium)")
-    p.add_argument("--title", default=None)
-    p.add_argument("--width", type=int, default=1100, help="PNG width in pixels")
-    a = p.parse_args(argv)
-    out = Path(a.out) if a.out else Path(a.eval_dir) / "report.html"
+def report_command(
+    eval_dir: Annotated[str, {"metavar": "EVAL_DIR"}],  # directory written by `ragbench evaluate --out`
+    *,
+    out: Optional[str] = None,  # HTML file to write (default: EVAL_DIR/report.html)
+    generation: Annotated[Optional[str], {"metavar": "RUN"}] = None,  # TRIAD run directory (summary.json) for the funnel
+    png_dir: Annotated[Optional[str], {"metavar": "DIR"}] = None,  # also write every figure as DIR/NAME.png (needs Chromium)
+    title: Optional[str] = None,  # the report's title
+    width: int = 1100,  # PNG width in pixels
+) -> None:
+    "Write a self-contained HTML report of an evaluation run (EVAL_DIR with summary.json and scores.jsonl)."
+    out = Path(out) if out else Path(eval_dir) / "report.html"
     try:
-        if a.png_dir: find_chrome()                         # fail before writing anything
-        path = build_report(a.eval_dir, out, generation_dir=a.generation, title=a.title, png_dir=a.png_dir, width=a.width)
-    except (FileNotFoundError, RecordError, ChromeNotFound, MissingData, RuntimeError) as e:
-        print(f"ragbench report: {e}", file=sys.stderr); return 2
+        if png_dir: find_chrome()                         # fail before writing anything
+        path = build_report(eval_dir, out, generation_dir=generation, title=title, png_dir=png_dir, width=width)
+    except (FileNotFoundError, ChromeNotFound, MissingData, RuntimeError) as e: raise UserError(str(e)) from e
     print(path)
-    if a.png_dir: print(f"PNG figures in {a.png_dir}")
-    return 0
+    if png_dir: print(f"PNG figures in {png_dir}")

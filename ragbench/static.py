@@ -4,18 +4,18 @@
 
 # %% ../nbs/43_static.ipynb #786139eb
 from __future__ import annotations
-import argparse, json, sys
+import json, sys
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
-from .core import QAItem, Context, Dataset, item_id
+from typing import Annotated, Any, Iterator, Literal, Optional, Union
+from .core import QAItem, Context, Dataset, UserError, item_id
 from .corpus import paragraph_chunk_id, iter_json_items
 
 # %% auto #0
 __all__ = ['STATIC_FORMATS', 'StaticFormatError', 'hotpotqa_item', 'musique_item', 'iter_static', 'load_static', 'index_static',
-           'missing_gold', 'static_cli']
+           'missing_gold', 'static_command']
 
 # %% ../nbs/43_static.ipynb #31377e5b
-class StaticFormatError(ValueError):
+class StaticFormatError(UserError):
     "A HotpotQA/MuSiQue question file that cannot be read; the message names file, line and field."
 
 STATIC_FORMATS = ("hotpotqa", "musique")
@@ -136,31 +136,30 @@ def missing_gold(ds: Dataset, index) -> list[str]:
     return [g for g in ids if g not in have]
 
 # %% ../nbs/43_static.ipynb #ea21a150
-def static_cli(argv: list[str]) -> int:
-    "`ragbench static --format hotpotqa|musique FILE --db DIR --out dataset.jsonl`: a static benchmark as a ragbench dataset."
-    p = argparse.ArgumentParser(prog="ragbench static", description="Load HotpotQA or MuSiQue questions as a ragbench dataset "
-                                "with gold chunk ids; indexes their paragraphs (paragraph mode) if the table is empty.")
-    p.add_argument("file", help="HotpotQA or MuSiQue question file (.json)")
-    p.add_argument("--format", dest="fmt", required=True, choices=STATIC_FORMATS)
-    p.add_argument("--db", required=True, help="LanceDB folder (indexed here if the table is missing or empty)")
-    p.add_argument("--out", required=True, help="dataset file to write (.jsonl or .parquet)")
-    p.add_argument("--table", default="chunks")
-    p.add_argument("--embedder", default=None, help="embedder for a new index (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument("--corpus", default=None, help="paragraphs to index instead of the question file's own")
-    p.add_argument("--limit", type=int, default=None, help="first N questions only (indexes only their paragraphs)")
-    p.add_argument("--quiet", action="store_true")
-    a = p.parse_args(argv)
-    from ragbench.eval_run import _user_errors
+def static_command(
+    file: str,  # HotpotQA or MuSiQue question file (.json)
+    *,
+    fmt: Annotated[Literal[STATIC_FORMATS], "--format"],  # the benchmark the file comes from
+    db: str,  # LanceDB folder (indexed here if the table is missing or empty)
+    out: str,  # dataset file to write (.jsonl or .parquet)
+    table: str = "chunks",  # table name
+    embedder: Optional[str] = None,  # embedder for a new index (default: bundled all-MiniLM-L6-v2)
+    corpus: Optional[str] = None,  # paragraphs to index instead of the question file's own
+    limit: Optional[int] = None,  # first N questions only (indexes only their paragraphs)
+    quiet: bool = False,  # no progress bar
+) -> None:
+    "Load HotpotQA or MuSiQue questions as a ragbench dataset with gold chunk ids; indexes their paragraphs (paragraph mode) if the table is empty."
+    from ragbench.corpus import CorpusError
+    from ragbench.embed import EmbedderError
+    from ragbench.index import IndexSchemaError
     try:
-        ds = load_static(a.file, a.fmt, a.limit)
-        only = {c.chunk_id for it in ds for c in it.contexts} if (a.limit and not a.corpus) else None
-        idx = index_static(a.corpus or a.file, a.fmt, a.db, table=a.table, embedder=a.embedder, only_ids=only, progress=not a.quiet)
+        ds = load_static(file, fmt, limit)
+        only = {c.chunk_id for it in ds for c in it.contexts} if (limit and not corpus) else None
+        idx = index_static(corpus or file, fmt, db, table=table, embedder=embedder, only_ids=only, progress=not quiet)
         miss = missing_gold(ds, idx)
-        ds.write(a.out)
-    except _user_errors() + (StaticFormatError,) as e:
-        print(f"ragbench static: error: {e}", file=sys.stderr); return 2
+        ds.write(out)
+    except (StaticFormatError, CorpusError, EmbedderError, IndexSchemaError, FileNotFoundError) as e: raise UserError(str(e)) from e
     card = ds.card()
-    print(f"{len(ds)} {a.fmt} questions -> {a.out}; kinds {card['kind']}; binary {card['binary'].get(True, 0)}; "
-          f"table '{a.table}' in {a.db}: {len(idx)} chunks")
+    print(f"{len(ds)} {fmt} questions -> {out}; kinds {card['kind']}; binary {card['binary'].get(True, 0)}; "
+          f"table '{table}' in {db}: {len(idx)} chunks")
     if miss: print(f"warning: {len(miss)} gold chunk id(s) are not in the table (was it built in another chunking mode?)", file=sys.stderr)
-    return 0

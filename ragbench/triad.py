@@ -4,22 +4,24 @@
 
 # %% ../nbs/23_triad.ipynb #a5f1ff5d
 from __future__ import annotations
-import argparse, asyncio, json, math, sys, time
+import asyncio, json, math, sys, time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
-from .core import QAItem, RunDir, short_hash, utc_now
+from .core import QAItem, RunDir, UserError, short_hash, utc_now
 from .llm import BudgetExceeded, CallMeter, LLMError, price_for, redact, task_usage
 from .prompts import format_chunks, render_prompt
-from .triad_generate import (SeedPlan, TriadConfig, _distinct_hits, _partners, aclassify_temporal, afind_bridge,
-                                     draft_item, fallback_config, candidate_names, generation_prompt, in_thread,
+from .text import candidate_names
+from .triad_generate import (SeedPlan, TriadConfig, distinct_neighbours, pick_partners, aclassify_temporal,
+                                     afind_bridge, draft_item, fallback_config, generation_prompt, in_thread,
                                      pick_seeds, plan_seeds, run_sync, shared_names)
 from .triad_validate import avalidate
 from .triad_extract import acheck_unanswerable, aextract, unanswerable_variant
 
 # %% auto #0
 __all__ = ['LLM_ROLES', 'CHECK_ORDER', 'ASSUMED', 'usage_row', 'normalise_llms', 'aprocess_seed', 'process_seed', 'summarize',
-           'arun_triad', 'run_triad', 'estimate_triad', 'triad_cli']
+           'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config', 'triad_llms',
+           'triad_command']
 
 # %% ../nbs/23_triad.ipynb #f8f18588
 def usage_row(meter: CallMeter) -> dict:
@@ -234,7 +236,7 @@ def _tok(*texts) -> int:
     return sum(len(t or "") for t in texts) // 4 + 1
 
 def _spec_price(spec: Optional[str]) -> Optional[tuple[float, float]]:
-    "USD per 1M tokens for an LLM spec, from the LLM layer's price table (local/template/fake: free)."
+    "USD per 1M tokens for an LLM spec, from the LLM layer's price table (local/fake: free)."
     if not spec or spec in ("fake", "template") or spec.startswith("local"): return (0.0, 0.0)
     model = spec.split("@")[-1] if spec.startswith("openai:") else spec.split(":", 1)[-1]
     return price_for(model)
@@ -247,8 +249,8 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
     gen_in, judge_in, suff_in, ent_in, lab_in, calls_entity, bridged = [], [], [], [], [], 0, 0
     for sid in seeds:
         seed = index.get(sid)
-        hits = _distinct_hits(seed, index.neighbours(sid, k=max(cfg.fallback_n, cfg.neighbours_k)))
-        partners = _partners(seed, hits, cfg)
+        hits = distinct_neighbours(seed, index.neighbours(sid, k=max(cfg.fallback_n, cfg.neighbours_k)))
+        partners = pick_partners(seed, hits, cfg)
         if len(partners) < cfg.n_chunks - 1: continue
         cs = [seed, *index.get_many([h.chunk_id for h in partners])]
         ent = (not cfg.precheck) or bool(shared_names(cs))
@@ -297,39 +299,29 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
             "calls_per_accepted": round(tot["calls"] / max(n_acc, 1e-9), 1)}
 
 # %% ../nbs/23_triad.ipynb #5841678c
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ragbench triad", description="Generate a validated multi-hop TRIAD dataset from a LanceDB index.")
-    p.add_argument("--db", required=True, help="LanceDB folder (built with `ragbench index`)")
-    p.add_argument("--table", default="chunks", help="table name (default: chunks)")
-    p.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
-    p.add_argument("--n", type=int, required=True, help="accepted questions wanted")
-    p.add_argument("--max-seeds", type=int, default=None, help="seeds tried at most (default 10 x n)")
-    p.add_argument("--types", default="comparison,intersection,composition", help="question types, comma-separated")
-    p.add_argument("--binary-share", type=float, default=0.5, help="share of yes/no questions (0..1)")
-    p.add_argument("--llm", default="local", help="generator LLM spec (default: local)")
-    p.add_argument("--judge-llm", default=None, help="judge LLM spec (default: --llm)")
-    p.add_argument("--extract-llm", default=None, help="relevance-labelling LLM spec (default: --llm)")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--seeds-file", default=None, help="file of seed chunk ids, one per line")
-    p.add_argument("--max-calls", type=int, default=None, help="hard limit on LLM calls (cache hits are free)")
-    p.add_argument("--max-usd", type=float, default=None, help="hard limit on cost in USD (where prices are known)")
-    p.add_argument("--estimate", action="store_true", help="print expected calls, tokens and cost, then exit")
-    p.add_argument("--concurrency", type=int, default=8, help="LLM requests in flight (1.5 x as many seeds)")
-    p.add_argument("--n-chunks", type=int, default=2, help="chunks per question (2..4)")
-    return p
-
-def _read_seeds_file(path: str, index) -> list[str]:
-    "Chunk ids from a file (one per line, # comments); unknown ids raise ValueError naming file and line."
-    lines = [(i, l.split("#")[0].strip()) for i, l in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1)]
+def read_seeds_file(path: str, index) -> list[str]:
+    "Chunk ids from a file (one per line, # comments); an unknown id raises UserError naming file and line."
+    try: text = Path(path).read_text(encoding="utf-8")
+    except OSError as e: raise UserError(f"{path}: cannot read the seeds file ({e.strerror or e})") from None
+    lines = [(i, l.split("#")[0].strip()) for i, l in enumerate(text.splitlines(), 1)]
     lines = [(i, l) for i, l in lines if l]
-    if not lines: raise ValueError(f"{path}: no chunk ids")
+    if not lines: raise UserError(f"{path}: no chunk ids")
     try: index.get_many([l for _, l in lines]); return [l for _, l in lines]
     except KeyError: pass
     for i, l in lines:
         try: index.get(l)
-        except KeyError: raise ValueError(f"{path}:{i}: unknown chunk id {l!r} (not in the index)") from None
+        except KeyError: raise UserError(f"{path}:{i}: unknown chunk id {l!r} (not in the index)") from None
     return [l for _, l in lines]
 
+def triad_config(**options) -> TriadConfig:
+    "A TriadConfig from command-line options; a bad value raises UserError naming its flag."
+    from pydantic import ValidationError
+    try: return TriadConfig(**options)
+    except ValidationError as e:
+        x = e.errors()[0]
+        raise UserError(f"--{'-'.join(map(str, x['loc'])).replace('_', '-') or 'options'}: {x['msg']}") from None
+
+# %% ../nbs/23_triad.ipynb #68bd7572
 def _print_summary(s: dict, out: Path) -> None:
     "A short human-readable summary on stdout."
     llm = s["llm"]
@@ -344,55 +336,67 @@ def _print_summary(s: dict, out: Path) -> None:
              if s["accepted"] else "no accepted question yet"))
     print(f"dataset: {out / 'dataset.jsonl'}  (rejected: {out / 'rejected.jsonl'}, summary: {out / 'summary.json'})")
 
-def triad_cli(argv: list[str]) -> int:
-    "ragbench triad: generate (or resume) a TRIAD dataset; `--estimate` only prints the expected cost."
-    a = _parser().parse_args(argv)
-    err = lambda msg: (print(f"ragbench triad: {msg}", file=sys.stderr), 2)[1]
-    try:
-        cfg = TriadConfig(n=a.n, max_seeds=a.max_seeds, types=[t.strip() for t in a.types.split(",") if t.strip()],
-                          binary_share=a.binary_share, seed=a.seed, concurrency=a.concurrency, n_chunks=a.n_chunks)
-    except Exception as e:
-        from pydantic import ValidationError
-        if isinstance(e, ValidationError):
-            x = e.errors()[0]; return err(f"--{'-'.join(map(str, x['loc'])).replace('_', '-') or 'options'}: {x['msg']}")
-        raise
-    from ragbench.index import ChunkIndex, IndexSchemaError
-    try: index = ChunkIndex.open(a.db, table=a.table)
-    except (IndexSchemaError, OSError) as e: return err(str(e))
-    if a.seeds_file:
-        try: cfg = cfg.model_copy(update={"seeds": _read_seeds_file(a.seeds_file, index)})
-        except (OSError, ValueError) as e: return err(str(e))
-    specs = {"generate": a.llm, "judge": a.judge_llm or a.llm, "extract": a.extract_llm or a.llm}
-    if a.estimate:
-        est = estimate_triad(index, cfg, specs)
-        print(json.dumps(est, indent=2))
-        t = est["total"]
-        print(f"estimate for {cfg.n} accepted questions: ~{t['calls']} LLM calls, ~{t['input_tokens'] + t['output_tokens']} tokens, "
-              f"cost {t['cost_usd'] if t['cost_usd'] is not None else 'unknown (no price for a model)'} USD "
-              f"({est['calls_per_accepted']} calls per accepted question)", file=sys.stderr)
-        return 0
+def _print_estimate(est: dict) -> None:
+    "The estimate as JSON on stdout and one line on stderr."
+    print(json.dumps(est, indent=2))
+    t = est["total"]
+    print(f"estimate for {est['n']} accepted questions: ~{t['calls']} LLM calls, ~{t['input_tokens'] + t['output_tokens']} tokens, "
+          f"cost {t['cost_usd'] if t['cost_usd'] is not None else 'unknown (no price for a model)'} USD "
+          f"({est['calls_per_accepted']} calls per accepted question)", file=sys.stderr)
+
+# %% ../nbs/23_triad.ipynb #34b11920
+def triad_llms(specs: dict, out: Path, meter: Optional[CallMeter], concurrency: int, max_usd: Optional[float] = None) -> dict:
+    "{role: LLM} for {role: spec}, one client per distinct spec, all caching in `out/cache`; a bad spec raises UserError."
     from ragbench.llm import LLMConfigError, make_llm
-    out = Path(a.out)
-    meter = CallMeter(out / "llm_calls.jsonl", max_calls=a.max_calls, max_usd=a.max_usd)   # persisted: the budget holds across resumes
+    made: dict = {}
     try:
-        made: dict = {}
-        for role, spec in specs.items():
-            if spec not in made: made[spec] = make_llm(spec, cache_dir=out / "cache", meter=meter, max_concurrency=cfg.concurrency)
-        llms = {role: made[spec] for role, spec in specs.items()}
-    except LLMConfigError as e: return err(str(e))
-    if a.max_usd is not None:
+        for spec in specs.values():
+            if spec not in made: made[spec] = make_llm(spec, cache_dir=out / "cache", meter=meter, max_concurrency=concurrency)
+    except LLMConfigError as e: raise UserError(str(e)) from e
+    if max_usd is not None:
         for spec, l in made.items():
             if getattr(l, "price", None) is None:
                 print(f"ragbench triad: price of {redact(spec)} unknown: --max-usd cannot limit it (use --max-calls)", file=sys.stderr)
+    return {role: made[spec] for role, spec in specs.items()}
+
+# %% ../nbs/23_triad.ipynb #d4ef6b4e
+def triad_command(
+    *,
+    db: str,  # LanceDB folder (built with `ragbench index`)
+    out: str,  # run directory (re-run the same command to resume)
+    n: int,  # accepted questions wanted
+    table: str = "chunks",  # table name
+    max_seeds: Optional[int] = None,  # seeds tried at most (default 10 x n)
+    types: str = "comparison,intersection,composition",  # question types, comma-separated
+    binary_share: float = 0.5,  # share of yes/no questions (0..1)
+    llm: str = "local",  # generator LLM spec
+    judge_llm: Optional[str] = None,  # judge LLM spec (default: --llm)
+    extract_llm: Optional[str] = None,  # relevance-labelling LLM spec (default: --llm)
+    seed: int = 0,  # random seed
+    seeds_file: Optional[str] = None,  # file of seed chunk ids, one per line
+    max_calls: Optional[int] = None,  # hard limit on LLM calls (cache hits are free)
+    max_usd: Optional[float] = None,  # hard limit on cost in USD (where prices are known)
+    estimate: bool = False,  # print expected calls, tokens and cost, then exit
+    concurrency: int = 8,  # LLM requests in flight (1.5 x as many seeds)
+    n_chunks: int = 2,  # chunks per question (2..4)
+) -> None:
+    "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
+    from ragbench.index import ChunkIndex, IndexSchemaError
+    cfg = triad_config(n=n, max_seeds=max_seeds, types=[t.strip() for t in types.split(",") if t.strip()],
+                       binary_share=binary_share, seed=seed, concurrency=concurrency, n_chunks=n_chunks)
+    try: index = ChunkIndex.open(db, table=table)
+    except (IndexSchemaError, OSError) as e: raise UserError(str(e)) from e
+    if seeds_file: cfg = cfg.model_copy(update={"seeds": read_seeds_file(seeds_file, index)})
+    specs = {"generate": llm, "judge": judge_llm or llm, "extract": extract_llm or llm}
+    if estimate: return _print_estimate(estimate_triad(index, cfg, specs))
+    out = Path(out)
+    meter = CallMeter(out / "llm_calls.jsonl", max_calls=max_calls, max_usd=max_usd)   # persisted: the budget holds across resumes
+    llms = triad_llms(specs, out, meter, cfg.concurrency, max_usd)
     try: summary = run_triad(index, llms, cfg, out, progress=sys.stderr.isatty())
-    except ValueError as e: return err(str(e))
-    except KeyboardInterrupt:
-        print(f"ragbench triad: interrupted; finished items are in {out}; run the same command to resume", file=sys.stderr)
-        return 130
+    except ValueError as e: raise UserError(str(e)) from e
     _print_summary(summary, out)
     stop = summary["session"]["stop_reason"]
     if stop.startswith("budget"):
         print(f"stopped: {stop}; re-run the same command with a larger budget to continue", file=sys.stderr)
     elif stop == "no seeds left" and summary["accepted"] < cfg.n:
         print(f"stopped: all {cfg.seed_cap} seeds tried; raise --max-seeds to continue", file=sys.stderr)
-    return 0

@@ -10,14 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .core import Attempt, Chunk, QAItem, item_id
 from .llm import LLMParseError, arun
 from .prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
-from .llm.template import first_words, register_template_rules, text_entities
+from .text import candidate_names, mentions, opening_words
+from .llm.template import register_template_rules
 
 # %% auto #0
 __all__ = ['QUESTION_TYPES', 'DEFAULT_ROLE', 'run_sync', 'TRIAD_RULES', 'TriadConfig', 'in_thread', 'hotpot_chunks',
-           'hotpot_sample_path', 'candidate_names', 'mentions', 'shared_names', 'BridgeEntities', 'QAPair', 'QAReply',
-           'BinaryQAReply', 'TemporalLabel', 'SeedPlan', 'pick_seeds', 'plan_seeds', 'BridgeConfig', 'hit_chunk',
-           'fallback_config', 'aentities', 'afind_bridge', 'find_bridge', 'generation_prompt', 'agenerate_qa',
-           'generate_qa', 'draft_item', 'aclassify_temporal', 'classify_temporal', 'precheck_recall']
+           'hotpot_sample_path', 'shared_names', 'BridgeEntities', 'QAPair', 'QAReply', 'BinaryQAReply',
+           'TemporalLabel', 'SeedPlan', 'pick_seeds', 'plan_seeds', 'BridgeConfig', 'hit_chunk', 'distinct_neighbours',
+           'fallback_config', 'pick_partners', 'aentities', 'afind_bridge', 'find_bridge', 'generation_prompt',
+           'agenerate_qa', 'generate_qa', 'draft_item', 'aclassify_temporal', 'classify_temporal', 'precheck_recall']
 
 # %% ../nbs/20_triad_generate.ipynb #fde516dc
 QUESTION_TYPES = ("comparison", "intersection", "composition")
@@ -112,56 +113,6 @@ def hotpot_sample_path() -> "Path":
     pkg = Path(ragbench.__file__).resolve().parent
     shared = pkg.parents[1] / "shared" / "data" / "hotpotqa" / "hotpotqa_train100.json"
     return shared if shared.exists() else pkg / "data" / "hotpotqa_sample.json"
-
-# %% ../nbs/20_triad_generate.ipynb #9e61d3ea
-_MONTHS = "January February March April May June July August September October November December"
-_DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday"
-_NAME_STOP = set(("The A An And Or But If In On At Of For To From By With As Is Are Was Were It Its This That "
-                  "These Those He She They We You I His Her Their Our Your What Which Who When Where Why How "
-                  "Not No Yes After Before During While Although However There Here Also Some Many Most "
-                  "Other Such Both Each All Several Since Because Though Until Upon Under Over Into Through "
-                  "According Despite Following Unlike Among Between One Two Three First Second Third Then "
-                  "Mr Mrs Ms Dr St Originally Long Later Early Today Currently Together Along Born Located "
-                  "Founded Based Like Additionally Furthermore Moreover Finally Eventually Initially Subsequently "
-                  "Previously Recently Meanwhile Throughout Within Without Whether Once Only Even Just Still Yet "
-                  "Thus Therefore Hence Instead Rather Perhaps Often Usually Generally Traditionally Historically "
-                  "Notably Specifically Especially Particularly Primarily Mainly Largely Various Numerous Another "
-                  "Every Either Neither Nothing Everything Something Someone Everyone Prior Beginning Starting "
-                  "Having Being Due Known Called Named Released Published Produced Directed Written " + _MONTHS + " " + _DAYS).split())
-_SPAN_RE = re.compile(r"[A-Z][\w'’!&\-\.]*(?:\s+(?:(?:of|the|de|du|la|le|von|van|da|del|and)\s+)*[A-Z][\w'’!&\-\.]*)*")
-
-def _clean_name(s: str) -> str:
-    "Strip punctuation at the ends of a name and a trailing possessive."
-    s = s.strip().strip(".,;:()\"'’")
-    return re.sub(r"['’]s$", "", s)
-
-def candidate_names(text: str, title: str = "") -> list[str]:
-    "Capitalised names in `text` (and the `title`, without a parenthetical): spans first, then their long words."
-    names = []
-    t = re.sub(r"\s*\([^)]*\)\s*$", "", title or "").strip()
-    if t: names.append(t)
-    for m in _SPAN_RE.finditer(text):
-        words = m.group(0).split()
-        while words and (_clean_name(words[0]) in _NAME_STOP or words[0][0].islower()): words.pop(0)
-        span = _clean_name(" ".join(words))
-        if len(span) >= 2 and span not in _NAME_STOP: names.append(span)
-        names += [w for w in map(_clean_name, words) if len(w) >= 4 and w not in _NAME_STOP and w[0].isupper()]
-    return list(dict.fromkeys(names))
-
-def _is_word(ch: str) -> bool: return ch.isalnum() or ch == "_"
-
-def mentions(text: str, name: str) -> bool:
-    "Whether `text` mentions `name` (case-insensitive, whole words; names under 2 characters never match)."
-    n = name.strip().lower()
-    if len(n) < 2: return False
-    t = text.lower()
-    i = t.find(n)
-    while i >= 0:  # plain substring search, then a word-boundary check (no regex: this runs thousands of times a seed)
-        j = i + len(n)
-        if (i == 0 or not _is_word(t[i - 1]) or not _is_word(n[0])) and (j == len(t) or not _is_word(t[j]) or not _is_word(n[-1])):
-            return True
-        i = t.find(n, i + 1)
-    return False
 
 # %% ../nbs/20_triad_generate.ipynb #9eef230b
 def _chunk_text(c) -> str:
@@ -304,18 +255,18 @@ register_prompt(PromptTemplate(
     output=TemporalLabel,
     description="TRIAD temporal classifier."))
 
-# %% ../nbs/20_triad_generate.ipynb #708e0b9f
+# %% ../nbs/20_triad_generate.ipynb #361f94c2
 def _template_shared(ctx) -> list[str]:
-    "Entities of the first chunk that every other chunk mentions."
+    "Names of the first chunk that every other chunk mentions."
     if len(ctx.chunks) < 2: return []
-    texts = [f"{t}\n{x}".lower() for _, t, x in ctx.chunks]
-    first = ctx.chunks[0]
-    return [e for e in text_entities(f"{first[1]}. {first[2]}") if len(e) > 3 and all(e.lower() in t for t in texts[1:])][:3]
+    _, t0, x0 = ctx.chunks[0]
+    return [e for e in candidate_names(x0, t0, parts=False) if len(e) > 3
+            and all(mentions(f"{t}\n{x}", e) for _, t, x in ctx.chunks[1:])][:3]
 
 def _template_question(ctx) -> str:
     "A two-title question; reworded for a revision; composition questions never name the hidden entity."
-    ts = [t or first_words(x, 3) for _, t, x in ctx.chunks] or ["A", "B"]
-    if len(set(ts)) < len(ts): ts = [f"{t} ({first_words(x, 4)})" for (_, _, x), t in zip(ctx.chunks, ts)]  # same document twice
+    ts = [t or opening_words(x, 3) for _, t, x in ctx.chunks] or ["A", "B"]
+    if len(set(ts)) < len(ts): ts = [f"{t} ({opening_words(x, 4)})" for (_, _, x), t in zip(ctx.chunks, ts)]  # same document twice
     binary = 'exactly "yes" or "no"' in ctx.prompt
     if 'intermediate entity here is "' in ctx.prompt:
         return "Does the earlier work share its central figure with a later one?" if binary else "Which earlier work shares its central figure with a later one?"
@@ -323,12 +274,13 @@ def _template_question(ctx) -> str:
         return f"Was {ts[-1]} recorded after {ts[0]}?" if binary else f"Which is the earlier of {ts[0]} and {ts[-1]}?"
     return f"Was {ts[0]} recorded before {ts[-1]}?" if binary else f"Which came first, {ts[0]} or {ts[-1]}?"
 
+# %% ../nbs/20_triad_generate.ipynb #255f65bf
 def _template_answer(ctx) -> str:
     if 'exactly "yes" or "no"' in ctx.prompt: return "yes"
-    return first_words(ctx.chunks[-1][2], 4) if ctx.chunks else "unknown"
+    return opening_words(ctx.chunks[-1][2], 4) if ctx.chunks else "unknown"
 
 TRIAD_RULES = {
-    "entities_per_chunk": lambda ctx: [text_entities(f"{t}. {x}")[:12] for _, t, x in ctx.chunks],
+    "entities_per_chunk": lambda ctx: [candidate_names(x, t, parts=False)[:12] for _, t, x in ctx.chunks],
     "shared": _template_shared, "bridge_topic": lambda ctx: (_template_shared(ctx) or [""])[0],
     "question": _template_question, "answer": _template_answer,
     "quality": lambda ctx: True, "multi_hop": lambda ctx: True, "unambiguous": lambda ctx: True,
@@ -379,8 +331,8 @@ def _norm_text(t: str) -> str:
     "Whitespace- and case-normalised text, to spot duplicate chunks."
     return " ".join(t.lower().split())
 
-def _distinct_hits(seed: Chunk, hits) -> list:
-    "Hits without the seed, without repeats and without chunks whose text duplicates another's."
+def distinct_neighbours(seed: Chunk, hits) -> list:
+    "The seed's neighbours (search hits) without the seed, without repeats and without chunks whose text duplicates another's."
     seen_ids, seen_text, out = {seed.id}, {_norm_text(seed.text)}, []
     for h in hits:
         t = _norm_text(h.text)
@@ -399,8 +351,8 @@ def fallback_config(seed: Chunk, hits, entities: Sequence[str], n_chunks: int) -
     return None
 
 # %% ../nbs/20_triad_generate.ipynb #20adea6e
-def _partners(seed: Chunk, hits, cfg: TriadConfig) -> list:
-    "The `n_chunks - 1` partner hits among the first `neighbours_k`, preferring those sharing a name with the seed."
+def pick_partners(seed: Chunk, hits, cfg: TriadConfig) -> list:
+    "The seed's `n_chunks - 1` partner hits among the first `neighbours_k`, preferring those sharing a name with the seed."
     first = hits[: max(cfg.neighbours_k, cfg.n_chunks - 1)]
     names = candidate_names(seed.text, (seed.meta or {}).get("title", ""))
     score = lambda h: sum(mentions(f"{(h.meta or {}).get('title', '')}\n{h.text}", n) for n in names[:30])
@@ -416,8 +368,8 @@ async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig) -> Optional[B
     "Find chunks sharing a bridging topic around `seed_id` (pre-check, entity call, fallback), or None."
     seed = await in_thread(index.get, seed_id)
     raw = await in_thread(index.neighbours, seed_id, k=max(cfg.fallback_n, cfg.neighbours_k))
-    hits = _distinct_hits(seed, raw)
-    partners = _partners(seed, hits, cfg)
+    hits = distinct_neighbours(seed, raw)
+    partners = pick_partners(seed, hits, cfg)
     if len(partners) < cfg.n_chunks - 1: return None
     first = [seed, *map(hit_chunk, partners)]
     names = candidate_names(seed.text, (seed.meta or {}).get("title", ""))

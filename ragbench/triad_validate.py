@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from .core import Attempt, Chunk, QAItem
 from .llm import LLMParseError
 from .prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
-from .triad_generate import (QAPair, TriadConfig, agenerate_qa, candidate_names, mentions, run_sync,
-                                     _NAME_STOP)
+from .text import mentions, not_a_name
+from .triad_generate import QAPair, TriadConfig, agenerate_qa, run_sync
 
 # %% auto #0
 __all__ = ['YES_NO', 'bridge_terms', 'leaks_bridge', 'rule_check', 'JudgeVerdict', 'Sufficiency', 'reason_contradiction',
@@ -30,7 +30,7 @@ def bridge_terms(bridge: str) -> list[str]:
     "The bridge entity and its distinctive words (capitalised, 5+ letters): what a composition question must not say."
     bridge = re.sub(r"\s*\([^)]*\)\s*$", "", bridge or "").strip()
     if not bridge: return []
-    words = [w for w in re.findall(r"[\w'’\-]+", bridge) if len(w) >= 5 and w[0].isupper() and w not in _NAME_STOP]
+    words = [w for w in re.findall(r"[\w'’\-]+", bridge) if len(w) >= 5 and w[0].isupper() and not not_a_name(w)]
     return list(dict.fromkeys([bridge, *words]))
 
 def leaks_bridge(question: str, bridge: str) -> Optional[str]:

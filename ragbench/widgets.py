@@ -9,9 +9,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from .core import Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, read_jsonl, item_id, utc_now
+from .text import candidate_names
 
 # %% auto #0
-__all__ = ['REVIEWS', 'SOURCES', 'SHORTCUTS', 'is_headless', 'highlight', 'answer_spans', 'extract_entities', 'shared_entities',
+__all__ = ['REVIEWS', 'SOURCES', 'SHORTCUTS', 'is_headless', 'highlight', 'answer_spans', 'chunk_names', 'shared_entities',
            'SeedPicker', 'demo_chunks', 'BridgeInspector', 'triad_planner', 'load_items', 'review_of', 'apply_reviews',
            'write_reviewed', 'demo_run_dir', 'chunk_lookup', 'ReviewQueue', 'accept_reject_stats', 'quadratic_kappa',
            'rubric_agreement', 'judge_scores', 'JudgeCalibration', 'attempts_html', 'item_html', 'queue_summary_html',
@@ -69,32 +70,9 @@ def answer_spans(item: QAItem) -> list[str]:
     return out
 
 # %% ../nbs/60_widgets.ipynb #7049cf67
-_STOPWORDS = set("""a an the this that these those if when in on for to with it its you your see note by as use
-then and or but also each all some any only no not otherwise however both since unless after before while once
-here there what which who how why where we they he she their our one two first second new other see""".split())
-_LEADING = set("a an the this that these those if when in on see note".split())
-
-_ENTITY_RE = re.compile(
-    r"`([^`\n]{2,40})`"                                   # code in backticks
-    r"|(?<![\w-])(--[a-z][\w-]*)"                         # long options
-    r"|\b(git[- ](?!the\b|is\b|a\b|and\b|to\b)[a-z][a-z-]+)"  # git commands
-    r"|(?<![\w.])(\.[a-z][\w.-]+)"                        # dotfiles
-    r"|\b([a-z]+\.[a-z][A-Za-z]+)\b"                      # config keys like gc.reflogExpire
-    r"|\b([A-Z][\w'!&@{}-]*(?:\s+(?:of\s+|the\s+|for\s+|de\s+)?[A-Z][\w'!&@{}-]*)*)")  # capitalised names, HEAD, ORIG_HEAD
-
-def extract_entities(text: str) -> list[str]:
-    "Named things in `text` by a cheap offline heuristic (order kept, case-insensitive duplicates dropped)."
-    out, seen = [], set()
-    for m in _ENTITY_RE.finditer(text):
-        e = next(g for g in m.groups() if g).strip().rstrip(".,;:")
-        if e.lower().startswith("git "): e = "git " + e[4:]
-        if m.lastindex == 6 and re.fullmatch(r"[A-Z][a-z]+", e) and re.search(r"(^|[.!?:]\s+)$", text[:m.start()]):
-            continue   # a plain capitalised word opening a sentence is usually not a name
-        if len(e) < 2 or e.lower() in _STOPWORDS: continue
-        words = e.split()
-        if len(words) > 1 and words[0].lower() in _LEADING: e = " ".join(words[1:])
-        if e.lower() not in seen: seen.add(e.lower()); out.append(e)
-    return out
+def chunk_names(text: str) -> list[str]:
+    "The names the bridge inspector shows for a chunk: `candidate_names` of its text, whole spans only."
+    return candidate_names(text, parts=False)
 
 # %% ../nbs/60_widgets.ipynb #84ea8e2e
 def _norm(e: str) -> str: return re.sub(r"\s+", " ", e.strip().lower())
@@ -183,7 +161,7 @@ def demo_chunks() -> list[Chunk]:
 # %% ../nbs/60_widgets.ipynb #e52f42c5
 class BridgeInspector:
     "State of the bridge inspector for one seed chunk: neighbours, entities, shared ones, chosen topic, overrides."
-    def __init__(self, index, seed_id: str, *, k: int = 5, entities: Callable[[str], list[str]] = extract_entities,
+    def __init__(self, index, seed_id: str, *, k: int = 5, entities: Callable[[str], list[str]] = chunk_names,
                  planner: Optional[Callable] = None):
         self.index, self.seed = index, index.get(seed_id)
         self.neighbours = list(index.neighbours(seed_id, k=k))

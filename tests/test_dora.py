@@ -10,8 +10,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 from ragbench.core import Chunk, Dataset, QAItem
 from ragbench.dora_styles import get_style, Style, register_style, list_styles
 from ragbench.dora_gates import run_checks, gate, span_f1, numeric_consistency, context_recall, context_precision, qa_relevance
-from ragbench.dora_evidence import split_sentences, MemoryIndex
-from ragbench.dora import dora_cli, run_dora, load_config, dora_fake_rules, DoraConfig
+from ragbench.text import split_sentences
+from ragbench.dora import run_dora, load_config, dora_fake_rules, DoraConfig
+from ragbench.cli import main
 from ragbench.dora_splits import leakage_check, export_sft
 
 GITDOCS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
@@ -19,6 +20,11 @@ if not GITDOCS.exists(): GITDOCS = Path("/work/shared/data/gitdocs/git_docs.json
 SLICE = ["git-gc.txt", "git-prune.txt", "git-cherry-pick.txt", "git-credential-cache.txt", "git-revert.txt",
          "git-rm.txt", "git-show-ref.txt", "git-pack-refs.txt"]
 ALL = ["find", "explain", "summarize", "generate", "provide"]
+
+
+def dora_cli(argv):
+    "`ragbench dora ARGV` in-process: its exit status."
+    return main(["dora", *argv])
 
 # ---------------------------------------------------------------------------------------------- gates
 

@@ -21,11 +21,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 from ragbench.core import Dataset, QAItem, Context, Chunk, RunDir
 from ragbench.eval_metrics import (precision_at_k, recall_at_k, hit_at_k, mrr, ndcg_at_k, retrieval_metrics,
                                    exact_match, token_f1, rouge_l_recall, bertscore_recall, default_bertscore_model,
-                                   answer_metrics, yes_no, bootstrap_ci)
+                                   answer_metrics, yes_no)
+from ragbench.stats import bootstrap_ci
 from ragbench.eval_setups import Setup, SetupError, load_setups
-from ragbench.eval_run import (evaluate, summarize, compare, export_ragas, evaluate_cli, compare_cli,
-                               export_ragas_cli, EvalError, metric_names)
-from ragbench.static import load_static, index_static, missing_gold, static_cli
+from ragbench.eval_run import evaluate, summarize, compare, export_ragas, EvalError, metric_names
+from ragbench.static import load_static, index_static, missing_gold
+from ragbench.cli import main
+
+evaluate_cli, compare_cli, export_ragas_cli, static_cli = (lambda argv, _n=n: main([_n, *argv])   # `ragbench NAME ARGV` in-process
+                                                           for n in ("evaluate", "compare", "export-ragas", "static"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -159,7 +163,7 @@ def test_bootstrap_interval_matches_numpy_percentile_bootstrap():
 def static_env(tmp_path_factory):
     "15 HotpotQA and 15 MuSiQue questions, each with a paragraph index built with all-MiniLM-L6-v2."
     import torch
-    from ragbench.corpus import Embedder
+    from ragbench.embed import Embedder
     torch.set_num_threads(1)  # on a busy 2-core machine two torch threads contend: 1 thread is ~7x faster per query
     root = tmp_path_factory.mktemp("static")
     emb = Embedder()

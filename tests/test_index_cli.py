@@ -10,20 +10,18 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from ragbench.corpus import HashEmbedder, paragraph_chunk_id
-from ragbench.index import ChunkIndex, index_cli, search_cli
+from ragbench.corpus import paragraph_chunk_id
+from ragbench.embed import HashEmbedder
+from ragbench.cli import main
+from ragbench.index import ChunkIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 
 
 def run_cli(argv, capsys):
-    "Run `ragbench ARGV` in-process through the dispatcher (falls back to the *_cli functions)."
-    try:
-        from ragbench.cli import main
-        rc = main(argv)
-    except ImportError:
-        rc = {"index": index_cli, "search": search_cli}[argv[0]](argv[1:])
+    "Run `ragbench ARGV` in-process through the dispatcher."
+    rc = main(argv)
     out = capsys.readouterr()
     return rc, out.out, out.err
 
@@ -143,13 +141,13 @@ def test_kill_and_resume(tmp_path, capsys):
     db = tmp_path / "db"
     script = textwrap.dedent(f"""
         import sys, time
-        from ragbench.corpus import HashEmbedder
+        from ragbench.embed import HashEmbedder
         _enc = HashEmbedder.encode
         def slow(self, texts):
             time.sleep(0.25); return _enc(self, texts)
         HashEmbedder.encode = slow
-        from ragbench.index import index_cli
-        sys.exit(index_cli([{str(src)!r}, "--db", {str(db)!r}, "--embedder", "hash:64", "--batch-size", "4", "--quiet"]))
+        from ragbench.cli import main
+        sys.exit(main(["index", {str(src)!r}, "--db", {str(db)!r}, "--embedder", "hash:64", "--batch-size", "4", "--quiet"]))
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     import lancedb

@@ -59,6 +59,6 @@ def test_importing_every_production_module_loads_no_test_double():
 
 
 def test_the_fake_server_command_is_still_shipped(capsys):
-    from ragbench.cli import resolve_command
-    assert resolve_command("fake-llm-server")(["--port", "0", "--duration", "0.05"]) == 0
+    from ragbench.cli import main
+    assert main(["fake-llm-server", "--port", "0", "--duration", "0.05"]) == 0
     assert "fake LLM server on http://127.0.0.1:" in capsys.readouterr().out

@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 
 from ragbench.report import (ChromeNotFound, build_report, demo_eval_dir, demo_generation_dir, export_png,
-                             find_chrome, load_eval, metric_by_type, report_cli)
+                             find_chrome, load_eval, metric_by_type)
+from ragbench.cli import main
+
+
+def report_cli(argv):
+    "`ragbench report ARGV` in-process: its exit status."
+    return main(["report", *argv])
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -7,11 +7,12 @@ import nbformat
 import pytest
 
 from ragbench.core import Dataset
-from ragbench.run import find_notebook, load_pipeline_config, load_state, notebook_parameters, pipeline, run_notebook
+from ragbench.papermill import RunError, find_notebook, load_state, notebook_parameters, run_notebook, with_run_dir
+from ragbench.pipeline import load_pipeline_config
 from ragbench.widgets import demo_run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = [sys.executable, "-m", "ragbench.run", "run"]
+RUN = [sys.executable, "-m", "ragbench.cli", "run"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
        # subprocesses and their kernels import this checkout even where the editable install is stale
        "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
@@ -118,7 +119,7 @@ def test_pipeline_runs_steps_in_order_and_shows_progress(tmp_path):
     cfg.write_text("parameters: {n: 7, llm: fake}\nsteps:\n  - 10_make.ipynb\n"
                    "  - {name: use, notebook: 20_use.ipynb, parameters: {scale: 3}}\n")
     assert [s["name"] for s in load_pipeline_config(cfg)["steps"]] == ["make", "use"]
-    proc = subprocess.run([sys.executable, "-m", "ragbench.run", "pipeline", str(cfg), "--out", str(tmp_path / "r"),
+    proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(cfg), "--out", str(tmp_path / "r"),
                            "--no-progress"], env=ENV, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "r" / "used.txt").read_text() == "21"
@@ -126,20 +127,19 @@ def test_pipeline_runs_steps_in_order_and_shows_progress(tmp_path):
     executed = json.loads((tmp_path / "r" / "notebooks" / "use.ipynb").read_text())
     assert any("21" in json.dumps(c.get("outputs", [])) for c in executed["cells"])   # outputs kept inline
     bad = tmp_path / "bad.yaml"; bad.write_text("steps:\n  - {name: x, notebok: a.ipynb}\n")
-    proc = subprocess.run([sys.executable, "-m", "ragbench.run", "pipeline", str(bad)], env=ENV,
+    proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(bad)], env=ENV,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "steps[0]: unknown field 'notebok'" in proc.stderr
 
 
 def test_output_never_inside_nbs(tmp_path):
-    from ragbench.run import RunError
     with pytest.raises(RunError, match="inside"):
         run_notebook(find_notebook("review_queue"), {}, ROOT / "nbs" / "runs-x")
     assert not (ROOT / "nbs" / "runs-x").exists()
 
 
 def run_pipeline(cfg: Path, out: Path, timeout=400):
-    return subprocess.run([sys.executable, "-m", "ragbench.run", "pipeline", str(cfg), "--out", str(out), "--no-progress"],
+    return subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(cfg), "--out", str(out), "--no-progress"],
                           env=ENV, capture_output=True, text=True, timeout=timeout, cwd=cfg.parent)
 
 
@@ -178,3 +178,32 @@ def test_builtin_evaluate_and_report_steps_show_plots_inline(tmp_path):
     out = outputs_of(run / "notebooks" / "report.ipynb")
     assert "application/vnd.plotly.v1+json" in out and "text/html" in out        # figures inline, also for static viewers
     assert "application/vnd.plotly.v1+json" in outputs_of(run / "notebooks" / "evaluate.ipynb")
+
+
+def test_run_a_step_by_name_makes_a_dataset(tmp_path):
+    "`ragbench run triad -p n 2 --out RUN` alone: indexes the bundled sample into RUN/db, then writes RUN/dataset.jsonl."
+    out = tmp_path / "nb"
+    proc = subprocess.run(RUN + ["triad", "-p", "n", "2", "-p", "llm", "fake", "-p", "embedder", "hash", "--out", str(out),
+                                 "--no-progress"], env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "triad: completed" in proc.stdout and (out / "db").is_dir()
+    assert len(Dataset.read(out / "dataset.jsonl")) >= 1
+    assert json.loads((out / "run.json").read_text())["steps"]["triad"]["source"].endswith("steps/triad.ipynb")
+
+
+def test_output_folder_parameter_gets_the_run_dir_whatever_its_name(tmp_path):
+    "A notebook whose output-folder parameter is `out` (like 90_demo) writes into --out, not a temporary folder."
+    assert with_run_dir({}, notebook_parameters(find_notebook("90_demo")), tmp_path) == {"out": str(tmp_path.resolve())}
+    nb = write_notebook(tmp_path / "demo_like.ipynb", "out = None\nn = 2",
+                        "import os, tempfile\nfrom pathlib import Path\nPath(out or tempfile.mkdtemp(), 'made.txt').write_text(str(n))")
+    proc = subprocess.run(RUN + [str(nb), "--out", str(tmp_path / "r"), "--no-progress"], env=ENV, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "r" / "made.txt").read_text() == "2"
+
+
+def test_failed_notebook_exits_1_and_names_the_cell(tmp_path):
+    nb = write_notebook(tmp_path / "boom.ipynb", "run_dir = '.'", "raise ValueError('boom')")
+    proc = subprocess.run(RUN + [str(nb), "--out", str(tmp_path / "r"), "--no-progress"], env=ENV, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 1 and "ragbench run: boom: boom.ipynb failed in cell" in proc.stderr and "ValueError: boom" in proc.stderr

@@ -20,7 +20,8 @@ from ragbench.prompts import parse_chunks
 from ragbench.triad_generate import (SeedPlan, TriadConfig, candidate_names, draft_item, find_bridge, hotpot_chunks,
                                      mentions)
 from ragbench.triad_validate import validate
-from ragbench.triad import process_seed, run_triad, triad_cli
+from ragbench.cli import main
+from ragbench.triad import process_seed, run_triad
 
 HOTPOT = ROOT.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_train100.json"
 LONELY = Chunk(id="c-lonely", doc_id="lonely", text="only lower case words here, about nothing in particular at all.", meta={})
@@ -234,9 +235,13 @@ def fake_rules(judge_pass: float = 1.0, sufficient_p: float = 0.0):
     finally: unregister_template_rules("test_triad")
 
 
+def triad_cli(argv):
+    "`ragbench triad ARGV` in-process: its exit status."
+    return main(["triad", *argv])
+
+
 def _cli_cmd(db, out, url, *extra):
-    code = "import sys; from ragbench.triad import triad_cli; sys.exit(triad_cli(sys.argv[1:]))"
-    return [sys.executable, "-c", code, "--db", str(db), "--out", str(out), "--llm", f"openai:{url}/v1@fake-model", *extra]
+    return [sys.executable, "-m", "ragbench.cli", "triad", "--db", str(db), "--out", str(out), "--llm", f"openai:{url}/v1@fake-model", *extra]
 
 
 def _env():
@@ -312,7 +317,7 @@ def test_estimate_spends_nothing(index, tmp_path, capsys):
 @pytest.mark.skipif(not os.environ.get("RAGBENCH_SLOW"), reason="slow: runs the offline local model (set RAGBENCH_SLOW=1)")
 def test_local_model_smoke_run(index, tmp_path):
     "The tiny offline model writes poor questions: the run must end cleanly with rejections, not crash."
-    r = subprocess.run([sys.executable, "-c", "import sys; from ragbench.triad import triad_cli; sys.exit(triad_cli(sys.argv[1:]))",
+    r = subprocess.run([sys.executable, "-m", "ragbench.cli", "triad",
                         "--db", str(index.db_dir), "--out", str(tmp_path / "local"), "--n", "1", "--max-seeds", "2",
                         "--concurrency", "1", "--max-calls", "30"], env=_env(), capture_output=True, text=True, timeout=3000)
     assert r.returncode == 0, r.stderr

@@ -5,6 +5,6 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/05_testing.ipynb #1770ee6a
+# %% ../../nbs/05_testing.ipynb #749bca39
 from .fake import FakeBackend, FakeLLM, fake_backend, load_stage_rules
-from .server import FAULTS, FakeLLMServer, fake_llm_server_cli
+from .server import FAULTS, FakeLLMServer, fake_llm_server_command

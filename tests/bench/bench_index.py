@@ -23,7 +23,8 @@ import numpy as np
 try: import ragbench  # noqa: F401
 except ImportError: sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run from a source checkout
 from ragbench.core import Chunk
-from ragbench.corpus import Embedder, chunk_documents, load_documents, sample_corpus_path
+from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
+from ragbench.embed import Embedder
 from ragbench.index import ChunkIndex
 
 QUERIES = ["how do I undo the last commit", "save uncommitted changes for later", "create a signed tag",

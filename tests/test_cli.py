@@ -1,0 +1,165 @@
+"""The generated command line keeps every flag of the hand-written argparse parsers it replaced.
+
+`cli_flags_before.json` was captured from the old parsers (one `_parser()` / `*_cli(argv)` per command): every
+action (option strings, nargs, type, choices, required, default) and, per command, an argv giving every option a
+non-default value with what the old parser made of it. The new parsers must accept the same flags, parse them to
+the same values, and add none.
+"""
+import argparse, contextlib, io, json, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+from ragbench.cli import COMMANDS, command_parser, main, parse_command, resolve_command
+
+BEFORE = json.loads((Path(__file__).parent / "cli_flags_before.json").read_text())
+
+# new parameter name -> (old argparse dest, whether the flag's sense is inverted: --no-x stores x=False)
+RENAMED = {
+    "search": {"as_json": ("json", False)},
+    "dora": {"embed": ("no_embed", True), "progress": ("no_progress", True)},
+    "evaluate": {"bertscore": ("no_bertscore", True)},
+    "compare": {"json_file": ("json", False)},
+    "run": {"listing": ("list", False), "progress": ("no_progress", True)},
+    "pipeline": {"progress": ("no_progress", True)},
+}
+
+
+def parser_of(name: str) -> argparse.ArgumentParser:
+    return command_parser(resolve_command(name), f"ragbench {name}")
+
+
+def as_old(name: str, kwargs: dict) -> dict:
+    "New keyword arguments under the old parser's dest names and senses (pairs as lists, as argparse gave them)."
+    out = {}
+    for k, v in kwargs.items():
+        dest, inverted = RENAMED.get(name, {}).get(k, (k, False))
+        if inverted: v = not v
+        if isinstance(v, list): v = [list(x) if isinstance(x, tuple) else x for x in v]
+        out[dest] = v
+    return out
+
+
+def test_every_command_is_in_the_snapshot():
+    assert set(COMMANDS) == set(BEFORE)
+
+
+@pytest.mark.parametrize("name", list(BEFORE))
+def test_same_flags_as_before(name):
+    "Same option strings (none added, none lost) with the same nargs, type, choices and required-ness."
+    new = [a for a in parser_of(name)._actions if not isinstance(a, argparse._HelpAction)]
+    old = BEFORE[name]["actions"]
+    assert sorted(f for a in new for f in a.option_strings) == sorted(f for a in old for f in a["flags"])
+    assert [a.nargs for a in new if not a.option_strings] == [a["nargs"] for a in old if not a["flags"]]   # positionals
+    by_flag = {tuple(a.option_strings): a for a in new if a.option_strings}
+    for o in [a for a in old if a["flags"]]:
+        a = by_flag[tuple(o["flags"])]
+        flag_kind = {"_StoreTrueAction": "flag", "_StoreFalseAction": "flag"}
+        assert flag_kind.get(type(a).__name__, type(a).__name__) == flag_kind.get(o["kind"], o["kind"]), o["flags"]
+        assert (a.nargs, getattr(a.type, "__name__", None), list(a.choices) if a.choices else None, a.required) == \
+               (o["nargs"], o["type"], o["choices"], o["required"]), o["flags"]
+
+
+@pytest.mark.parametrize("name", list(BEFORE))
+def test_defaults_as_before(name):
+    "Parsing only the required arguments gives the old defaults."
+    old = BEFORE[name]
+    required = [x for a in old["actions"] if a["required"] for x in (a["flags"] + [old["parsed"][a["dest"]]] if a["flags"]
+                                                                      else [old["parsed"][a["dest"]]])]
+    got = as_old(name, parse_command(resolve_command(name), [str(x) for x in required]))
+    for a in old["actions"]:
+        if a["required"]: continue
+        want = a["default"]
+        if a["kind"] == "_AppendAction" and want is None: want = []     # repeatable options now default to []
+        assert got[a["dest"]] == want, (name, a["dest"])
+
+
+@pytest.mark.parametrize("name", list(BEFORE))
+def test_every_old_flag_parses_to_the_same_value(name):
+    "An argv using every option with a non-default value parses to exactly what the old parser made of it."
+    got = as_old(name, parse_command(resolve_command(name), BEFORE[name]["argv"]))
+    assert got == BEFORE[name]["parsed"]
+
+
+# command lines as users type them (README, tests, issue reports) -> some of the keyword arguments they give
+TABLE = [
+    ("search", ["--db", "runs/db", "how do I undo a commit", "-k", "5", "--mode", "hybrid", "--json"],
+     dict(query="how do I undo a commit", db="runs/db", k=5, mode="hybrid", as_json=True)),
+    ("search", ["--db", "d", "q", "--column", "id=doc_key", "--column", "text=content"], dict(column=["id=doc_key", "text=content"])),
+    ("index", ["docs", "--db", "runs/db", "--format", "jsonl", "--mode", "paragraph", "--max-doc-mb", "2"],
+     dict(source="docs", fmt="jsonl", mode="paragraph", max_doc_mb=2.0, quiet=False)),
+    ("triad", ["--db", "runs/db", "--out", "runs/triad", "--n", "50", "--llm", "gemini:gemini-2.5-flash", "--max-calls", "2000"],
+     dict(n=50, llm="gemini:gemini-2.5-flash", max_calls=2000, max_seeds=None, judge_llm=None, estimate=False)),
+    ("triad", ["--db", "d", "--out", "o", "--n", "3", "--max-seeds", "9", "--estimate"], dict(max_seeds=9, estimate=True)),
+    ("dora", ["--db", "d", "--out", "o", "--per-style", "20", "--no-embed", "--no-progress"], dict(per_style=20, embed=False, progress=False)),
+    ("static", ["--format", "hotpotqa", "questions.json", "--db", "d", "--out", "o.jsonl"], dict(file="questions.json", fmt="hotpotqa")),
+    ("evaluate", ["--dataset", "ds.jsonl", "--db", "d", "--answers", "mine=a.jsonl", "--answers", "b.jsonl", "--out", "e",
+                  "--no-bertscore"], dict(answers=["mine=a.jsonl", "b.jsonl"], bertscore=False, judges="correctness,faithfulness,keypoints,abstention")),
+    ("compare", ["runs/eval", "runs/eval-hotpot", "--metric", "recall@5", "--json", "c.json"],
+     dict(dir_a="runs/eval", dir_b="runs/eval-hotpot", metric="recall@5", json_file="c.json")),
+    ("export-ragas", ["--dataset", "ds", "--db", "d", "--out", "r.parquet", "--with-ids", "--mode", "oracle"], dict(with_ids=True, mode="oracle")),
+    ("report", ["runs/eval", "--generation", "runs/triad", "--png-dir", "runs/png"], dict(eval_dir="runs/eval", generation="runs/triad", png_dir="runs/png", out=None)),
+    ("run", ["triad", "-p", "n", "5", "-p", "llm", "fake", "-r", "seed_text", "007", "-f", "p.yaml", "--out", "runs/nb"],
+     dict(notebook="triad", param=[("n", "5"), ("llm", "fake")], raw=[("seed_text", "007")], parameters_file="p.yaml", out="runs/nb")),
+    ("run", ["--list"], dict(notebook=None, listing=True, param=[], progress=True)),
+    ("pipeline", ["pipeline.yaml", "--out", "runs/pipe", "--no-progress"], dict(config="pipeline.yaml", out="runs/pipe", progress=False)),
+    ("pipeline", ["--example"], dict(config=None, example=True)),
+    ("fake-llm-server", ["--port", "0", "--faults", "429,timeout", "--error-rate", "0.1"], dict(port=0, faults="429,timeout", error_rate=0.1)),
+    ("demo", ["--out", "runs/demo", "--gen-llm", "local", "--n", "3"], dict(out="runs/demo", gen_llm="local", n=3, llm="local")),
+]
+
+
+@pytest.mark.parametrize("name,argv,expected", TABLE)
+def test_command_lines_parse_to_keyword_arguments(name, argv, expected):
+    got = parse_command(resolve_command(name), argv)
+    assert {k: got[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_help_works(name, capsys):
+    assert main([name, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: ragbench {name}") and resolve_command(name).__doc__.split()[0] in out
+
+
+def test_usage_error_exits_2(capsys):
+    assert main(["triad", "--db", "d"]) == 2
+    assert "the following arguments are required: --out, --n" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["search", "--db", "{tmp}/nope", "q"], "ragbench search: no LanceDB database at {tmp}/nope"),
+    (["index", "{tmp}/missing", "--db", "{tmp}/db", "--embedder", "hash"], "ragbench index: {tmp}/missing: no such file or folder"),
+    (["triad", "--db", "{tmp}/db", "--out", "{tmp}/o", "--n", "2", "--n-chunks", "9"], "ragbench triad: --n-chunks: "),
+    (["dora", "--db", "{tmp}/db", "--out", "{tmp}/o", "--per-style", "1", "--split", "train,test"], "ragbench dora: --split train,test needs --test-docs FILE"),
+    (["evaluate", "--dataset", "{tmp}/ds.jsonl", "--out", "{tmp}/e"], "ragbench evaluate: give --setups FILE and/or --answers FILE"),
+    (["compare", "{tmp}/a", "{tmp}/b"], "ragbench compare: "),
+    (["static", "--format", "musique", "{tmp}/none.json", "--db", "{tmp}/db", "--out", "{tmp}/m.jsonl"], "ragbench static: question file not found"),
+    (["export-ragas", "--dataset", "d", "--db", "{tmp}/db", "--out", "x.jsonl", "--setup", "s"], "ragbench export-ragas: --scores and --setup go together"),
+    (["report", "{tmp}/nope"], "ragbench report: "),
+    (["run"], "ragbench run: a notebook is required"),
+    (["run", "no-such-notebook"], "ragbench run: no notebook named 'no-such-notebook'"),
+    (["pipeline", "{tmp}/missing.yaml"], "ragbench pipeline: {tmp}/missing.yaml: config file not found"),
+    (["fake-llm-server", "--error-rate", "1.5"], "ragbench fake-llm-server: error_rate must be in [0, 1]"),
+])
+def test_user_error_prints_one_line_and_exits_2(argv, message, tmp_path, capsys):
+    "A UserError from any command: `ragbench NAME: message` on stderr, exit status 2, no traceback."
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message.replace("{tmp}", str(tmp_path))) and "Traceback" not in err, err
+
+
+def test_as_a_program(tmp_path):
+    "`python -m ragbench.cli` (what the `ragbench` script runs): the exit status and one message on stderr."
+    r = subprocess.run([sys.executable, "-m", "ragbench.cli", "search", "--db", str(tmp_path / "nope"), "q"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith("ragbench search: ") and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_top_level_help_imports_no_stage_module():
+    code = ("import sys; from ragbench.cli import main; main(['--help']); "
+            "print(sorted(m for m in sys.modules if m.startswith(('ragbench', 'pydantic', 'lancedb', 'torch', 'pandas', 'numpy'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.splitlines()[-1] == "['ragbench', 'ragbench.cli']"
+    assert "subcommands:" in out and all(name in out for name in COMMANDS)
