@@ -99,7 +99,7 @@ def demo_command(
     *,
     out: str = "runs/demo",  # run directory (re-run to resume)
     llm: str = "local",  # LLM of the RAG setups, answering and judging
-    gen_llm: str = "template",  # TRIAD generator/validator LLM (default: template, the rule-based stand-in)
+    gen_llm: Optional[str] = None,  # TRIAD generator/validator LLM (default: template, the rule-based stand-in)
     n: int = 2,  # accepted TRIAD questions wanted
     max_seeds: int = 12,  # seeds tried at most
     max_docs: int = 12,  # documents of the bundled corpus to index
@@ -107,7 +107,7 @@ def demo_command(
     "The main job on the bundled corpus, offline: index -> search -> LLM smoke -> TRIAD -> evaluate two setups -> HTML report."
     from ragbench.llm import LLMConfigError
     try:
-        res = run_demo(out, llm_spec=llm, n_questions=n, max_seeds=max_seeds, max_docs=max_docs, gen_spec=gen_llm,
+        res = run_demo(out, llm_spec=llm, n_questions=n, max_seeds=max_seeds, max_docs=max_docs, gen_spec=gen_llm or "template",
                        progress=sys.stderr.isatty())
     except LLMConfigError as e: raise UserError(str(e)) from e
     print(f"dataset: {res['dataset']}" + (f"\nreport: {res['report']}" if "report" in res else ""))
