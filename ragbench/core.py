@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #ea3c7797
 from __future__ import annotations
-import hashlib, json, os, platform, tempfile, datetime as _dt
+import hashlib, json, os, platform, sys, tempfile, datetime as _dt
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Optional, Union
 from fastcore.basics import patch
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 # %% auto #0
 __all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'QAItem', 'item_id',
            'UserError', 'RecordError', 'parse_record', 'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file',
-           'Dataset', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir']
+           'Dataset', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -365,3 +365,32 @@ def check_resume(self: RunDir, **expected) -> None:
         if k in m and m[k] != v:
             raise UserError(f"{self.path}/manifest.json: '{k}' is {m[k]!r} but this run has {v!r}; "
                             f"use a new --out directory or delete the old one")
+
+# %% ../nbs/00_core.ipynb #c2ef0468
+class RunLock:
+    "An exclusive lock on a run directory for one process: a second one is refused, naming the holder's pid."
+    def __init__(self, directory: Union[str, Path]):
+        self.path, self._f = Path(directory) / ".lock", None
+
+    def acquire(self) -> "RunLock":
+        "Take the lock or raise UserError naming the process that holds it."
+        import fcntl, os, socket
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(self.path, "a+", encoding="utf-8")
+        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0); holder = f.read().strip() or "unknown"; f.close()
+            raise UserError(f"{self.path.parent} is in use by another ragbench process ({holder}); wait for it to "
+                            "finish, or use another output directory") from None
+        f.seek(0); f.truncate()
+        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now(),
+                            "command": " ".join(sys.argv[:1] + sys.argv[1:4])})); f.flush()
+        self._f = f
+        return self
+
+    def release(self) -> None:
+        "Let go of the lock (also released by the OS if the process dies)."
+        if self._f is not None: self._f.close(); self._f = None
+
+    def __enter__(self): return self.acquire()
+    def __exit__(self, *exc): self.release()

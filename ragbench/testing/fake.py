@@ -14,12 +14,15 @@ from ..llm.errors import LLMError
 from ..llm.template import template_reply
 
 # %% auto #0
-__all__ = ['load_stage_rules', 'FakeBackend', 'FakeLLM', 'fake_backend']
+__all__ = ['STAGE_RULE_MODULES', 'load_stage_rules', 'FakeBackend', 'FakeLLM', 'fake_backend']
 
 # %% ../../nbs/05_testing.fake.ipynb #26537749
-def load_stage_rules() -> None:
-    "Import the stage modules that register template rules for their prompts (TRIAD, DoRA)."
-    import ragbench.triad_generate, ragbench.dora  # registering their rules is a side effect of the import
+STAGE_RULE_MODULES = ["ragbench.triad_generate", "ragbench.dora"]  # stage modules that register template rules at import
+
+def load_stage_rules(modules=None) -> None:
+    "Load the stage modules that register template rules for their prompts (a plugin list, like the CLI's commands)."
+    import importlib
+    for m in modules or STAGE_RULE_MODULES: importlib.import_module(m)
 
 # %% ../../nbs/05_testing.fake.ipynb #845ffd13
 class FakeBackend(Backend):
