@@ -10,11 +10,11 @@ from typing import Annotated, Any, Optional, Sequence, Union
 from .core import RunDir, UserError, utc_now, package_versions
 
 # %% auto #0
-__all__ = ['ALIASES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs', 'short_name', 'list_notebooks',
-           'RunError', 'NotebookFailed', 'find_notebook', 'parse_value', 'notebook_parameters', 'with_run_dir',
-           'check_parameters', 'load_state', 'save_state', 'resolve_parameters', 'kernel_env', 'tqdm_widget',
-           'ProgressMirror', 'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks',
-           'run_command']
+__all__ = ['ALIASES', 'NOTEBOOK_MODULES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs',
+           'short_name', 'list_notebooks', 'RunError', 'NotebookFailed', 'find_notebook', 'parse_value',
+           'require_notebook_extra', 'notebook_parameters', 'with_run_dir', 'check_parameters', 'load_state',
+           'save_state', 'resolve_parameters', 'kernel_env', 'tqdm_widget', 'ProgressMirror', 'mirror_engine',
+           'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
 ALIASES = {"eval": "eval_run", "review": "review_queue", "generate": "triad"}
@@ -74,12 +74,24 @@ def parse_value(s: str) -> Any:
     except (json.JSONDecodeError, ValueError): return s
 
 # %% ../nbs/70_papermill.ipynb #1d9505af
+NOTEBOOK_MODULES = ("papermill", "ipykernel", "nbformat")
+
+def require_notebook_extra(find=None) -> None:
+    "Raise RunError naming `pip install 'ragbench[notebooks]'` when a module for running notebooks is missing."
+    import importlib.util
+    missing = [m for m in NOTEBOOK_MODULES if (find or importlib.util.find_spec)(m) is None]
+    if missing:
+        raise RunError(f"running notebooks needs papermill and a Jupyter kernel ({', '.join(missing)} not installed): "
+                       f"pip install 'ragbench[notebooks]' (in a source checkout: pip install -e '.[notebooks]')")
+
+# %% ../nbs/70_papermill.ipynb #cd23e58b
 class _Cell(dict):
     "The minimum of a notebook cell papermill's translator reads."
     __getattr__ = dict.__getitem__
 
 def notebook_parameters(path: Union[str, Path]) -> dict:
     "The parameters a notebook declares in its `parameters` cell: {name: default as written}."
+    require_notebook_extra()
     from papermill.translators import PythonTranslator
     nb = json.loads(Path(path).read_text())
     cell = next((c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])), None)

