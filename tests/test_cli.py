@@ -25,6 +25,13 @@ RENAMED = {
 }
 
 
+# defaults changed on purpose since the snapshot: (command, dest) -> the new default (and why)
+CHANGED_DEFAULTS = {
+    ("demo", "llm"): None,      # issue 13: offline, the main job scores retrieval only; the `local` model is an opt-in extra
+    ("demo", "max_docs"): 6,    # issue 13: the first run finishes in about a minute
+}
+
+
 def parser_of(name: str) -> argparse.ArgumentParser:
     return command_parser(resolve_command(name), f"ragbench {name}")
 
@@ -69,7 +76,7 @@ def test_defaults_as_before(name):
     got = as_old(name, parse_command(resolve_command(name), [str(x) for x in required]))
     for a in old["actions"]:
         if a["required"]: continue
-        want = a["default"]
+        want = CHANGED_DEFAULTS.get((name, a["dest"]), a["default"])
         if a["kind"] == "_AppendAction" and want is None: want = []     # repeatable options now default to []
         assert got[a["dest"]] == want, (name, a["dest"])
 
@@ -105,7 +112,7 @@ TABLE = [
     ("pipeline", ["pipeline.yaml", "--out", "runs/pipe", "--no-progress"], dict(config="pipeline.yaml", out="runs/pipe", progress=False)),
     ("pipeline", ["--example"], dict(config=None, example=True)),
     ("fake-llm-server", ["--port", "0", "--faults", "429,timeout", "--error-rate", "0.1"], dict(port=0, faults="429,timeout", error_rate=0.1)),
-    ("demo", ["--out", "runs/demo", "--gen-llm", "local", "--n", "3"], dict(out="runs/demo", gen_llm="local", n=3, llm="local")),
+    ("demo", ["--out", "runs/demo", "--gen-llm", "local", "--n", "3"], dict(out="runs/demo", gen_llm="local", n=3, llm=None)),
 ]
 
 
