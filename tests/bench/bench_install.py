@@ -67,17 +67,24 @@ def fresh_env(cache: Path) -> dict:
     return env
 
 
+def _cpu(times_out: str) -> float:
+    "Seconds of CPU (user + sys) of the shell's children, from bash's `times` output."
+    child = times_out.strip().splitlines()[-1].split()
+    return sum(int(m) * 60 + float(s) for m, s in (re.match(r"(\d+)m([\d.]+)s", t).groups() for t in child))
+
+
 def timed_phases(line: str, cwd: Path, env: dict, log: Path) -> list:
-    "Run a one-line shell command split at its top-level ` && `, in one shell; [(phase, seconds)]."
+    "Run a one-line shell command split at its top-level ` && `, in one shell; [(phase, wall s, CPU s)]."
     parts = [p.strip() for p in line.split(" && ")]
     stamps = cwd / ".phases"
-    script = "set -e\n" + "".join(f'echo "$(date +%s.%N) {i}" >> {stamps}\n{p}\n' for i, p in enumerate(parts))
-    script += f'echo "$(date +%s.%N) end" >> {stamps}\n'
+    stamp = f'times > {stamps}.t; echo "$(date +%s.%N) $(tail -1 {stamps}.t)" >> {stamps}\n'   # `times` of this shell'
+    script = "set -e\n" + "".join(stamp + f"{p}\n" for p in parts) + stamp
     with open(log, "w") as f:
         rc = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
-    ts = [float(l.split()[0]) for l in stamps.read_text().splitlines()]
-    out = [(parts[i], ts[i + 1] - ts[i]) for i in range(len(ts) - 1)]
-    if rc: raise SystemExit(f"command failed (exit {rc}) in: {parts[len(out) - 1] if out else parts[0]}; log: {log}")
+    rows = [l.split(maxsplit=1) for l in stamps.read_text().splitlines()]
+    ts, cpu = [float(r[0]) for r in rows], [_cpu(r[1]) for r in rows]
+    out = [(parts[i], ts[i + 1] - ts[i], cpu[i + 1] - cpu[i]) for i in range(len(ts) - 1)]
+    if rc: raise SystemExit(f"command failed (exit {rc}) in: {parts[len(out)] if len(out) < len(parts) else parts[-1]}; log: {log}")
     return out
 
 
@@ -120,8 +127,10 @@ def cmd_readme(args) -> None:
     t0 = time.time()
     phases = timed_phases(line, src, env, work / "log.txt")
     total = time.time() - t0
-    for p, s in phases: print(f"{s:8.1f} s  {p[:110]}")
-    print(f"{total:8.1f} s  in all ({total / 60:.1f} min)")
+    print(f"{'wall s':>8} {'CPU s':>8}  phase")
+    for p, s, c in phases: print(f"{s:8.1f} {c:8.1f}  {p[:110]}")
+    print(f"{total:8.1f} {sum(c for *_, c in phases):8.1f}  in all ({total / 60:.1f} min wall; CPU is the steadier figure "
+          f"on a shared machine: pip and the demo's steps mostly use one core)")
     venv = src / ".venv"
     if venv.exists():
         print(f"venv: {len(installed(venv, env))} distributions, {dir_mb(venv):.0f} MB")
