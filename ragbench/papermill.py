@@ -183,24 +183,22 @@ def _plain(html_text: str) -> str:
     import html
     return html.unescape(html_text or "").replace("\u2007", " ").strip()
 
-def _count(x):
-    "A widget's number as an int when it is whole (FloatProgress sends 4.0)."
-    return int(x) if isinstance(x, float) and x.is_integer() else x
-
-def tqdm_widget(box: dict, widgets: dict) -> Optional[dict]:
-    "{desc, n, total, style} of a tqdm notebook bar (an HBox of label, progress, status), else None."
+def tqdm_widget(box: dict, widgets: dict, width: int = 10) -> Optional[dict]:
+    "{text, done} of a tqdm notebook bar (an HBox of label, progress, status): its line as tqdm draws it in a terminal."
     if box.get("_model_name") != "HBoxModel": return None
     kids = [widgets.get(str(c).removeprefix("IPY_MODEL_"), {}) for c in box.get("children") or []]
     if len(kids) != 3 or kids[1].get("_model_name") not in ("FloatProgressModel", "IntProgressModel"): return None
     left, bar, right = _plain(kids[0].get("value")), kids[1], _plain(kids[2].get("value"))
-    info = bar.get("bar_style") == "info"                      # tqdm without a total
-    desc = re.sub(r"\s*\d+%$", "", left).rstrip(": ") if left else re.sub(r":\s*\d.*$", "", right) if ":" in right else ""
-    return {"desc": desc, "n": _count(bar.get("value") or 0), "total": None if info else _count(bar.get("max")),
-            "style": bar.get("bar_style") or ""}
+    style = bar.get("bar_style") or ""
+    if style == "info" or not left or "/?" in right: text = " ".join(filter(None, (left, right)))   # no total: no bar
+    else:
+        frac = min(max((bar.get("value") or 0) / (bar.get("max") or 1), 0), 1)
+        text = f"{left}|{'█' * int(frac * width):<{width}}| {right}"
+    return {"text": text, "done": style in ("success", "danger")}
 
 # %% ../nbs/70_papermill.ipynb #c5996039
 class ProgressMirror:
-    "Text bars on this process's stderr that follow the kernel's tqdm widgets."
+    "Text bars on this process's stderr that follow the kernel's tqdm widgets, one line each."
     def __init__(self, file=None): self.file, self.bars, self.closed = file, {}, set()
 
     def update(self, widgets: dict) -> None:
@@ -210,12 +208,9 @@ class ProgressMirror:
             w = None if wid in self.closed else tqdm_widget(box, widgets)
             if w is None: continue
             bar = self.bars.get(wid)
-            if bar is None:
-                bar = self.bars[wid] = tqdm(total=w["total"], desc=w["desc"], file=self.file or sys.stderr, leave=True,
-                                            dynamic_ncols=True)
-            if bar.total != w["total"]: bar.total = w["total"]
-            if bar.n != w["n"]: bar.n = w["n"]; bar.refresh()
-            if w["style"] in ("success", "danger"): bar.close(); self.closed.add(wid)
+            if bar is None: bar = self.bars[wid] = tqdm(bar_format="{desc}", file=self.file or sys.stderr, leave=True)
+            if bar.desc != w["text"]: bar.set_description_str(w["text"])
+            if w["done"]: bar.close(); self.closed.add(wid)
 
     def close(self) -> None:
         "Close the bars still open (the notebook ended or failed)."
