@@ -8,12 +8,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from ragbench.core import Chunk, Dataset, QAItem
-from ragbench.dora_styles import get_style, Style, register_style, list_styles
-from ragbench.dora_gates import run_checks, gate, span_f1, numeric_consistency, context_recall, context_precision, qa_relevance
+from ragbench.dora.styles import get_style, Style, register_style, list_styles
+from ragbench.dora.gates import run_checks, gate, span_f1, numeric_consistency, context_recall, context_precision, qa_relevance
 from ragbench.text import split_sentences
 from ragbench.dora import run_dora, load_config, dora_fake_rules, DoraConfig
 from ragbench.cli import main
-from ragbench.dora_splits import leakage_check, export_sft
+from ragbench.dora.splits import leakage_check, export_sft
 
 GITDOCS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
 if not GITDOCS.exists(): GITDOCS = Path("/work/shared/data/gitdocs/git_docs.jsonl")
@@ -44,12 +44,12 @@ Q = "How old must unreachable objects be before git gc prunes them?"
     ("find", "Which setting changes the pruning period of git gc?", " ", ["c-1"], {"non_empty", "verbatim"}),
     ("find", "Which setting changes the pruning period of git gc?", " ".join(["word"] * 25), [], {"max_words", "verbatim"}),
     ("explain", "Why does git gc delete some objects?", "It prunes old objects. It uses gc.pruneExpire.", ["c-1"], {"citations"}),
-    ("explain", "Why does git gc delete some objects?", "It prunes old objects.", ["c-1", "c-2"], {"sentences"}),
+    ("explain", "Why does git gc delete some objects?", "It prunes old objects.", ["c-1", "c-2"], {"sentences", "citations"}),  # c-2 supports none of it
     ("summarize", "What are the main points about git gc maintenance?", "It prunes. It packs. It repacks. It optimizes. It waits.",
      ["c-1", "c-2"], {"sentences"}),
-    ("generate", "Which tasks does git gc perform on a repository?", "1. pruning\n2. packing", ["c-1", "c-2"], {"numbered_list"}),
+    ("generate", "Which tasks does git gc perform on a repository?", "1. pruning\n2. packing", ["c-1", "c-2"], {"numbered_list", "citations"}),
     ("generate", "Which tasks does git gc perform on a repository?", "1. pruning\n2. packing\n3. optimizing", ["c-1", "c-2"], set()),
-    ("explain", "Why does the text say objects vanish?", "It prunes them. They are old.", ["c-1", "c-2"], {"no_doc_reference"}),
+    ("explain", "Why does the text say objects vanish?", "It prunes them. They are old.", ["c-1", "c-2"], {"no_doc_reference", "citations"}),
 ])
 def test_hard_checks(style, question, answer, cited, failed):
     assert set(run_checks(get_style(style).checks, question, answer, cited, EV)) == failed
@@ -70,9 +70,14 @@ def test_gate_quality_threshold():
     good = ('git gc prunes unreachable objects after a set age. The docs say "older than 2 weeks are pruned", '
             'and "--aggressive" makes it optimize "more thoroughly".')
     assert gate("explain", "Why does git gc delete some objects?", good, ["c-1", "c-2"], EV, labels=["entailment"] * 2).passed
-    bad = "Objects vanish because a janitor sweeps them monthly. Server storage quotas force this cleanup."
+    # cites and draws on both chunks (the citation check passes), but the judge finds it unsupported and contradicted
+    bad = "Unreachable objects are pruned because a janitor sweeps them monthly. The --aggressive option makes git gc delete all branches."
     r = gate("explain", "Why does git gc delete some objects?", bad, ["c-1", "c-2"], EV, labels=["neutral", "contradiction"])
-    assert not r.passed and r.failed_check == "quality" and r.score < r.tau
+    assert not r.passed and r.failed_check == "quality" and r.score < r.tau, r
+    # unsupported by the chunks it cites: the citation check fails first
+    r = gate("explain", "Why does git gc delete some objects?", "Objects vanish because a janitor sweeps them monthly. "
+             "Server storage quotas force this cleanup.", ["c-1", "c-2"], EV, labels=["neutral", "contradiction"])
+    assert not r.passed and r.failed_check == "citations" and r.score < r.tau
     # a contradicted provide answer fails even with the right-looking number
     r = gate("provide", Q, "older than 2 weeks", ["c-1"], EV, labels=["contradiction"])
     assert not r.passed and r.failed_check == "quality"
@@ -82,7 +87,8 @@ def test_user_style_without_editing_ragbench(tmp_path):
     register_style(Style(name="compare_t", description="how two options differ", template="Ask how two options differ.",
                          k=2, checks={"non_empty": {}, "citations": {"min": 2}}, weights={"entailment": 1.0}, tau=0.5))
     assert "compare_t" in list_styles()
-    ok = gate("compare_t", "How do gc options differ here?", "Unreachable objects older than 2 weeks are pruned.", ["c-1", "c-2"], EV)
+    ok = gate("compare_t", "How do gc options differ here?", "Unreachable objects older than 2 weeks are pruned. "
+              "With --aggressive, git gc optimizes the repository more thoroughly.", ["c-1", "c-2"], EV)
     assert ok.passed, ok
 
 # ---------------------------------------------------------------------------------------------- fixtures
@@ -155,7 +161,7 @@ def test_e2e_fake_server_cli_resumable(corpus, server, tmp_path, capsys):
     n1 = server.stats()["requests"]
     s = json.loads((out / "summary.json").read_text())
     from ragbench.llm import CallMeter
-    assert s["usage"]["calls"] == n1 == CallMeter(out / "llm_calls.jsonl").totals()["calls"]   # per-item usage adds up to what the server saw
+    assert s["usage"]["calls"] == n1 == CallMeter(out / "calls.jsonl").totals()["calls"]   # per-item usage adds up to what the server saw
     assert s["achieved"] == {st: 2 for st in ALL}, s
     assert s["requested"] == {st: 2 for st in ALL}
     assert s["usage"]["calls"] > 0 and s["per_accepted"]["calls"] > 0 and s["per_accepted"]["tokens"] > 0
