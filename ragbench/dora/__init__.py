@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/30_dora.ipynb #6b686c85
+# %% ../../nbs/30_dora.ipynb #77c7d4bf
 from .styles import (BUILTIN_STYLES, BUNDLE_DIMS, METRICS, DoraQA, Style, StyleError, get_style, list_styles,
                                   load_styles, register_style, render_generation, style_from_dict, update_style)
 from .evidence import (AnswerVerdict, Bundle, CrossEncoderEntailment, EvidenceConfig, LexicalEntailment,
