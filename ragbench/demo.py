@@ -71,6 +71,9 @@ def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress
                         log=lambda m: None)
     log(f"[3/6] TRIAD with {gen_llm.spec}: {gen['accepted']} accepted of {gen['attempts']} attempts from "
         f"{gen['seeds_tried']} seeds (+{gen['unanswerable_variants']} unanswerable variants) -> {out / 'triad' / 'dataset.jsonl'}")
+    ds = out / "triad" / "dataset.jsonl"
+    first = next((it for it in (Dataset.read(ds) if ds.exists() else []) if it.answerable), None)
+    if first is not None: log(f"[3/6] e.g. {first.question!r} -> {first.answer!r}")
     return gen
 
 # %% ../nbs/90_demo.ipynb #6e2be749
