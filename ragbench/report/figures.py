@@ -248,6 +248,8 @@ def _layout(fig, title: str, ytitle: str, share: bool = True, height: int = 480)
     fig.update_yaxes(title_text=ytitle, range=[0, 1.05] if share else None, rangemode="tozero", gridcolor="#e5e5e5")
     return fig
 
+
+# %% ../../nbs/50_report.figures.ipynb #f1c4f054
 def _is_share(cells: list, metric: str) -> bool:
     "True when every mean and upper bound of `metric` lies in [0, 1]."
     vals = [v for _, per in cells for st in per.values() if isinstance(st, dict) and isinstance(st.get(metric), dict)
