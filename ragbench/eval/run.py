@@ -485,6 +485,9 @@ def report_inputs(summary: dict) -> None:
         if n: _say(f"setup '{name}': {n} item x mode pair(s) have no answer in its file")
     ng = summary.get("items_without_gold") or {}
     if ng.get("n"): _say(f"{ng['n']} answerable item(s) have no gold chunk ids, so no retrieval scores: {_listed(ng['lines'])}")
+    na = max((sum(v for k, v in per.items() if k.startswith("retrieved: context-unanswerable")) for per in (summary.get("not_applicable") or {}).values()), default=0)
+    if na and "unanswerable" not in summary.get("modes", []):
+        _say(f"{na} context-unanswerable item(s) are not applicable in the retrieved mode; add --modes retrieved,unanswerable to score their abstention")
 
 def report_failures(summary: dict) -> int:
     "Say on stderr which rows failed or why the run stopped; the exit status (1 if incomplete, else 0)."
