@@ -13,8 +13,8 @@ from .core import Dataset, RunDir, UserError
 
 # %% auto #0
 __all__ = ['query_threads', 'build_demo_index', 'demo_searches', 'stand_in_generator', 'demo_triad', 'hotpotqa_sample_path',
-           'hotpotqa_benchmark', 'demo_setups', 'retrieval_row', 'score_retrieval', 'local_smoke', 'headline',
-           'demo_evaluate', 'demo_reports', 'demo_config', 'run_demo', 'demo_command']
+           'hotpotqa_benchmark', 'demo_setups', 'local_smoke', 'headline', 'demo_evaluate', 'demo_reports',
+           'demo_config', 'run_demo', 'demo_command']
 
 # %% ../nbs/90_demo.ipynb #badff83c
 @contextlib.contextmanager
@@ -95,40 +95,12 @@ def hotpotqa_benchmark(out: Path, embedder=None, progress: bool = False, log: Ca
 # %% ../nbs/90_demo.ipynb #60cf1f54
 def demo_setups(db: Path, llm_spec: Optional[str] = None):
     "Dense top-5 (the baseline) and three variants: BM25, hybrid, dense top-2."
-    from ragbench.eval_setups import Setup, variants_of
+    from ragbench.eval import Setup, variants_of
     base = Setup(name="dense-top5", db=str(db), retrieval="dense", top_k=5, llm=llm_spec)
     return variants_of(base, [{"name": "bm25-top5", "retrieval": "bm25"}, {"name": "hybrid-top5", "retrieval": "hybrid"},
                               {"name": "dense-top2", "top_k": 2}])
 
 # %% ../nbs/90_demo.ipynb #ba05e240
-def retrieval_row(item, setup, retrieved: Sequence[str], metrics: dict) -> dict:
-    "One scores.jsonl row of a retrieval-only evaluation (no answer, no judge)."
-    hit = metrics.get("hit@k")
-    return {"item_id": item.id, "setup": setup.name, "mode": "retrieved", "method": item.method, "kind": item.kind,
-            "binary": item.binary, "temporal": item.temporal, "answerable": item.answerable, "difficulty": item.difficulty,
-            "style": item.style, "retrieval_hit": None if hit is None else bool(hit), "answer": None,
-            "retrieved_chunk_ids": list(retrieved), "context_chunk_ids": list(retrieved), "metrics": metrics,
-            "judge_failures": [], "judge": {}, "skipped": None}
-
-def score_retrieval(ds, setups, out_dir: Path, index, *, n_boot: int = 1000, progress: bool = False) -> dict:
-    "Retrieval metrics of every item x setup into `out_dir/scores.jsonl` (resumable) and `summary.json`; returns the summary."
-    from tqdm.auto import tqdm
-    from ragbench.eval_metrics import retrieval_metrics
-    from ragbench.eval_run import summarize, dataset_fingerprint
-    from ragbench.eval_setups import build_context
-    run = RunDir(out_dir)
-    run.write_manifest(kind="evaluation", dataset_fingerprint=dataset_fingerprint(ds), n_items=len(ds),
-                       setups={s.name: s.model_dump() for s in setups}, modes=["retrieved"], judges=[], judge_llm=None)
-    done = {(r["item_id"], r["setup"]) for r in run.read("scores.jsonl")}
-    todo = [(s, it) for s in setups for it in ds if (it.id, s.name) not in done]
-    for s, it in tqdm(todo, desc="retrieval", unit=" searches", disable=not progress, file=sys.stderr):
-        got = build_context(it, s, "retrieved", index).retrieved_ids
-        run.append("scores.jsonl", retrieval_row(it, s, got, retrieval_metrics(got, it.gold_chunk_ids, top_k=s.top_k)))
-    summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups], n_boot=n_boot)
-    run.write("summary.json", summary)
-    return summary
-
-# %% ../nbs/90_demo.ipynb #683e3825
 def local_smoke(llm, log: Callable = print):
     "One structured call to the answering model: proves the LLM loads and its reply parses."
     from ragbench.prompts import render_prompt, get_prompt
@@ -144,12 +116,12 @@ def headline(summary: dict, metric: str = "recall@k") -> str:
 
 def demo_evaluate(ds, setups, out_dir: Path, index, llm=None, *, n_boot: int = 1000, progress: bool = False,
                   judges: Sequence[str] = ("correctness", "abstention")) -> dict:
-    "Score `setups` on `ds`: retrieval only without `llm`, else answered and judged by `llm` too."
-    from ragbench.eval_run import evaluate
+    "Score `setups` on `ds` in `index`: retrieval only without `llm`, else answered and judged by `llm` too."
+    from ragbench.eval import evaluate
     with query_threads():
-        if llm is None: return score_retrieval(ds, setups, out_dir, index, n_boot=n_boot, progress=progress)
         return evaluate(ds, setups, out_dir, index_factory=lambda s: index, modes=("retrieved",), judge_llm=llm,
-                        llm_factory=lambda spec: llm, judges=judges, bertscore=True, n_boot=n_boot, progress=progress)
+                        llm_factory=lambda spec: llm, judges=judges if llm is not None else (), bertscore=llm is not None,
+                        n_boot=n_boot, progress=progress)
 
 # %% ../nbs/90_demo.ipynb #8991096f
 def demo_reports(out: Path, log: Callable = print) -> dict:
