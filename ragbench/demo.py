@@ -71,9 +71,6 @@ def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress
                         log=lambda m: None)
     log(f"[3/6] TRIAD with {gen_llm.spec}: {gen['accepted']} accepted of {gen['attempts']} attempts from "
         f"{gen['seeds_tried']} seeds (+{gen['unanswerable_variants']} unanswerable variants) -> {out / 'triad' / 'dataset.jsonl'}")
-    ds = out / "triad" / "dataset.jsonl"
-    first = next((it for it in (Dataset.read(ds) if ds.exists() else []) if it.answerable), None)
-    if first is not None: log(f"[3/6] e.g. {first.question!r} -> {first.answer!r}")
     return gen
 
 # %% ../nbs/90_demo.ipynb #6e2be749
@@ -83,7 +80,7 @@ def hotpotqa_sample_path() -> Path:
 
 def hotpotqa_benchmark(out: Path, embedder=None, progress: bool = False, log: Callable = print):
     "The bundled HotpotQA slice as a dataset (`out/dataset.jsonl`) and its paragraphs as an index (`out/db`)."
-    from ragbench.static import load_static, index_static
+    from ragbench.benchmarks import load_static, index_static
     from ragbench.embed import make_embedder
     ds = load_static(hotpotqa_sample_path(), "hotpotqa")
     ds.write(out / "dataset.jsonl")
