@@ -25,20 +25,19 @@ RENAMED = {
 }
 
 
-# defaults changed on purpose since the snapshot: (command, dest) -> the new default (and why)
-CHANGED_DEFAULTS = {
-    ("demo", "llm"): None,      # issue 13: offline, the main job scores retrieval only; the `local` model is an opt-in extra
-    ("demo", "max_docs"): 6,    # issue 13: the first run finishes in about a minute
-}
-
 # flags added on purpose after the snapshot (new option string -> its keyword argument); each keeps the old flags intact
 ADDED = {
     "dora": {"--test-fraction": "test_fraction"},   # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
     "evaluate": {"--max-calls": "max_calls"},       # issue 12 #4: one call budget for the whole evaluation, across resumes
 }
-# defaults changed on purpose after the snapshot, with the reason
-CHANGED_DEFAULTS = {("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric"}  # issue 11: DoRA's
-# 1-5 rubric judge runs by default; it applies only to items with a style, so a TRIAD evaluation makes no more calls
+# defaults changed on purpose after the snapshot: (command, dest) -> the new default, with the reason
+CHANGED_DEFAULTS = {
+    # issue 11: DoRA's 1-5 rubric judge runs by default; it applies only to items with a style, so a TRIAD
+    # evaluation makes no more calls
+    ("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric",
+    ("demo", "llm"): None,      # issue 13: offline, the main job scores retrieval only; the `local` model is an opt-in extra
+    ("demo", "max_docs"): 6,    # issue 13: the first run finishes in about a minute
+}
 
 
 def parser_of(name: str) -> argparse.ArgumentParser:
