@@ -87,9 +87,9 @@ class SeedPlan(BaseModel):
     position: int = 0
 
 def pick_seeds(index, cfg: TriadConfig) -> list[str]:
-    "The seed chunk ids to try, in order: `cfg.seeds` if given, else a reproducible random sample."
+    "The seed chunk ids to try, in order: `cfg.seeds` if given, else the first `seed_cap` of a seeded shuffle of the index."
     if cfg.seeds: return list(dict.fromkeys(cfg.seeds))[: cfg.seed_cap]
-    return list(index.sample_ids(min(cfg.seed_cap, len(index)), seed=cfg.seed))
+    return list(index.sample_ids(len(index), seed=cfg.seed))[: cfg.seed_cap]
 
 def plan_seeds(seed_ids: Sequence[str], cfg: TriadConfig) -> list[SeedPlan]:
     "Assign each seed a type (round-robin over `cfg.types`) and a binary flag (seeded draw)."

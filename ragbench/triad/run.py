@@ -4,7 +4,7 @@
 
 # %% ../../nbs/25_triad.run.ipynb #e3f75fbf
 from __future__ import annotations
-import json, math, sys
+import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -21,9 +21,10 @@ from .judge import avalidate, judge_prompt, sufficiency_prompt
 from .write import QAPair, draft_item, generation_prompt
 
 # %% auto #0
-__all__ = ['LLM_ROLES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed', 'process_seed', 'TriadMethod',
-           'seed_records', 'check_family', 'pass_rates', 'by_type', 'triad_summary', 'arun_triad', 'run_triad',
-           'estimate_triad', 'read_seeds_file', 'triad_config', 'check_spec', 'triad_llms', 'triad_command']
+__all__ = ['LLM_ROLES', 'PACE', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed', 'process_seed',
+           'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates', 'by_type', 'triad_summary',
+           'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config', 'check_spec', 'triad_llms',
+           'triad_command']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
 LLM_ROLES = ("generate", "judge", "extract")
@@ -75,6 +76,42 @@ def process_seed(plan, index, llms, cfg):
     from ragbench.llm import arun
     return arun(aprocess_seed(plan, index, normalise_llms(llms), cfg))
 
+# %% ../../nbs/25_triad.run.ipynb #1c3be565
+PACE = 1.25   # seeds started ahead of a seed may be expected to bring up to 1.25 x what is still needed
+
+class SeedPacer:
+    "Holds a seed back while the seeds running before it in the plan are expected to reach the target."
+    def __init__(self, target: int, done: Optional[dict] = None, pace: float = PACE):
+        self.target, self.pace = target, pace
+        self.done: dict[int, int] = dict(done or {})     # plan position -> accepted items of a finished seed
+        self.running: set[int] = set()
+        self._wake: Optional[asyncio.Event] = None
+
+    def rate(self) -> float:
+        "Share of finished seeds that were accepted (a Laplace estimate: 1/2 before any finished)."
+        return (sum(v > 0 for v in self.done.values()) + 1) / (len(self.done) + 2)
+
+    def ready(self, pos: int) -> bool:
+        "Whether the seed at `pos` may start: something is still needed ahead of it and the running seeds may not bring it."
+        need = self.target - sum(v for q, v in self.done.items() if q < pos)
+        return need > 0 and sum(q < pos for q in self.running) * self.rate() < need * self.pace
+
+# %% ../../nbs/25_triad.run.ipynb #919d235c
+async def _enter(self: SeedPacer, pos: int) -> None:
+    "Wait until the seed at `pos` may start, then count it as running."
+    while not self.ready(pos):
+        if self._wake is None: self._wake = asyncio.Event()
+        await self._wake.wait()
+    self.running.add(pos)
+
+def _leave(self: SeedPacer, pos: int, accepted: Optional[int]) -> None:
+    "The seed at `pos` stopped (`accepted`: its accepted items, None when it failed or was cancelled); wake the waiting."
+    self.running.discard(pos)
+    if accepted is not None: self.done[pos] = accepted
+    if self._wake is not None: self._wake.set(); self._wake = None
+
+SeedPacer.enter, SeedPacer.leave = _enter, _leave
+
 # %% ../../nbs/25_triad.run.ipynb #e1ca55b1
 class TriadMethod(GenerationMethod):
     "TRIAD as a generation method: one task per seed, in seed-plan order."
@@ -86,6 +123,7 @@ class TriadMethod(GenerationMethod):
         self.stop_after = stop_after or cfg.in_flight               # failed seeds, none finished: the LLM is unusable
         self._plan: Optional[list[Task]] = None
         self._failed = self._finished = 0
+        self.pacer = SeedPacer(cfg.n)
 
     def config(self) -> dict:
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
@@ -100,18 +138,25 @@ def _plan(self: TriadMethod, index, results: Sequence[TaskResult]) -> list[Task]
     if self._plan is None:
         plans = plan_seeds(pick_seeds(index, self.cfg), self.cfg)
         self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump()) for p in plans]
+        self.pacer.done.update({r.position: r.counted for r in results if r.outcome != "error"})
     return self._plan
 
 async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
-    "One seed through every step; a run whose first seeds all fail on the LLM stops."
-    try: rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg)
+    "One seed through every step, once the pacer lets it start; a run whose first seeds all fail on the LLM stops."
+    await self.pacer.enter(task.position)
+    accepted = None
+    try:
+        rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg)
+        r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop, record=rec)
+        accepted = r.counted
     except LLMError as e:
         self._failed += 1
         if not isinstance(e, LLMParseError) and not self._finished and self._failed >= self.stop_after:
             raise StopRun(f"every task failed, e.g. {type(e).__name__}: {e}"[:500]) from None
         raise
+    finally: self.pacer.leave(task.position, accepted)
     self._finished += 1
-    return TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop, record=rec)
+    return r
 
 TriadMethod.plan, TriadMethod.run_task = _plan, _run_task
 
