@@ -15,30 +15,67 @@ from .bridge import hit_chunk
 from .config import TriadConfig, in_thread
 
 # %% auto #0
-__all__ = ['ABSTAIN_ANSWER', 'candidate_chunks', 'candidates', 'RelevanceLabel', 'RelevanceLabels', 'alabel_contexts',
-           'label_contexts', 'difficulty', 'aextract', 'extract', 'unanswerable_variant', 'Answerability',
-           'acheck_unanswerable', 'check_unanswerable']
+__all__ = ['ABSTAIN_ANSWER', 'candidate_chunks', 'candidates', 'ContextPrefetch', 'RelevanceLabel', 'RelevanceLabels',
+           'alabel_contexts', 'label_contexts', 'difficulty', 'aextract', 'extract', 'unanswerable_variant',
+           'Answerability', 'acheck_unanswerable', 'check_unanswerable']
 
 # %% ../../nbs/24_triad.contexts.ipynb #18e9f6d7
-async def candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optional[dict] = None) -> list[tuple[Context, Chunk]]:
-    "Unlabelled candidate contexts with their chunks; `known` maps chunk id -> neighbour hits at hand."
-    seen, out = set(item.gold_chunk_ids), []
+async def candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optional[dict] = None,
+                           question_hits: Optional[list] = None) -> list[tuple[Context, Chunk]]:
+    "Unlabelled candidate contexts with their chunks; `known`: chunk id -> neighbour hits at hand; `question_hits`: the question's."
+    seen, out, known = set(item.gold_chunk_ids), [], known or {}
     def add(hits, source):
         for h in hits:
             if h.chunk_id not in seen:
                 seen.add(h.chunk_id); out.append((Context(chunk_id=h.chunk_id, relevant=None, source=source), hit_chunk(h)))
     if cfg.extract_k:
-        for g in item.gold_chunk_ids:
-            hits = (known or {}).get(g) or []
-            add(hits[: cfg.extract_k] if len(hits) >= cfg.extract_k else await in_thread(index.neighbours, g, k=cfg.extract_k), "neighbour")
+        need = [g for g in item.gold_chunk_ids if len(known.get(g) or []) < cfg.extract_k]
+        got = dict(zip(need, await asyncio.gather(*(in_thread(index.neighbours, g, k=cfg.extract_k) for g in need))))
+        for g in item.gold_chunk_ids: add(got[g] if g in got else known[g][: cfg.extract_k], "neighbour")
     if cfg.question_k:
-        add(await in_thread(index.search, item.question, k=cfg.question_k, mode=cfg.search_mode,
-                            exclude_ids=tuple(item.gold_chunk_ids)), "question")
+        add(question_hits if question_hits is not None else await in_thread(
+            index.search, item.question, k=cfg.question_k, mode=cfg.search_mode, exclude_ids=tuple(item.gold_chunk_ids)), "question")
     return out
 
 def candidates(item, index, cfg) -> list[Context]:
     "The unlabelled candidate contexts of `item` (sync)."
     return [c for c, _ in arun(candidate_chunks(item, index, cfg))]
+
+# %% ../../nbs/24_triad.contexts.ipynb #6b1d4f70
+def _soon(coro) -> asyncio.Future:
+    "Start `coro` now; an error nobody awaits is dropped quietly."
+    f = asyncio.ensure_future(coro)
+    f.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return f
+
+class ContextPrefetch:
+    "Index lookups of the context step started early: the gold chunks' neighbours, and each draft question's hits."
+    def __init__(self, index, cfg: TriadConfig, gold_ids: Sequence[str], known: Optional[dict] = None):
+        self.index, self.cfg, self.gold, self.known = index, cfg, list(gold_ids), dict(known or {})
+        self.tasks = {("nb", g): _soon(in_thread(index.neighbours, g, k=cfg.extract_k)) for g in self.gold
+                      if cfg.extract_k and len(self.known.get(g) or []) < cfg.extract_k}
+
+# %% ../../nbs/24_triad.contexts.ipynb #b0a51304
+def _question(self: ContextPrefetch, qa) -> None:
+    "Start the search for a draft question (once per wording)."
+    if self.cfg.question_k and ("q", qa.question) not in self.tasks:
+        self.tasks[("q", qa.question)] = _soon(in_thread(self.index.search, qa.question, k=self.cfg.question_k,
+                                                         mode=self.cfg.search_mode, exclude_ids=tuple(self.gold)))
+
+async def _results(self: ContextPrefetch, question: str) -> tuple[dict, Optional[list]]:
+    "(neighbours by chunk id, the hits of `question` or None if it was never searched)."
+    known = dict(self.known)
+    for (kind, key), t in self.tasks.items():
+        if kind == "nb": known[key] = await t
+    t = self.tasks.get(("q", question))
+    return known, (await t if t is not None else None)
+
+def _close(self: ContextPrefetch) -> None:
+    "Stop waiting for lookups that are no longer needed."
+    for t in self.tasks.values():
+        if not t.done(): t.cancel()
+
+ContextPrefetch.question, ContextPrefetch.results, ContextPrefetch.close = _question, _results, _close
 
 # %% ../../nbs/24_triad.contexts.ipynb #e32e697c
 class RelevanceLabel(BaseModel):
@@ -109,9 +146,9 @@ def difficulty(contexts: Sequence[Context], cfg: TriadConfig) -> str:
 
 # %% ../../nbs/24_triad.contexts.ipynb #8153e063
 async def aextract(item: QAItem, index, llm, cfg: TriadConfig, gold: Optional[Sequence[Chunk]] = None,
-                   known: Optional[dict] = None) -> QAItem:
-    "Add labelled contexts (gold first) and the difficulty to an accepted item (`gold`, `known`: chunks and neighbours at hand)."
-    pairs = await candidate_chunks(item, index, cfg, known)
+                   known: Optional[dict] = None, question_hits: Optional[list] = None) -> QAItem:
+    "Add labelled contexts (gold first) and the difficulty to an accepted item (`gold`, `known`, `question_hits`: lookups at hand)."
+    pairs = await candidate_chunks(item, index, cfg, known, question_hits)
     labelled = await alabel_contexts(item, [c for c, _ in pairs], index, llm, cfg,
                                      chunks={ch.id: ch for _, ch in pairs}, gold=gold)
     contexts = [Context(chunk_id=g, relevant=True, source="gold") for g in item.gold_chunk_ids] + labelled

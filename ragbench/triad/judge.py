@@ -5,7 +5,7 @@
 # %% ../../nbs/23_triad.judge.ipynb #f697ab21
 from __future__ import annotations
 import asyncio, functools, itertools, re
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any, Callable, Optional, Sequence
 from pydantic import AfterValidator, BaseModel, create_model
 from ..core import Attempt, Chunk, QAItem
 from ..llm import LLMParseError, arun
@@ -258,8 +258,9 @@ def _generation_failure() -> Attempt:
     return Attempt(question="", answer="", accepted=False, failed_check="generate_unparseable",
                    feedback="Your reply was not a JSON object with a question and an answer.")
 
-async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm, cfg: TriadConfig) -> QAItem:
-    "Write/revise and check `item` over `chunks`; returns it accepted or rejected with all attempts."
+async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm, cfg: TriadConfig,
+                    on_draft: Optional[Callable[[QAPair], Any]] = None) -> QAItem:
+    "Write/revise and check `item` over `chunks`; returns it accepted or rejected with all attempts (`on_draft`: told each draft that passes the rules)."
     attempts: list[Attempt] = []
     for r in range(cfg.max_rounds):
         if r == 0 and item.question: qa = QAPair(question=item.question, answer=item.answer)
@@ -267,6 +268,7 @@ async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm
             try: qa = await agenerate_qa(chunks, item.bridge_topic or "", item.kind, item.binary, gen_llm, cfg,
                                          previous=attempts[-1] if attempts else None)
             except LLMParseError: attempts.append(_generation_failure()); continue
+        if on_draft and not rule_check(qa, item.kind, item.binary, item.bridge_topic or "", [c.text for c in chunks]): on_draft(qa)
         attempts.append(await acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm))
         if attempts[-1].accepted: break
     last = attempts[-1]
@@ -274,6 +276,6 @@ async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm
     return item.model_copy(update={"question": last.question, "answer": last.answer, "attempts": attempts,
                                    "temporal": temporal, "status": "accepted" if last.accepted else "rejected"})
 
-def validate(item, chunks, *, gen_llm, judge_llm, cfg) -> QAItem:
+def validate(item, chunks, *, gen_llm, judge_llm, cfg, on_draft=None) -> QAItem:
     "Sync wrapper of `avalidate`."
-    return arun(avalidate(item, chunks, gen_llm=gen_llm, judge_llm=judge_llm, cfg=cfg))
+    return arun(avalidate(item, chunks, gen_llm=gen_llm, judge_llm=judge_llm, cfg=cfg, on_draft=on_draft))

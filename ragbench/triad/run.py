@@ -16,7 +16,7 @@ from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
 from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, precheck_passes, seed_names
 from .config import SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
-from .contexts import acheck_unanswerable, aextract, unanswerable_variant
+from .contexts import ContextPrefetch, acheck_unanswerable, aextract, unanswerable_variant
 from .judge import avalidate, judge_prompt, sufficiency_prompt
 from .write import QAPair, draft_item, generation_prompt
 
@@ -59,17 +59,26 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> 
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
     rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids, precheck=bridge.precheck)
     chunks = bridge.chunks or await in_thread(index.get_many, bridge.chunk_ids)
-    item = await avalidate(draft_item(bridge, plan), chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg)
+    ahead = ContextPrefetch(index, cfg, bridge.chunk_ids, {bridge.seed_id: bridge.seed_hits})
+    try: return await _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead)
+    finally: ahead.close()
+
+async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: ContextPrefetch):
+    "Write and check the question; if accepted, its contexts and unanswerable variant."
+    item = await avalidate(draft_item(bridge, plan), chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg,
+                           on_draft=ahead.question)
     models = {r: model_label(l) for r, l in llms.items()}
     rec.update(item_id=item.id, attempts=len(item.attempts), failed_checks=[a.failed_check for a in item.attempts])
     if item.status != "accepted": return {**rec, "outcome": "rejected"}, [], [item.model_copy(update={"models": models})]
-    item = await aextract(item, index, llms["extract"], cfg, gold=chunks, known={bridge.seed_id: bridge.seed_hits})
+    known, hits = await ahead.results(item.question)
+    item = await aextract(item, index, llms["extract"], cfg, gold=chunks, known=known, question_hits=hits)
     item = item.model_copy(update={"models": models})
     variant = await _variant(item, index, llms, cfg)
     if variant is None: return {**rec, "outcome": "accepted"}, [item], []
     variant = variant.model_copy(update={"models": models})
     rec["variant_id"] = variant.id
-    return {**rec, "outcome": "accepted"}, [item, variant] if variant.status == "accepted" else [item], [] if variant.status == "accepted" else [variant]
+    ok = variant.status == "accepted"
+    return {**rec, "outcome": "accepted"}, [item, variant] if ok else [item], [] if ok else [variant]
 
 def process_seed(plan, index, llms, cfg):
     "Sync wrapper of `aprocess_seed`."
