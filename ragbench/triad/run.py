@@ -63,6 +63,7 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> 
     try: return await _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead)
     finally: ahead.close()
 
+# %% ../../nbs/25_triad.run.ipynb #a57a0f94
 async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: ContextPrefetch):
     "Write and check the question; if accepted, its contexts and unanswerable variant."
     item = await avalidate(draft_item(bridge, plan), chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg,
@@ -150,6 +151,7 @@ def _plan(self: TriadMethod, index, results: Sequence[TaskResult]) -> list[Task]
         self.pacer.done.update({r.position: r.counted for r in results if r.outcome != "error"})
     return self._plan
 
+# %% ../../nbs/25_triad.run.ipynb #2075e818
 async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     "One seed through every step, once the pacer lets it start; a run whose first seeds all fail on the LLM stops."
     await self.pacer.enter(task.position)
@@ -250,6 +252,7 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
         "first_error": min(errors, key=lambda r: r.position).error if errors else None,
         "files": {k: k for k in ("dataset.jsonl", "rejected.jsonl", "overflow.jsonl", "seeds.jsonl", "summary.json", "manifest.json")}}
 
+# %% ../../nbs/25_triad.run.ipynb #bc78903e
 def _summarize(self: TriadMethod, results, sel) -> dict:
     return triad_summary(results, sel, self.cfg, self.views(results, sel)["seeds.jsonl"])
 
@@ -339,6 +342,7 @@ def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
     if stage == "triad.sufficiency": return per * cfg.n_chunks
     return per
 
+# %% ../../nbs/25_triad.run.ipynb #10cd02db
 def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample: int = 12, rates: Optional[dict] = None) -> dict:
     "Expected LLM calls, tokens and cost per stage for `cfg`, before spending anything."
     _check_index(index)
@@ -424,6 +428,7 @@ def _print_summary(s: dict, out: Path) -> None:
              if s["accepted"] else "no accepted question yet"))
     print(f"dataset: {out / 'dataset.jsonl'}  (rejected: {out / 'rejected.jsonl'}, summary: {out / 'summary.json'})")
 
+# %% ../../nbs/25_triad.run.ipynb #c86d457c
 def _print_estimate(est: dict) -> None:
     "The estimate as JSON on stdout and one line on stderr."
     print(json.dumps(est, indent=2))
