@@ -9,8 +9,8 @@ their passages and the verdicts a good judge gives (TRIAD's check 1 and check 2)
 - single_hop: one step of a MuSiQue decomposition ("#1" replaced by the step's answer) with its one supporting
   paragraph and one distractor: not multi-hop, and one passage answers it alone;
 - unanswerable: a human multi-hop question with two of its distractor paragraphs only;
-- ambiguous: a human multi-hop question whose first named entity is replaced by a pronoun, with its gold
-  paragraphs: not standalone, the question alone can be read several ways.
+- ambiguous: a human multi-hop question whose named entity (a gold title, else its first name) is replaced by a pronoun, with its gold
+  paragraphs: not standalone (it can be read several ways) and not retrievable (the name that leads to a passage is gone).
 
 Cases are written kind by kind in turn, so the first N cases are (about) stratified by kind. HotpotQA is
 CC BY-SA 4.0 and MuSiQue CC BY 4.0: the licence note is written beside the data.
@@ -144,7 +144,7 @@ def build(shared: Path) -> list[dict]:
                                        {"quality": False, "sufficient": False, "valid": False}))
     for r in [x for pair in zip(hp, mu) for x in pair]:
         q = ambiguous(r)
-        if q: by["ambiguous"].append(case("ambiguous", r, q, r["answer"], r["gold"], {"unambiguous": False, "valid": False},
+        if q: by["ambiguous"].append(case("ambiguous", r, q, r["answer"], r["gold"], {"unambiguous": False, "retrievable": False, "valid": False},
                                           original=r["question"]))
     for k, n in COUNTS.items():
         if len(by[k]) < n: raise SystemExit(f"only {len(by[k])} {k} cases (wanted {n})")
