@@ -64,8 +64,7 @@ def stand_in_generator(cache_dir=None):
 def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress: bool = False,
                log: Callable = print) -> dict:
     "Generate up to `n` TRIAD questions into `out/triad` with `gen_llm`; returns the generation summary."
-    from ragbench.triad import run_triad
-    from ragbench.triad_generate import TriadConfig
+    from ragbench.triad import TriadConfig, run_triad
     with query_threads():
         gen = run_triad(idx, gen_llm, TriadConfig(n=n, max_seeds=max_seeds, concurrency=2), out / "triad", progress=progress,
                         log=lambda m: None)
