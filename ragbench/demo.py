@@ -190,6 +190,6 @@ def demo_command(
     from ragbench.llm import LLMConfigError
     try:
         res = run_demo(out, llm_spec=llm, n_questions=n, max_seeds=max_seeds, max_docs=max_docs, gen_spec=gen_llm,
-                       progress=sys.stderr.isatty())
+                       progress=sys.stderr.isatty(), log=lambda *a: print(*a, flush=True))   # each step shows at once, piped too
     except LLMConfigError as e: raise UserError(str(e)) from e
     print(f"dataset: {res['dataset']}\nreport: {res['report']}")

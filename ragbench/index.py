@@ -193,6 +193,14 @@ def _new_in_batch(batch: list[Chunk], stored: set, seen: set, st: dict) -> list[
 
 # %% ../nbs/11_index.ipynb #82a994a9
 @patch
+def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: int = 32) -> np.ndarray:
+    "Embed the chunks' texts `step` at a time, moving the progress `bar` after each step (so it moves every few seconds)."
+    parts = []
+    for part in _batched(chunks, step):
+        parts.append(self.embedder.encode([c.text for c in part])); bar.update(len(part))
+    return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
+
+@patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False) -> int:
     "Embed and append the chunks whose ids are not in the table yet; returns how many were added."
     from tqdm.auto import tqdm
@@ -203,9 +211,9 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored, new_ids, st)
             if new:
-                self.tbl.add(self._arrow(new, self.embedder.encode([c.text for c in new])))
+                self.tbl.add(self._arrow(new, self.embed_counted(new, bar)))
                 st["added"] += len(new)
-            bar.update(len(batch)); bar.set_postfix(added=st["added"], refresh=False)
+            bar.update(len(batch) - len(new)); bar.set_postfix(added=st["added"], refresh=False)
     finally:
         bar.close()
     if st["added"] or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0)
