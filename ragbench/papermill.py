@@ -8,12 +8,13 @@ import contextlib, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
 from .core import RunDir, UserError, utc_now, package_versions
+from .jupyter import kernel_config
 
 # %% auto #0
 __all__ = ['ALIASES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs', 'short_name', 'list_notebooks',
            'RunError', 'NotebookFailed', 'find_notebook', 'parse_value', 'notebook_parameters', 'with_run_dir',
            'check_parameters', 'load_state', 'save_state', 'resolve_parameters', 'kernel_env', 'execute',
-           'kernel_config', 'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
+           'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
 ALIASES = {"eval": "eval_run", "review": "review_queue", "generate": "triad"}
@@ -171,16 +172,6 @@ def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = Tr
     with kernel_env():
         pm.execute_notebook(str(src), str(output), parameters=params, kernel_name=_kernel_name(src), language="python",
                             cwd=cwd, progress_bar=progress, log_output=log_output, config=kernel_config())
-
-# %% ../nbs/70_papermill.ipynb #8ba9e0b6
-def kernel_config():
-    "Kernel-manager settings for executed notebooks: encrypted kernel sockets (CurveZMQ), else Unix sockets."
-    import zmq
-    from traitlets.config import Config
-    c = Config()
-    if zmq.has("curve"): c.KernelManager.transport_encryption = "auto"
-    elif os.name == "posix": c.KernelManager.transport = "ipc"
-    return c
 
 # %% ../nbs/70_papermill.ipynb #b094d9d9
 def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict, cwd, resumed: bool) -> tuple[dict, dict]:

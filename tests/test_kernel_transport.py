@@ -18,11 +18,17 @@ def test_ragbench_run_kernels_are_encrypted(tmp_path):
     assert WARNING not in p.stderr + p.stdout, p.stderr[-2000:]
 
 
-def test_the_shipped_jupyter_server_config():
+def test_the_shipped_jupyter_server_config(tmp_path):
+    "The package enables its server extension, whose link hook sets KernelManager.transport_encryption before kernels start."
     cfg = json.loads((ROOT / "jupyter-config" / "jupyter_server_config.d" / "ragbench.json").read_text())
-    assert cfg == {"KernelManager": {"transport_encryption": "auto"}}
+    assert cfg == {"ServerApp": {"jpserver_extensions": {"ragbench.jupyter": True}}}
     setup = (ROOT / "setup.py").read_text()
     assert "etc/jupyter/jupyter_server_config.d" in setup and "jupyter-config/jupyter_server_config.d/ragbench.json" in setup
     from jupyter_client.kernelspec import KernelSpecManager
     spec = KernelSpecManager().get_kernel_spec("python3")       # "auto" applies where the kernelspec declares curve
     assert "curve" in spec.metadata.get("supported_encryption", [])
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter-config"), "JUPYTER_CONFIG_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(ROOT)] + sys.path)}
+    p = subprocess.run([sys.executable, "-m", "jupyterlab", "--show-config"], capture_output=True, text=True, env=env, timeout=120)
+    assert "ragbench.jupyter | extension was successfully linked" in p.stderr + p.stdout, p.stderr[-2000:]
+    assert "transport_encryption = 'auto'" in p.stdout
