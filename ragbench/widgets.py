@@ -247,7 +247,7 @@ class ReviewQueueView:
 
     def _dropdown(self, name, label):
         w = W.Dropdown(options=["all"] + self.q.options()[name], value="all", description=label,
-                       layout=W.Layout(width="200px"), style={"description_width": "70px"})
+                       layout=W.Layout(width="auto"), style={"description_width": "initial"})
         w.observe(lambda _: self._refilter(), names="value")
         return styled(w, f"rb-filter-{name}")
 
@@ -478,9 +478,9 @@ class SeedPickerView:
         def on(ch):
             (self.p.tick if ch["new"] else self.p.untick)(hit.chunk_id); self.summary.value = seeds_summary_html(self.p)
         cb.observe(on, names="value")
-        more = W.Button(description="show", layout=W.Layout(width="60px"))
+        more = W.Button(description="show", layout=W.Layout(width="auto", flex="0 0 auto"))
         more.on_click(lambda _: setattr(self.detail, "value", chunk_detail_html(self.p, hit.chunk_id)))
-        return W.HBox([cb, more, W.HTML(html.escape(hit.text[:160]) + "…")])
+        return W.HBox([cb, more, W.HTML(html.escape(hit.text[:160]) + "…", layout=W.Layout(flex="1 1 auto"))])
 
 def seed_picker_widget(picker: SeedPicker, headless: Optional[bool] = None):
     "The seed picker as a live widget (ticks saved to the picker's run directory), or a static summary when headless."
@@ -689,7 +689,8 @@ class BridgeInspectorView:
             self.kind = W.Dropdown(options=list(getattr(cfg, "types", None) or ["comparison", "intersection", "composition"]),
                                    description="type", layout=W.Layout(width="220px"))
             self.binary = W.Checkbox(value=False, description="yes/no question", indent=False)
-            self.generate = styled(W.Button(description="Generate into the run", button_style="primary"), "rb-bridge-generate")
+            self.generate = styled(W.Button(description="Generate into the run", button_style="primary",
+                                            layout=W.Layout(width="auto")), "rb-bridge-generate")
             self.generate.on_click(self.on_generate)
             kids += [W.HBox([self.kind, self.binary, self.generate]), self.result]
         self.widget = styled(W.VBox(kids), "rb-bridge-inspector")
@@ -704,7 +705,8 @@ def generated_html(item: QAItem, run_dir) -> str:
     "What a Generate click produced: the verdict, the question and answer, where it was saved."
     where = "dataset.jsonl" if item.status == "accepted" else "rejected.jsonl"
     fails = failed_checks(item)
-    return (f"<div class='rb-item'>{badges(f'validator: {item.status}', item.kind, f'{len(item.attempts)} attempts')}"
+    n = len(item.attempts)
+    return (f"<div class='rb-item'>{badges(f'validator: {item.status}', item.kind, f'{n} attempt' + ('s' if n != 1 else ''))}"
             + (f" failed: {html.escape(', '.join(fails))}" if fails else "")
             + f"<div class='rb-q'>{html.escape(item.question)}</div><div>Answer: <mark>{html.escape(item.answer)}</mark></div>"
             f"<div class='rb-ok'>added to {html.escape(str(Path(run_dir) / where))}</div></div>")
