@@ -41,7 +41,7 @@ def static(html_text: str):
 
 # %% ../nbs/61_widgets.ipynb #8ab1960e
 CSS = """<style>
-.rb-item{font-family:var(--jp-content-font-family,sans-serif);font-size:13px;line-height:1.4}
+.rb-item,.rb-item .widget-html-content{font-family:var(--jp-content-font-family,sans-serif);font-size:13px;line-height:1.4}
 .rb-item .rb-q{font-size:15px;font-weight:600;margin:2px 0}
 .rb-item .rb-chunk{border:1px solid #ccc;border-radius:4px;padding:4px 8px;margin:4px 0}
 .rb-item .rb-gold{border-left:4px solid #2a7}.rb-item details>summary{cursor:pointer;color:#555}
@@ -50,6 +50,8 @@ CSS = """<style>
 .rb-badge{display:inline-block;border-radius:3px;padding:0 5px;margin-right:4px;background:#eee;font-size:11px}
 .rb-ok{color:#176}.rb-bad{color:#b22;font-weight:600}
 .rb-actions{position:sticky;top:0;z-index:5;background:var(--jp-layout-color1,#fff);border-bottom:1px solid #ddd;padding:2px 0}
+.rb-review-queue,.jp-OutputArea:has(.rb-review-queue),.jp-OutputArea-child:has(.rb-review-queue),
+.jp-OutputArea-output:has(.rb-review-queue){overflow:visible}
 .rb-item-table select{font-family:var(--jp-code-font-family,monospace);font-size:12px}
 .rb-table-head{font-family:var(--jp-code-font-family,monospace);font-size:12px;white-space:pre;color:#555}
 </style>"""
@@ -342,8 +344,8 @@ def refresh(self: ReviewQueueView):
     for w in self.rubrics.values(): w.value = "–"
 
 # %% ../nbs/61_widgets.ipynb #ef45265b
-def queue_summary_html(queue: ReviewQueue, max_rows: int = 50) -> str:
-    "Static summary of a review queue: progress counts, the item table and the judge calibration."
+def queue_summary_html(queue: ReviewQueue, max_rows: int = 50, calibration: bool = True) -> str:
+    "Static summary of a review queue: progress counts, the item table and (optionally) the judge calibration."
     p = queue.progress()
     rows = queue.rows()
     t = ["<table class='rb-static-table'><tr>" + "".join(f"<th>{c}</th>" for c, _ in TABLE_COLUMNS) + "</tr>"]
@@ -351,12 +353,13 @@ def queue_summary_html(queue: ReviewQueue, max_rows: int = 50) -> str:
     more = f"<div>… {len(rows) - max_rows} more</div>" if len(rows) > max_rows else ""
     return (CSS + f"<div class='rb-item'><b>Review queue</b> — {p['items']} items, {p['decided']} decided (accept {p['accept']}, "
             f"edit {p['edit']}, reject {p['reject']}). <i>Static view: no interactive front end.</i>" + "".join(t) + "</table>"
-            + more + "</div>" + calibration_html(JudgeCalibration.from_queue(queue)))
+            + more + "</div>" + (calibration_html(JudgeCalibration.from_queue(queue)) if calibration else ""))
 
-def review_widget(queue: ReviewQueue, headless: Optional[bool] = None, **kw):
-    "The review queue as a live widget, or a static HTML summary when headless."
+def review_widget(queue: ReviewQueue, headless: Optional[bool] = None, calibration: bool = True, **kw):
+    "The review queue (with its live calibration unless `calibration=False`), or a static HTML summary when headless."
     if headless is None: headless = is_headless()
-    return static(queue_summary_html(queue)) if headless else ReviewQueueView(queue, **kw).widget
+    if headless: return static(queue_summary_html(queue, calibration=calibration))
+    return ReviewQueueView(queue, calibration=calibration, **kw).widget
 
 # %% ../nbs/61_widgets.ipynb #01fc8653
 def calibration_widget(source: Union[ReviewQueue, JudgeCalibration], headless: Optional[bool] = None):
