@@ -58,7 +58,8 @@ def jupyterlab(tmp_path: Path, root: Path):
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
            "--ServerApp.open_browser=False", "--LabApp.expose_app_in_browser=True",
            f"--LabApp.user_settings_dir={tmp_path / 'settings'}", f"--LabApp.workspaces_dir={tmp_path / 'ws'}",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=None"]
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=None",
+           f"--FileCheckpoints.root_dir={tmp_path / 'checkpoints'}"]   # opening a notebook writes no checkpoint beside it
     if os.geteuid() == 0: cmd.append("--allow-root")
     for name, value in SETTINGS.items():
         ext, plugin = name.split("/")
