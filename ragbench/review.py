@@ -11,11 +11,11 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 from .core import Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, read_jsonl, item_id, make_chunk_id
 
 # %% auto #0
-__all__ = ['DEMO_CHUNKS', 'REVIEWS', 'SOURCES', 'SHORTCUTS', 'FILTERS', 'demo_chunks', 'demo_attempt', 'demo_item', 'demo_items',
-           'demo_run_dir', 'load_items', 'review_of', 'apply_decisions', 'apply_reviews', 'write_reviewed',
-           'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup', 'ReviewQueue', 'check_edit',
-           'review_row', 'failed_checks', 'ratio', 'accept_reject_stats', 'quadratic_kappa', 'rubric_agreement',
-           'judge_scores', 'calibration_pair', 'JudgeCalibration']
+__all__ = ['DEMO_CHUNKS', 'REVIEWS', 'INSPECTED', 'SOURCES', 'SHORTCUTS', 'FILTERS', 'demo_chunks', 'demo_attempt', 'demo_item',
+           'demo_items', 'demo_run_dir', 'load_items', 'review_of', 'apply_decisions', 'apply_reviews',
+           'write_reviewed', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup', 'ReviewQueue',
+           'check_edit', 'review_row', 'failed_checks', 'ratio', 'accept_reject_stats', 'quadratic_kappa',
+           'rubric_agreement', 'judge_scores', 'calibration_pair', 'JudgeCalibration']
 
 # %% ../nbs/60_review.ipynb #7870b4cb
 DEMO_CHUNKS = [
@@ -100,7 +100,8 @@ def demo_run_dir(path, *, overwrite: bool = False) -> Path:
 
 # %% ../nbs/60_review.ipynb #ef7c7d4c
 REVIEWS = "reviews.jsonl"
-SOURCES = ("dataset.jsonl", "rejected.jsonl")
+INSPECTED = "inspected.jsonl"       # items a person generated from a bridge in the inspector (ragbench.widgets)
+SOURCES = ("dataset.jsonl", "rejected.jsonl", INSPECTED)
 
 def load_items(run_dir, sources: Sequence[str] = SOURCES) -> list[QAItem]:
     "The items of a run directory's dataset files (first occurrence of an id wins)."

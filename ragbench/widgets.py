@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from .core import Chunk, QAItem, RunDir, utc_now
 from .text import candidate_names
-from .review import (REVIEWS, SOURCES, SHORTCUTS, ReviewQueue, JudgeCalibration, failed_checks, judge_scores,
-                             demo_chunks, demo_run_dir, write_reviewed)
+from .review import (REVIEWS, SOURCES, INSPECTED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items, failed_checks,
+                             judge_scores, demo_chunks, demo_run_dir, write_reviewed)
 
 # %% auto #0
 __all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE', 'is_headless', 'static', 'span_pattern',
@@ -673,15 +673,15 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
 
 # %% ../nbs/61_widgets.ipynb #d7a595c1
 def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison", binary: bool = False) -> QAItem:
-    "Generate from the inspected bridge, validate, and append the result to the run (dataset.jsonl or rejected.jsonl)."
+    "Generate from the inspected bridge, validate, and append the result to RUN/inspected.jsonl; returns the item."
     from ragbench.llm import arun
     from ragbench.triad_generate import TriadConfig
     keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or TriadConfig(), kind, binary))
     run = RunDir(run_dir)
-    have = run.done_ids("dataset.jsonl") | run.done_ids("rejected.jsonl")
-    for name, items in (("dataset.jsonl", keep), ("rejected.jsonl", drop)):
-        new = [i for i in items if i.id not in have]
-        if new: run.append(name, *new)
+    have = {i.id for i in load_items(run.path)}
+    new = [i for i in keep + drop if i.id not in have]
+    if new: run.append(INSPECTED, *new)
+    if (run / "dataset.reviewed.jsonl").exists(): write_reviewed(run.path)   # keep the reviewed dataset current
     return (keep + drop)[0]
 
 # %% ../nbs/61_widgets.ipynb #66479d55
@@ -742,13 +742,12 @@ class BridgeInspectorView:
 # %% ../nbs/61_widgets.ipynb #9415a9b4
 def generated_html(item: QAItem, run_dir) -> str:
     "What a Generate click produced: the verdict, the question and answer, where it was saved."
-    where = "dataset.jsonl" if item.status == "accepted" else "rejected.jsonl"
     fails = failed_checks(item)
     n = len(item.attempts)
     return (f"<div class='rb-item'>{badges(f'validator: {item.status}', item.kind, f'{n} attempt' + ('s' if n != 1 else ''))}"
             + (f" failed: {html.escape(', '.join(fails))}" if fails else "")
             + f"<div class='rb-q'>{html.escape(item.question)}</div><div>Answer: <mark>{html.escape(item.answer)}</mark></div>"
-            f"<div class='rb-ok'>added to {html.escape(str(Path(run_dir) / where))}</div></div>")
+            f"<div class='rb-ok'>added to {html.escape(str(Path(run_dir) / INSPECTED))}</div></div>")
 
 # %% ../nbs/61_widgets.ipynb #88986b83
 @patch
@@ -768,5 +767,5 @@ def bridge_widget(inspector: BridgeInspector, run_dir=None, llms=None, cfg=None,
     return BridgeInspectorView(inspector, run_dir, llms, cfg).widget
 
 # %% ../nbs/61_widgets.ipynb #eccfa3d7
-from .review import (load_items, apply_reviews, review_of, chunk_lookup, accept_reject_stats, quadratic_kappa,
+from .review import (apply_reviews, review_of, chunk_lookup, accept_reject_stats, quadratic_kappa,
                              rubric_agreement)

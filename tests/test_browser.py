@@ -199,7 +199,7 @@ def test_bridge_inspector_generates_an_item_into_the_run(browser, lab, index, tm
         failing(page, tmp_path, lab); raise
     finally:
         page.close()
-    items = jsonl(run / "dataset.jsonl") + jsonl(run / "rejected.jsonl")
+    items = jsonl(run / "inspected.jsonl")
     mine = [i for i in items if i["meta"].get("bridge_from") == "inspector" and i["answerable"]]
     assert len(mine) == 1 and n >= 2, items
     it = mine[0]

@@ -132,8 +132,8 @@ def test_bridge_inspector_generates_into_the_run(index, tmp_path):
     view = BridgeInspectorView(bi, run_dir=run, llms=llm, cfg=cfg)
     view.kind.value = "intersection"
     view.generate.click()
-    assert "validator: accepted" in view.result.value and "dataset.jsonl" in view.result.value
-    items = Dataset.read(run / "dataset.jsonl").items
+    assert "validator: accepted" in view.result.value and "inspected.jsonl" in view.result.value
+    items = Dataset.read(run / "inspected.jsonl").items
     main = items[0]
     assert main.status == "accepted" and main.answer == "ORIG_HEAD" and main.kind == "intersection"
     assert [a.failed_check for a in main.attempts] == ["judge_multi_hop", None]     # the judge's verdicts, one revision
@@ -142,7 +142,11 @@ def test_bridge_inspector_generates_into_the_run(index, tmp_path):
     assert any(c.relevant is False for c in main.contexts)           # contexts labelled
     assert main.id in {i.id for i in ReviewQueue(run).items}
     again = add_to_run(bi, run, llm, cfg, kind="intersection")          # the same configuration twice: no duplicate
-    assert again.id == main.id and len(Dataset.read(run / "dataset.jsonl").items) == len(items)
+    assert again.id == main.id and len(Dataset.read(run / "inspected.jsonl").items) == len(items)
+    # a resumed TRIAD run rewrites dataset.jsonl from its own journal: the inspected items live apart, still reviewed
+    (run / "dataset.jsonl").write_text("")
+    write_reviewed(run)
+    assert main.id in {i.id for i in Dataset.read(run / "dataset.reviewed.jsonl")}
 
 
 # --- review queue ---------------------------------------------------------------------------------------------
