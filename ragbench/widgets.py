@@ -15,13 +15,13 @@ from .review import (REVIEWS, SOURCES, INSPECTED, SHORTCUTS, ReviewQueue, JudgeC
 
 # %% auto #0
 __all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE', 'is_headless', 'static', 'span_pattern',
-           'highlight', 'answer_spans', 'badges', 'chunk_label', 'flag', 'attempts_html', 'context_html',
-           'item_head_html', 'item_body_html', 'item_html', 'table_line', 'table_lines', 'calibration_svg', 'fmt',
-           'calibration_html', 'styled', 'ReviewQueueView', 'queue_summary_html', 'review_widget', 'calibration_widget',
-           'SeedPicker', 'seeds_summary_html', 'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget',
-           'chunk_names', 'norm_name', 'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge',
-           'agenerate_from_bridge', 'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html',
-           'bridge_widget']
+           'highlight', 'answer_spans', 'badges', 'chunk_label', 'flag', 'judge_criteria', 'judge_reason',
+           'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html', 'table_line',
+           'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
+           'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker', 'seeds_summary_html',
+           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'chunk_names', 'norm_name', 'shared_entities',
+           'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge', 'add_to_run', 'names_html',
+           'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
 
 # %% ../nbs/61_widgets.ipynb #7e002885
 def is_headless() -> bool:
@@ -107,18 +107,31 @@ def flag(v) -> str:
     return "<span class='rb-ok'>✓</span>" if v else "<span class='rb-bad'>✗</span>"
 
 # %% ../nbs/61_widgets.ipynb #6bf4cbb3
+def judge_criteria(item: QAItem) -> list[str]:
+    "The judge's criteria in the item's attempts (its yes/no verdicts, in order; the temporal label is not one)."
+    return list(dict.fromkeys(k for a in item.attempts for k, v in (a.judge or {}).items() if isinstance(v, bool) and k != "temporal"))
+
+def judge_reason(judge: dict) -> str:
+    "The judge's reason: its one reason, else the reasons of the failed criteria (else of all) by criterion."
+    if judge.get("reason"): return str(judge["reason"])
+    crit = [k for k, v in judge.items() if isinstance(v, bool) and k != "temporal" and f"{k}_reason" in judge]
+    failed = [k for k in crit if not judge[k]]
+    return "; ".join(f"{k.replace('_', '-')}: {judge[k + '_reason']}" for k in failed or crit)
+
+# %% ../nbs/61_widgets.ipynb #aed3e82f
 def attempts_html(item: QAItem) -> str:
-    "A table of every attempt: question, answer, the judge's three verdicts and reason, sufficiency flags, feedback."
+    "A table of every attempt: question, answer, the judge's verdicts and reason, sufficiency flags, feedback."
     if not item.attempts: return "<i>no attempts recorded</i>"
-    rows = ["<table><tr><th>#</th><th>question / answer</th><th>quality</th><th>multi-hop</th><th>unambiguous</th>"
-            "<th>reason</th><th>one chunk enough?</th><th>failed</th></tr>"]
+    crit = judge_criteria(item)
+    rows = ["<table><tr><th>#</th><th>question / answer</th>" + "".join(f"<th>{c.replace('_', '-')}</th>" for c in crit)
+            + "<th>reason</th><th>one chunk enough?</th><th>failed</th></tr>"]
     for i, a in enumerate(item.attempts, 1):
         j = a.judge or {}
         suff = " ".join("<span class='rb-bad'>yes</span>" if s else ("no" if s is False else "?") for s in a.sufficiency) or "–"
         fb = f"<br><i>feedback: {html.escape(a.feedback)}</i>" if a.feedback else ""
         rows.append(f"<tr><td>{i}{' ✓' if a.accepted else ''}</td><td>{html.escape(a.question)}<br><b>→ {html.escape(a.answer)}</b>{fb}</td>"
-                    f"<td>{flag(j.get('quality'))}</td><td>{flag(j.get('multi_hop'))}</td><td>{flag(j.get('unambiguous'))}</td>"
-                    f"<td>{html.escape(str(j.get('reason', '')))}</td><td>{suff}</td><td>{html.escape(a.failed_check or '')}</td></tr>")
+                    + "".join(f"<td>{flag(j.get(c))}</td>" for c in crit)
+                    + f"<td>{html.escape(judge_reason(j))}</td><td>{suff}</td><td>{html.escape(a.failed_check or '')}</td></tr>")
     return "".join(rows) + "</table>"
 
 # %% ../nbs/61_widgets.ipynb #02f5ea0f
