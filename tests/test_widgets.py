@@ -38,12 +38,16 @@ def scripted(req):
         return {"entities_per_chunk": [["ORIG_HEAD", "git rebase"], ["ORIG_HEAD", "git reset"]], "shared": ["ORIG_HEAD"],
                 "bridge_topic": "ORIG_HEAD", "why": "both name it"}
     if req.stage == "triad.generate":
-        return {"question": "Which reference set by git rebase can git reset --hard return to?" if "Failed multi_hop" in req.prompt
+        return {"question": "Which reference set by git rebase can git reset --hard return to?" if "one chunk is enough" in req.prompt
                 else "Which reference does git rebase set?", "answer": "ORIG_HEAD"}
-    if req.stage == "triad.judge":
+    if req.stage == "triad.judge":                # a reason, then a verdict, per criterion
         first = "Which reference does git rebase set?" in req.prompt
-        return {"reason": "one chunk is enough" if first else "needs both", "quality": True, "multi_hop": not first, "unambiguous": True}
-    if req.stage == "triad.sufficiency": return {"sufficient": False, "reason": "half the facts"}
+        v = {k: v for c in ("quality", "retrievable", "multi_hop", "unambiguous") for k, v in ((f"{c}_reason", "fine"), (c, True))}
+        return {**v, "reason": "needs both", "temporal": False,
+                **({"multi_hop": False, "multi_hop_reason": "one chunk is enough", "reason": "one chunk is enough"} if first else {})}
+    if req.stage == "triad.sufficiency":          # is one passage (or group of passages) enough? no
+        groups = {f"group_{i}": {"reason": "half the facts", "sufficient": False} for i in range(1, req.prompt.count("=== group ") + 1)}
+        return {"sufficient": False, "reason": "half the facts", **groups}
     if req.stage == "triad.labels":                               # every candidate passage a distractor
         from ragbench.prompts import parse_chunks
         cands = parse_chunks(req.prompt.split("Candidate passages:")[-1])
