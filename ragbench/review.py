@@ -213,8 +213,9 @@ class ReviewQueue:
         self.order = [it.id for it in self.items]
         self.pos = 0
         self.listeners: list[Callable[[dict], None]] = []   # called with each new review row (the widgets redraw)
-        if sync and not (self.run / "dataset.reviewed.jsonl").exists(): write_reviewed(self.run.path, self.items, self.reviews,
-                                                                                      sources=self.sources)
+        if sync and not (self.run / "dataset.reviewed.jsonl").exists():
+            try: write_reviewed(self.run.path, self.items, self.reviews, sources=self.sources)
+            except OSError: pass                                  # a read-only run: reviewing still works, saving will say why
         self.next_undecided(from_start=True)
 
     @property
