@@ -644,7 +644,7 @@ def config(self: BridgeInspector) -> dict:
 # %% ../nbs/61_widgets.ipynb #9609ecf1
 def triad_planner(index, llm, cfg=None) -> Callable:
     "A BridgeInspector planner that asks TRIAD's `find_bridge` (LLM entity lists, fallback search) for the configuration."
-    from ragbench.triad_generate import TriadConfig, find_bridge
+    from ragbench.triad import TriadConfig, find_bridge
     cfg = cfg or TriadConfig()
     def plan(seed, neighbours, entities):
         b = find_bridge(seed.id, index, llm, cfg)
@@ -656,7 +656,7 @@ def triad_planner(index, llm, cfg=None) -> Callable:
 # %% ../nbs/61_widgets.ipynb #d4a74ffa
 def inspected_bridge(inspector: BridgeInspector):
     "The inspector's configuration as a TRIAD `BridgeConfig`."
-    from ragbench.triad_generate import BridgeConfig
+    from ragbench.triad import BridgeConfig
     c = inspector.config()
     if len(c["chunk_ids"]) < 2 or not c["bridge_topic"]:
         raise ValueError(f"seed {inspector.seed.id}: choose a neighbour and a bridge topic first ({c['why']})")
@@ -667,18 +667,16 @@ def inspected_bridge(inspector: BridgeInspector):
 async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str = "comparison",
                                 binary: bool = False) -> tuple[list[QAItem], list[QAItem]]:
     "Generate and validate one TRIAD item from the inspected bridge: (items for dataset.jsonl, items for rejected.jsonl)."
-    from ragbench.triad import normalise_llms
-    from ragbench.triad_generate import SeedPlan, draft_item, aclassify_temporal
-    from ragbench.triad_validate import avalidate
-    from ragbench.triad_extract import aextract, unanswerable_variant, acheck_unanswerable
+    from ragbench.triad import SeedPlan, draft_item, avalidate, aextract, unanswerable_variant
+    from ragbench.triad.contexts import acheck_unanswerable
+    from ragbench.triad.run import normalise_llms
     llms, bridge = normalise_llms(llms), inspected_bridge(inspector)
     plan = SeedPlan(seed_id=bridge.seed_id, kind=kind, binary=binary)
     item = draft_item(bridge, plan)
     item = item.model_copy(update={"meta": {**item.meta, "bridge_from": "inspector", "overridden": inspector.overridden}})
     item = await avalidate(item, bridge.chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg)
     if item.status != "accepted": return [], [item]
-    temporal = await aclassify_temporal(item.question, item.answer, llms["temporal"]) if cfg.temporal else None
-    item = await aextract(item.model_copy(update={"temporal": temporal}), inspector.index, llms["extract"], cfg, gold=bridge.chunks)
+    item = await aextract(item, inspector.index, llms["extract"], cfg, gold=bridge.chunks)
     variant = unanswerable_variant(item, cfg) if cfg.unanswerable else None
     if variant is not None and cfg.unanswerable_check: variant = await acheck_unanswerable(variant, item, inspector.index, llms["judge"], cfg)
     return [item] + ([variant] if variant is not None and variant.status == "accepted" else []), \
@@ -688,7 +686,7 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
 def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison", binary: bool = False) -> QAItem:
     "Generate from the inspected bridge, validate, and append the result to RUN/inspected.jsonl; returns the item."
     from ragbench.llm import arun
-    from ragbench.triad_generate import TriadConfig
+    from ragbench.triad import TriadConfig
     keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or TriadConfig(), kind, binary))
     run = RunDir(run_dir)
     have = {i.id for i in load_items(run.path)}

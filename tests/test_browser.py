@@ -159,7 +159,7 @@ def test_seed_picker_ticks_become_triad_seeds(browser, lab, index, tmp_path, sho
         page.close()
     # the ticks are in RUN/seeds.txt, the file `ragbench triad --seeds-file` reads, and TRIAD plans exactly those seeds
     from ragbench.triad import read_seeds_file
-    from ragbench.triad_generate import TriadConfig, pick_seeds
+    from ragbench.triad import TriadConfig, pick_seeds
     ids = wait_for(lambda: len(read_seeds_file(str(run / "seeds.txt"), index)) == 2 and read_seeds_file(str(run / "seeds.txt"), index),
                    30, "two seeds in seeds.txt")
     hits = index.search("ORIG_HEAD rebase", k=5, mode="hybrid")
@@ -173,7 +173,7 @@ def test_bridge_inspector_generates_an_item_into_the_run(browser, lab, index, tm
     ids = {c.doc_id: c.id for c in demo_chunks()}
     run = tmp_path / "run"
     write_notebook(lab["root"] / "bridge.ipynb", [
-        "from ragbench.index import ChunkIndex\nfrom ragbench.llm import make_llm\nfrom ragbench.triad_generate import TriadConfig\n"
+        "from ragbench.index import ChunkIndex\nfrom ragbench.llm import make_llm\nfrom ragbench.triad import TriadConfig\n"
         "from ragbench.widgets import BridgeInspector, bridge_widget, triad_planner\n"
         f"index = ChunkIndex.open({str(index.db_dir)!r})\nllm = make_llm('template')\n"
         "cfg = TriadConfig(neighbours_k=4, fallback_n=5)\n"

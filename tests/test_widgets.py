@@ -126,7 +126,7 @@ def test_bridge_view_starts_on_the_chosen_neighbour(index):
 def test_bridge_inspector_generates_into_the_run(index, tmp_path):
     "Fix: Generate printed a raw repr. Now the item is validated by TRIAD and appended to the run."
     from ragbench.llm import make_llm
-    from ragbench.triad_generate import TriadConfig
+    from ragbench.triad import TriadConfig
     ids = doc_ids()
     llm = make_llm("fake", responder=scripted)
     cfg = TriadConfig(neighbours_k=3, fallback_n=5)
