@@ -666,21 +666,22 @@ def inspected_bridge(inspector: BridgeInspector):
 # %% ../nbs/61_widgets.ipynb #fa3d62bd
 async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str = "comparison",
                                 binary: bool = False) -> tuple[list[QAItem], list[QAItem]]:
-    "Generate and validate one TRIAD item from the inspected bridge: (items for dataset.jsonl, items for rejected.jsonl)."
+    "Write, check and finish one TRIAD item on the inspected bridge: (accepted items, rejected items)."
     from ragbench.triad import SeedPlan, draft_item, avalidate, aextract, unanswerable_variant
     from ragbench.triad.contexts import acheck_unanswerable
-    from ragbench.triad.run import normalise_llms
+    from ragbench.triad.run import model_label, normalise_llms
     llms, bridge = normalise_llms(llms), inspected_bridge(inspector)
-    plan = SeedPlan(seed_id=bridge.seed_id, kind=kind, binary=binary)
-    item = draft_item(bridge, plan)
-    item = item.model_copy(update={"meta": {**item.meta, "bridge_from": "inspector", "overridden": inspector.overridden}})
-    item = await avalidate(item, bridge.chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg)
+    item = draft_item(bridge, SeedPlan(seed_id=bridge.seed_id, kind=kind, binary=binary))
+    meta = {**item.meta, "bridge_from": "inspector", "overridden": inspector.overridden}
+    models = {r: model_label(l) for r, l in llms.items()}
+    item = await avalidate(item.model_copy(update={"meta": meta, "models": models}), bridge.chunks,
+                           gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg)
     if item.status != "accepted": return [], [item]
     item = await aextract(item, inspector.index, llms["extract"], cfg, gold=bridge.chunks)
     variant = unanswerable_variant(item, cfg) if cfg.unanswerable else None
     if variant is not None and cfg.unanswerable_check: variant = await acheck_unanswerable(variant, item, inspector.index, llms["judge"], cfg)
-    return [item] + ([variant] if variant is not None and variant.status == "accepted" else []), \
-           ([variant] if variant is not None and variant.status != "accepted" else [])
+    if variant is None: return [item], []
+    return ([item, variant], []) if variant.status == "accepted" else ([item], [variant])
 
 # %% ../nbs/61_widgets.ipynb #d7a595c1
 def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison", binary: bool = False) -> QAItem:
