@@ -116,7 +116,7 @@ def index_static(path: Union[str, Path], fmt: str, db: Union[str, Path], *, tabl
     from ragbench.corpus import load_documents, chunk_documents, LoadReport
     from ragbench.eval_setups import table_names
     if Path(db).is_dir() and table in table_names(db):
-        idx = ChunkIndex.open(db, table=table, embedder=embedder)
+        idx = ChunkIndex.open(db, table=table, embedder=embedder, allow_empty=True)
         if len(idx): return idx
     chunks = chunk_documents(load_documents(path, fmt, LoadReport()), mode="paragraph")
     if only_ids is not None: chunks = (c for c in chunks if c.id in only_ids)

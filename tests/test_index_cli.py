@@ -220,3 +220,123 @@ def test_user_table_errors_name_the_column(tmp_path, capsys):
     assert rc == 2 and "stores 64-dimensional vectors in column 'embedding'" in err
     rc, _, err = run_cli(["search", "--db", str(db), "--table", "nope", "q"], capsys)
     assert rc == 2 and "no table 'nope'" in err and "kb" in err
+
+
+# ---- issue 12 #2, #3, #8: one writer per table, ids unique, nothing created on failure, bad -k ----
+
+def _docs_jsonl(path, n=40):
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": f"doc{i}", "text": f"Document {i} talks about topic {i % 7} and commit {i}."}) + "\n")
+    return path
+
+
+SLOW_INDEX = """
+import sys, time
+from ragbench.embed import HashEmbedder
+_enc = HashEmbedder.encode
+def slow(self, texts):
+    time.sleep({delay}); return _enc(self, texts)
+HashEmbedder.encode = slow
+from ragbench.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_second_index_on_one_table_is_refused_with_the_holders_pid(tmp_path):
+    src, db = _docs_jsonl(tmp_path / "docs.jsonl"), tmp_path / "db"
+    args = ["index", str(src), "--db", str(db), "--embedder", "hash:64", "--batch-size", "4", "--quiet"]
+    first = subprocess.Popen([sys.executable, "-c", SLOW_INDEX.format(delay=0.3), *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock, deadline = db / "chunks.ragbench.lock", time.time() + 60
+        while not (lock.exists() and str(first.pid) in lock.read_text()):
+            assert time.time() < deadline and first.poll() is None, first.communicate()
+            time.sleep(0.05)
+        second = subprocess.run([sys.executable, "-m", "ragbench.cli", *args], capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert "is in use by another ragbench process" in second.stderr and f'"pid": {first.pid}' in second.stderr
+        assert "Traceback" not in second.stderr
+        out, err = first.communicate(timeout=120)
+        assert first.returncode == 0, err
+    finally:
+        first.kill(); first.wait()
+    idx = ChunkIndex.open(db)
+    ids = [c.id for c in idx.iter_chunks()]
+    assert len(ids) == len(set(ids)) == 40
+
+
+def test_reindex_repairs_a_table_with_duplicated_ids(tmp_path, capsys):
+    src, db = _docs_jsonl(tmp_path / "docs.jsonl", 12), tmp_path / "db"
+    assert run_cli(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"], capsys)[0] == 0
+    import lancedb
+    tbl = lancedb.connect(str(db)).open_table("chunks")
+    tbl.add(tbl.to_arrow().slice(0, 5))                     # what two concurrent older builds left: 5 ids twice
+    assert tbl.count_rows() == 17
+    rc, out, err = run_cli(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"], capsys)
+    assert rc == 0, err
+    assert "removed 5 extra rows of ids stored more than once" in out and "(0 new, 12 already in the table)" in out
+    ids = lancedb.connect(str(db)).open_table("chunks").to_arrow().column("id").to_pylist()
+    assert len(ids) == len(set(ids)) == 12
+    assert search_json(capsys, db, "topic 3", "--mode", "bm25", "-k", "3")
+
+
+UPSERT_WORKER = """
+import random, sys, time
+from ragbench.index import ChunkIndex
+from ragbench.core import Chunk
+idx = ChunkIndex.open(sys.argv[1])
+chunks = [Chunk(id=f"w{i}", doc_id=f"d{i}", text=f"worker text {i} about topic {i % 5}") for i in range(600)]
+random.Random(int(sys.argv[3])).shuffle(chunks)
+while time.time() < float(sys.argv[2]): time.sleep(0.005)          # start together
+print(sum(idx.upsert(chunks[i:i + 20]) for i in range(0, 600, 20)))
+"""
+
+
+def test_concurrent_upserts_never_store_an_id_twice(tmp_path):
+    "Writers without the file lock (Ray workers, object storage) rely on merge_insert on the primary key."
+    from ragbench.core import Chunk
+    db = tmp_path / "db"
+    ChunkIndex.build(db, [Chunk(id="seed", doc_id="s", text="seed")], HashEmbedder(64), progress=False)
+    start = time.time() + 5
+    ps = [subprocess.Popen([sys.executable, "-c", UPSERT_WORKER, str(db), str(start), str(j)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for j in range(3)]
+    outs = [p.communicate(timeout=300) for p in ps]
+    assert all(p.returncode == 0 for p in ps), [o[1][-2000:] for o in outs]
+    ids = [c.id for c in ChunkIndex.open(db).iter_chunks()]
+    assert len(ids) == len(set(ids)) == 601
+    assert sum(int(o[0].split()[-1]) for o in outs) == 600             # each id inserted by exactly one writer
+
+
+def test_failed_index_creates_nothing_and_an_empty_table_is_an_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    db = tmp_path / "db"
+    rc, _, err = run_cli(["index", str(tmp_path / "empty"), "--db", str(db), "--embedder", "hash", "--quiet"], capsys)
+    assert rc == 2 and "nothing loadable" in err
+    assert not db.exists()
+
+
+def test_an_empty_table_is_an_error_for_search_triad_and_dora(tmp_path, capsys):
+    "An empty table (what a failed index of older versions left) is refused by every command that reads it."
+    db = tmp_path / "db"
+    import lancedb
+    from ragbench.index import _schema, sidecar_path
+    lancedb.connect(str(db)).create_table("chunks", schema=_schema(64))
+    sidecar_path(db, "chunks").write_text(json.dumps({"embedder": {"name": "hash-64", "spec": "hash:64", "dim": 64}}))
+    for argv in (["search", "--db", str(db), "anything"],
+                 ["triad", "--db", str(db), "--out", str(tmp_path / "t"), "--n", "2", "--llm", "template"],
+                 ["dora", "--db", str(db), "--out", str(tmp_path / "d"), "--per-style", "1", "--llm", "template"]):
+        rc, out, err = run_cli(argv, capsys)
+        assert rc == 2 and "table 'chunks' in" in err and "is empty" in err, (argv[0], rc, err[-500:])
+    # indexing into it fills it
+    rc, out, err = run_cli(["index", str(_docs_jsonl(tmp_path / "docs.jsonl", 5)), "--db", str(db), "--embedder", "hash:64", "--quiet"], capsys)
+    assert rc == 0 and "(5 new" in out, err
+    assert len(search_json(capsys, db, "topic", "-k", "2")) == 2
+
+
+@pytest.mark.parametrize("k", ["0", "-3"])
+def test_search_k_below_one_is_an_error(tmp_path, capsys, k):
+    db = tmp_path / "db"
+    assert run_cli(["index", str(_docs_jsonl(tmp_path / "docs.jsonl", 5)), "--db", str(db), "--embedder", "hash", "--quiet"], capsys)[0] == 0
+    rc, out, err = run_cli(["search", "--db", str(db), "topic", "-k", k], capsys)
+    assert rc == 2 and f"-k must be at least 1 (got {k})" in err
