@@ -26,11 +26,16 @@ ENV.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1",
 TRIAD, DORA, EVAL = "TRIAD helper (20s)", "DoRA helper (30s)", "evaluation helper (40s)"
 
 CASES: dict = {}          # case -> {"outcome": ..., **figures}: printed as a table at the end of the run
+CURRENT = [""]            # the running test's name
 
 
-def record(case: str, **figures):
-    "Note figures of a case (shown in the table at the end, whatever the outcome)."
-    CASES.setdefault(case, {}).update(figures)
+def record(sub=None, **figures):
+    "Note figures of the running test, or of one of its sub-cases (`sub`): shown in the table at the end."
+    CASES.setdefault(CURRENT[0] if sub is None else f"{CURRENT[0]} / {sub}", {}).update(figures)
+
+
+def pytest_runtest_setup(item):
+    CURRENT[0] = item.nodeid.split("::", 1)[-1]
 
 
 def ragbench(*args, env=None, timeout=600) -> subprocess.CompletedProcess:

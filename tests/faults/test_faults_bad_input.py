@@ -24,7 +24,7 @@ def empty_db(work, hash_db):
 
 def case(name, p, *words):
     "Record and check a bad-input case that must exit 2 naming the problem."
-    record(name, rc=p.returncode, says=(p.stderr.strip().splitlines() or [""])[-1][:160])
+    record(None, rc=p.returncode, says=(p.stderr.strip().splitlines() or [""])[-1][:160])
     return user_error(p, *words)
 
 
@@ -65,7 +65,7 @@ def test_negative_max_calls(work, hash_db, server):
 @pytest.mark.xfail(strict=True, reason=f"{TRIAD}: an unreachable LLM ends with exit 0 and 'raise --max-seeds'")
 def test_triad_with_an_unreachable_llm(work, hash_db):
     p = ragbench("triad", "--db", hash_db, "--out", work / "unreach_triad", "--n", 1, "--max-seeds", 2, "--llm", UNREACHABLE)
-    record("triad, LLM unreachable", rc=p.returncode, says=p.stderr.strip()[-200:])
+    record(None, rc=p.returncode, says=p.stderr.strip()[-200:])
     assert p.returncode != 0 and "Traceback" not in p.stderr
     assert "max-seeds" not in p.stderr and "127.0.0.1:9" in p.stderr
 
@@ -95,7 +95,7 @@ def test_items_without_gold_ids_are_named(work, hash_db, small_dataset, server):
     p = ragbench("evaluate", "--dataset", ds, "--db", hash_db, "--setups", setups_file(work / "nogold.yaml", server.spec),
                  "--out", work / "ev_nogold", "--judges", "none", "--no-bertscore", "--n-boot", 50, "--quiet")
     said = p.stdout + p.stderr
-    record("evaluate, items without gold ids", rc=p.returncode, says=p.stderr.strip()[-200:])
+    record(None, rc=p.returncode, says=p.stderr.strip()[-200:])
     assert "Traceback" not in p.stderr
     assert f"{ds}:1" in said and str(len(rows)) in said and "gold" in said
 
@@ -109,7 +109,7 @@ def test_torn_dataset_line_is_named(work, hash_db, small_dataset, server):
     n = len(text.splitlines()) + 1
     p = ragbench("evaluate", "--dataset", ds, "--db", hash_db, "--setups", setups_file(work / "torn.yaml", server.spec),
                  "--out", work / "ev_torn", "--judges", "none", "--no-bertscore", "--n-boot", 50, "--quiet")
-    record("evaluate, dataset with a torn last line", rc=p.returncode, says=p.stderr.strip()[-200:])
+    record(None, rc=p.returncode, says=p.stderr.strip()[-200:])
     assert "Traceback" not in p.stderr and f"{ds}:{n}" in p.stdout + p.stderr
 
 
@@ -120,6 +120,6 @@ def test_evaluate_with_an_unreachable_llm(work, hash_db, small_dataset):
                  setups_file(work / "unreach.yaml", UNREACHABLE), "--out", out, "--judges", "none", "--no-bertscore",
                  "--n-boot", 50, "--quiet")
     rows = read_lines(out / "scores.jsonl")[0] if (out / "scores.jsonl").exists() else []
-    record("evaluate, LLM unreachable", rc=p.returncode, rows=len(rows), says=p.stderr.strip()[-200:])
+    record(None, rc=p.returncode, rows=len(rows), says=p.stderr.strip()[-200:])
     assert p.returncode != 0 and "Traceback" not in p.stderr and (out / "summary.json").exists()
     assert len(rows) == 2 * len(read_lines(small_dataset)[0])          # every row recorded, with its error

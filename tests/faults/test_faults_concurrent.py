@@ -22,7 +22,7 @@ def second_is_refused(case: str, args: list, out: Path, server: Server, keys_of)
     second = ragbench(*args)
     out1, err1 = first.communicate(timeout=600)
     keys = keys_of(out)
-    record(case, first_rc=first.returncode, second_rc=second.returncode, second_says=second.stderr.strip()[-160:],
+    record(None, first_rc=first.returncode, second_rc=second.returncode, second_says=second.stderr.strip()[-160:],
            records=len(keys), duplicated=len(keys) - len(set(keys)))
     assert first.returncode == 0, err1[-3000:]
     user_error(second, "in use by another ragbench process", f'"pid": {first.pid}')
@@ -72,7 +72,7 @@ def test_two_indexes_on_one_table(work):
     second = ragbench(*args)
     _, err1 = first.communicate(timeout=600)
     ids = lancedb.connect(str(db)).open_table("chunks").to_arrow().column("id").to_pylist()
-    record("two index on one --db table", first_rc=first.returncode, second_rc=second.returncode,
+    record(None, first_rc=first.returncode, second_rc=second.returncode,
            second_says=second.stderr.strip()[-160:], rows=len(ids), duplicated=len(ids) - len(set(ids)))
     assert first.returncode == 0, err1[-3000:]
     user_error(second, "table 'chunks' in", "is in use by another ragbench process", f'"pid": {first.pid}')

@@ -42,7 +42,7 @@ def check_accounting(case: str, p, out, server: Server) -> dict:
     counted = sum(u["calls"] for u in usage.values())
     failed = sum(u["failures"] + u["retries"] + u["repairs"] for u in usage.values())
     faults = sum(n for k, n in st["faults"].items() if k != "timeout")
-    record(case, rc=p.returncode, server_requests=st["requests"], counted_calls=counted, server_faults=faults,
+    record(None, rc=p.returncode, server_requests=st["requests"], counted_calls=counted, server_faults=faults,
            counted_failures_retries_repairs=failed, stages=len(usage), torn=sum(torn_lines(out).values()))
     assert usage, "no per-stage usage in summary.json"
     assert counted >= st["requests"], f"{counted} calls counted, {st['requests']} requests received"
