@@ -18,17 +18,19 @@ RATES = [0.3, 0.6]
 
 
 def stage_usage(summary: dict) -> dict:
-    "Per-stage usage summed over every `by_stage` / `usage_by_stage` table in a summary (any LLM, any depth)."
-    out: dict = {}
+    "Per-stage usage: the summary's `usage_by_stage` tables (the generation base's), else its `by_stage` ones (one per LLM), summed."
+    tables: dict = {"usage_by_stage": [], "by_stage": []}
     def walk(d):
         if not isinstance(d, dict): return
         for k, v in d.items():
-            if k in ("by_stage", "usage_by_stage") and isinstance(v, dict):
-                for stage, u in v.items():
-                    acc = out.setdefault(stage, {})
-                    for f in ("calls", "failures", "retries", "repairs"): acc[f] = acc.get(f, 0) + (u.get(f) or 0)
+            if k in tables and isinstance(v, dict): tables[k].append(v)
             else: walk(v)
     walk(summary)
+    out: dict = {}
+    for table in tables["usage_by_stage"] or tables["by_stage"]:
+        for stage, u in table.items():
+            acc = out.setdefault(stage, {})
+            for f in ("calls", "failures", "retries", "repairs"): acc[f] = acc.get(f, 0) + (u.get(f) or 0)
     return out
 
 
