@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import Chunk, RunLock, UserError, atomic_write, utc_now
+from .core import Chunk, RunDir, RunLock, UserError, atomic_write, utc_now
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
 
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path',
            'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'minmax', 'fuse_hybrid', 'index_command',
-           'parse_columns', 'search_command']
+           'parse_columns', 'open_index', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -386,15 +386,22 @@ def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False)
     return q.distance_type("cosine").limit(n).select(self._select(vector) + ["_distance"]).to_list()
 
 @patch
+def ensure_fts(self: ChunkIndex, log=None) -> bool:
+    "Build the full-text index on the text column if the table has none (saying so); rows and vectors are not changed."
+    if self._fts_ready or self._has_fts(): self._fts_ready = True; return False
+    from lancedb.index import FTS
+    (log or (lambda m: print(m, file=sys.stderr)))(
+        f"ragbench: building a full-text index on column '{self.columns['text']}' of table '{self.table_name}' "
+        f"(BM25 search needs one; your rows and vectors are not changed)")
+    with table_lock(self.db_dir, self.table_name):
+        self.tbl.create_index(self.columns["text"], config=FTS(), replace=True)
+    self._fts_ready = True
+    return True
+
+@patch
 def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> list[dict]:
     "Top-n rows by BM25 (LanceDB full-text search), creating the FTS index on first use if missing."
-    if not self._fts_ready:
-        if not self._has_fts():
-            from lancedb.index import FTS
-            print(f"ragbench: creating a full-text index on column '{self.columns['text']}' of table "
-                  f"'{self.table_name}' (first BM25 search)", file=sys.stderr)
-            self.tbl.create_index(self.columns["text"], config=FTS(), replace=True)
-        self._fts_ready = True
+    self.ensure_fts()
     q = self.tbl.search(query, query_type="fts", fts_columns=self.columns["text"])
     return q.limit(n).select(self._select(vector) + ["_score"]).to_list()
 
@@ -478,13 +485,39 @@ def index_command(
         for m in report.messages(): print(f"  {m}")
 
 # %% ../nbs/11_index.ipynb #56cfbc33
-def parse_columns(items: Iterable[str]) -> dict:
-    "{role: column} from ROLE=NAME strings (the `--column` options)."
+def parse_columns(items: Union[Iterable[str], dict, None]) -> dict:
+    "{role: column} from ROLE=NAME strings (the `--column` options), or a dict as it is."
+    if isinstance(items, dict): return {k: v for k, v in items.items() if v}
     out = {}
     for it in items or []:
         if "=" not in it: raise UserError(f"--column expects ROLE=NAME (roles: {', '.join(ROLES)}), got {it!r}")
         k, v = it.split("=", 1); out[k.strip()] = v.strip()
     return out
+
+def _saved_index(run_dir) -> dict:
+    "How a run directory's index was opened (its manifest's `index`), or {}."
+    p = Path(run_dir) / "manifest.json" if run_dir else None
+    return (json.loads(p.read_text()).get("index") or {}) if p and p.exists() else {}
+
+def _mapping(cols: dict) -> str:
+    "A mapping as --column options."
+    return " ".join(f"--column {r}={c}" for r, c in cols.items() if c and c != r) or "(ragbench's own columns)"
+
+def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, columns: Union[Iterable[str], dict, None] = (),
+               run_dir=None, fts: bool = True, log=None) -> ChunkIndex:
+    "The index a command reads (ragbench's table or the user's with `columns`), its mapping saved in `run_dir`'s manifest and reused on resume."
+    cols, saved = parse_columns(columns), _saved_index(run_dir)
+    if saved and not cols: cols, embedder = parse_columns(saved.get("columns") or {}), embedder or saved.get("embedder")
+    try: idx = ChunkIndex.open(db, table, embedder=embedder, columns=cols)
+    except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
+    if saved and saved.get("columns") and saved["columns"] != idx.columns:
+        raise UserError(f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
+                        f"{_mapping(idx.columns)}; resume with the same --column options (or none: the saved ones are used)")
+    if fts: idx.ensure_fts(log)
+    if run_dir is not None:
+        with RunLock(run_dir):
+            RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec})
+    return idx
 
 def search_command(
     query: str,  # what to search for
@@ -499,9 +532,8 @@ def search_command(
 ) -> None:
     "Search a ragbench index or your own LanceDB table and print the top hits."
     if k < 1: raise UserError(f"-k must be at least 1 (got {k})")
-    try:
-        idx = ChunkIndex.open(db, table, embedder=embedder, columns=parse_columns(column))
-        hits = idx.search(query, k=k, mode=mode)
+    idx = open_index(db, table, embedder=embedder, columns=column, fts=mode != "dense")
+    try: hits = idx.search(query, k=k, mode=mode)
     except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     if as_json:
         print(json.dumps([{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}
