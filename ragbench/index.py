@@ -507,7 +507,8 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
                run_dir=None, fts: bool = True, log=None) -> ChunkIndex:
     "The index a command reads (ragbench's table or the user's with `columns`), its mapping saved in `run_dir`'s manifest and reused on resume."
     cols, saved = parse_columns(columns), _saved_index(run_dir)
-    if saved and not cols: cols, embedder = parse_columns(saved.get("columns") or {}), embedder or saved.get("embedder")
+    if saved and not cols: cols = parse_columns(saved.get("columns") or {})
+    embedder = embedder or saved.get("embedder")
     try: idx = ChunkIndex.open(db, table, embedder=embedder, columns=cols)
     except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
     if saved and saved.get("columns") and saved["columns"] != idx.columns:

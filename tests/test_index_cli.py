@@ -340,3 +340,75 @@ def test_search_k_below_one_is_an_error(tmp_path, capsys, k):
     assert run_cli(["index", str(_docs_jsonl(tmp_path / "docs.jsonl", 5)), "--db", str(db), "--embedder", "hash", "--quiet"], capsys)[0] == 0
     rc, out, err = run_cli(["search", "--db", str(db), "topic", "-k", k], capsys)
     assert rc == 2 and f"-k must be at least 1 (got {k})" in err
+
+
+# ---- issue 12/13: your own vector table, end to end (every command opens it with the same --column mapping) ----
+
+SAMPLE = ROOT / "ragbench" / "data" / "gitdocs_sample.jsonl"
+OWN_COLUMNS = ["--column", "id=doc_key", "--column", "text=content", "--column", "vector=embedding"]
+
+
+def own_table(db, n=60, dim=64):
+    "A 60-row LanceDB table made by plain lancedb code: its own column names, no doc id column, no full-text index."
+    import lancedb, pyarrow as pa
+    paras = []
+    for line in SAMPLE.read_text().splitlines():
+        doc = json.loads(line)
+        paras += [(doc["title"], p.strip()) for p in doc["text"].split("\n\n") if 200 < len(p.strip()) < 1500]
+    paras = paras[:n]
+    texts = [f"{t}: {p}" for t, p in paras]
+    vecs = HashEmbedder(dim).encode(texts)                 # any embedding model would do; this one is offline
+    lancedb.connect(str(db)).create_table("kb", data=pa.table({
+        "doc_key": [f"row-{i}" for i in range(len(texts))], "content": texts, "page": [t for t, _ in paras],
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel()), dim)}))
+    return texts
+
+
+@pytest.fixture
+def fake_server():
+    from ragbench.testing import FakeLLMServer
+    with FakeLLMServer() as srv: yield srv
+
+
+def test_own_table_dora_with_column_mapping(tmp_path, capsys, fake_server):
+    db, out = tmp_path / "own", tmp_path / "dora"
+    own_table(db)
+    spec = f"openai:{fake_server.url}/v1@fake-model"
+    args = ["dora", "--db", str(db), "--table", "kb", *OWN_COLUMNS, "--embedder", "hash:64", "--out", str(out),
+            "--per-style", "1", "--styles", "find,explain", "--llm", spec, "--no-embed", "--no-progress"]
+    rc, stdout, err = run_cli(args, capsys)
+    assert rc == 0, err[-3000:]
+    assert "building a full-text index on column 'content' of table 'kb'" in err     # said, once
+    items = [json.loads(l) for l in (out / "dataset.jsonl").read_text().splitlines()]
+    assert items and all(i["gold_chunk_ids"] and all(g.startswith("row-") for g in i["gold_chunk_ids"]) for i in items)
+    assert all(i["meta"]["doc_id"].startswith("row-") for i in items)                 # no doc id column: a row is a document
+    saved = json.loads((out / "manifest.json").read_text())["index"]
+    assert saved["columns"] == {"id": "doc_key", "text": "content", "vector": "embedding", "doc_id": None, "meta": None}
+    # the vectors are the user's, untouched; the table gained only its full-text index
+    import lancedb
+    tbl = lancedb.connect(str(db)).open_table("kb")
+    assert tbl.schema.names == ["doc_key", "content", "page", "embedding"] and tbl.count_rows() == 60
+    # resume without --column: the saved mapping (and embedder) are used, no new request
+    before = fake_server.stats()["requests"]
+    resume = [a for a in args if a not in OWN_COLUMNS and a != "hash:64" and a != "--embedder"]
+    rc, _, err = run_cli(resume, capsys)
+    assert rc == 0, err[-3000:]
+    assert fake_server.stats()["requests"] == before
+    # another mapping is refused, naming both
+    rc, _, err = run_cli([*resume, "--column", "id=doc_key", "--column", "text=page", "--column", "vector=embedding"], capsys)
+    assert rc == 2 and "read with --column id=doc_key --column text=content --column vector=embedding" in err
+
+
+def test_own_table_with_a_doc_id_column_and_seed_picker(tmp_path, capsys):
+    "A mapped doc id column groups rows into documents; the seed picker works on the user's table as opened by open_index."
+    from ragbench.index import open_index
+    from ragbench.widgets import SeedPicker
+    db = tmp_path / "own"; own_table(db)
+    idx = open_index(db, "kb", embedder="hash:64", columns=["id=doc_key", "text=content", "vector=embedding", "doc_id=page"])
+    assert idx.get("row-0").doc_id == json.loads(SAMPLE.read_text().splitlines()[0])["title"]
+    picker = SeedPicker(idx, k=4, mode="hybrid")
+    hits = picker.search("undo the last commit")
+    assert hits and all(h.chunk_id.startswith("row-") for h in hits)
+    picker.tick(hits[0].chunk_id); picker.save(tmp_path / "run")
+    saved = [l for l in (tmp_path / "run" / "seeds.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert saved == [hits[0].chunk_id]
