@@ -27,7 +27,8 @@ RENAMED = {
 
 # flags added on purpose after the snapshot (new option string -> its keyword argument); each keeps the old flags intact
 ADDED = {
-    "dora": {"--test-fraction": "test_fraction"},   # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
+    "dora": {"--test-fraction": "test_fraction",    # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
+             "--column": "column"},                 # issue 13: your own vector table (--column ROLE=NAME, as search has)
 }
 
 
