@@ -19,7 +19,10 @@ import pytest
 from conftest import (DORA, EVAL, SAMPLE, TRIAD, Server, ok, ragbench, read_lines, record, setups_file, start,
                       torn_lines)
 
-RNG = random.Random(12)                     # the kill points: seeded
+def kill_points(name: str, n: int) -> list:
+    "The seeded kill points of one command: n shares of its clean run, in [0.2, 0.9]."
+    rng = random.Random(f"ragbench-faults-{name}")
+    return [round(rng.uniform(0.2, 0.9), 3) for _ in range(n)]
 GITDOCS_FULL = Path("/work/shared/data/gitdocs/git_docs.jsonl")
 LATENCY = 0.05
 
@@ -74,8 +77,7 @@ def check_kills(name, kind, cmd_of, work, n_kills):
     "n seeded kills of one command; every one must resume to the clean run's output."
     clean = run_clean(cmd_of, work, name, kind)
     failures = []
-    for k in range(n_kills):
-        frac = round(RNG.uniform(0.2, 0.9), 3)
+    for k, frac in enumerate(kill_points(name, n_kills)):
         case = f"kill {name} #{k + 1}"
         with Server("--latency", LATENCY, "--port", PORT) as s:
             out = work / f"{name}_kill{k}"
@@ -117,24 +119,23 @@ def lance_ids(db: Path) -> list:
     return lancedb.connect(str(db)).open_table("chunks").to_arrow().column("id").to_pylist()
 
 
-def started_writing(db: Path, p) -> float:
-    "Wait until the index has created its table (or ended); returns the time then."
-    while p.poll() is None and not (db / "chunks.lance").exists(): time.sleep(0.01)
-    return time.monotonic()
+def versions(db: Path) -> int:
+    "Commits made to the table so far (one manifest per LanceDB version: the creation, each batch, each index)."
+    d = db / "chunks.lance" / "_versions"
+    return len(list(d.glob("*.manifest"))) if d.is_dir() else 0
 
 
 def test_kill_index(work):
+    "The kill lands after a seeded random share of the clean build's commits (one per batch of 32 chunks)."
     src = GITDOCS_FULL if GITDOCS_FULL.exists() else SAMPLE
     cmd = lambda db: ["index", src, "--db", db, "--embedder", "hash", "--batch-size", 32, "--quiet"]
-    p = start(*cmd(work / "index_clean")); t = started_writing(work / "index_clean", p)
-    assert p.wait(timeout=600) == 0, p.stderr.read()[-3000:]
-    busy = time.monotonic() - t
-    clean = lance_ids(work / "index_clean")
+    ok(ragbench(*cmd(work / "index_clean")))
+    clean, total = lance_ids(work / "index_clean"), versions(work / "index_clean")
     failures = []
-    for k in range(2):
-        frac = round(RNG.uniform(0.2, 0.9), 3); db = work / f"index_kill{k}"
-        p = start(*cmd(db)); t = started_writing(db, p)
-        while p.poll() is None and time.monotonic() < t + frac * busy: time.sleep(0.01)
+    for k, frac in enumerate(kill_points("index", 2)):
+        db = work / f"index_kill{k}"; target = max(2, round(frac * total))
+        p = start(*cmd(db))
+        while p.poll() is None and versions(db) < target: time.sleep(0.005)
         finished = p.poll() is not None
         if not finished: os.killpg(p.pid, signal.SIGKILL)
         p.wait()
@@ -142,7 +143,8 @@ def test_kill_index(work):
         ok(ragbench(*cmd(db)))
         ids = lance_ids(db)
         lost, dup = len(set(clean) - set(ids)), len(ids) - len(set(ids))
-        record(f"kill index #{k + 1}", outcome="FAIL" if lost or dup or len(ids) != len(clean) else "ok", kill_at=f"{frac:.0%} of {busy:.1f}s of writing", rows_at_kill=rows_at_kill,
-               rows=len(ids), lost=lost, duplicated=dup, finished_before_kill=finished)
-        if lost or dup or len(ids) != len(clean): failures.append((k, lost, dup, len(ids), len(clean)))
+        bad = lost or dup or len(ids) != len(clean)
+        record(f"kill index #{k + 1}", outcome="FAIL" if bad else "ok", kill_at=f"commit {target} of {total}",
+               rows_at_kill=rows_at_kill, rows=len(ids), lost=lost, duplicated=dup, finished_before_kill=finished)
+        if bad: failures.append((k, lost, dup, len(ids), len(clean)))
     assert not failures, failures
