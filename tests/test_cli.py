@@ -29,7 +29,11 @@ RENAMED = {
 ADDED = {
     "dora": {"--test-fraction": "test_fraction",    # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
              "--column": "column"},                 # issue 13: your own vector table (--column ROLE=NAME, as search has)
+    "evaluate": {"--max-calls": "max_calls"},       # issue 12 #4: one call budget for the whole evaluation, across resumes
 }
+# defaults changed on purpose after the snapshot, with the reason
+CHANGED_DEFAULTS = {("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric"}  # issue 11: DoRA's
+# 1-5 rubric judge runs by default; it applies only to items with a style, so a TRIAD evaluation makes no more calls
 
 
 def parser_of(name: str) -> argparse.ArgumentParser:
@@ -78,7 +82,7 @@ def test_defaults_as_before(name):
     got = as_old(name, parse_command(resolve_command(name), [str(x) for x in required]))
     for a in old["actions"]:
         if a["required"]: continue
-        want = a["default"]
+        want = CHANGED_DEFAULTS.get((name, a["dest"]), a["default"])
         if a["kind"] == "_AppendAction" and want is None: want = []     # repeatable options now default to []
         assert got[a["dest"]] == want, (name, a["dest"])
 
@@ -105,7 +109,9 @@ TABLE = [
      dict(split="train,test", test_fraction=0.2, test_docs=None)),
     ("static", ["--format", "hotpotqa", "questions.json", "--db", "d", "--out", "o.jsonl"], dict(file="questions.json", fmt="hotpotqa")),
     ("evaluate", ["--dataset", "ds.jsonl", "--db", "d", "--answers", "mine=a.jsonl", "--answers", "b.jsonl", "--out", "e",
-                  "--no-bertscore"], dict(answers=["mine=a.jsonl", "b.jsonl"], bertscore=False, judges="correctness,faithfulness,keypoints,abstention")),
+                  "--no-bertscore"], dict(answers=["mine=a.jsonl", "b.jsonl"], bertscore=False, max_calls=None,
+                                          judges="correctness,faithfulness,keypoints,abstention,rubric")),   # rubric: see CHANGED_DEFAULTS
+    ("evaluate", ["--dataset", "ds.jsonl", "--out", "e", "--setups", "s.yaml", "--max-calls", "500"], dict(max_calls=500)),
     ("compare", ["runs/eval", "runs/eval-hotpot", "--metric", "recall@5", "--json", "c.json"],
      dict(dir_a="runs/eval", dir_b="runs/eval-hotpot", metric="recall@5", json_file="c.json")),
     ("export-ragas", ["--dataset", "ds", "--db", "d", "--out", "r.parquet", "--with-ids", "--mode", "oracle"], dict(with_ids=True, mode="oracle")),
