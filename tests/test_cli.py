@@ -29,7 +29,8 @@ RENAMED = {
 ADDED = {
     "dora": {"--test-fraction": "test_fraction",    # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
              "--column": "column"},                 # issue 13: your own vector table (--column ROLE=NAME, as search has)
-    "evaluate": {"--max-calls": "max_calls"},       # issue 12 #4: one call budget for the whole evaluation, across resumes
+    "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
+                 "--column": "column"},             # issue 13: your own vector table (--column ROLE=NAME, as search has)
 }
 # defaults changed on purpose after the snapshot, with the reason
 CHANGED_DEFAULTS = {("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric"}  # issue 11: DoRA's

@@ -412,3 +412,30 @@ def test_own_table_with_a_doc_id_column_and_seed_picker(tmp_path, capsys):
     picker.tick(hits[0].chunk_id); picker.save(tmp_path / "run")
     saved = [l for l in (tmp_path / "run" / "seeds.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert saved == [hits[0].chunk_id]
+
+
+def test_own_table_evaluate_with_column_mapping(tmp_path, capsys, fake_server):
+    "DoRA items made from the user's table, then evaluate on the same table: --column for setups that map none."
+    db, gen, ev = tmp_path / "own", tmp_path / "dora", tmp_path / "eval"
+    own_table(db)
+    spec = f"openai:{fake_server.url}/v1@fake-model"
+    rc, _, err = run_cli(["dora", "--db", str(db), "--table", "kb", *OWN_COLUMNS, "--embedder", "hash:64", "--out", str(gen),
+                          "--per-style", "1", "--styles", "find,explain", "--llm", spec, "--no-embed", "--no-progress"], capsys)
+    assert rc == 0, err[-3000:]
+    setups = tmp_path / "setups.yaml"
+    setups.write_text(f'defaults: {{llm: "{spec}", table: kb, embedder: "hash:64"}}\nbaseline: {{name: dense5, top_k: 5}}\n'
+                      'variants:\n  - {name: bm25-3, retrieval: bm25, top_k: 3}\n')
+    args = ["evaluate", "--dataset", str(gen / "dataset.jsonl"), "--db", str(db), "--setups", str(setups), "--out", str(ev),
+            "--judges", "none", "--no-bertscore", "--n-boot", "50", "--quiet"]
+    rc, out, err = run_cli([*args, *OWN_COLUMNS], capsys)
+    assert rc == 0, err[-3000:]
+    rows = [json.loads(l) for l in (ev / "scores.jsonl").read_text().splitlines()]
+    n = len((gen / "dataset.jsonl").read_text().splitlines())
+    assert len(rows) == 2 * n and all(all(c.startswith("row-") for c in r["retrieved_chunk_ids"]) for r in rows)
+    assert any(r["metrics"]["hit@k"] for r in rows)                        # the user's ids match the gold ids
+    recorded = json.loads((ev / "manifest.json").read_text())["setups"]
+    assert {s["columns"]["text"] for s in recorded.values()} == {"content"}
+    rc, out, err = run_cli(args, capsys)                                   # resume without --column: the recorded mapping
+    assert rc == 0 and f"{2 * n} rows (0 new)" in out, err[-2000:]
+    rc, _, err = run_cli([*args, "--column", "id=doc_key", "--column", "text=page", "--column", "vector=embedding"], capsys)
+    assert rc == 2 and "another definition" in err
