@@ -205,7 +205,7 @@ def warnings(self: DoraMethod) -> list[str]:
     m = self.models()
     return construction_warnings(m["generate"], m["judge"])
 
-# %% ../../nbs/30_dora.run.ipynb #0f7e2a90
+# %% ../../nbs/30_dora.run.ipynb #2fcd2a95
 @patch
 def finished(self: DoraMethod, results: Sequence[TaskResult], selection: Selection) -> Optional[str]:
     "Why the run ended: every quota met, or which styles are still short after the last round."
