@@ -156,5 +156,5 @@ def pytest_terminal_summary(terminalreporter):
     tr = terminalreporter
     tr.section("fault suite: cases and outcomes")
     for case, f in CASES.items():
-        figs = "; ".join(f"{k}={v}" for k, v in f.items() if k != "outcome")
+        figs = "; ".join(f"{k}={v}" for k, v in f.items() if k != "outcome").replace("\n", " / ").replace("|", "/")
         tr.write_line(f"| {case} | {f.get('outcome', '?')} | {figs} |")

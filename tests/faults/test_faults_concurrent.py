@@ -57,7 +57,6 @@ def test_two_doras_on_one_out(work, hash_db):
                                                     "--no-progress"], out, s, dataset_ids)
 
 
-@pytest.mark.xfail(strict=True, reason=f"{EVAL}: no run lock: two evaluate runs duplicate rows")
 def test_two_evaluates_on_one_out(work, hash_db, small_dataset):
     with Server("--latency", 0.05) as s:
         out = work / "conc_eval"

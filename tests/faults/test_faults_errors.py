@@ -85,8 +85,7 @@ def test_dora_under_errors(work, hash_db, rate):
         assert isinstance(j.get("score"), (int, float)) and j["score"] >= j.get("tau", 0), (it["id"], j)
 
 
-@pytest.mark.parametrize("rate", [0.3, pytest.param(0.6, marks=pytest.mark.xfail(
-    strict=True, reason=f"{EVAL}: an LLM call out of retries stops evaluate with a traceback (issue 12 #7)"))])
+@pytest.mark.parametrize("rate", RATES)
 def test_evaluate_under_errors(work, hash_db, small_dataset, rate):
     with Server("--error-rate", rate, "--seed", 5, "--timeout-sleep", 0.2) as s:
         out = work / f"err_eval_{rate}"
