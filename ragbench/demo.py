@@ -60,8 +60,7 @@ def run_demo(out, llm_spec: str = "local", n_questions: int = 3, max_seeds: int 
     "The main job: index -> search -> LLM smoke -> TRIAD -> evaluate two setups -> HTML report."
     from ragbench.llm import make_llm, redact_spec
     from ragbench.llm.template import TEMPLATE_MODEL
-    from ragbench.triad import run_triad
-    from ragbench.triad_generate import TriadConfig
+    from ragbench.triad import TriadConfig, run_triad
     from ragbench.core import Dataset
     from ragbench.eval import evaluate
     from ragbench.report import build_report

@@ -53,8 +53,10 @@ def as_old(name: str, kwargs: dict) -> dict:
     return out
 
 
+NEW_COMMANDS = {"qualify"}   # added after the snapshot (issue 10: judge qualification)
+
 def test_every_command_is_in_the_snapshot():
-    assert set(COMMANDS) == set(BEFORE)
+    assert set(COMMANDS) == set(BEFORE) | NEW_COMMANDS
 
 
 @pytest.mark.parametrize("name", list(BEFORE))

@@ -410,9 +410,8 @@ def test_triad_budget_holds(triad_budget):
     assert len(answerable(items)) == s["accepted"]
 
 
-@pytest.mark.xfail(strict=True, reason="known bug (issue 10 item 5, issue 12 item 5): calls of seeds still in flight "
-                   "when the target or the budget is reached are never counted, so summary.json under-reports what "
-                   "was sent (e.g. 18 calls reported, 97 served). Counted before sending, it may over-count, never under.")
+# Was a strict xfail (issue 10 item 5, issue 12 item 5): calls of seeds in flight when the target or the budget was
+# reached went uncounted. The generation base counts every request before it is sent (calls.jsonl): now it holds.
 def test_triad_summary_counts_every_request(triad, triad_budget):
     for run in (triad, triad_budget):
         s = json.loads((run["out"] / "summary.json").read_text())
