@@ -29,6 +29,7 @@ RENAMED = {
 ADDED = {
     "dora": {"--test-fraction": "test_fraction",    # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
              "--column": "column"},                 # issue 13: your own vector table (--column ROLE=NAME, as search has)
+    "triad": {"--column": "column", "--embedder": "embedder"},   # issue 13: your own vector table (as search has them)
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
                  "--column": "column"},             # issue 13: your own vector table (--column ROLE=NAME, as search has)
 }

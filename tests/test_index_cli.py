@@ -439,3 +439,28 @@ def test_own_table_evaluate_with_column_mapping(tmp_path, capsys, fake_server):
     assert rc == 0 and f"{2 * n} rows (0 new)" in out, err[-2000:]
     rc, _, err = run_cli([*args, "--column", "id=doc_key", "--column", "text=page", "--column", "vector=embedding"], capsys)
     assert rc == 2 and "another definition" in err
+
+
+def test_own_table_triad_from_the_seed_picker(tmp_path, capsys, fake_server):
+    "Seeds picked on the user's table, then TRIAD on it with the same mapping; a resume without --column reuses it."
+    from ragbench.index import open_index
+    from ragbench.widgets import SeedPicker
+    db, out = tmp_path / "own", tmp_path / "triad"
+    own_table(db)
+    picker = SeedPicker(open_index(db, "kb", embedder="hash:64", columns=["id=doc_key", "text=content", "vector=embedding"]), k=8)
+    for q in ("undo the last commit", "merge two branches", "stash local changes", "fetch from a remote"):
+        for h in picker.search(q)[:3]: picker.tick(h.chunk_id)
+    picker.save(tmp_path / "pick")
+    spec = f"openai:{fake_server.url}/v1@fake-model"
+    args = ["triad", "--db", str(db), "--table", "kb", "--out", str(out), "--n", "2", "--llm", spec,
+            "--seeds-file", str(tmp_path / "pick" / "seeds.txt"), "--concurrency", "4"]
+    rc, stdout, err = run_cli([*args, *OWN_COLUMNS, "--embedder", "hash:64"], capsys)
+    assert rc == 0, err[-3000:]
+    items = [json.loads(l) for l in (out / "dataset.jsonl").read_text().splitlines()]
+    questions = [i for i in items if i["answerable"]]
+    assert len(questions) == 2 and all(g.startswith("row-") for i in questions for g in i["gold_chunk_ids"])
+    assert {i["meta"]["seed_id"] for i in questions} <= set(picker.seed_ids)          # the picked seeds, and only them
+    assert json.loads((out / "manifest.json").read_text())["index"]["columns"]["text"] == "content"
+    before = fake_server.stats()["requests"]
+    rc, _, err = run_cli(args, capsys)                                  # resume: no --column, no --embedder
+    assert rc == 0 and fake_server.stats()["requests"] == before, err[-2000:]
