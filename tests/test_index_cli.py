@@ -464,3 +464,27 @@ def test_own_table_triad_from_the_seed_picker(tmp_path, capsys, fake_server):
     before = fake_server.stats()["requests"]
     rc, _, err = run_cli(args, capsys)                                  # resume: no --column, no --embedder
     assert rc == 0 and fake_server.stats()["requests"] == before, err[-2000:]
+
+
+def test_own_table_pipeline(tmp_path, fake_server):
+    "`ragbench pipeline` on the user's table: triad -> evaluate -> report, the mapping given once as a shared parameter."
+    import yaml
+    db, out = tmp_path / "own", tmp_path / "run"
+    own_table(db)
+    spec = f"openai:{fake_server.url}/v1@fake-model"
+    cfg = {"parameters": {"db": str(db), "table": "kb", "embedder": "hash:64", "llm": spec,
+                          "columns": {"id": "doc_key", "text": "content", "vector": "embedding"}},
+           "steps": [{"name": "triad", "parameters": {"n": 2, "max_seeds": 20}},
+                     {"name": "evaluate", "parameters": {"n_boot": 50}}, "report"]}
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    p = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(tmp_path / "own.yaml"), "--out", str(out),
+                        "--no-progress"], capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    items = [json.loads(l) for l in (out / "dataset.jsonl").read_text().splitlines()]
+    assert items and all(g.startswith("row-") for i in items for g in i["gold_chunk_ids"])
+    rows = [json.loads(l) for l in (out / "eval" / "scores.jsonl").read_text().splitlines()]
+    assert rows and all(c.startswith("row-") for r in rows for c in r["retrieved_chunk_ids"])
+    assert json.loads((out / "manifest.json").read_text())["index"]["columns"]["vector"] == "embedding"
+    assert (out / "report.html").exists()
