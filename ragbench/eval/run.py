@@ -19,8 +19,8 @@ from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_
 # %% auto #0
 __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'RETRIEVAL_ONLY', 'EvalError', 'metric_names', 'expects_abstention', 'score_batch',
            'row_key', 'latest_rows', 'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint',
-           'open_index', 'items_without_gold', 'index_key', 'evaluate', 'format_summary', 'answers_setup', 'comma_list',
-           'report_inputs', 'report_failures', 'evaluate_command']
+           'open_index', 'with_columns', 'items_without_gold', 'index_key', 'evaluate', 'format_summary',
+           'answers_setup', 'comma_list', 'report_inputs', 'report_failures', 'evaluate_command']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -240,10 +240,16 @@ def dataset_fingerprint(ds: Dataset) -> str:
 
 def open_index(setup: Setup):
     "The setup's ChunkIndex (LanceDB folder `setup.db`, table `setup.table`, optional embedder and columns)."
-    from ragbench.index import ChunkIndex
-    from ragbench.embed import make_embedder
-    emb = make_embedder(setup.embedder) if setup.embedder else None
-    return ChunkIndex.open(setup.db, table=setup.table, embedder=emb, columns=setup.columns)
+    from ragbench import index
+    return index.open_index(setup.db, setup.table, embedder=setup.embedder, columns=setup.columns or (), fts=setup.retrieval != "dense")
+
+def with_columns(setups: Sequence[Setup], column: Sequence[str], out) -> list:
+    "Setups reading an index without `columns` of their own get --column's mapping, or on resume the one recorded for them."
+    from ragbench.index import parse_columns
+    cols, p = parse_columns(column), Path(out) / "manifest.json"
+    recorded = (json.loads(p.read_text()).get("setups") or {}) if p.exists() else {}
+    return [s if s.external or s.columns else s.model_copy(update={"columns": cols or (recorded.get(s.name) or {}).get("columns")})
+            for s in setups]
 
 # %% ../../nbs/40_eval.run.ipynb #274a3a31
 def _read_dataset(dataset) -> Dataset:
@@ -504,6 +510,7 @@ def evaluate_command(
     dataset: str,  # dataset .jsonl or .parquet
     out: str,  # evaluation folder (created; an existing one is resumed)
     db: Optional[str] = None,  # LanceDB folder for setups that name none
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table, for setups that map none; repeatable
     setups: Optional[str] = None,  # setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)
     answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = (),  # JSONL of {item_id, answer, retrieved_chunk_ids} from your own RAG; repeatable
     answers_top_k: int = 5,  # cut-off k of retrieval metrics for --answers
@@ -519,7 +526,7 @@ def evaluate_command(
 ) -> int:
     "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
     if not setups and not answers: raise EvalError("give --setups FILE and/or --answers FILE")
-    runs = (load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers]
+    runs = with_columns((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers], column, out)
     judge = judge_llm or (setups_file_option(setups, "judge_llm") if setups else None)
     if judge in ("none", ""): judge = None
     if judge is None: _say("no --judge-llm: LLM judges are skipped (their metrics are empty)")
