@@ -20,6 +20,7 @@ py_versions = '3.10 3.11 3.12'.split()
 requirements = shlex.split(cfg.get('requirements', ''))
 local_requirements = shlex.split(cfg.get('local_requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+ray_requirements = shlex.split(cfg.get('ray_requirements', ''))
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 
@@ -37,7 +38,7 @@ setuptools.setup(
     include_package_data=True,
     package_data={'ragbench': ['data/*', 'data/**/*', 'notebooks/*.ipynb', 'notebooks/steps/*.ipynb']},
     install_requires=requirements,
-    extras_require={'local': local_requirements, 'dev': dev_requirements},
+    extras_require={'local': local_requirements, 'dev': dev_requirements, 'ray': ray_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md').read(),

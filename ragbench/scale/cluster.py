@@ -40,6 +40,14 @@ def _quiet_data(quiet: bool) -> None:
     ctx.print_on_execution_start = not quiet
     if quiet: logging.getLogger("ray.data").setLevel(logging.WARNING)
 
+def _start_local(ray, num_cpus: Optional[int], kw: dict, tries: int = 3) -> None:
+    "Start a local cluster; tried again when Ray's fixed 30 s wait for its node runs out on a busy machine."
+    for i in range(tries):
+        try: return ray.init(num_cpus=num_cpus, include_dashboard=False, **kw) and None
+        except Exception as e:
+            if "timed out during startup" not in str(e) or i == tries - 1: raise
+            ray.shutdown()
+
 def connect(address: Optional[str] = None, *, num_cpus: Optional[int] = None, quiet: bool = True):
     "Connect this process to Ray: 'local' (the default) starts a cluster here, 'auto' or HOST:PORT joins one; returns `ray`."
     ray = require_ray()
@@ -47,7 +55,7 @@ def connect(address: Optional[str] = None, *, num_cpus: Optional[int] = None, qu
         address = ray_address(address) or "local"
         kw = dict(logging_level=logging.WARNING if quiet else logging.INFO, log_to_driver=not quiet)
         try:
-            if address == "local": ray.init(num_cpus=num_cpus, include_dashboard=False, **kw)
+            if address == "local": _start_local(ray, num_cpus, kw)
             else: ray.init(address=address, **kw)
         except ConnectionError as e:
             raise UserError(f"cannot join the Ray cluster at {address!r} ({e}); start one with `ray start --head` "

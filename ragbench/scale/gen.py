@@ -199,10 +199,16 @@ def ship(work: Callable, coord=None) -> Shipment:
 # %% ../../nbs/80_scale.gen.ipynb #c67de238
 @dataclass
 class ShardEnd:
-    "The last item a shard yields: why it stopped early (None: it ran every wanted task)."
+    "The last item a shard yields: why it stopped early (None: it ran every wanted task), and the node it ran on."
     stop: Optional[str] = None
+    node: Optional[str] = None
 
 _WORK: dict = {}
+
+def _node() -> Optional[str]:
+    "The id of the Ray node this code runs on (None outside Ray)."
+    import ray
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
 def _work_for(key: str, payload: bytes) -> Callable:
     "The unpickled work of run `key` (kept per worker process, so later shards reuse the reopened index)."
@@ -236,7 +242,7 @@ def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int
     work, cut, out = _work_for(key, payload), _Cutoff(coord, cutoff), queue.Queue()
     todo = [Task.model_validate(t) for t in tasks]
     def loop():
-        try: out.put(ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, work, out.put, cut.wanted), cut))))
+        try: out.put(ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, work, out.put, cut.wanted), cut)), _node()))
         except BaseException as e: out.put(e)
     th = threading.Thread(target=loop, daemon=True, name=f"shard-{key}"); th.start()
     try:
@@ -329,12 +335,12 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
     workers = self.workers or cluster_cpus(ray)
     shards = deque(plan_shards(tasks, workers, self.size or shard_size(len(tasks), workers, self.in_flight)))
     remote = ray.remote(run_shard).options(num_cpus=1, max_retries=0)
-    st = {"stop": None, "cutoff": first_unwanted(tasks, wanted), "shards": 0}
+    st = {"stop": None, "cutoff": first_unwanted(tasks, wanted), "shards": 0, "nodes": set()}
     ray.get(coord.set_cutoff.remote(st["cutoff"]))
     def on_item(x):
         if isinstance(x, ShardEnd):
             if x.stop and x.stop != "cancelled": st["stop"] = st["stop"] or x.stop
-            return
+            st["nodes"].add(x.node); return
         commit(x)
         c = first_unwanted(tasks, wanted)
         if c != st["cutoff"]: st["cutoff"] = c; coord.set_cutoff.remote(c)
@@ -359,7 +365,7 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
     finally:
         mirror.cancel()
         mirror_events(shipped.meters, ray.get(coord.drain.remote()))
-        self.last_run = {"tasks": len(tasks), "shards": st["shards"], "workers": workers}
+        self.last_run = {"tasks": len(tasks), "shards": st["shards"], "workers": workers, "nodes": sorted(st["nodes"] - {None})}
     return st["stop"]
 
 # %% ../../nbs/80_scale.gen.ipynb #447bc573

@@ -163,14 +163,14 @@ def reset_stats(self: FakeLLMServer) -> None:
     "Zero the counters."
     with self._lock:
         self._stats = {"requests": 0, "ok": 0, "by_api": collections.Counter(), "faults": collections.Counter(),
-                       "structured": 0, "rejected": 0, "models": collections.Counter()}
+                       "structured": 0, "rejected": 0, "models": collections.Counter(), "times": []}
 
 # %% ../../nbs/05_testing.server.ipynb #eb342aef
 @patch
 def stats(self: FakeLLMServer) -> dict:
-    "Counters: requests, ok replies, by API and model, structured requests, rejected response_format, faults by kind."
+    "Counters: requests, ok replies, by API and model, structured requests, rejected response_format, faults by kind; `times`: when each request came (Unix seconds)."
     with self._lock:
-        return {k: dict(v) if isinstance(v, collections.Counter) else v for k, v in self._stats.items()}
+        return {k: dict(v) if isinstance(v, collections.Counter) else list(v) if isinstance(v, list) else v for k, v in self._stats.items()}
 
 # %% ../../nbs/05_testing.server.ipynb #45c0e2f9
 @patch
@@ -212,7 +212,7 @@ def _count(self: FakeLLMServer, api: str, req: dict, fault: Optional[str]) -> No
     "Count one chat request (fault None: rejected response_format)."
     with self._lock:
         st = self._stats
-        st["requests"] += 1; st["by_api"][api] += 1; st["models"][req["model"]] += 1
+        st["requests"] += 1; st["times"].append(round(time.time(), 4)); st["by_api"][api] += 1; st["models"][req["model"]] += 1
         st["structured"] += req["schema"] is not None
         if fault is None: st["rejected"] += 1
         elif fault != "ok": st["faults"][fault] += 1
