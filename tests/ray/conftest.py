@@ -19,13 +19,22 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 
-def _ray(*args, env, tries: int = 1) -> None:
-    "Run a `ray` CLI command, failing with its output; a node start is tried again when the node was too slow to come up."
+def _ray(*args, env) -> str:
+    "Run a `ray` CLI command; returns its output, or an error message starting with 'failed'."
+    r = subprocess.run([str(Path(sys.executable).parent / "ray"), *args], env=env, capture_output=True, text=True, timeout=300)
+    return r.stdout if r.returncode == 0 else f"failed: ray {' '.join(args)}\n{r.stdout}\n{r.stderr}"
+
+
+def _start(address: str, env: dict, tries: int = 3) -> None:
+    "Start the head and a second node; on a busy machine Ray's fixed 30 s wait for a node can run out, so try again."
+    port = address.rsplit(":", 1)[1]
+    common = ["--num-cpus", "1", "--object-store-memory", str(300 * 2**20), "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
     for i in range(tries):
-        r = subprocess.run([str(Path(sys.executable).parent / "ray"), *args], env=env, capture_output=True, text=True, timeout=300)
-        if r.returncode == 0: return
-        if "timed out during startup" not in r.stderr + r.stdout: break   # Ray waits 30 s (fixed) for a raylet
-    assert r.returncode == 0, f"ray {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
+        _ray("stop", env=env)
+        out = _ray("start", "--head", "--port", port, "--include-dashboard=false", *common, env=env)
+        if not out.startswith("failed"): out = _ray("start", "--address", address, *common, env=env)
+        if not out.startswith("failed"): break
+    assert not out.startswith("failed"), out
 
 
 @pytest.fixture(scope="session")
@@ -33,12 +42,9 @@ def cluster():
     "The address of a two-node Ray cluster on this host (head + one worker node, 1 CPU each)."
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "RAY_USAGE_STATS_ENABLED": "0"}
-    port = _free_port(); address = f"127.0.0.1:{port}"
-    common = ["--num-cpus", "1", "--object-store-memory", str(300 * 2**20), "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
-    _ray("stop", env=env)
+    address = f"127.0.0.1:{_free_port()}"
     try:
-        _ray("start", "--head", "--port", str(port), "--include-dashboard=false", *common, env=env, tries=3)
-        _ray("start", "--address", address, *common, env=env, tries=3)
+        _start(address, env)
         os.environ["RAGBENCH_RAY_ADDRESS"] = address
         import ray
         from ragbench.scale.cluster import connect
