@@ -184,13 +184,13 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
                        batch_chunks: Optional[int] = None, progress: bool = True) -> ChunkIndex:
     "Load, chunk and embed `source` (a path, or Documents) into `db`/`table` on a Ray cluster: `ChunkIndex.build`'s table, resumable."
     from tqdm.auto import tqdm
+    ray = connect(address)                                                  # no Ray extra: a UserError before anything is written
     chunking = {**DEFAULT_CHUNKING, **(chunking or {})}
     list(chunk_documents([], **chunking))                                   # bad chunking options fail here
     report = LoadReport() if report is None else report
     rows, folder = source_rows(source, fmt, report, max_doc_mb)
     emb = make_embedder(embedder)
     idx = ChunkIndex.build(db, [], emb, table=table, progress=False)
-    ray = connect(address)
     gpus, workers = cluster_gpus(ray), cluster_cpus(ray)
     udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=str(idx.db_dir), table=table, chunking=chunking,
                max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64)
