@@ -9,4 +9,4 @@ __all__ = []
 from .cluster import (ADDRESS_ENV, RAY_EXTRA, RayUnavailable, cluster_cpus, cluster_gpus, connect,
                                     disconnect, ray_address, require_ray)
 from .index import build_index_on_ray
-from .gen import RayExecutor, RunCoordinator, ship
+from .gen import RayExecutor, RunCoordinator, amap_on_ray, map_on_ray, ship

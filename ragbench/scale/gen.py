@@ -18,7 +18,8 @@ from .cluster import cluster_cpus, connect
 
 # %% auto #0
 __all__ = ['plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'index_location',
-           'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events', 'first_unwanted']
+           'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events', 'first_unwanted',
+           'amap_on_ray', 'map_on_ray']
 
 # %% ../../nbs/80_scale.gen.ipynb #d22f91d1
 def plan_shards(tasks: Sequence[Task], workers: int, size: int) -> list[list[Task]]:
@@ -375,3 +376,25 @@ async def _mirror_loop(self: RayExecutor, ray, coord, shipped: Shipment) -> None
     while True:
         await asyncio.sleep(self.mirror_every)
         mirror_events(shipped.meters, await coord.drain.remote())
+
+# %% ../../nbs/80_scale.gen.ipynb #e9f33478
+async def amap_on_ray(fn: Callable[[list], Any], batches: Sequence[list], *, address: Optional[str] = None,
+                      in_flight: int = 4, workers: Optional[int] = None,
+                      on_result: Optional[Callable[[int, Any], None]] = None) -> list:
+    "Apply `fn` to each batch on a Ray cluster; `on_result(i, result)` as each finishes; the results in batch order."
+    import inspect
+    tasks = [Task(id=f"batch-{i}", position=i, payload={"batch": list(b)}) for i, b in enumerate(batches)]
+    async def work(t: Task):
+        r = fn(t.payload["batch"])
+        return t.position, (await r if inspect.isawaitable(r) else r)
+    out = {}
+    def commit(x):
+        out[x[0]] = x[1]
+        if on_result is not None: on_result(*x)
+    await RayExecutor(address, in_flight=in_flight, workers=workers, shard_size=1).run(tasks, work, commit, lambda t: True)
+    return [out[i] for i in range(len(tasks))]
+
+def map_on_ray(fn: Callable[[list], Any], batches: Sequence[list], **kw) -> list:
+    "Sync `amap_on_ray` (works in Jupyter too)."
+    from ragbench.llm import arun
+    return arun(amap_on_ray(fn, batches, **kw))
