@@ -37,3 +37,31 @@ def test_a_partial_build_resumes_without_embedding_again(cluster, tmp_path):
     assert idx.last_build["existing"] == stored and idx.last_build["added"] == len(full) - stored
     ids = idx._all_ids()
     assert len(ids) == len(set(ids)) == len(full)
+
+
+def _ragbench(*args, cwd=None):
+    import subprocess, sys
+    from pathlib import Path
+    r = subprocess.run([str(Path(sys.executable).parent / "ragbench"), *map(str, args)], capture_output=True, text=True,
+                       timeout=900, cwd=cwd)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return r.stdout
+
+
+def test_index_command_with_ray_reports_what_one_process_reports(cluster, tmp_path):
+    src = sample_corpus_path()
+    one = _ragbench("index", src, "--db", tmp_path / "one", "--embedder", "hash", "--quiet")
+    on_ray = _ragbench("index", src, "--db", tmp_path / "ray", "--embedder", "hash", "--quiet", "--ray", cluster)
+    assert on_ray.replace(str(tmp_path / "ray"), "DB") == one.replace(str(tmp_path / "one"), "DB")
+    assert "20 documents" in one
+
+
+def test_pipeline_passes_ray_to_the_index_step(cluster, tmp_path):
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text("steps:\n  - name: index\n    parameters: {embedder: hash}\n")
+    _ragbench("pipeline", cfg, "--out", tmp_path / "run", "--ray", cluster)
+    nb = (tmp_path / "run" / "notebooks" / "index.ipynb").read_text()
+    assert f'ray = \\"{cluster}\\"' in nb                                     # papermill injected the parameter
+    idx = ChunkIndex.open(tmp_path / "run" / "db")
+    one = ChunkIndex.build(tmp_path / "one", chunk_documents(load_documents(sample_corpus_path()), mode="auto"), "hash", progress=False)
+    assert sorted(idx._all_ids()) == sorted(one._all_ids())
