@@ -13,11 +13,11 @@ from fastcore.basics import patch
 from ..core import UserError
 from ..gen.base import LocalExecutor, Task, TaskResult
 from ..index import ChunkIndex
-from ..llm import Backend, BudgetExceeded, CallMeter, RateLimiter, Slots
+from ..llm import Backend, BudgetExceeded, CallMeter, RateLimiter, ResponseCache, Slots
 from .cluster import cluster_cpus, connect
 
 # %% auto #0
-__all__ = ['plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'index_location',
+__all__ = ['plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute', 'index_location',
            'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events', 'first_unwanted',
            'amap_on_ray', 'map_on_ray']
 
@@ -151,9 +151,14 @@ class Shipment:
     meters: dict          # key (the object's id on the driver) -> the driver's CallMeter
     limiters: dict        # key -> the driver's RateLimiter
 
+def absolute(location) -> str:
+    "A local path made absolute (workers need not share the driver's working directory); a URI as it is."
+    s = str(location)
+    return s if "://" in s else str(Path(s).resolve())
+
 def index_location(index: ChunkIndex) -> dict:
     "Where an index lives and how it was opened: enough to open it again on another machine."
-    return {"db_dir": str(index.db_dir), "table": index.table_name, "embedder": index.embedder.spec,
+    return {"db_dir": absolute(index.db_dir), "table": index.table_name, "embedder": index.embedder.spec,
             "columns": {k: v for k, v in index.columns.items() if v}, "dense_weight": index.dense_weight}
 
 def open_index(location: dict) -> ChunkIndex:
@@ -178,6 +183,7 @@ def _swap(obj, coord, meters: dict, limiters: dict):
         limiters[id(obj)] = obj
         return LimiterProxy, (coord, id(obj), obj.rpm, obj.tpm)
     if isinstance(obj, ChunkIndex): return open_index, (index_location(obj),)
+    if isinstance(obj, ResponseCache): return ResponseCache, (absolute(obj.path),)
     if isinstance(obj, Slots): return Slots, (obj.n,)
     if isinstance(obj, _LOCKS): return (threading.Lock if type(obj) is _LOCKS[0] else threading.RLock), ()
     if isinstance(obj, (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)): return type(obj), ()
@@ -279,7 +285,7 @@ def _make_coordinator(self: RayExecutor, ray):
 
 def _register(ray, coord, shipped: Shipment) -> None:
     "Tell the coordinator about the shipped meters (journal, budget) and limiters (rpm, tpm)."
-    calls = [coord.add_meter.remote(k, str(m.journal) if getattr(m, "journal", None) else None, m.max_calls, m.max_usd)
+    calls = [coord.add_meter.remote(k, absolute(m.journal) if getattr(m, "journal", None) else None, m.max_calls, m.max_usd)
              for k, m in shipped.meters.items()]
     calls += [coord.add_limiter.remote(k, l.rpm, l.tpm) for k, l in shipped.limiters.items()]
     ray.get(calls)

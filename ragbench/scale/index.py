@@ -23,7 +23,7 @@ def document_rows(docs: Iterable[Document]) -> Iterator[dict]:
     "One row per document: the document as JSON, and its size."
     for d in docs:
         yield {"doc": json.dumps({"id": d.id, "title": d.title, "text": d.text, "meta": d.meta}, ensure_ascii=False, default=str),
-               "path": "", "rel": "", "size": len(d.text)}
+               "path": "", "abs": "", "rel": "", "size": len(d.text)}
 
 def file_rows(folder: Union[str, Path]) -> Iterator[dict]:
     "One row per file under `folder` (sorted, hidden files left out, as `load_documents` does), for a worker to read."
@@ -31,7 +31,7 @@ def file_rows(folder: Union[str, Path]) -> Iterator[dict]:
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder)
         if not p.is_file() or any(part.startswith(".") for part in rel.parts): continue
-        yield {"doc": "", "path": str(p), "rel": rel.as_posix(), "size": p.stat().st_size}
+        yield {"doc": "", "path": str(p), "abs": str(p.resolve()), "rel": rel.as_posix(), "size": p.stat().st_size}
 
 # %% ../../nbs/80_scale.index.ipynb #95ed9e0e
 def rounds(rows: Iterable[dict], max_bytes: float) -> Iterator[list[dict]]:
@@ -54,11 +54,13 @@ OUT_COLUMNS = ("id", "doc_id", "text", "vector", "meta", "status")
 def _read_row(row: dict, max_doc_mb: float) -> tuple[Optional[Document], Optional[tuple]]:
     "(document, None), or (None, (line, reason)) for a file that cannot be loaded."
     if row["doc"]: return Document(**json.loads(row["doc"])), None
-    try: return read_file_document(row["path"], row["rel"], max_doc_mb), None
+    try: doc = read_file_document(row["abs"], row["rel"], max_doc_mb)   # read by absolute path: a worker has its own cwd
     except OSError as e: return None, (None, f"cannot read file ({e.strerror or e})")
     except Exception as e:        # corpus marks an unloadable file with an exception that carries the line
         if not hasattr(e, "line"): raise
         return None, (e.line, str(e))
+    doc.meta["source"] = row["path"]                                       # as the one-process loader records it
+    return doc, None
 
 def _sql(v: str) -> str: return "'" + str(v).replace("'", "''") + "'"
 
@@ -192,7 +194,8 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     emb = make_embedder(embedder)
     idx = ChunkIndex.build(db, [], emb, table=table, progress=False)
     gpus, workers = cluster_gpus(ray), cluster_cpus(ray)
-    udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=str(idx.db_dir), table=table, chunking=chunking,
+    db_abs = str(idx.db_dir) if "://" in str(idx.db_dir) else str(Path(idx.db_dir).resolve())   # workers have their own cwd
+    udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
                max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64)
     writer = TableWriter(idx, report)
     with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress, file=sys.stderr) as bar:

@@ -85,9 +85,9 @@ class Instant(GenerationMethod):
 
 
 def bench_overhead(idx, tmp: Path, n_tasks: int, size: int) -> dict:
-    t0 = time.time(); run_generation(Instant(n_tasks), idx, tmp / "inst-local", progress=False); local = time.time() - t0
+    t0 = time.time(); run_generation(Instant(n_tasks), idx, tmp / f"inst-local-{size}", progress=False); local = time.time() - t0
     ex = RayExecutor(in_flight=16, shard_size=size)
-    t0 = time.time(); run_generation(Instant(n_tasks), idx, tmp / "inst-ray", executor=ex, progress=False); wall = time.time() - t0
+    t0 = time.time(); run_generation(Instant(n_tasks), idx, tmp / f"inst-ray-{size}", executor=ex, progress=False); wall = time.time() - t0
     shards = ex.last_run["shards"]
     return {"tasks": n_tasks, "shards": shards, "local s": round(local, 2), "ray s": round(wall, 2),
             "overhead per shard ms": round(1000 * (wall - local) / shards, 1)}

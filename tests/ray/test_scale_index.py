@@ -49,11 +49,18 @@ def _ragbench(*args, cwd=None):
 
 
 def test_index_command_with_ray_reports_what_one_process_reports(cluster, tmp_path):
-    src = sample_corpus_path()
-    one = _ragbench("index", src, "--db", tmp_path / "one", "--embedder", "hash", "--quiet")
-    on_ray = _ragbench("index", src, "--db", tmp_path / "ray", "--embedder", "hash", "--quiet", "--ray", cluster)
-    assert on_ray.replace(str(tmp_path / "ray"), "DB") == one.replace(str(tmp_path / "one"), "DB")
-    assert "20 documents" in one
+    """A folder given by a relative path (the workers read its files and have their own working directory): the
+    same summary, skipped files included, and the same chunks, meta (source paths) included."""
+    docs = tmp_path / "docs"; (docs / "sub").mkdir(parents=True)
+    for i in range(6): (docs / "sub" / f"page{i}.md").write_text(f"# Page {i}\n\n" + f"Paragraph about topic {i}. " * 80)
+    (docs / "notes.txt").write_text("Short notes on commits and branches.")
+    (docs / "image.bin").write_bytes(b"\x00\x01\x02")
+    one = _ragbench("index", "docs", "--db", "one", "--embedder", "hash", "--quiet", cwd=tmp_path)
+    on_ray = _ragbench("index", "docs", "--db", "ray", "--embedder", "hash", "--quiet", "--ray", cluster, cwd=tmp_path)
+    assert on_ray.replace(" in ray:", " in DB:") == one.replace(" in one:", " in DB:"), (one, on_ray)
+    assert "7 documents" in one and "image.bin" in one
+    a, b = _rows(ChunkIndex.open(tmp_path / "one")), _rows(ChunkIndex.open(tmp_path / "ray"))
+    assert sorted(a) == sorted(b) and all(a[k]["meta"] == b[k]["meta"] for k in a)
 
 
 def test_pipeline_passes_ray_to_the_index_step(cluster, tmp_path):
