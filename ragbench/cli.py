@@ -98,7 +98,7 @@ COMMANDS: dict[str, Command] = {
     "index": Command("ragbench.index:index_command", "chunk and embed documents into a LanceDB table", True),
     "search": Command("ragbench.index:search_command", "search an index (dense, bm25 or hybrid)"),
     "triad": Command("ragbench.triad:triad_command", "generate validated multi-hop questions with labelled contexts (TRIAD)", True),
-    "dora": Command("ragbench.dora:dora_command", "generate intent-style questions from evidence bundles (DoRA)", True),
+    "dora": Command("ragbench.dora.run:dora_command", "generate intent-style questions from evidence bundles (DoRA)", True),
     "static": Command("ragbench.static:static_command", "load HotpotQA / MuSiQue questions as a dataset over their paragraphs", True),
     "evaluate": Command("ragbench.eval_run:evaluate_command", "score RAG setups on a dataset (retrieval, answers, judges)", True),
     "compare": Command("ragbench.eval_run:compare_command", "agreement of setup rankings between two evaluations (Kendall tau)"),

@@ -8,12 +8,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from ragbench.core import Chunk, Dataset, QAItem
-from ragbench.dora_styles import get_style, Style, register_style, list_styles
-from ragbench.dora_gates import run_checks, gate, span_f1, numeric_consistency, context_recall, context_precision, qa_relevance
+from ragbench.dora.styles import get_style, Style, register_style, list_styles
+from ragbench.dora.gates import run_checks, gate, span_f1, numeric_consistency, context_recall, context_precision, qa_relevance
 from ragbench.text import split_sentences
 from ragbench.dora import run_dora, load_config, dora_fake_rules, DoraConfig
 from ragbench.cli import main
-from ragbench.dora_splits import leakage_check, export_sft
+from ragbench.dora.splits import leakage_check, export_sft
 
 GITDOCS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
 if not GITDOCS.exists(): GITDOCS = Path("/work/shared/data/gitdocs/git_docs.jsonl")
@@ -44,12 +44,12 @@ Q = "How old must unreachable objects be before git gc prunes them?"
     ("find", "Which setting changes the pruning period of git gc?", " ", ["c-1"], {"non_empty", "verbatim"}),
     ("find", "Which setting changes the pruning period of git gc?", " ".join(["word"] * 25), [], {"max_words", "verbatim"}),
     ("explain", "Why does git gc delete some objects?", "It prunes old objects. It uses gc.pruneExpire.", ["c-1"], {"citations"}),
-    ("explain", "Why does git gc delete some objects?", "It prunes old objects.", ["c-1", "c-2"], {"sentences"}),
+    ("explain", "Why does git gc delete some objects?", "It prunes old objects.", ["c-1", "c-2"], {"sentences", "citations"}),  # c-2 supports none of it
     ("summarize", "What are the main points about git gc maintenance?", "It prunes. It packs. It repacks. It optimizes. It waits.",
      ["c-1", "c-2"], {"sentences"}),
-    ("generate", "Which tasks does git gc perform on a repository?", "1. pruning\n2. packing", ["c-1", "c-2"], {"numbered_list"}),
+    ("generate", "Which tasks does git gc perform on a repository?", "1. pruning\n2. packing", ["c-1", "c-2"], {"numbered_list", "citations"}),
     ("generate", "Which tasks does git gc perform on a repository?", "1. pruning\n2. packing\n3. optimizing", ["c-1", "c-2"], set()),
-    ("explain", "Why does the text say objects vanish?", "It prunes them. They are old.", ["c-1", "c-2"], {"no_doc_reference"}),
+    ("explain", "Why does the text say objects vanish?", "It prunes them. They are old.", ["c-1", "c-2"], {"no_doc_reference", "citations"}),
 ])
 def test_hard_checks(style, question, answer, cited, failed):
     assert set(run_checks(get_style(style).checks, question, answer, cited, EV)) == failed
@@ -70,9 +70,14 @@ def test_gate_quality_threshold():
     good = ('git gc prunes unreachable objects after a set age. The docs say "older than 2 weeks are pruned", '
             'and "--aggressive" makes it optimize "more thoroughly".')
     assert gate("explain", "Why does git gc delete some objects?", good, ["c-1", "c-2"], EV, labels=["entailment"] * 2).passed
-    bad = "Objects vanish because a janitor sweeps them monthly. Server storage quotas force this cleanup."
+    # cites and draws on both chunks (the citation check passes), but the judge finds it unsupported and contradicted
+    bad = "Unreachable objects are pruned because a janitor sweeps them monthly. The --aggressive option makes git gc delete all branches."
     r = gate("explain", "Why does git gc delete some objects?", bad, ["c-1", "c-2"], EV, labels=["neutral", "contradiction"])
-    assert not r.passed and r.failed_check == "quality" and r.score < r.tau
+    assert not r.passed and r.failed_check == "quality" and r.score < r.tau, r
+    # unsupported by the chunks it cites: the citation check fails first
+    r = gate("explain", "Why does git gc delete some objects?", "Objects vanish because a janitor sweeps them monthly. "
+             "Server storage quotas force this cleanup.", ["c-1", "c-2"], EV, labels=["neutral", "contradiction"])
+    assert not r.passed and r.failed_check == "citations" and r.score < r.tau
     # a contradicted provide answer fails even with the right-looking number
     r = gate("provide", Q, "older than 2 weeks", ["c-1"], EV, labels=["contradiction"])
     assert not r.passed and r.failed_check == "quality"
@@ -82,7 +87,8 @@ def test_user_style_without_editing_ragbench(tmp_path):
     register_style(Style(name="compare_t", description="how two options differ", template="Ask how two options differ.",
                          k=2, checks={"non_empty": {}, "citations": {"min": 2}}, weights={"entailment": 1.0}, tau=0.5))
     assert "compare_t" in list_styles()
-    ok = gate("compare_t", "How do gc options differ here?", "Unreachable objects older than 2 weeks are pruned.", ["c-1", "c-2"], EV)
+    ok = gate("compare_t", "How do gc options differ here?", "Unreachable objects older than 2 weeks are pruned. "
+              "With --aggressive, git gc optimizes the repository more thoroughly.", ["c-1", "c-2"], EV)
     assert ok.passed, ok
 
 # ---------------------------------------------------------------------------------------------- fixtures
@@ -155,7 +161,7 @@ def test_e2e_fake_server_cli_resumable(corpus, server, tmp_path, capsys):
     n1 = server.stats()["requests"]
     s = json.loads((out / "summary.json").read_text())
     from ragbench.llm import CallMeter
-    assert s["usage"]["calls"] == n1 == CallMeter(out / "llm_calls.jsonl").totals()["calls"]   # per-item usage adds up to what the server saw
+    assert s["usage"]["calls"] == n1 == CallMeter(out / "calls.jsonl").totals()["calls"]   # per-item usage adds up to what the server saw
     assert s["achieved"] == {st: 2 for st in ALL}, s
     assert s["requested"] == {st: 2 for st in ALL}
     assert s["usage"]["calls"] > 0 and s["per_accepted"]["calls"] > 0 and s["per_accepted"]["tokens"] > 0
@@ -283,3 +289,110 @@ def test_cli_unknown_test_doc_names_file_and_line(corpus, tmp_path, capsys):
     assert rc == 2 and "t.txt:2: document id 'no-such-doc.txt'" in err
     rc = dora_cli(["--db", str(tmp_path / "nope"), "--out", str(tmp_path / "r"), "--per-style", "1", "--llm", "fake"])
     assert rc == 2 and "no LanceDB database" in capsys.readouterr().err
+
+# ---------------------------------------------------------------------------------------------- issue 11 (DoRA) and 13
+
+REL_EV = [("c-1", "Git 2.30 was released in December 2020. The gc.pruneExpire configuration variable sets how long "
+                  "unreachable objects are kept before git gc prunes them.")]
+REL_Q = "Which configuration variable sets how long unreachable objects are kept?"
+
+
+def test_verbatim_answer_is_checked_against_its_question():
+    "A span copied from the evidence proves only that the text exists: 'December 2020' does not name a variable."
+    wrong = gate("find", REL_Q, "December 2020", ["c-1"], REL_EV)
+    assert not wrong.passed and wrong.failed_check == "answers_question", wrong      # before: passed with Q = 1.0
+    assert wrong.answer_verdict["verdict"] == "does_not_answer"
+    assert gate("find", REL_Q, "gc.pruneExpire", ["c-1"], REL_EV).passed
+
+
+@pytest.fixture(scope="module")
+def tiny_index(tmp_path_factory):
+    "Two small documents in a real LanceDB table (hash embedder)."
+    from ragbench.index import ChunkIndex
+    c = lambda d, i, t: Chunk(id=f"{d}-{i}", doc_id=d, text=t, meta={"title": d, "position": i})
+    chunks = [c("gc", 0, REL_EV[0][1]), c("gc", 1, "With the aggressive option git gc optimizes much harder and takes far more time."),
+              c("tag", 0, "Annotated tags store the tagger name, a date and a message. Lightweight tags store none of these.")]
+    return ChunkIndex.build(tmp_path_factory.mktemp("tiny") / "db", chunks, embedder="hash", progress=False)
+
+
+def test_run_asks_the_judge_whether_a_verbatim_answer_answers(tiny_index, tmp_path):
+    "Each find candidate that passes the hard checks costs one answer-check call, and the judge's verdict decides."
+    from ragbench.testing import FakeLLM
+    def script(req):
+        if req.stage == "dora_generate":
+            if 'id="gc-0"' in req.prompt: return {"question": REL_Q, "answer": "December 2020", "cited_chunk_ids": ["gc-0"]}
+            return {"question": "What does the aggressive option make git gc do?", "answer": "optimizes much harder", "cited_chunk_ids": ["gc-1"]}
+        if req.stage == "dora_answer_check":
+            return {"reason": "a release date" if "Proposed answer: December" in req.prompt else "it is what is asked",
+                    "verdict": "does_not_answer" if "Proposed answer: December" in req.prompt else "answers"}
+        return {"completeness": 4, "complementarity": 4, "coherence": 4, "task_fit": 4}
+    llm = FakeLLM(script)
+    r = run_dora(tiny_index, llm, cfg=load_config(per_style=1, styles=["find"], overgen=2.0, max_rounds=1), out=tmp_path / "r",
+                 doc_ids=["gc"])
+    stages = [q.stage for q in llm.requests]
+    assert stages.count("dora_answer_check") == stages.count("dora_generate") == 2            # before: no judge call at all
+    assert [it.answer for it in r.items] == ["optimizes much harder"]                           # before: both accepted, quality 1.0
+    assert r.summary["gate_failures"] == {"answers_question": 1}
+    wrong = next(c for c in r.candidates if c.answer == "December 2020")
+    assert wrong.status == "rejected" and wrong.attempts[0].judge["answer_check"]["reason"] == "a release date"
+
+
+def test_llm_prefilter_asks_relevance_and_complementarity_to_the_seed():
+    "The paper's prefilter keeps candidates relevant to the seed; it never asks whether a candidate entails the seed."
+    from ragbench.dora.evidence import LLMEntailment
+    from ragbench.testing import FakeLLM
+    llm = FakeLLM(lambda r: {"relevance": "same_subject" if "prunes" in r.prompt.split("Candidate passage:")[1] else "unrelated",
+                             "adds_information": True})
+    assert LLMEntailment(llm).relevance(EV[0][1], [EV[1][1], REL_EV[0][1], "Tags name commits."]) == [0.0, 1.0, 0.0]
+    p = llm.requests[0].prompt
+    assert llm.requests[0].stage == "dora_prefilter" and "Claim:" not in p and "entail" not in p.lower()   # before: dora_entail, seed as claim
+    assert "Seed passage:" in p and "Candidate passage:" in p and "adds_information" in p
+
+
+def test_cited_chunk_must_support_part_of_the_answer():
+    "Two cited ids are not two sources: every sentence comes from c-1, so c-2 does not count."
+    ans = "Unreachable objects older than 2 weeks are pruned by git gc. The gc.pruneExpire setting changes this period."
+    fails = run_checks(get_style("explain").checks, "Why does git gc delete some objects?", ans, ["c-1", "c-2"], EV)
+    assert set(fails) == {"citations"} and "c-2: none" in fails["citations"]                 # before: {} (two ids cited)
+    both = ans + ' With "--aggressive" it optimizes "more thoroughly".'
+    assert run_checks(get_style("explain").checks, "Why does git gc delete some objects?", both, ["c-1", "c-2"], EV) == {}
+
+
+def test_same_model_judge_is_said_in_summary_and_card(corpus, server, tmp_path):
+    "Judge = generator (no --judge-llm): the summary and the dataset card say so; another judge model clears it."
+    base = ["--db", str(corpus["db"]), "--per-style", "1", "--styles", "find", "--llm", spec(server), "--no-progress", "--no-embed"]
+    assert dora_cli([*base, "--out", str(tmp_path / "same")]) == 0
+    for f in ("summary.json", "dataset_card.json"):
+        ws = json.loads((tmp_path / "same" / f).read_text())["warnings"]
+        assert len(ws) == 1 and "judge is the generator's own model" in ws[0] and "--judge-llm" in ws[0], (f, ws)
+    assert dora_cli([*base, "--out", str(tmp_path / "other"), "--judge-llm", f"openai:{server.url}/v1@fake-judge"]) == 0
+    assert json.loads((tmp_path / "other" / "summary.json").read_text())["warnings"] == []
+    assert json.loads((tmp_path / "other" / "dataset_card.json").read_text())["warnings"] == []
+
+
+def test_split_by_test_fraction_seeded_and_caveats(corpus, server, tmp_path, capsys):
+    "--split train,test --test-fraction 0.25: a seeded draw of 2 of the 8 documents; one generator for both splits is a caveat."
+    from ragbench.dora.splits import pick_test_docs
+    argv = ["--db", str(corpus["db"]), "--per-style", "1", "--styles", "find", "--llm", spec(server), "--no-progress", "--no-embed",
+            "--split", "train,test", "--test-fraction", "0.25", "--seed", "3", "--leak-cosine", "0.999"]
+    assert dora_cli([*argv, "--out", str(tmp_path / "a")]) == 0                               # before: unknown flag, exit 2
+    items = Dataset.read(tmp_path / "a" / "dataset.jsonl")
+    test_docs = {it.meta["doc_id"] for it in items if it.split == "test"}
+    want = set(pick_test_docs(SLICE, 0.25, seed=3))
+    assert len(want) == 2 and test_docs <= want and not {it.meta["doc_id"] for it in items if it.split == "train"} & want
+    s = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert any("same generator" in w and "--test-llm" in w for w in s["warnings"]), s["warnings"]
+    card = json.loads((tmp_path / "a" / "sft" / "dataset_card.json").read_text())
+    assert card["warnings"] == s["warnings"] and "## Caveats" in (tmp_path / "a" / "sft" / "hf" / "README.md").read_text()
+    assert "same generator" in capsys.readouterr().err
+    assert pick_test_docs(SLICE, 0.25, seed=3) == pick_test_docs(list(reversed(SLICE)), 0.25, seed=3)
+
+
+@pytest.mark.parametrize("extra,msg", [
+    (["--split", "train,test", "--test-fraction", "0.2", "--test-docs", "x"], "not both"),
+    (["--test-fraction", "0.2"], "--test-fraction needs --split train,test"),
+    (["--split", "train,test", "--test-fraction", "1.0"], "--test-fraction must be between 0 and 1"),
+])
+def test_cli_test_fraction_bad_input(corpus, tmp_path, capsys, extra, msg):
+    rc = dora_cli(["--db", str(corpus["db"]), "--out", str(tmp_path / "r"), "--per-style", "1", "--llm", "fake", *extra])
+    assert rc == 2 and msg in capsys.readouterr().err and not (tmp_path / "r").exists()

@@ -4,11 +4,11 @@
 
 Builds an index over the first --docs Git manual pages of ../shared/data/gitdocs (hash embedder by default,
 so no model load is timed), starts `ragbench.testing.FakeLLMServer` in this process (DoRA's template
-rules are registered by `ragbench.dora`), and runs `run_dora` for all five styles through the real OpenAI
+rules are registered by `ragbench.dora.run`), and runs `run_dora` for all five styles through the real OpenAI
 client (`openai:URL/v1@fake`) with a fresh cache, once per latency. Reports LLM calls, tokens and wall time
-per accepted item, calls per stage, and acceptance per style.
+per accepted item, calls per stage, acceptance per style, and the peak memory of the process.
 """
-import argparse, json, os, sys, tempfile, time
+import argparse, json, os, resource, sys, tempfile, time
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
@@ -73,6 +73,7 @@ def main(argv=None):
     for r in rows:
         print(f"{r['latency_s']:>7}  {r['accepted']:>8}/{r['requested']:<9}  {r['candidates']:>10}  {r['calls']:>5}  "
               f"{r['calls_per_accepted']!s:>9}  {r['tokens_per_accepted']!s:>10}  {r['wall_s']:>6}  {r['wall_per_accepted_s']!s:>10}")
+    print(f"peak memory (max RSS of this process): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":
