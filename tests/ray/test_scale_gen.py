@@ -106,3 +106,19 @@ def test_kill_the_driver_and_resume(cluster, tmp_path):
     ids = _ids(tmp_path / "ray")
     assert ids == _ids(tmp_path / "one") and len(ids) == len(set(ids)) == 40
     assert seen <= _sends(tmp_path / "ray")                                      # every request was booked before it was sent
+
+
+def _cli(*args):
+    r = subprocess.run([str(Path(sys.executable).parent / "ragbench"), *map(str, args)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return r.stdout
+
+
+def test_dora_command_on_ray_gives_the_one_process_dataset(cluster, tmp_path):
+    from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
+    ChunkIndex.build(tmp_path / "db", chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
+    with FakeLLMServer() as srv:
+        common = ["--db", tmp_path / "db", "--per-style", 1, "--llm", f"openai:{srv.url}/v1@fake", "--no-progress", "--seed", 1]
+        _cli("dora", "--out", tmp_path / "one", *common)
+        _cli("dora", "--out", tmp_path / "ray", *common, "--ray", cluster)
+    assert _ids(tmp_path / "ray") == _ids(tmp_path / "one") and _ids(tmp_path / "one")
