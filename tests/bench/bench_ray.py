@@ -9,11 +9,12 @@ time over the ideal with 2 workers against the fake LLM server.
    `build_index_on_ray` on a local cluster of 2 CPUs (model load included in both; Ray's cluster start is
    not). Chunks/s for each, the driver's peak RSS and the largest Ray worker RSS (sampled every 0.2 s).
    On 2 cores expect parity: the point is that the same command spreads over a cluster's cores.
-2. Scheduling overhead: a no-LLM method (each task returns at once) over T tasks in shards of S tasks;
-   (wall on Ray - wall in one process) / shards.
+2. Scheduling overhead: a no-LLM method (each task returns at once) over 256 tasks in shards of 64, then of 4;
+   (wall on Ray - wall in one process) / shards for each, and the marginal cost of a shard between the two.
 3. Generation: `OneChunkQuestions` against the fake server with `--latency` seconds per reply, 2 workers x
    `--in-flight` tasks, `--waves` waves (2 x in_flight x waves tasks, one call each): wall / ideal, where
-   ideal = waves x latency.
+   ideal = waves x latency. Twice: cold (each worker imports the OpenAI SDK and opens its clients), then warm; and in
+   one process with 2 x in_flight in flight, as the baseline under the same machine load.
 """
 import argparse, asyncio, os, resource, sys, tempfile, threading, time
 from itertools import islice
@@ -93,21 +94,33 @@ def bench_overhead(idx, tmp: Path, n_tasks: int, size: int) -> dict:
             "overhead per shard ms": round(1000 * (wall - local) / shards, 1)}
 
 
-def bench_generation(idx, tmp: Path, latency: float, in_flight: int, waves: int) -> dict:
+def bench_generation(idx, tmp: Path, latency: float, in_flight: int, waves: int, tag: str) -> dict:
     n = 2 * in_flight * waves
     with FakeLLMServer(latency=latency) as srv:
         llm = make_llm(f"openai:{srv.url}/v1@fake", max_concurrency=in_flight)
         ex = RayExecutor(in_flight=in_flight, workers=2, shard_size=in_flight * waves)
         t0 = time.time()
-        s = run_generation(OneChunkQuestions(llm, n=n, max_tasks=n), idx, tmp / "gen", executor=ex, progress=False)
+        s = run_generation(OneChunkQuestions(llm, n=n, max_tasks=n), idx, tmp / f"gen-{tag}", executor=ex, progress=False)
         wall = time.time() - t0
     ideal = waves * latency
-    return {"tasks": n, "calls": s["llm"]["calls"], "wall s": round(wall, 2), "ideal s": ideal, "wall / ideal": round(wall / ideal, 2)}
+    return {"run": tag, "tasks": n, "calls": s["llm"]["calls"], "wall s": round(wall, 2), "ideal s": ideal, "wall / ideal": round(wall / ideal, 2)}
+
+
+def bench_local(idx, tmp: Path, latency: float, in_flight: int, waves: int) -> dict:
+    "The same generation in one process with 2 x in_flight tasks in flight (the baseline under the same machine load)."
+    from ragbench.gen.base import LocalExecutor
+    n = 2 * in_flight * waves
+    with FakeLLMServer(latency=latency) as srv:
+        llm = make_llm(f"openai:{srv.url}/v1@fake", max_concurrency=2 * in_flight)
+        t0 = time.time()
+        run_generation(OneChunkQuestions(llm, n=n, max_tasks=n), idx, tmp / "gen-local", executor=LocalExecutor(2 * in_flight), progress=False)
+        wall = time.time() - t0
+    return {"run": "one process", "tasks": n, "wall s": round(wall, 2), "ideal s": waves * latency, "wall / ideal": round(wall / (waves * latency), 2)}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--chunks", type=int, nargs="+", default=[200, 800])
+    ap.add_argument("--chunks", type=int, nargs="*", default=[200, 800], help="corpus sizes to index (none: skip indexing)")
     ap.add_argument("--latency", type=float, default=2.0)
     ap.add_argument("--in-flight", type=int, default=16)
     ap.add_argument("--waves", type=int, default=4)
@@ -118,8 +131,12 @@ def main():
         for n in a.chunks: print("indexing:", bench_index(n, tmp))
         idx = ChunkIndex.build(tmp / "gen-db", [Chunk(id=f"c{i:04d}", doc_id="d", text=f"Fact {i}: item {i} weighs {i * 7} g.")
                                                for i in range(2 * a.in_flight * a.waves)], "hash:64", progress=False)
-        for size in (4, 64): print("scheduling:", bench_overhead(idx, tmp, 256, size))
-        print("generation:", bench_generation(idx, tmp, a.latency, a.in_flight, a.waves))
+        run_generation(Instant(64), idx, tmp / "warm-up", executor=RayExecutor(shard_size=8), progress=False)   # start the workers
+        small, big = (bench_overhead(idx, tmp, 256, size) for size in (64, 4))
+        for r in (small, big): print("scheduling:", r)
+        print(f"scheduling: marginal overhead per shard {1000 * (big['ray s'] - small['ray s']) / (big['shards'] - small['shards']):.0f} ms")
+        print("generation:", bench_local(idx, tmp, a.latency, a.in_flight, a.waves))
+        for tag in ("cold", "warm"): print("generation:", bench_generation(idx, tmp, a.latency, a.in_flight, a.waves, tag))
         print(f"driver peak RSS: {peak_mb():.0f} MB")
     finally:
         disconnect()
