@@ -233,13 +233,15 @@ class _Cutoff:
         import ray
         self.pos = ray.get(self.coord.get_cutoff.remote())
 
-async def _watched(coro, cut: _Cutoff, every: float = 0.25):
-    "Await `coro`, refreshing the cut-off meanwhile; cancel it when the shard is cancelled."
+async def _watched(coro, cut: _Cutoff, drop: Callable[[], None], every: float = 0.25):
+    "Await `coro`, refreshing the cut-off meanwhile and dropping running tasks beyond it; cancel it when the shard is cancelled."
     main = asyncio.ensure_future(coro)
     while not main.done():
         await asyncio.wait({main}, timeout=every)
+        if main.done(): break
+        await asyncio.to_thread(cut.refresh)
         if cut.cancel.is_set(): main.cancel()
-        elif not main.done(): await asyncio.to_thread(cut.refresh)
+        else: drop()
     try: return await main
     except asyncio.CancelledError: return "cancelled"
 
@@ -247,9 +249,16 @@ async def _watched(coro, cut: _Cutoff, every: float = 0.25):
 def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int, cutoff: Optional[int]):
     "Run one shard on a worker (a Ray generator task): yield each TaskResult as it finishes, then a ShardEnd."
     work, cut, out = _work_for(key, payload), _Cutoff(coord, cutoff), queue.Queue()
-    todo = [Task.model_validate(t) for t in tasks]
+    todo, running = [Task.model_validate(t) for t in tasks], {}
+    async def tracked(t: Task):
+        running[t.position] = (t, asyncio.current_task())
+        try: return await work(t)
+        finally: running.pop(t.position, None)
+    def drop():                   # running tasks beyond the cut-off: cancelled (LocalExecutor skips them), as it does itself on a completion
+        for t, job in list(running.values()):
+            if not cut.wanted(t): job.cancel()
     def loop():
-        try: out.put(ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, work, out.put, cut.wanted), cut)), _node()))
+        try: out.put(ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, tracked, out.put, cut.wanted), cut, drop)), _node()))
         except BaseException as e: out.put(e)
     th = threading.Thread(target=loop, daemon=True, name=f"shard-{key}"); th.start()
     try:
