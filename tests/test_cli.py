@@ -26,8 +26,10 @@ RENAMED = {
 
 
 # flags added on purpose after the snapshot (new option string -> its keyword argument); each keeps the old flags intact
+RAY = {"--ray": "ray"}   # issue 14: run on a Ray cluster (the optional extra)
 ADDED = {
-    "dora": {"--test-fraction": "test_fraction"},   # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
+    "dora": {"--test-fraction": "test_fraction", **RAY},   # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
+    "index": RAY, "pipeline": RAY,
 }
 
 

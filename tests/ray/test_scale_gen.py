@@ -122,3 +122,26 @@ def test_dora_command_on_ray_gives_the_one_process_dataset(cluster, tmp_path):
         _cli("dora", "--out", tmp_path / "one", *common)
         _cli("dora", "--out", tmp_path / "ray", *common, "--ray", cluster)
     assert _ids(tmp_path / "ray") == _ids(tmp_path / "one") and _ids(tmp_path / "one")
+
+
+def _stuck_method(n):
+    "A method whose tasks after the first `n` wait forever (as a method's own pacing may, once its shard alone reached the target)."
+    import asyncio
+    from ragbench.gen.base import GenerationMethod, Task, TaskResult
+
+    class StuckAfterTarget(GenerationMethod):
+        name = "stuck"
+        def __init__(self, n): self.target = n
+        def plan(self, index, results): return [Task(id=f"s{i}", position=i) for i in range(40)]
+        async def run_task(self, task, index):
+            if task.position >= self.target: await asyncio.Event().wait()
+            item = QAItem(id=f"q{task.position}", method="static", kind="single-hop", question="Q?", answer="A")
+            return TaskResult(task_id=task.id, position=task.position, outcome="accepted", items=[item])
+    return StuckAfterTarget(n)
+
+
+def test_tasks_beyond_the_frontier_are_dropped_even_if_they_never_finish(cluster, tmp_path):
+    idx = _index(tmp_path / "db", n=5)
+    t0 = time.time()
+    s = run_generation(_stuck_method(5), idx, tmp_path / "run", executor=RayExecutor(cluster, in_flight=8, shard_size=10), progress=False)
+    assert s["accepted"] == 5 and s["stop_reason"] == "target reached" and time.time() - t0 < 120
