@@ -279,6 +279,7 @@ class RayExecutor:
         if in_flight < 1: raise UserError(f"in_flight must be >= 1, got {in_flight}")
         self.address, self.in_flight, self.workers, self.size, self.mirror_every = address, in_flight, workers, shard_size, mirror_every
         self.coord, self.last_run = None, {}
+        connect(address)        # now, in the caller's thread: Ray started from the runner's loop thread (Jupyter) hangs later runs
 
     def __repr__(self): return f"RayExecutor(address={self.address!r}, in_flight={self.in_flight}, workers={self.workers})"
 
@@ -412,4 +413,5 @@ async def amap_on_ray(fn: Callable[[list], Any], batches: Sequence[list], *, add
 def map_on_ray(fn: Callable[[list], Any], batches: Sequence[list], **kw) -> list:
     "Sync `amap_on_ray` (works in Jupyter too)."
     from ragbench.llm import arun
+    connect(kw.get("address"))        # in this thread, not in arun's (see RayExecutor)
     return arun(amap_on_ray(fn, batches, **kw))
