@@ -8,7 +8,7 @@ import hashlib, json, os, platform, sys, tempfile, datetime as _dt
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Optional, Union
 from fastcore.basics import patch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
 __all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'QAItem', 'item_id',
@@ -88,6 +88,7 @@ class QAItem(Record):
     binary: bool = False
     temporal: Optional[bool] = None
     answerable: bool = True
+    unanswerable_kind: Optional[Literal["context", "corpus"]] = None
     bridge_topic: Optional[str] = None
     gold_chunk_ids: list[str] = Field(default_factory=list)
     contexts: list[Context] = Field(default_factory=list)
@@ -100,6 +101,14 @@ class QAItem(Record):
     models: dict[str, str] = Field(default_factory=dict)
     usage: dict[str, Any] = Field(default_factory=dict)
     meta: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unanswerable_kind(self) -> "QAItem":
+        "An unanswerable item without a kind is context-unanswerable (datasets written before the field); an answerable one has none."
+        if not self.answerable and self.unanswerable_kind is None: self.unanswerable_kind = "context"
+        elif self.answerable and self.unanswerable_kind is not None:
+            raise ValueError(f"unanswerable_kind is {self.unanswerable_kind!r} but the item is answerable")
+        return self
 
     @property
     def final_decision(self) -> str:

@@ -16,7 +16,7 @@ from .core import Chunk, UserError, make_chunk_id
 __all__ = ['DEFAULT_MAX_DOC_MB', 'TEXT_SUFFIXES', 'FORMATS', 'Document', 'CorpusError', 'LoadReport', 'html_to_text',
            'read_file_document', 'iter_folder', 'iter_jsonl', 'iter_json_items', 'iter_wiki_paragraphs',
            'detect_format', 'load_documents', 'count_tokens', 'chunk_document', 'chunk_documents', 'paragraph_chunk_id',
-           'sample_corpus_path']
+           'sample_corpus_path', 'hotpot_chunks', 'hotpot_sample_path']
 
 # %% ../nbs/10_corpus.ipynb #ba57bcd1
 @dataclass
@@ -577,3 +577,22 @@ def sample_corpus_path() -> Path:
     "Path of the bundled Git documentation sample (JSONL of {id, title, text})."
     from importlib.resources import files
     return Path(str(files("ragbench") / "data" / "gitdocs_sample.jsonl"))
+
+# %% ../nbs/10_corpus.ipynb #43557603
+def hotpot_chunks(path: Union[str, Path], n_questions: int = 10) -> list[Chunk]:
+    "The paragraphs (gold and distractors) of the first `n_questions` questions of a HotpotQA JSON file as Chunks."
+    out, seen = [], set()
+    for q in json.loads(Path(path).read_text())[:n_questions]:
+        for title, sents in q["context"]:
+            if title in seen: continue
+            seen.add(title)
+            text = "".join(sents).strip()
+            out.append(Chunk(id=make_chunk_id(title, 0, text), doc_id=title, text=text,
+                             meta={"title": title, "source": "hotpotqa", "question_id": q["_id"]}))
+    return out
+
+def hotpot_sample_path() -> Path:
+    "The HotpotQA sample: `shared/data` beside the checkout (100 questions) if present, else the bundled 12."
+    pkg = sample_corpus_path().resolve().parents[1]                # the installed package's folder
+    shared = pkg.parents[1] / "shared" / "data" / "hotpotqa" / "hotpotqa_train100.json"
+    return shared if shared.exists() else pkg / "data" / "hotpotqa_sample.json"

@@ -49,7 +49,7 @@ def local_smoke(llm, log: Callable = print):
 # %% ../nbs/90_demo.ipynb #e0bbd20f
 def demo_setups(db: Path, llm_spec: str):
     "Two RAG setups that differ in one thing: dense top-5 (baseline) and hybrid top-3."
-    from ragbench.eval_setups import Setup, variants_of
+    from ragbench.eval import Setup, variants_of
     base = Setup(name="dense-top5", db=str(db), retrieval="dense", top_k=5, llm=llm_spec)
     return variants_of(base, [{"name": "hybrid-top3", "retrieval": "hybrid", "top_k": 3}])
 
@@ -60,10 +60,9 @@ def run_demo(out, llm_spec: str = "local", n_questions: int = 3, max_seeds: int 
     "The main job: index -> search -> LLM smoke -> TRIAD -> evaluate two setups -> HTML report."
     from ragbench.llm import make_llm, redact_spec
     from ragbench.llm.template import TEMPLATE_MODEL
-    from ragbench.triad import run_triad
-    from ragbench.triad_generate import TriadConfig
+    from ragbench.triad import TriadConfig, run_triad
     from ragbench.core import Dataset
-    from ragbench.eval_run import evaluate
+    from ragbench.eval import evaluate
     from ragbench.report import build_report
     out = Path(out); run = RunDir(out); t0 = time.monotonic()
     generator = TEMPLATE_MODEL if gen_spec == "template" else redact_spec(gen_spec)

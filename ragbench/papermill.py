@@ -16,7 +16,7 @@ __all__ = ['ALIASES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir'
            'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
-ALIASES = {"eval": "eval_run", "review": "review_queue", "generate": "triad"}
+ALIASES = {"eval": "eval.run", "review": "review_queue", "generate": "triad"}
 
 def packaged_dir() -> Path:
     "The folder of notebooks shipped with the installed package."

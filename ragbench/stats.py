@@ -74,8 +74,9 @@ def split_metric(key: str) -> tuple[str, str]:
     return (mode or "retrieved", base)
 
 # %% ../nbs/06_stats.ipynb #48e6938a
-METRIC_ORDER = ("correct", "faithful", "yes_no_correct", "keypoint_complete", "keypoint_hallucinated",
-                "keypoint_irrelevant", "exact_match", "token_f1", "token_recall", "rougeL_recall", "rouge_l_recall",
+METRIC_ORDER = ("correct", "correct_score", "faithful", "faithful_score", "yes_no_correct", "keypoint_complete",
+                "keypoint_hallucinated", "keypoint_irrelevant", "rubric_comprehensiveness", "rubric_relevance",
+                "rubric_groundedness", "rubric_verbosity", "rubric_composition", "rubric_clarity", "rubric_alignment", "exact_match", "token_f1", "token_recall", "rougeL_recall", "rouge_l_recall",
                 "bertscore_recall", "length_ratio", "precision@k", "precision_ceiling@k", "recall@k", "hit@k", "mrr",
                 "ndcg@k", "abstained")
 

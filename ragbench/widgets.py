@@ -250,7 +250,7 @@ class BridgeInspector:
 # %% ../nbs/60_widgets.ipynb #9140d1ee
 def triad_planner(index, llm, cfg=None) -> Callable:
     "A BridgeInspector planner that asks TRIAD's `find_bridge` (LLM entity lists, fallback search) for the configuration."
-    from ragbench.triad_generate import TriadConfig, find_bridge
+    from ragbench.triad import TriadConfig, find_bridge
     cfg = cfg or TriadConfig()
     def plan(seed, neighbours, entities):
         b = find_bridge(seed.id, index, llm, cfg)

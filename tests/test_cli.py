@@ -29,8 +29,12 @@ RENAMED = {
 RAY = {"--ray": "ray"}   # issue 14: run on a Ray cluster (the optional extra)
 ADDED = {
     "dora": {"--test-fraction": "test_fraction", **RAY},   # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
+    "evaluate": {"--max-calls": "max_calls"},       # issue 12 #4: one call budget for the whole evaluation, across resumes
     "index": RAY, "pipeline": RAY,
 }
+# defaults changed on purpose after the snapshot, with the reason
+CHANGED_DEFAULTS = {("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric"}  # issue 11: DoRA's
+# 1-5 rubric judge runs by default; it applies only to items with a style, so a TRIAD evaluation makes no more calls
 
 
 def parser_of(name: str) -> argparse.ArgumentParser:
@@ -49,8 +53,10 @@ def as_old(name: str, kwargs: dict) -> dict:
     return out
 
 
+NEW_COMMANDS = {"qualify"}   # added after the snapshot (issue 10: judge qualification)
+
 def test_every_command_is_in_the_snapshot():
-    assert set(COMMANDS) == set(BEFORE)
+    assert set(COMMANDS) == set(BEFORE) | NEW_COMMANDS
 
 
 @pytest.mark.parametrize("name", list(BEFORE))
@@ -79,7 +85,7 @@ def test_defaults_as_before(name):
     got = as_old(name, parse_command(resolve_command(name), [str(x) for x in required]))
     for a in old["actions"]:
         if a["required"]: continue
-        want = a["default"]
+        want = CHANGED_DEFAULTS.get((name, a["dest"]), a["default"])
         if a["kind"] == "_AppendAction" and want is None: want = []     # repeatable options now default to []
         assert got[a["dest"]] == want, (name, a["dest"])
 
@@ -106,7 +112,9 @@ TABLE = [
      dict(split="train,test", test_fraction=0.2, test_docs=None)),
     ("static", ["--format", "hotpotqa", "questions.json", "--db", "d", "--out", "o.jsonl"], dict(file="questions.json", fmt="hotpotqa")),
     ("evaluate", ["--dataset", "ds.jsonl", "--db", "d", "--answers", "mine=a.jsonl", "--answers", "b.jsonl", "--out", "e",
-                  "--no-bertscore"], dict(answers=["mine=a.jsonl", "b.jsonl"], bertscore=False, judges="correctness,faithfulness,keypoints,abstention")),
+                  "--no-bertscore"], dict(answers=["mine=a.jsonl", "b.jsonl"], bertscore=False, max_calls=None,
+                                          judges="correctness,faithfulness,keypoints,abstention,rubric")),   # rubric: see CHANGED_DEFAULTS
+    ("evaluate", ["--dataset", "ds.jsonl", "--out", "e", "--setups", "s.yaml", "--max-calls", "500"], dict(max_calls=500)),
     ("compare", ["runs/eval", "runs/eval-hotpot", "--metric", "recall@5", "--json", "c.json"],
      dict(dir_a="runs/eval", dir_b="runs/eval-hotpot", metric="recall@5", json_file="c.json")),
     ("export-ragas", ["--dataset", "ds", "--db", "d", "--out", "r.parquet", "--with-ids", "--mode", "oracle"], dict(with_ids=True, mode="oracle")),

@@ -1,4 +1,4 @@
-"""Integration tests of the evaluation harness (ragbench.eval_metrics / eval_setups / eval_run / static).
+"""Integration tests of the evaluation harness (ragbench.eval.* and ragbench.benchmarks).
 
 - metric values against reference implementations on the same inputs: ranx (retrieval), rouge-score and an
   independent LCS (ROUGE-L), bert-score called directly (BERTScore), the official SQuAD v1.1 formulas (EM/F1);
@@ -19,13 +19,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from ragbench.core import Dataset, QAItem, Context, Chunk, RunDir
-from ragbench.eval_metrics import (precision_at_k, recall_at_k, hit_at_k, mrr, ndcg_at_k, retrieval_metrics,
+from ragbench.eval.metrics import (precision_at_k, recall_at_k, hit_at_k, mrr, ndcg_at_k, retrieval_metrics,
                                    exact_match, token_f1, rouge_l_recall, bertscore_recall, default_bertscore_model,
                                    answer_metrics, yes_no)
 from ragbench.stats import bootstrap_ci
-from ragbench.eval_setups import Setup, SetupError, load_setups
-from ragbench.eval_run import evaluate, summarize, compare, export_ragas, EvalError, metric_names
-from ragbench.static import load_static, index_static, missing_gold
+from ragbench.eval import Setup, SetupError, load_setups
+from ragbench.eval import evaluate, summarize, compare, export_ragas, EvalError, metric_names
+from ragbench.benchmarks import load_static, index_static, missing_gold
 from ragbench.cli import main
 
 evaluate_cli, compare_cli, export_ragas_cli, static_cli = (lambda argv, _n=n: main([_n, *argv])   # `ragbench NAME ARGV` in-process
@@ -283,9 +283,9 @@ def test_resume_and_judge_cache(static_env, tmp_path):
     again = evaluate(ds, setups, out, **kw)
     assert again["new_rows"] == 11 and again["n_rows"] == 16
     assert len(RunDir(out).read("scores.jsonl")) == 16
-    # every call of the resumed run came from the cache
-    tot = again["usage"]["fake"]["total"]
-    assert tot["calls"] == 0 and tot["cached"] > 0
+    # every call of the resumed run came from the cache; the run's meter (journaled in calls.jsonl) keeps the first session's calls
+    assert again["usage"]["session"]["calls"] == 0 and again["usage"]["session"]["cached"] > 0
+    assert again["usage"]["run"]["calls"] == full["usage"]["run"]["calls"] > 0
     for s in ("top3", "hybrid"):
         for m in ("recall@k", "correct", "keypoint_complete"):
             assert again["setups"][s][m] == full["setups"][s][m]
@@ -353,7 +353,8 @@ def test_cli_static_evaluate_compare_export(tmp_path, capsys):
     assert compare_cli([str(tmp_path / "ev_hot"), str(tmp_path / "ev_mus"), "--metric", "recall@5", "--n-boot", "100",
                         "--json", str(tmp_path / "cmp.json")]) == 0
     c = json.loads((tmp_path / "cmp.json").read_text())
-    assert c["setups"] == ["dense5", "dense2", "bm25-5"] and -1 <= c["kendall_tau"] <= 1
+    # recall@5 is not applicable to the top-2 setup (issue 11: no metric at k > top_k), so it is left out and named
+    assert c["setups"] == ["dense5", "bm25-5"] and c["dropped"] == ["dense2"] and -1 <= c["kendall_tau"] <= 1
     assert "Kendall tau" in capsys.readouterr().out
     assert export_ragas_cli(["--dataset", str(tmp_path / "hot.jsonl"), "--db", str(tmp_path / "hot_db"),
                              "--scores", str(tmp_path / "ev_hot"), "--setup", "dense2", "--out", str(tmp_path / "r.parquet")]) == 0
@@ -361,3 +362,307 @@ def test_cli_static_evaluate_compare_export(tmp_path, capsys):
     df = pd.read_parquet(tmp_path / "r.parquet")
     assert list(df.columns) == ["user_input", "reference", "reference_contexts", "retrieved_contexts", "response"]
     assert len(df) == 10 and all(len(x) == 2 for x in df["retrieved_contexts"]) and all(len(x) >= 2 for x in df["reference_contexts"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 11 (evaluation side), 12 (#4 budget, #7 failed calls, #8 inputs, lock) and 13 (data shapes).
+# Each test below failed on the code before these changes (noted per test).
+
+TEXTS = ["Arthur's Magazine was an American literary periodical started in 1844 in Philadelphia.",
+         "First for Women is a woman's magazine published by Bauer Media and started in 1989.",
+         "Paris is the capital and largest city of France.",
+         "The Seine is a river that flows through Paris to the English Channel.",
+         "Lyon is the third-largest city of France, at the confluence of the Rhone and the Saone.",
+         "Marseille is a port city on the Mediterranean coast of France.",
+         "git stash saves local changes away and reverts the working directory to match HEAD.",
+         "git bisect uses binary search to find the commit that introduced a bug."]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    "A hash-embedded index of 8 chunks and a dataset of TRIAD items, a TRIAD variant, a corpus-unanswerable and two DoRA items."
+    from ragbench.index import ChunkIndex
+    root = tmp_path_factory.mktemp("tiny")
+    ChunkIndex.build(root / "db", [Chunk(id=f"c{i}", doc_id=f"d{i}", text=t, meta={"title": f"T{i}"}) for i, t in enumerate(TEXTS)],
+                     "hash:64", progress=False)
+    gold = lambda *ids: [Context(chunk_id=i, relevant=True, source="gold") for i in ids]
+    bad = lambda *ids: [Context(chunk_id=i, relevant=False, source="neighbour") for i in ids]
+    q1 = QAItem(id="q1", method="triad", kind="comparison", question="Which magazine was started first, Arthur's Magazine or First for Women?",
+                answer="Arthur's Magazine", gold_chunk_ids=["c0", "c1"], contexts=gold("c0", "c1") + bad("c4", "c5"))
+    variant = q1.model_copy(update={"id": "q1-u", "answerable": False, "answer": "The provided contexts do not contain enough information.",
+                                    "gold_chunk_ids": [], "contexts": bad("c4", "c5") + [Context(chunk_id="c0", relevant=True, source="gold",
+                                                                                                reason="partially relevant")],
+                                    "meta": {"variant_of": "q1", "partial_chunk_id": "c0"}})
+    variant = QAItem.model_validate(json.loads(variant.to_json()) | {"unanswerable_kind": None})   # written before the field: context
+    items = [q1, variant,
+             QAItem(id="q2", method="triad", kind="composition", question="Which river flows through the capital of France?",
+                    answer="The Seine", gold_chunk_ids=["c2", "c3"], contexts=gold("c2", "c3") + bad("c5")),
+             QAItem(id="qc", method="triad", kind="composition", question="Who was the first mayor of Paris?", answer="(none)",
+                    answerable=False, unanswerable_kind="corpus"),
+             QAItem(id="d1", method="dora", kind="generate", style="generate", question="Which git commands help with a broken build?",
+                    answer="1. git stash 2. git bisect", gold_chunk_ids=["c6", "c7"]),
+             QAItem(id="d2", method="dora", kind="find", style="find", question="What does git bisect use to find a commit?",
+                    answer="binary search", gold_chunk_ids=["c7"])]
+    Dataset(items).write(root / "ds.jsonl")
+    return {"root": root, "db": root / "db", "ds": Dataset(items), "path": root / "ds.jsonl"}
+
+
+def _rows(out):
+    from ragbench.eval import read_scores
+    return {(r["item_id"], r["mode"]): r for r in read_scores(out)}
+
+
+def test_metrics_beyond_top_k_are_not_applicable(tiny, tmp_path):
+    "Before: a top_k 2 setup reported recall@5 / recall@10 / hit@10 computed on its 2 chunks (equal to recall@2)."
+    from ragbench.testing import FakeLLM
+    llm = FakeLLM()
+    summ = evaluate(tiny["ds"], [Setup(name="bm25-2", retrieval="bm25", top_k=2, llm="fake")], tmp_path / "ev", db=tiny["db"],
+                    llm_factory=lambda s: llm, judges=(), bertscore=False, n_boot=20)
+    rows = [r for r in _rows(tmp_path / "ev").values() if r["metrics"]["recall@k"] is not None]
+    assert len(rows) == 4                                                   # q1, q2, d1, d2
+    for r in rows:
+        assert all(r["metrics"][m] is None for m in ("recall@3", "recall@5", "recall@10", "hit@10", "precision@5", "ndcg@10",
+                                                      "precision_ceiling@10")), r["item_id"]
+        assert r["metrics"]["recall@1"] is not None and r["metrics"]["hit@k"] is not None
+    st = summ["setups"]["bm25-2"]
+    assert st["recall@10"]["n"] == 0 and st["recall@10"]["mean"] is None and st["recall@k"]["n"] == 4
+
+
+def test_unanswerable_kinds(tiny, tmp_path):
+    "Before: the variant was answered through retrieval (finding its gold chunks) and scored as 'should abstain'; "
+    "the unanswerable mode dropped its partially relevant chunk; no kind was recorded."
+    from ragbench.testing import FakeLLM
+    llm = FakeLLM()
+    summ = evaluate(tiny["ds"], [Setup(name="dense2", top_k=2, llm="fake")], tmp_path / "ev", db=tiny["db"], judges=("abstention",),
+                    modes=("retrieved", "unanswerable", "oracle"), llm_factory=lambda s: llm, judge_llm=llm, bertscore=False, n_boot=20)
+    rows = _rows(tmp_path / "ev")
+    r = rows[("q1-u", "retrieved")]
+    assert r["skipped"].startswith("not applicable: context-unanswerable") and r["answer"] is None and r["metrics"]["abstained"] is None
+    assert r["unanswerable_kind"] == "context"                              # an old variant without the field reads as context
+    r = rows[("q1-u", "unanswerable")]
+    assert r["context_chunk_ids"] == ["c4", "c5", "c0"] and r["metrics"]["abstained"] is not None   # its own list, partial chunk included
+    assert rows[("q1-u", "oracle")]["skipped"].startswith("not applicable")
+    r = rows[("qc", "retrieved")]                                           # corpus-unanswerable: scored through retrieval
+    assert r["unanswerable_kind"] == "corpus" and len(r["retrieved_chunk_ids"]) == 2 and r["metrics"]["abstained"] is not None
+    st = summ["setups"]["dense2"]
+    assert st["abstained"]["n"] == 1 and st["unanswerable/abstained"]["n"] == 6   # retrieved: qc only; unanswerable mode: all six
+    kinds = summ["breakdowns"]["unanswerable_kind"]
+    assert kinds["context"]["dense2"]["unanswerable/abstained"]["n"] == 1 and kinds["corpus"]["dense2"]["abstained"]["n"] == 1
+    assert any(k.startswith("retrieved: context-unanswerable") for k in summ["not_applicable"]["dense2"])
+
+
+def _claims_judge(req):
+    "A judge whose correctness and faithfulness verdicts list claims (2 of 3 faithful; 1 of 2 answer claims right, 1 reference claim missed)."
+    if req.stage.startswith("eval_correctness"):
+        return {"correct": True, "answer_claims": [{"claim": "a", "supported": True}, {"claim": "b", "supported": False}],
+                "reference_claims": [{"claim": "a", "covered": True}, {"claim": "c", "covered": False}], "reason": "mostly"}
+    if req.stage == "eval_faithfulness":
+        return {"faithful": False, "claims": [{"claim": "a", "supported": True}, {"claim": "b", "supported": True},
+                                               {"claim": "c", "supported": False}], "reason": "c is not in the context"}
+    if req.stage == "eval_rubric":
+        from ragbench.eval import RUBRIC_DIMENSIONS
+        return {**dict.fromkeys(RUBRIC_DIMENSIONS, 4), "groundedness": 2, "reason": "one list item is not in the evidence"}
+    if req.stage == "eval_answer": return {"answer": "git stash and git bisect"}
+    return None
+
+
+def test_judges_fit_the_item(tiny, tmp_path):
+    "Before: one factoid correctness prompt for every item ('listing several candidates is not correct'), no 1-5 rubric "
+    "judge, and no continuous correctness / faithfulness scores."
+    from ragbench.testing import FakeLLM
+    from ragbench.llm.template import template_reply
+    llm = FakeLLM(lambda r: _claims_judge(r) or template_reply(r.prompt, r.system, r.schema))
+    ds = Dataset([it for it in tiny["ds"] if it.id in ("q1", "d1", "d2")])
+    evaluate(ds, [Setup(name="dense2", top_k=2, llm="fake")], tmp_path / "ev", db=tiny["db"], llm_factory=lambda s: llm,
+             judge_llm=llm, judges=("correctness", "faithfulness", "rubric"), bertscore=False, n_boot=20)
+    stages = Counter(r.stage for r in llm.requests)
+    assert stages["eval_correctness_longform"] == 1 and stages["eval_correctness"] == 2 and stages["eval_rubric"] == 2
+    longform = next(r for r in llm.requests if r.stage == "eval_correctness_longform")
+    assert "Which git commands" in longform.prompt and "listing several candidates" not in longform.prompt
+    rows = _rows(tmp_path / "ev")
+    d1, q1 = rows[("d1", "retrieved")], rows[("q1", "retrieved")]
+    assert d1["judge"]["correctness"]["rubric"] == "eval_correctness_longform" and q1["judge"]["correctness"]["rubric"] == "eval_correctness"
+    assert (d1["metrics"]["rubric_groundedness"], d1["metrics"]["rubric_clarity"]) == (2.0, 4.0) and q1["metrics"]["rubric_clarity"] is None
+    assert abs(q1["metrics"]["correct_score"] - 0.5) < 1e-12 and abs(q1["metrics"]["faithful_score"] - 2 / 3) < 1e-12
+    assert (q1["metrics"]["correct"], q1["metrics"]["faithful"]) == (1.0, 0.0)    # the binary verdicts stay beside the scores
+
+
+def test_dora_calibration_end_to_end(tmp_path):
+    "Before: no judge wrote 1-5 rubric scores, so DoRA's calibration could not run. Judge scores + the review "
+    "queue's scores -> the calibration table, in the report of a DoRA evaluation."
+    from sklearn.metrics import cohen_kappa_score
+    from ragbench.testing import FakeLLM
+    from ragbench.eval import RUBRIC_DIMENSIONS, sample_for_review, judge_sample, load_calibration
+    from ragbench.widgets import ReviewQueue
+    from ragbench.report import build_report, demo_eval_dir
+    run = RunDir(tmp_path / "dora")
+    items = [QAItem(id=f"dq-{i:02d}", method="dora", kind=s, style=s, question=f"question {i}?", answer=f"answer {i}")
+             for i, s in enumerate(["find", "explain", "generate"] * 4)]
+    run.write("dataset.jsonl", "".join(it.to_json() + "\n" for it in items))
+    sample = sample_for_review(run.path, per_style=2)
+    assert sorted(Counter(it.style for it in sample).values()) == [2, 2, 2]
+    judged = {it.id: 2 + i % 3 for i, it in enumerate(sample)}           # the judge's groundedness: 2, 3, 4, ...
+    judge = FakeLLM(lambda req: {**dict.fromkeys(RUBRIC_DIMENSIONS, 4),
+                                 "groundedness": judged[next(i for i in judged if f"Question: question {int(i[3:])}?" in req.prompt)]})
+    rows = judge_sample(run.path, judge)
+    assert len(rows) == 6 and all(len(r["scores"]) == 7 for r in rows)
+    queue = ReviewQueue(run.path, "ann", sources=("calibration_sample.jsonl",), sync=False)
+    human = {}
+    for i, it in enumerate(sample):
+        human[it.id] = 3 + i % 2
+        queue.accept(item=it.id, scores={**dict.fromkeys(RUBRIC_DIMENSIONS, 4), "groundedness": human[it.id]})
+    table = {r["dimension"]: r for r in load_calibration(run.path)}
+    g = table["groundedness"]
+    ids = [it.id for it in sample]
+    assert g["n"] == 6
+    assert abs(g["kappa_w"] - cohen_kappa_score([human[i] for i in ids], [judged[i] for i in ids], weights="quadratic",
+                                                labels=[1, 2, 3, 4, 5])) < 1e-12
+    assert abs(g["mad"] - np.mean([abs(human[i] - judged[i]) for i in ids])) < 1e-12
+    assert table["clarity"]["within_1"] == 1.0
+    text = build_report(demo_eval_dir(tmp_path / "eval", n_items=20, method="dora"), tmp_path / "r.html", generation_dir=run.path).read_text()
+    assert "<h2>Judge calibration</h2>" in text and "<td>groundedness</td>" in text and "<figure id='rubric_by_style'>" in text
+
+
+def _setups_file(tmp_path, db, llm=None):
+    f = tmp_path / "setups.yaml"
+    f.write_text(f"defaults: {{db: '{db}'" + (f", llm: '{llm}'" if llm else "") + "}\nbaseline: {name: dense2, top_k: 2}\n")
+    return f
+
+
+def test_failed_llm_calls_are_recorded_per_row(tiny, tmp_path, capsys):
+    "Before: an LLM call that ran out of retries killed `evaluate` with a traceback (exit 1, no rows)."
+    from ragbench.testing import FakeLLMServer
+    with FakeLLMServer() as srv:
+        bad = f"openai:{srv.url}/no-such-api/v1@fake"                      # every answer call gets HTTP 404: fails for good
+        argv = ["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"], bad)), "--out", str(tmp_path / "ev"),
+                "--judge-llm", "none", "--no-bertscore", "--n-boot", "20", "--quiet"]
+        rc = evaluate_cli(argv)
+    err = capsys.readouterr().err
+    assert rc == 1 and "row(s) failed on LLM errors (dense2:" in err and "re-run the same command" in err
+    rows = _rows(tmp_path / "ev")
+    failed = [r for r in rows.values() if r["error"]]
+    assert len(failed) == 5 and all("404" in r["error"] or "NotFound" in r["error"] for r in failed)   # all but the n/a variant
+    assert rows[("q1", "retrieved")]["metrics"]["recall@k"] is not None       # what needs no LLM is still scored
+    summ = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert summ["errors"] == {"dense2": 5}
+
+
+def test_second_evaluate_on_one_out_is_refused(tiny, tmp_path, capsys):
+    "Before: two `evaluate` processes on one --out both ran (90 duplicate rows, doubled n)."
+    from ragbench.core import RunLock
+    out = tmp_path / "ev"
+    argv = ["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"])), "--out", str(out),
+            "--judge-llm", "none", "--no-bertscore", "--n-boot", "20", "--quiet"]
+    with RunLock(out):
+        assert evaluate_cli(argv) == 2
+    err = capsys.readouterr().err
+    assert "is in use by another ragbench process" in err and f'"pid": {os.getpid()}' in err
+    assert not (out / "scores.jsonl").exists()
+    assert evaluate_cli(argv) == 0 and len(RunDir(out).read("scores.jsonl")) == 6
+
+
+def test_max_calls_holds_across_resumes(tiny, tmp_path, capsys):
+    "Before: `evaluate` had no --max-calls."
+    from ragbench.testing import FakeLLMServer
+    with FakeLLMServer() as srv:
+        spec = f"openai:{srv.url}/v1@fake"
+        argv = ["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"], spec)), "--out", str(tmp_path / "ev"),
+                "--judge-llm", spec, "--judges", "correctness", "--no-bertscore", "--n-boot", "20", "--quiet", "--batch-size", "1"]
+        assert evaluate_cli(argv + ["--max-calls", "4"]) == 1
+        assert srv.stats()["requests"] <= 4 and "stopped: budget spent" in capsys.readouterr().err
+        first = srv.stats()["requests"]
+        assert evaluate_cli(argv + ["--max-calls", "4"]) == 1                 # the same budget on resume: nothing more is sent
+        assert srv.stats()["requests"] == first
+        assert evaluate_cli(argv + ["--max-calls", "100"]) == 0
+    summ = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert summ["stop_reason"] == "done" and summ["n_rows"] == 6 and summ["usage"]["run"]["calls"] == srv.stats()["requests"]
+    assert len([json.loads(l) for l in (tmp_path / "ev" / "calls.jsonl").read_text().splitlines() if '"send"' in l]) == summ["usage"]["run"]["calls"]
+
+
+def test_answers_and_gold_inputs(tiny, tmp_path, capsys):
+    "Before: an answers file whose ids were all unknown gave 0 rows and exit 0; items without gold ids silently left "
+    "the retrieval scores."
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"item_id": f"zz-{i}", "answer": "x"}) + "\n" for i in range(3)))
+    rc = evaluate_cli(["--dataset", str(tiny["path"]), "--answers", f"mine={other}", "--out", str(tmp_path / "e1"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "answers file" in err and "none of its 3 item ids is in the dataset (e.g. zz-0, zz-1, zz-2)" in err
+    assert not (tmp_path / "e1").exists()
+    ds = Dataset([it.model_copy(update={"gold_chunk_ids": []}) if it.id == "q2" else it for it in tiny["ds"]])
+    ds.write(tmp_path / "ds.jsonl")
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("".join(json.dumps({"item_id": it.id, "answer": it.answer, "retrieved_chunk_ids": it.gold_chunk_ids}) + "\n" for it in ds))
+    assert evaluate_cli(["--dataset", str(tmp_path / "ds.jsonl"), "--answers", f"mine={mine}", "--out", str(tmp_path / "e2"),
+                         "--no-bertscore", "--n-boot", "20", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"1 answerable item(s) have no gold chunk ids, so no retrieval scores: {tmp_path / 'ds.jsonl'}:3" in err
+    summ = json.loads((tmp_path / "e2" / "summary.json").read_text())
+    assert summ["items_without_gold"] == {"n": 1, "ids": ["q2"], "lines": [f"{tmp_path / 'ds.jsonl'}:3"]}
+
+
+def test_retrieval_only_setup(tiny, tmp_path, capsys):
+    "Before: a setup without an answering LLM was refused ('no answering LLM')."
+    rc = evaluate_cli(["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"])), "--out", str(tmp_path / "ev"),
+                       "--judge-llm", "none", "--no-bertscore", "--n-boot", "20", "--quiet", "--modes", "retrieved,oracle"])
+    assert rc == 0 and "retrieval metrics only" in capsys.readouterr().err
+    rows = _rows(tmp_path / "ev")
+    assert rows[("q1", "retrieved")]["metrics"]["recall@k"] is not None and rows[("q1", "retrieved")]["answer"] is None
+    assert rows[("q1", "oracle")]["skipped"].startswith("not applicable: retrieval-only")
+    summ = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert summ["setups"]["dense2"]["recall@k"]["n"] == 4 and summ["usage"]["run"]["calls"] == 0 and summ["models"]["answer"] == {"dense2": None}
+
+
+def test_load_scores_and_summary_frames(tiny, tmp_path):
+    "Before: no pandas view of the scores or the summary."
+    from ragbench.eval import load_scores, summary_frame
+    summ = evaluate(tiny["ds"], [Setup(name="bm25-2", retrieval="bm25", top_k=2)], tmp_path / "ev", db=tiny["db"], bertscore=False, n_boot=20)
+    df = load_scores(tmp_path / "ev")
+    assert len(df) == 6 and {"item_id", "setup", "mode", "question", "recall@k", "mrr"} <= set(df.columns)
+    assert df.set_index("item_id").loc["q1", "question"].startswith("Which magazine")
+    wide = summary_frame(summ)
+    assert list(wide.index) == ["bm25-2"] and "recall@k" in wide.columns
+    long = summary_frame(summ, ["recall@k"], wide=False)
+    assert long.iloc[0]["n"] == 4 and long.iloc[0]["mean"] == summ["setups"]["bm25-2"]["recall@k"]["mean"]
+
+
+def _hf_hotpot(q):
+    "A HotpotQA question in the Hugging Face `hotpot_qa` layout."
+    return {"id": q["_id"], "question": q["question"], "answer": q["answer"], "type": q["type"], "level": q["level"],
+            "supporting_facts": {"title": [t for t, _ in q["supporting_facts"]], "sent_id": [i for _, i in q["supporting_facts"]]},
+            "context": {"title": [t for t, _ in q["context"]], "sentences": [s for _, s in q["context"]]}}
+
+
+def test_static_reads_the_hugging_face_layout(tmp_path):
+    "Before: the HF layout was rejected ('a hotpotqa corpus file' for JSON; JSONL and Parquet not read at all)."
+    import pandas as pd
+    orig = json.loads(HOTPOT.read_text())[:5]
+    (tmp_path / "hot.json").write_text(json.dumps(orig))
+    (tmp_path / "hf.jsonl").write_text("".join(json.dumps(_hf_hotpot(q)) + "\n" for q in orig))
+    pd.DataFrame([_hf_hotpot(q) for q in orig]).to_parquet(tmp_path / "hf.parquet")
+    mus = json.loads(MUSIQUE.read_text())[:5]
+    pd.DataFrame(mus).to_parquet(tmp_path / "mus.parquet")
+    out = {}
+    for name, fmt in (("hot.json", "hotpotqa"), ("hf.jsonl", "hotpotqa"), ("hf.parquet", "hotpotqa"), ("mus.parquet", "musique")):
+        assert static_cli(["--format", fmt, str(tmp_path / name), "--db", str(tmp_path / f"{name}_db"), "--out", str(tmp_path / f"{name}.out.jsonl"),
+                           "--embedder", "hash:64", "--quiet"]) == 0, name
+        out[name] = [it.model_dump() for it in Dataset.read(tmp_path / f"{name}.out.jsonl")]
+    assert out["hf.jsonl"] == out["hot.json"] == out["hf.parquet"] and len(out["hot.json"]) == 5
+    assert out["mus.parquet"] == [it.model_dump() for it in load_static(MUSIQUE, "musique", limit=5)]
+    from ragbench.index import ChunkIndex
+    assert missing_gold(Dataset.read(tmp_path / "hf.parquet.out.jsonl"), ChunkIndex.open(tmp_path / "hf.parquet_db")) == []
+
+
+def test_hugging_face_export(tiny, tmp_path):
+    "Before: no export with a fixed schema; `Dataset.write('x.parquet')` types a column by its data, so files differ."
+    try: import datasets                                                    # a dev requirement (settings.ini): fail loudly, never skip
+    except ImportError: pytest.fail("the Hugging Face export is tested with `datasets`: pip install datasets")
+    from ragbench.eval import export_hf, read_hf, to_hf
+    a = Dataset([it for it in tiny["ds"] if it.method == "triad"])          # no style, no difficulty anywhere
+    b = Dataset([it for it in tiny["ds"] if it.method == "dora"])           # styles set
+    export_hf(a, tmp_path / "a.parquet"); export_hf(b, tmp_path / "b.parquet")
+    hf = datasets.load_dataset("parquet", data_files=[str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")], split="train",
+                               cache_dir=str(tmp_path / "hf_cache"))
+    assert hf.num_rows == len(a) + len(b) and set(hf.column_names) == set(QAItem.model_fields)
+    assert json.loads(hf[1]["meta"]) == {"variant_of": "q1", "partial_chunk_id": "c0"} and hf[1]["unanswerable_kind"] == "context"
+    assert [it.model_dump() for it in read_hf(tmp_path / "a.parquet")] == [it.model_dump() for it in a]
+    assert to_hf(b).num_rows == 2 and to_hf(b).features == hf.features

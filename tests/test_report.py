@@ -125,8 +125,8 @@ def test_cli_png_dir_exports_every_figure(run_dirs, tmp_path):
 
 def test_report_from_eval_run_summary(tmp_path):
     "When the evaluation harness is present, the report draws its real summary.json layout."
-    eval_run = pytest.importorskip("ragbench.eval_run")
-    from ragbench.report import _demo_rows
+    from ragbench.eval import run as eval_run
+    from ragbench.report.figures import _demo_rows
     rows = _demo_rows(12, ("baseline", "top3"), seed=1)
     d = tmp_path / "eval"; d.mkdir()
     (d / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -134,3 +134,52 @@ def test_report_from_eval_run_summary(tmp_path):
     text = build_report(d, tmp_path / "r.html").read_text()
     for name in ("setup_comparison", "correct_by_type", "precision_ceiling", "abstention", "retrieval_hit_split"):
         assert f"<figure id='{name}'>" in text, name
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 11 / 13: what a TRIAD and a DoRA report show (each failed before these changes)
+
+def test_triad_report_abstention_per_kind_and_acceptance_by_type(run_dirs, tmp_path):
+    "Before: abstention mixed every unanswerable item into one bar (variants answered through retrieval), and the "
+    "acceptance-by-type figure was always skipped for TRIAD runs (it read fields TRIAD's summary.json does not write)."
+    eval_dir, gen_dir = run_dirs
+    gen = json.loads((gen_dir / "summary.json").read_text())
+    assert set(gen["by_type"]["comparison"]) == {"seeds", "accepted", "rejected", "acceptance_rate"}    # TRIAD's shape
+    out = tmp_path / "r.html"
+    assert report_cli([str(eval_dir), "--out", str(out), "--generation", str(gen_dir)]) == 0
+    text = out.read_text()
+    assert "<figure id='acceptance_by_type'>" in text and "acceptance_by_type: skipped" not in text
+    for group in ("context-unanswerable items (own contexts)", "answerable items, relevant contexts withheld",
+                  "corpus-unanswerable items (retrieved)", "answerable items (should answer)"):
+        assert group in text, group
+    assert "gemini:gemini-2.5-flash-lite" in text                          # each setup labelled with its answering model
+
+
+def test_per_item_table_and_stand_in_banner(tmp_path):
+    "Before: no per-item table in the report, and nothing said that the numbers came from stand-in models."
+    from ragbench.report import demo_eval_dir
+    eval_dir = demo_eval_dir(tmp_path / "eval", n_items=8)
+    summary = json.loads((eval_dir / "summary.json").read_text())
+    summary["models"] = {"answer": {s: "local" for s in summary["setups"]}, "judge": "local"}
+    (eval_dir / "summary.json").write_text(json.dumps(summary))
+    run = tmp_path / "triad"; run.mkdir()
+    from ragbench.core import Dataset, QAItem
+    Dataset([QAItem(id="tq-0000", method="triad", kind="comparison", question="q", answer="a", models={"generate": "template"})]).write(run / "dataset.jsonl")
+    text = build_report(eval_dir, tmp_path / "r.html", generation_dir=run).read_text()
+    banner = text.index("Stand-in models made these numbers")
+    assert banner < text.index("<h2>Dataset and setups</h2>")                 # on the first screen
+    assert "the template writer (rule-based stand-in" in text and "local (the bundled SmolLM2" in text
+    assert "<h2>Per item</h2>" in text and "Synthetic question 3?" in text and "synthetic verdict" in text
+    plain = build_report(demo_eval_dir(tmp_path / "eval2", n_items=8), tmp_path / "r2.html").read_text()
+    assert "Stand-in models" not in plain
+
+
+def test_charts_with_nothing_to_show_are_hidden(run_dirs, tmp_path):
+    "Before: generation counts of zero were drawn as an empty funnel and zero bars."
+    eval_dir, _ = run_dirs
+    gen = tmp_path / "gen"; gen.mkdir()
+    (gen / "summary.json").write_text(json.dumps({"seeds_tried": 0, "attempts": 0, "accepted": 0,
+                                                  "by_type": {"comparison": {"seeds": 0, "accepted": 0, "rejected": 0}}}))
+    text = build_report(eval_dir, tmp_path / "r.html", generation_dir=gen).read_text()
+    assert "<figure id='generation_funnel'>" not in text and "generation_funnel: skipped (nothing to show: only zeros)" in text
+    assert "<figure id='acceptance_by_type'>" not in text

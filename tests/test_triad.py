@@ -1,11 +1,13 @@
-"""TRIAD integration tests: every branch of generation / validation / extraction driven by a scripted LLM on a
-real (small) LanceDB index of HotpotQA paragraphs, plus resume after a kill and the budget stop through the CLI
-against the fake LLM server.
+"""TRIAD integration tests: every branch of the bridge / write / judge / contexts steps driven by a scripted LLM on a
+real (small) LanceDB index of HotpotQA paragraphs, the run on the generation base (calls counted, plan order, resume
+after a kill, budget across resumes) through the CLI against the fake LLM server, and `ragbench qualify`.
+
+Tests marked "issue 10 #k" failed on the code before the fix (commit 9728da8).
 
     python -m pytest -q tests/test_triad.py
     RAGBENCH_SLOW=1 python -m pytest -q tests/test_triad.py -k local    # also a smoke run on the offline local model
 """
-import contextlib, json, os, re, signal, subprocess, sys, time
+import contextlib, json, os, random, signal, subprocess, sys, time
 from pathlib import Path
 
 import pytest
@@ -15,15 +17,19 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from ragbench.core import Chunk, QAItem, RunDir
-from ragbench.llm import Budget, make_llm
+from ragbench.corpus import hotpot_chunks, sample_corpus_path
+from ragbench.llm import LLMError, make_llm
 from ragbench.prompts import parse_chunks
-from ragbench.triad_generate import (SeedPlan, TriadConfig, candidate_names, draft_item, find_bridge, hotpot_chunks,
-                                     mentions)
-from ragbench.triad_validate import validate
+from ragbench.text import candidate_names, mentions
+from ragbench.triad import (CRITERIA, BridgeConfig, SeedPlan, TriadConfig, draft_item, find_bridge, precheck_passes,
+                            process_seed, run_triad, validate)
+from ragbench.triad.judge import bridge_terms, judge_prompt, leaks_bridge, sufficiency_prompt
+from ragbench.triad.write import QAPair, generation_prompt
 from ragbench.cli import main
-from ragbench.triad import process_seed, run_triad
 
-HOTPOT = ROOT.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_train100.json"
+SHARED = ROOT.parent / "shared" / "data"
+HOTPOT = SHARED / "hotpotqa" / "hotpotqa_train100.json"
+MUSIQUE = SHARED / "musique" / "musique_train100.json"
 LONELY = Chunk(id="c-lonely", doc_id="lonely", text="only lower case words here, about nothing in particular at all.", meta={})
 
 
@@ -31,7 +37,7 @@ LONELY = Chunk(id="c-lonely", doc_id="lonely", text="only lower case words here,
 
 @pytest.fixture(scope="module")
 def corpus():
-    if not HOTPOT.exists(): pytest.skip(f"HotpotQA sample not found at {HOTPOT}")
+    if not HOTPOT.exists(): pytest.fail(f"HotpotQA sample not found at {HOTPOT} (../shared/data beside the checkout)")
     chunks = hotpot_chunks(HOTPOT, 12)
     return chunks, {c.meta["title"]: c for c in chunks}
 
@@ -48,10 +54,27 @@ def lilu(corpus):
     return corpus[1]["Lilu (mythology)"], corpus[1]["Alû"]
 
 
-# ---------------------------------------------------------------------------------------------- scripted LLM
+# ---------------------------------------------------------------------------------------------- a scripted LLM
 
-GOOD = {"reason": "Both passages are needed and there is one answer.", "quality": True, "multi_hop": True, "unambiguous": True}
-NO = {"sufficient": False, "reason": "needs the other passage"}
+def verdict(**fails) -> dict:
+    "A judge reply in the schema's order: per criterion a reason, then the verdict; `fails` = {criterion: reason}."
+    out = {}
+    for c in CRITERIA:
+        out[f"{c}_reason"] = fails.get(c, {"quality": "The premise holds and both passages state the facts used.",
+                                           "retrievable": "Both entities are named, so a search finds both passages.",
+                                           "multi_hop": "Each passage supplies one of the two facts compared.",
+                                           "unambiguous": "Only one reading and one correct answer."}[c])
+        out[c] = c not in fails
+    return {**out, "temporal": False}
+
+
+GOOD = verdict()
+
+
+def groups(req, sufficient=lambda part: False, reason="It lacks the facts of the other passage.") -> dict:
+    "A reply to the every-passage-needed check: one verdict per group of passages in the prompt."
+    parts = req.prompt.split("=== group ")[1:]
+    return {f"group_{i}": {"reason": reason, "sufficient": bool(sufficient(p))} for i, p in enumerate(parts, 1)}
 
 
 def default_reply(req):
@@ -60,14 +83,13 @@ def default_reply(req):
     if req.stage == "triad.entities":
         names = [candidate_names(x, t) for _, t, x in cs]
         shared = [n for n in names[0] if all(mentions(f"{t}\n{x}", n) for _, t, x in cs[1:])]
-        return {"entities_per_chunk": names, "shared": shared[:2], "bridge_topic": (shared or [""])[0], "why": ""}
+        return {"entities_per_chunk": names, "shared": shared[:2], "category": "", "bridge_topic": (shared or [""])[0]}
     if req.stage == "triad.generate":
         if 'exactly "yes" or "no"' in req.prompt:
             return {"question": f"Was {cs[0][1]} documented before {cs[1][1]}?", "answer": "yes"}
         return {"question": f"Which is older, {cs[0][1]} or {cs[1][1]}?", "answer": cs[0][1]}
-    if req.stage == "triad.judge": return GOOD
-    if req.stage == "triad.sufficiency": return NO
-    if req.stage == "triad.temporal": return {"temporal": True}
+    if req.stage == "triad.judge": return {**GOOD, "temporal": True}
+    if req.stage == "triad.sufficiency": return groups(req)
     if req.stage == "triad.labels":
         cand = parse_chunks(req.prompt.split("Candidate passages:")[1])
         return {"labels": [{"chunk_id": i, "relevant": k % 3 == 0, "reason": ""} for k, (i, _, _) in enumerate(cand)]}
@@ -93,15 +115,14 @@ class Script:
 def fake(script, **kw): return make_llm("fake", responder=script, **kw)
 
 
-def _validate(lilu, script, kind="intersection", binary=False, bridge="Lilu"):
-    from ragbench.triad_generate import BridgeConfig
-    b = BridgeConfig(seed_id=lilu[0].id, chunk_ids=[c.id for c in lilu], bridge_topic=bridge)
+def _validate(chunks, script, kind="intersection", binary=False, bridge="Lilu", **cfg):
+    b = BridgeConfig(seed_id=chunks[0].id, chunk_ids=[c.id for c in chunks], bridge_topic=bridge)
     llm = fake(script)
-    it = draft_item(b, SeedPlan(seed_id=lilu[0].id, kind=kind, binary=binary))
-    return validate(it, list(lilu), gen_llm=llm, judge_llm=llm, cfg=TriadConfig()), llm
+    it = draft_item(b, SeedPlan(seed_id=chunks[0].id, kind=kind, binary=binary))
+    return validate(it, list(chunks), gen_llm=llm, judge_llm=llm, cfg=TriadConfig(**cfg)), llm
 
 
-# ---------------------------------------------------------------------------------------------- generation
+# ---------------------------------------------------------------------------------------------- bridge
 
 def test_shared_entity_found(index, lilu):
     s = Script()
@@ -115,7 +136,7 @@ def test_no_shared_entity_fallback_finds_chunk(index, lilu):
     seed = lilu[0]
     hits = [h for h in index.neighbours(seed.id, k=50)]
     ent = next(n for n in candidate_names(seed.text) if any(mentions(h.text, n) for h in hits))
-    s = Script(entities=[{"entities_per_chunk": [[ent], ["Nothing Shared"]], "shared": [], "bridge_topic": "", "why": ""}])
+    s = Script(entities=[{"entities_per_chunk": [[ent], ["Nothing Shared"]], "shared": [], "category": "", "bridge_topic": ""}])
     b = find_bridge(seed.id, index, fake(s), TriadConfig(precheck=False))
     assert (b.via, b.bridge_topic, b.entity_calls) == ("fallback", ent, 1)
     assert b.chunk_ids[0] == seed.id and b.chunk_ids[1] != seed.id and mentions(index.get(b.chunk_ids[1]).text, ent)
@@ -131,7 +152,55 @@ def test_fallback_fails_moves_to_next_seed(index, lilu, tmp_path):
     assert summary["accepted"] == 1 and summary["seeds_by_outcome"] == {"no_bridge": 1, "accepted": 1}
 
 
-# ---------------------------------------------------------------------------------------------- validation
+def _gold_sets():
+    "(type, [(title, text), ...]) for the gold paragraphs of every HotpotQA and MuSiQue question of the shared samples."
+    for q in json.loads(HOTPOT.read_text()):
+        paras = {t: "".join(s) for t, s in q["context"]}
+        gold = list(dict.fromkeys(t for t, _ in q["supporting_facts"]))[:2]
+        if len(gold) == 2 and all(g in paras for g in gold): yield q["type"], [(g, paras[g]) for g in gold]
+    for q in json.loads(MUSIQUE.read_text()):
+        yield "musique", [(p["title"], p["paragraph_text"]) for p in q["paragraphs"] if p["is_supporting"]]
+
+
+def _chunks(pairs): return [Chunk(id=t, doc_id=t, text=x, meta={"title": t}) for t, x in pairs]
+
+
+def test_precheck_lets_gold_pairs_of_both_types_through():
+    "issue 10 #1: >= 0.95 of human gold pairs of both HotpotQA types (and of held-out MuSiQue sets) reach the bridging step."
+    seen, ok = {}, {}
+    for typ, pairs in _gold_sets():
+        seen[typ] = seen.get(typ, 0) + 1; ok[typ] = ok.get(typ, 0) + precheck_passes(_chunks(pairs))
+    recall = {t: ok[t] / seen[t] for t in seen}
+    assert set(recall) == {"bridge", "comparison", "musique"} and all(r >= 0.95 for r in recall.values()), recall
+
+
+def test_precheck_still_saves_calls_on_unrelated_pairs():
+    "issue 10 #1: on random pairs of paragraphs of different questions, most entity calls are still skipped."
+    rows = [[(t, "".join(s)) for t, s in q["context"]] for q in json.loads(HOTPOT.read_text())]
+    rng, passed = random.Random(0), 0
+    for _ in range(300):
+        i, j = rng.sample(range(len(rows)), 2)
+        passed += precheck_passes(_chunks([rng.choice(rows[i]), rng.choice(rows[j])]))
+    assert passed / 300 < 0.45, passed
+
+
+def test_comparison_pair_reaches_the_entity_call_and_bridges_by_kind(index):
+    "issue 10 #1: two magazines with no shared name reach the LLM, whose shared kind bridges a comparison."
+    a = Chunk(id="m1", doc_id="m1", text="The Woman's Viewpoint was a woman's magazine founded in Texas in 1923.", meta={"title": "The Woman's Viewpoint"})
+    b = Chunk(id="m2", doc_id="m2", text="Pick Me Up! is a British weekly women's magazine published by IPC Media.", meta={"title": "Pick Me Up!"})
+    class Two:
+        def get(self, cid): return {"m1": a, "m2": b}[cid]
+        def neighbours(self, cid, k=10):
+            from ragbench.index import Hit
+            o = b if cid == "m1" else a
+            return [Hit(chunk_id=o.id, doc_id=o.doc_id, text=o.text, score=0.5, meta=o.meta)]
+    s = Script(entities=[{"entities_per_chunk": [["The Woman's Viewpoint", "Texas"], ["Pick Me Up!", "IPC Media"]],
+                          "shared": [], "category": "women's magazine", "bridge_topic": "women's magazine"}])
+    got = find_bridge("m1", Two(), fake(s), TriadConfig(neighbours_k=1), kind="comparison")
+    assert s.calls("entities") == 1 and got.via == "category" and got.bridge_topic == "women's magazine"
+
+
+# ---------------------------------------------------------------------------------------------- write + judge
 
 def test_accepted_at_once_end_to_end(index, lilu):
     s = Script()
@@ -143,65 +212,90 @@ def test_accepted_at_once_end_to_end(index, lilu):
     assert [c.source for c in item.contexts[:2]] == ["gold", "gold"] and item.difficulty in ("easy", "medium", "hard")
     assert len({c.chunk_id for c in item.contexts}) == len(item.contexts)
     assert item.temporal is True and item.models["judge"] == "fake"
-    # calls: 1 entity + 1 generate + 1 judge + 2 sufficiency + 1 temporal + labels in batches of 10
+    # calls: 1 entity + 1 generate + 1 judge (with the temporal label) + 1 check of both groups + labels in batches of 16
     n_cand = len(item.contexts) - 2
-    assert item.usage["calls"] == 6 + -(-n_cand // 10) == len(s.requests)
+    assert [r.stage for r in s.requests][:4] == ["triad.entities", "triad.generate", "triad.judge", "triad.sufficiency"]
+    assert len(s.requests) == 4 + -(-n_cand // 16)
     if len(keep) > 1:
         v = keep[1]
         assert not v.answerable and v.meta["variant_of"] == item.id and all(c.relevant is False or c.source == "gold" for c in v.contexts)
 
 
 def test_rejected_then_feedback_then_accepted(lilu):
-    bad = {"reason": "Chunk Alû alone answers it; ask something that needs the Lilu passage.", "quality": True,
-           "multi_hop": False, "unambiguous": True}
+    bad = verdict(multi_hop="The Alû passage alone answers it; ask something that needs the Lilu passage.")
     q1 = {"question": "Which class of Akkadian demons includes the Alû?", "answer": "wind demons"}
     q2 = {"question": "Which Akkadian word for a spirit is related to the Alû demon?", "answer": "lilu"}
     s = Script(generate=[q1, q2], judge=[bad, GOOD])
     it, _ = _validate(lilu, s)
     assert it.status == "accepted" and [a.failed_check for a in it.attempts] == ["judge_multi_hop", None]
-    assert it.question == q2["question"] and it.attempts[0].feedback.endswith(bad["reason"])
+    assert it.question == q2["question"] and it.attempts[0].feedback.endswith(bad["multi_hop_reason"])
     revision = [r for r in s.requests if r.stage == "triad.generate"][1].prompt
-    assert bad["reason"] in revision and q1["question"] in revision
-    assert s.calls("sufficiency") == 2                # skipped on the rejected attempt
+    assert bad["multi_hop_reason"] in revision and q1["question"] in revision
+    assert s.calls("sufficiency") == 1                # one call for both groups, skipped on the rejected attempt
 
 
 def test_rejected_twice_dropped_with_both_reasons(index, lilu, tmp_path):
-    r1 = {"reason": "Two demons fit; ambiguous.", "quality": True, "multi_hop": True, "unambiguous": False}
-    r2 = {"reason": "The premise is wrong about the Alû.", "quality": False, "multi_hop": True, "unambiguous": True}
+    r1 = verdict(unambiguous="Two demons fit the description.")
+    r2 = verdict(quality="The premise is wrong about the Alû.")
     s = Script(judge=[r1, r2])
     cfg = TriadConfig(n=1, seeds=[lilu[0].id], types=["comparison"], binary_share=0.0, neighbours_k=30)
     summary = run_triad(index, fake(s), cfg, tmp_path / "run", progress=False)
     rej = list(RunDir(tmp_path / "run").read("rejected.jsonl", QAItem))
     assert summary["accepted"] == 0 and len(rej) == 1 and rej[0].status == "rejected"
-    assert [a.judge["reason"] for a in rej[0].attempts] == [r1["reason"], r2["reason"]]
+    assert [a.feedback for a in rej[0].attempts] == [f"unambiguous: {r1['unambiguous_reason']}", f"quality: {r2['quality_reason']}"]
     assert [a.failed_check for a in rej[0].attempts] == ["judge_unambiguous", "judge_quality"]
     assert summary["failed_checks"] == {"judge_unambiguous": 1, "judge_quality": 1}
     assert summary["pass_rate_by_check"]["judge"] == {"reached": 2, "passed": 0, "rate": 0.0}
-    assert (tmp_path / "run" / "dataset.jsonl").exists() is False or not (tmp_path / "run" / "dataset.jsonl").read_text().strip()
+    assert summary["by_type"]["comparison"]["attempts"] == 2 and summary["by_type"]["comparison"]["accepted"] == 0
+    assert not (tmp_path / "run" / "dataset.jsonl").read_text().strip()
 
 
-def test_single_chunk_sufficient_rejected(lilu):
-    s = Script(sufficiency=[lambda req: {"sufficient": 'title="Alû"' in req.prompt, "reason": "states it"}])
-    it, _ = _validate(lilu, s, kind="comparison")
-    assert it.status == "rejected" and {a.failed_check for a in it.attempts} == {"sufficiency"}
-    assert it.attempts[0].sufficiency == [False, True] and "'Alû' alone answers" in it.attempts[0].feedback
+def test_approving_reasons_are_not_vetoed(lilu):
+    "issue 10 #2: plausible approving reasons (once vetoed by a regex) no longer reject the question."
+    for reason in ("One passage contains the birth year of Lilu, the other that of the Alû.",
+                   "It is impossible to answer from a single passage: each gives one of the two facts.",
+                   "Unlike a single-hop question, this needs both passages; it avoids vague references."):
+        it, _ = _validate(lilu, Script(judge=[{**GOOD, "multi_hop_reason": reason, "quality_reason": reason}]), kind="comparison")
+        assert it.status == "accepted", reason
 
 
-def test_unparseable_judge_counted_retried_never_accepted(lilu):
-    s = Script(judge=["Looks great, accept it!"])
-    it, llm = _validate(lilu, s, kind="comparison")
-    assert it.status == "rejected" and [a.failed_check for a in it.attempts] == ["judge_unparseable"] * 2
-    row = llm.usage.by_stage()["triad.judge"]
-    assert row["failures"] == 2 and row["repairs"] == 4 and s.calls("judge") == 6 and s.calls("sufficiency") == 0
-    # a reply that parses on the re-ask is used
-    it, llm = _validate(lilu, Script(judge=["{broken", GOOD]), kind="comparison")
-    assert it.status == "accepted" and llm.usage.by_stage()["triad.judge"]["repairs"] == 1
+def test_judge_reply_puts_each_reason_before_its_verdict():
+    "issue 10 #2: the judge's schema asks, for each criterion, its reason first and then its verdict."
+    from ragbench.triad import JudgeVerdict
+    keys = list(JudgeVerdict.model_json_schema()["properties"])
+    assert all(keys.index(f"{c}_reason") + 1 == keys.index(c) for c in CRITERIA), keys
+    assert "reason" not in keys                        # no single free-text reason to second-guess
 
 
-def test_judge_reason_contradicting_verdict_rejected(lilu):
-    liar = {**GOOD, "reason": "This is not a multi-hop question: the Alû passage alone answers it."}
-    it, _ = _validate(lilu, Script(judge=[liar]), kind="comparison")
-    assert it.status == "rejected" and {a.failed_check for a in it.attempts} == {"judge_contradiction"}
+def test_a_judge_that_echoes_the_placeholder_is_no_verdict(lilu):
+    "Demo honesty: a reply copying the prompt's placeholder ('one short sentence') is a parse failure, never an approval."
+    echo = {**GOOD, **{f"{c}_reason": "one short sentence" for c in CRITERIA}}
+    it, llm = _validate(lilu, Script(judge=[echo]), kind="comparison")
+    assert it.status == "rejected" and {a.failed_check for a in it.attempts} == {"judge_unparseable"}
+    assert llm.usage.by_stage()["triad.judge"]["failures"] == 2
+    echo_groups = lambda req: {k: {**v, "reason": "one short sentence"} for k, v in groups(req).items()}
+    it, _ = _validate(lilu, Script(sufficiency=[echo_groups]), kind="comparison")
+    assert it.status == "rejected" and {a.failed_check for a in it.attempts} == {"sufficiency_unparseable"}
+
+
+def test_both_prompts_carry_the_type_rule_and_the_new_criteria(lilu):
+    "issue 10 #3: generator and judge get the question type and its rule; retrievability and 'do not resolve ambiguity'."
+    qa = QAPair(question="Which demon class includes the spirit linked to the Akkadian word for a masculine spirit?", answer="wind demons")
+    _, gen = generation_prompt(list(lilu), "Lilu", "composition", False, TriadConfig())
+    _, jud = judge_prompt(qa, list(lilu), "composition", False, "Lilu")
+    for p in (gen, jud):
+        assert "Question type: COMPOSITION" in p and '(here "Lilu") must NOT appear' in p
+    assert "What the question type says must stay hidden stays hidden" in gen
+    assert "An entity that the question type keeps hidden is not a defect" in jud
+    assert "retrievable" in jud and "do not resolve an ambiguity by reading the passages" in jud
+
+
+def test_bridge_terms_flag_the_entity_not_common_words():
+    "issue 10 #3: 'United' of the bridge 'United States' must not block a question about United Airlines."
+    texts = ["The airline moved its hub within the United States.", "United Airlines is based in Chicago."]
+    assert bridge_terms("United States", texts) == ["United States"]
+    assert leaks_bridge("Which airline is based in the city where United Airlines was founded?", "United States", texts) is None
+    assert leaks_bridge("Which airline is based in the United States?", "United States", texts) == "United States"
 
 
 def test_composition_leaking_bridge_rejected(lilu):
@@ -213,21 +307,51 @@ def test_composition_leaking_bridge_rejected(lilu):
     assert s.calls("judge") == 1                      # the leak was caught without a judge call
 
 
+def test_three_chunk_question_answerable_from_two_is_rejected(corpus):
+    "issue 10 #4: with 3 chunks, a question that two of them answer without the third is rejected."
+    _, by = corpus
+    three = [by["Lilu (mythology)"], by["Alû"], by["Maha Sona"]]
+    _, prompt = sufficiency_prompt("Which class of demons includes the Alû?", three)
+    assert prompt.count("=== group ") == 3 and prompt.count("<chunk id=") == 6      # the 3 pairs, each shown on its own
+    two_suffice = lambda part: 'title="Lilu (mythology)"' in part and 'title="Alû"' in part
+    s = Script(sufficiency=[lambda req: groups(req, two_suffice, "Lilu and Alû together state it.")])
+    it, _ = _validate(three, s, kind="comparison", bridge="Lilu")
+    assert it.status == "rejected" and {a.failed_check for a in it.attempts} == {"sufficiency"}
+    assert it.attempts[0].sufficiency == [True, False, False]
+    assert "without 'Maha Sona'" in it.attempts[0].feedback
+    assert "every one of the 3 passages" in [r for r in s.requests if r.stage == "triad.generate"][0].prompt
+
+
+def test_single_chunk_sufficient_rejected(lilu):
+    s = Script(sufficiency=[lambda req: groups(req, lambda part: 'title="Alû"' in part, "It states the class.")])
+    it, _ = _validate(lilu, s, kind="comparison")
+    assert it.status == "rejected" and {a.failed_check for a in it.attempts} == {"sufficiency"}
+    assert it.attempts[0].sufficiency == [False, True] and "'Alû' alone answers" in it.attempts[0].feedback
+
+
+def test_unparseable_judge_counted_retried_never_accepted(lilu):
+    s = Script(judge=["Looks great, accept it!"])
+    it, llm = _validate(lilu, s, kind="comparison")
+    assert it.status == "rejected" and [a.failed_check for a in it.attempts] == ["judge_unparseable"] * 2
+    row = llm.usage.by_stage()["triad.judge"]
+    assert row["failures"] == 2 and row["repairs"] == 4 and s.calls("judge") == 6 and s.calls("sufficiency") == 0
+    it, llm = _validate(lilu, Script(judge=["{broken", GOOD]), kind="comparison")
+    assert it.status == "accepted" and llm.usage.by_stage()["triad.judge"]["repairs"] == 1
+
+
 def test_garbage_everywhere_is_rejection_not_crash(index, tmp_path):
-    import random
     rng = random.Random(0)
     junk = ["", "not json", "{", '{"question": 3}', '{"labels": "x"}', '[]', '{"quality": "maybe"}', "null"]
-    s = lambda req: rng.choice(junk)
-    summary = run_triad(index, fake(s), TriadConfig(n=2, max_seeds=6, concurrency=3), tmp_path / "run", progress=False)
-    assert summary["accepted"] == 0 and summary["seeds_tried"] == 6 and summary["session"]["errors"] == 0
-    assert summary["session"]["stop_reason"] == "no seeds left"
+    summary = run_triad(index, fake(lambda req: rng.choice(junk)), TriadConfig(n=2, max_seeds=6, concurrency=3), tmp_path / "run", progress=False)
+    assert summary["accepted"] == 0 and summary["seeds_tried"] == 6 and summary["tasks"]["errors"] == 0
+    assert summary["stop_reason"] == "plan exhausted"
 
 
-# ---------------------------------------------------------------------------------------------- run level: fake server
+# ---------------------------------------------------------------------------------------------- the run: fake server
 
 @contextlib.contextmanager
 def fake_rules(judge_pass: float = 1.0, sufficient_p: float = 0.0):
-    "Template rules over TRIAD's own (registered by ragbench.triad_generate): a tunable judge and sufficiency (removed on exit)."
+    "Template rules over TRIAD's own: a tunable judge and sufficiency (removed on exit)."
     from ragbench.llm.template import register_template_rules, unregister_template_rules
     register_template_rules({"multi_hop": lambda ctx: ctx.rng.random() < judge_pass,
                              "sufficient": lambda ctx: ctx.rng.random() < sufficient_p}, name="test_triad", priority=100)
@@ -235,9 +359,7 @@ def fake_rules(judge_pass: float = 1.0, sufficient_p: float = 0.0):
     finally: unregister_template_rules("test_triad")
 
 
-def triad_cli(argv):
-    "`ragbench triad ARGV` in-process: its exit status."
-    return main(["triad", *argv])
+def triad_cli(argv): return main(["triad", *argv])
 
 
 def _cli_cmd(db, out, url, *extra):
@@ -248,6 +370,47 @@ def _env():
     return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "HF_HUB_OFFLINE": "1"}
 
 
+@pytest.fixture(scope="module")
+def git_index(tmp_path_factory):
+    "The bundled Git docs sample, hash embedder (what the CLI contract and the measurements use)."
+    from ragbench.corpus import chunk_documents, load_documents
+    from ragbench.index import ChunkIndex
+    return ChunkIndex.build(tmp_path_factory.mktemp("git") / "db", chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
+
+
+def test_summary_counts_every_request_and_keeps_plan_order(git_index, tmp_path):
+    "issue 10 #5: without kills, the summary's calls equal the server's request count; the dataset is the plan's first n."
+    from ragbench.testing import FakeLLMServer
+    runs = []
+    for k in range(2):
+        with FakeLLMServer(latency=0.02) as srv:
+            out = tmp_path / f"run{k}"
+            assert triad_cli(["--db", str(git_index.db_dir), "--out", str(out), "--llm", f"openai:{srv.url}/v1@fake-model",
+                              "--n", "8", "--concurrency", "8", "--seed", "3"]) == 0
+            s = json.loads((out / "summary.json").read_text())
+            assert s["llm"]["calls"] == srv.stats()["requests"], (s["llm"]["calls"], srv.stats())
+            runs.append(out)
+    ids = [[json.loads(l)["id"] for l in open(o / "dataset.jsonl")] for o in runs]
+    assert ids[0] == ids[1]                                                     # same seed, same items, in plan order
+    seeds = [json.loads(l) for l in open(runs[0] / "seeds.jsonl")]
+    accepted = [r["position"] for r in seeds if r["outcome"] == "accepted"]
+    assert len(accepted) == 8 and all(r["outcome"] in ("overflow", "rejected", "no_bridge") for r in seeds if r["position"] > max(accepted))
+    s = json.loads((runs[0] / "summary.json").read_text())
+    finished_q = s["by_type"]; acc = sum(v["accepted"] for v in finished_q.values())
+    assert acc == 8 + s["seeds_by_outcome"].get("overflow", 0)                  # acceptance counts every finished seed
+
+
+def test_real_calls_per_accepted_question_at_most_8(git_index, tmp_path):
+    "issue 10 #6: against the fake server's own counter, at most 8 requests per accepted question."
+    from ragbench.testing import FakeLLMServer
+    with FakeLLMServer(latency=0.02) as srv:
+        assert triad_cli(["--db", str(git_index.db_dir), "--out", str(tmp_path / "run"), "--llm", f"openai:{srv.url}/v1@fake-model",
+                          "--n", "12", "--concurrency", "8"]) == 0
+        served = srv.stats()["requests"]
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["accepted"] == 12 and served / 12 <= 8, (served, s["usage_by_stage"])
+
+
 def test_resume_after_kill_no_duplicates_cache_hits(index, tmp_path):
     from ragbench.testing import FakeLLMServer
     out = tmp_path / "run"
@@ -255,26 +418,27 @@ def test_resume_after_kill_no_duplicates_cache_hits(index, tmp_path):
         cmd = _cli_cmd(index.db_dir, out, srv.url, "--n", "6", "--concurrency", "4", "--binary-share", "0",
                        "--types", "comparison,intersection")
         p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        seeds = out / "seeds.jsonl"
+        tasks = out / "tasks.jsonl"
         t0 = time.time()
         while time.time() - t0 < 120 and p.poll() is None:
-            if seeds.exists() and len(seeds.read_text().splitlines()) >= 3: break
+            if tasks.exists() and len(tasks.read_text().splitlines()) >= 3: break
             time.sleep(0.05)
         assert p.poll() is None, f"finished before the kill: {p.communicate()}"
         p.send_signal(signal.SIGKILL); p.wait()
-        before = len(seeds.read_text().splitlines())
+        before = len(tasks.read_text().splitlines())
         assert 3 <= before
         r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+        served = srv.stats()["requests"]
     assert r.returncode == 0, r.stderr
     assert "dataset:" in r.stdout and str(out / "dataset.jsonl") in r.stdout
     items = [json.loads(l) for l in open(out / "dataset.jsonl")]
     ids = [i["id"] for i in items]
-    seed_ids = [json.loads(l)["seed"] for l in open(seeds)]
+    seed_ids = [json.loads(l)["seed"] for l in open(out / "seeds.jsonl")]
     assert len(ids) == len(set(ids)) and len(seed_ids) == len(set(seed_ids))
-    assert sum(i["answerable"] for i in items) == 6
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["accepted"] == 6 and summary["session"]["new_seeds"] == len(seed_ids) - before
-    assert sum(u["cached"] for u in summary["session"]["usage_by_llm"].values()) > 0   # killed seeds' calls came from the cache
+    assert summary["accepted"] == sum(i["answerable"] for i in items) == 6
+    assert summary["llm"]["cached"] > 0                        # killed seeds' calls came from the cache
+    assert summary["llm"]["calls"] >= served                   # counted before sending: may over-count a kill, never under
 
 
 def test_budget_stops_cleanly_then_continues(index, tmp_path, capsys):
@@ -287,14 +451,14 @@ def test_budget_stops_cleanly_then_continues(index, tmp_path, capsys):
         err = capsys.readouterr().err
         assert "budget spent" in err and "re-run the same command" in err
         s = json.loads((out / "summary.json").read_text())
-        assert s["session"]["stop_reason"].startswith("budget spent") and s["llm"]["calls"] <= 7
+        assert s["stop_reason"].startswith("budget spent") and s["llm"]["calls"] <= 7
         assert triad_cli(args) == 0
         s = json.loads((out / "summary.json").read_text())
-        assert s["accepted"] == 3 and s["session"]["stop_reason"] == "target reached"
+        assert s["accepted"] == 3 and s["stop_reason"] == "target reached"
 
 
 def test_max_calls_holds_across_resumes(index, tmp_path, capsys):
-    "The run's meter is persisted (llm_calls.jsonl): re-running the same --max-calls N command never sends more than N in all."
+    "The run's meter is persisted (calls.jsonl): re-running the same --max-calls N command never sends more than N in all."
     from ragbench.testing import FakeLLMServer
     out = tmp_path / "run"
     with fake_rules(judge_pass=0.3), FakeLLMServer() as srv:
@@ -303,8 +467,33 @@ def test_max_calls_holds_across_resumes(index, tmp_path, capsys):
         for _ in range(3): assert triad_cli(args) == 0
         assert srv.stats()["requests"] <= 9
     assert "budget spent" in capsys.readouterr().err
-    journal = [json.loads(l) for l in open(out / "llm_calls.jsonl")]
+    journal = [json.loads(l) for l in open(out / "calls.jsonl")]
     assert sum(e["e"] == "send" for e in journal) == srv.stats()["requests"]
+
+
+# ---------------------------------------------------------------------------------------------- errors a user can act on
+
+def test_every_seed_failing_exits_1_with_the_error(index, tmp_path, capsys, monkeypatch):
+    "issue 12 #8: an unusable LLM is exit status 1 with its first error, not 'raise --max-seeds'."
+    import ragbench.triad.run as run_mod
+    down = lambda specs, out, *a, **k: {r: fake(lambda req: LLMError("connection refused (scripted)")) for r in specs}
+    monkeypatch.setattr(run_mod, "triad_llms", down)
+    assert triad_cli(["--db", str(index.db_dir), "--out", str(tmp_path / "run"), "--n", "3", "--llm", "fake"]) == 1
+    err = capsys.readouterr().err
+    assert "every seed failed; first error:" in err and "connection refused" in err and "--max-seeds" not in err
+
+
+def test_empty_index_and_unknown_spec_are_user_errors(tmp_path, capsys):
+    "issue 12 #8: an empty index, and --estimate with an unknown spec, exit 2 naming the problem."
+    import lancedb, pyarrow as pa
+    from ragbench.index import ChunkIndex
+    db = tmp_path / "db"
+    ChunkIndex.build(db, [Chunk(id="c1", doc_id="d", text="One chunk about Git.", meta={})], "hash", progress=False)
+    tbl = lancedb.connect(str(db)).open_table("chunks"); tbl.delete("true")
+    assert triad_cli(["--db", str(db), "--out", str(tmp_path / "o"), "--n", "2", "--llm", "fake"]) == 2
+    assert "is empty" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert triad_cli(["--db", str(db), "--out", str(tmp_path / "o"), "--n", "2", "--estimate", "--llm", "foo:bar"]) == 2
+    assert "unknown LLM spec 'foo:bar'" in capsys.readouterr().err
 
 
 def test_estimate_spends_nothing(index, tmp_path, capsys):
@@ -312,6 +501,23 @@ def test_estimate_spends_nothing(index, tmp_path, capsys):
                       "--llm", "gemini:gemini-2.5-flash", "--judge-llm", "gemini:gemini-2.5-flash-lite"]) == 0
     est = json.loads(capsys.readouterr().out)
     assert est["total"]["calls"] > 20 and est["total"]["cost_usd"] > 0 and not (tmp_path / "est").exists()
+    assert "triad.temporal" not in est["by_stage"]          # folded into the judge call
+
+
+# ---------------------------------------------------------------------------------------------- qualify
+
+def test_qualify_against_the_fake_server(tmp_path, capsys):
+    "`ragbench qualify` runs TRIAD's two checks on the shipped cases; the fake server approves everything: not qualified."
+    from ragbench.testing import FakeLLMServer
+    with FakeLLMServer() as srv:
+        assert main(["qualify", "--judge-llm", f"openai:{srv.url}/v1@fake-judge", "--n", "12", "--out", str(tmp_path / "q")]) == 0
+        served = srv.stats()["requests"]
+    out = capsys.readouterr().out
+    s = json.loads((tmp_path / "q" / "summary.json").read_text())
+    assert served == 24 == s["llm"]["calls"] and s["cases"] == 12
+    assert s["verdict"].startswith("not qualified") and out.strip().splitlines()[-1] == s["verdict"]
+    assert {"precision", "recall", "false_rejection"} <= set(s["metrics"]["multi_hop"])
+    assert len((tmp_path / "q" / "qualify.jsonl").read_text().splitlines()) == 12
 
 
 @pytest.mark.skipif(not os.environ.get("RAGBENCH_SLOW"), reason="slow: runs the offline local model (set RAGBENCH_SLOW=1)")
@@ -322,5 +528,5 @@ def test_local_model_smoke_run(index, tmp_path):
                         "--concurrency", "1", "--max-calls", "30"], env=_env(), capture_output=True, text=True, timeout=3000)
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "local" / "summary.json").read_text())
-    assert s["seeds_tried"] == 2 or s["session"]["stop_reason"].startswith("budget")
+    assert s["seeds_tried"] == 2 or s["stop_reason"].startswith("budget")
     assert "dataset:" in r.stdout

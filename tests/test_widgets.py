@@ -67,7 +67,7 @@ def test_bridge_inspector_choice_and_overrides(index):
 def test_bridge_inspector_with_triad_bridging(index):
     "The inspector shows TRIAD's own choice (find_bridge with the LLM's entity lists), and generates from an override."
     from ragbench.llm import make_llm
-    from ragbench.triad_generate import TriadConfig
+    from ragbench.triad import TriadConfig
     ids = doc_ids(index)
     def responder(req):
         if req.stage == "triad.entities":
@@ -79,7 +79,7 @@ def test_bridge_inspector_with_triad_bridging(index):
     bi = BridgeInspector(index, ids["git-rebase"], k=3, planner=triad_planner(index, llm, cfg))
     assert bi.topic and bi.why.startswith("TRIAD bridge via") and bi.neighbour_id in {r["chunk_id"] for r in bi.rows()}
     bi.set_topic("undoing a rebase")
-    from ragbench.triad_generate import generate_qa
+    from ragbench.triad import generate_qa
     qa = bi.generate(generate_qa, kind="intersection", binary=False, llm=llm, cfg=cfg)
     assert qa.answer == "ORIG_HEAD" and "undoing a rebase" in llm.backend.requests[-1].prompt
 

@@ -205,6 +205,14 @@ def warnings(self: DoraMethod) -> list[str]:
     m = self.models()
     return construction_warnings(m["generate"], m["judge"])
 
+# %% ../../nbs/30_dora.run.ipynb #2fcd2a95
+@patch
+def finished(self: DoraMethod, results: Sequence[TaskResult], selection: Selection) -> Optional[str]:
+    "Why the run ended: every quota met, or which styles are still short after the last round."
+    if self.stopped: return None
+    short = {s: n for s, n in self.summarize(results, selection)["short"].items() if n}
+    return "quotas met" if not short else f"quotas short after the last round: {short}"
+
 # %% ../../nbs/30_dora.run.ipynb #f5ef6e2c
 @patch
 def short(self: DoraMethod, results: Iterable[TaskResult]) -> dict[str, int]:

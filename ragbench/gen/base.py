@@ -136,6 +136,10 @@ class GenerationMethod:
         "Method-specific summary fields."
         return {}
 
+    def finished(self, results: Sequence[TaskResult], selection: Selection) -> Optional[str]:
+        "Why the run ended, in the method's words (None: the runner says it)."
+        return None
+
 # %% ../../nbs/19_gen.base.ipynb #78b11403
 class StopRun(Exception):
     "Raised by a task to stop the whole run (e.g. the call budget is spent); `reason` says why."
@@ -222,11 +226,13 @@ def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Select
     return sel
 
 # %% ../../nbs/19_gen.base.ipynb #4d35bd52
-def _stop_reason(results: dict, method: GenerationMethod, stop: Optional[str]) -> str:
-    "Why the run ended: the target reached, the budget spent, every task failed, or the plan used up."
+def _stop_reason(results: dict, method: GenerationMethod, stop: Optional[str], sel: Selection) -> str:
+    "Why the run ended: the budget spent, the method's own reason, the target reached, every task failed, or the plan used up."
     if stop: return stop
-    if frontier(results.values(), method.target) is not None: return "target reached"
-    rs = list(results.values())
+    rs = sorted(results.values(), key=lambda r: r.position)
+    said = method.finished(rs, sel)
+    if said: return said
+    if frontier(rs, method.target) is not None: return "target reached"
     if rs and all(r.outcome == "error" for r in rs): return f"every task failed, e.g. {rs[0].error}"
     return "plan exhausted"
 
@@ -297,7 +303,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         finally:
             bar.close()
             sel = _write_views(run, method, results)
-        reason = _stop_reason(results, method, stop)
+        reason = _stop_reason(results, method, stop, sel)
         session = {"stop_reason": reason, "new_tasks": new, "seconds": round(time.monotonic() - t0, 2), "ended": utc_now()}
         summary = run_summary(method, results, sel, meter, reason, session)
         run.write("summary.json", summary)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os, re
 from typing import Optional
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from ..core import UserError
 
 # %% auto #0
 __all__ = ['KEY_ENVS', 'LLMError', 'LLMParseError', 'BudgetExceeded', 'LLMConfigError', 'ProviderError', 'RateLimitError',
@@ -29,8 +30,8 @@ class BudgetExceeded(LLMError):
     "The run's budget (calls or USD) is spent; no further requests are sent."
 
 # %% ../../nbs/03_llm.errors.ipynb #f1c0d992
-class LLMConfigError(LLMError):
-    "Bad spec, missing package or missing API key (the message names what to set)."
+class LLMConfigError(LLMError, UserError):
+    "Bad spec, missing package or missing API key (the message names what to set): a `UserError`, so commands exit with 2."
 
 # %% ../../nbs/03_llm.errors.ipynb #8f493c3f
 class ProviderError(Exception):

@@ -17,7 +17,7 @@ from ..llm.template import template_reply
 __all__ = ['STAGE_RULE_MODULES', 'load_stage_rules', 'FakeBackend', 'FakeLLM', 'fake_backend']
 
 # %% ../../nbs/05_testing.fake.ipynb #26537749
-STAGE_RULE_MODULES = ["ragbench.triad_generate", "ragbench.dora.run"]  # stage modules that register template rules at import
+STAGE_RULE_MODULES = ["ragbench.triad", "ragbench.dora.run"]  # stage modules that register template rules at import
 
 def load_stage_rules(modules=None) -> None:
     "Load the stage modules that register template rules for their prompts (a plugin list, like the CLI's commands)."

@@ -2,7 +2,7 @@
 
     python tests/bench/bench_eval.py [--n 100] [--latency 0.05] [--concurrency 16] [--batch-size 16] [--embedder hash:256]
 
-Dataset: the first N shared HotpotQA questions (`ragbench.static`), their paragraphs indexed once with
+Dataset: the first N shared HotpotQA questions (`ragbench.benchmarks`), their paragraphs indexed once with
 `--embedder` (default the model-free `hash:256`, so the figures are about scoring, not embedding; pass
 `default` for all-MiniLM-L6-v2). Judges (correctness, faithfulness, keypoints = 2 calls) run through
 `make_llm("openai:URL/v1@fake")` against `FakeLLMServer` in a child process with `--latency` seconds per reply.
@@ -22,11 +22,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from ragbench.core import Dataset
-from ragbench.eval_setups import Setup
-from ragbench.eval_run import evaluate
+from ragbench.eval import Setup
+from ragbench.eval import evaluate
 from ragbench.testing import FakeLLMServer
 from ragbench.llm import make_llm
-from ragbench.static import load_static, index_static
+from ragbench.benchmarks import load_static, index_static
 
 HOTPOT = ROOT.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_train100.json"
 
@@ -86,7 +86,7 @@ def main():
         run("warm-up", Dataset(ds.items[:5]), ext, tmp / "ev_warm", url, a)   # one-off imports and client start-up, untimed
         rows.append(run("answers", ds, ext, tmp / "ev_answers", url, a))
         if not a.skip_bert:
-            from ragbench.eval_metrics import bertscore_recall
+            from ragbench.eval.metrics import bertscore_recall
             bertscore_recall(["warm up"], ["the encoder"])  # load the encoder before timing
             rows.append(run("answers+bert", ds, ext, tmp / "ev_bert", url, a, bertscore=True))
         rows.append(run("rag", ds, rag, tmp / "ev_rag", url, a))
