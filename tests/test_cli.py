@@ -29,8 +29,8 @@ RENAMED = {
 RAY = {"--ray": "ray"}   # issue 14: run on a Ray cluster (the optional extra)
 ADDED = {
     "dora": {"--test-fraction": "test_fraction", **RAY},   # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
-    "evaluate": {"--max-calls": "max_calls"},       # issue 12 #4: one call budget for the whole evaluation, across resumes
-    "index": RAY, "pipeline": RAY,
+    "evaluate": {"--max-calls": "max_calls", **RAY},       # issue 12 #4: one call budget for the whole evaluation, across resumes
+    "index": RAY, "pipeline": RAY, "triad": RAY,
 }
 # defaults changed on purpose after the snapshot, with the reason
 CHANGED_DEFAULTS = {("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric"}  # issue 11: DoRA's
