@@ -37,6 +37,8 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['ragbench', 'ragbench.*']),
     include_package_data=True,
     package_data={'ragbench': ['data/*', 'data/**/*', 'notebooks/*.ipynb', 'notebooks/steps/*.ipynb']},
+    # JupyterLab hands kernels CurveZMQ keys (no "Kernel is running over TCP without encryption" warning)
+    data_files=[('etc/jupyter/jupyter_server_config.d', ['jupyter-config/jupyter_server_config.d/ragbench.json'])],
     install_requires=requirements,
     extras_require=extras,
     dependency_links=cfg.get('dep_links', '').split(),

@@ -8,13 +8,14 @@ import contextlib, functools, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
 from .core import RunDir, UserError, utc_now, package_versions
+from .jupyter import kernel_config
 
 # %% auto #0
 __all__ = ['ALIASES', 'NOTEBOOK_MODULES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs',
            'short_name', 'list_notebooks', 'RunError', 'NotebookFailed', 'find_notebook', 'parse_value',
            'require_notebook_extra', 'notebook_parameters', 'with_run_dir', 'check_parameters', 'load_state',
-           'save_state', 'resolve_parameters', 'kernel_env', 'tqdm_widget', 'ProgressMirror', 'mirror_engine',
-           'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
+           'save_state', 'resolve_parameters', 'hide_secrets', 'kernel_env', 'tqdm_widget', 'ProgressMirror',
+           'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
 ALIASES = {"eval": "eval.run", "review": "review_queue", "generate": "triad"}
@@ -152,6 +153,28 @@ def resolve_parameters(key: str, rec: Optional[dict], given: Optional[dict], for
                        f"re-run without -p to resume it with its recorded parameters, or pass --force to start it over")
     return dict(recorded), True
 
+# %% ../nbs/70_papermill.ipynb #10ddf72a
+def _secret_parts(value: str, shown: str) -> Optional[list]:
+    "The credentials shown as `***` in `shown` (`redact_spec(value)`), in order; None when they cannot be told apart."
+    m = re.fullmatch("(.+?)".join(map(re.escape, shown.split("***"))), value, flags=re.S)
+    return list(m.groups()) if m else None
+
+def hide_secrets(params: dict) -> tuple[dict, dict]:
+    "(params with each credential in a string value replaced by a `${VAR}` reference, {VAR: credential})."
+    from ragbench.llm import redact_spec
+    shown, env = {}, {}
+    for k, v in params.items():
+        red = redact_spec(v) if isinstance(v, str) else v
+        if red == v: shown[k] = v; continue
+        name = "RAGBENCH_SECRET_" + re.sub(r"\W", "_", str(k)).upper()
+        parts = _secret_parts(v, red)
+        if parts is None: env[name] = v; shown[k] = "${" + name + "}"; continue
+        refs = [f"{name}_{i}" for i in range(1, len(parts) + 1)]
+        env.update(zip(refs, parts))
+        segs = red.split("***")
+        shown[k] = segs[0] + "".join("${" + r + "}" + seg for r, seg in zip(refs, segs[1:]))
+    return shown, env
+
 # %% ../nbs/70_papermill.ipynb #91aa0897
 @contextlib.contextmanager
 def kernel_env(**extra):
@@ -252,15 +275,16 @@ def _error_text(e: BaseException) -> str:
     if type(e).__name__ == "PapermillExecutionError": return f"cell {e.exec_count}: {e.ename}: {e.evalue}"
     return f"{type(e).__name__}: {e}"
 
-def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = True, log_output: bool = False) -> None:
-    "Execute notebook `src` into `output` with papermill in the headless kernel environment (kernel progress bars mirrored)."
+def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = True, log_output: bool = False,
+            env: Optional[dict] = None) -> None:
+    "Execute notebook `src` into `output` with papermill in the headless kernel environment (plus `env`), kernel progress bars mirrored."
     import papermill as pm
     mirror = ProgressMirror() if progress else None
     try:
-        with kernel_env():
+        with kernel_env(**(env or {})):
             pm.execute_notebook(str(src), str(output), parameters=params, kernel_name=_kernel_name(src), language="python",
                                 cwd=cwd, progress_bar=progress, log_output=log_output, engine_name=mirror_engine(),
-                                mirror=mirror)
+                                mirror=mirror, config=kernel_config())
     finally:
         if mirror is not None: mirror.close()
 
@@ -293,7 +317,8 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     run = RunDir(out); state = load_state(run); rec = state["steps"].get(key)
     if rec and rec.get("status") == "running" and _alive(rec):
         raise RunError(f"step '{key}' of {run.path} is being run by process {rec['pid']}; wait for it or stop it first")
-    params, resumed = resolve_parameters(key, rec, parameters, force)
+    given, secrets = hide_secrets(parameters) if parameters else (parameters, {})      # keys stay out of files
+    params, resumed = resolve_parameters(key, rec, given, force)
     if rec and rec.get("status") == "completed" and not force:
         if not quiet: print(f"{key}: already completed in {run.path} (use --force to run it again)", file=sys.stderr)
         return {**rec, "run_dir": str(run.path)}
@@ -302,7 +327,7 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     check_parameters(params, declared, src, quiet)
     rec, attempt = _begin(run, state, key, notebook, src, params, cwd, resumed)
     t0, status, err = time.time(), "failed", None
-    try: execute(src, run.path / rec["output"], params, rec["cwd"], progress, log_output); status = "completed"
+    try: execute(src, run.path / rec["output"], params, rec["cwd"], progress, log_output, secrets); status = "completed"
     except KeyboardInterrupt: status, err = "interrupted", "interrupted by the user"; raise
     except Exception as e:
         err = _error_text(e)

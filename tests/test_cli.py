@@ -26,9 +26,14 @@ RENAMED = {
 
 
 # flags added on purpose after the snapshot (new option string -> its keyword argument); each keeps the old flags intact
+RAY = {"--ray": "ray"}   # issue 14: run on a Ray cluster (the optional extra)
 ADDED = {
-    "dora": {"--test-fraction": "test_fraction"},   # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
-    "evaluate": {"--max-calls": "max_calls"},       # issue 12 #4: one call budget for the whole evaluation, across resumes
+    "dora": {"--test-fraction": "test_fraction",    # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
+             "--column": "column", **RAY},          # issue 13: your own vector table (--column ROLE=NAME, as search has); issue 14: --ray
+    "triad": {"--column": "column", "--embedder": "embedder", **RAY},   # issue 13: your own vector table (as search has them)
+    "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
+                 "--column": "column", **RAY},      # issue 13: your own vector table (--column ROLE=NAME, as search has)
+    "index": RAY, "pipeline": RAY,                  # issue 14: --ray local|auto|ADDRESS
 }
 # defaults changed on purpose after the snapshot: (command, dest) -> the new default, with the reason
 CHANGED_DEFAULTS = {
