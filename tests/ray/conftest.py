@@ -25,14 +25,21 @@ def _ray(*args, env) -> str:
     return r.stdout if r.returncode == 0 else f"failed: ray {' '.join(args)}\n{r.stdout}\n{r.stderr}"
 
 
-def _start(address: str, env: dict, tries: int = 3) -> None:
+def _agent_ports() -> list:
+    """A node's agent ports, chosen here: with port 0 the raylet waits for the agents to write their port files and
+    dies when a loaded machine makes that take longer than its fixed wait."""
+    names = ("--dashboard-agent-grpc-port", "--dashboard-agent-listen-port", "--metrics-export-port", "--runtime-env-agent-port")
+    return [a for n in names for a in (n, str(_free_port()))]
+
+
+def _start(address: str, env: dict, tries: int = 4) -> None:
     "Start the head and a second node; on a busy machine Ray's fixed 30 s wait for a node can run out, so try again."
     port = address.rsplit(":", 1)[1]
     common = ["--num-cpus", "1", "--object-store-memory", str(300 * 2**20), "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
     for i in range(tries):
         _ray("stop", env=env)
-        out = _ray("start", "--head", "--port", port, "--include-dashboard=false", *common, env=env)
-        if not out.startswith("failed"): out = _ray("start", "--address", address, *common, env=env)
+        out = _ray("start", "--head", "--port", port, "--include-dashboard=false", *common, *_agent_ports(), env=env)
+        if not out.startswith("failed"): out = _ray("start", "--address", address, *common, *_agent_ports(), env=env)
         if not out.startswith("failed"): break
     assert not out.startswith("failed"), out
 

@@ -145,3 +145,27 @@ def test_tasks_beyond_the_frontier_are_dropped_even_if_they_never_finish(cluster
     t0 = time.time()
     s = run_generation(_stuck_method(5), idx, tmp_path / "run", executor=RayExecutor(cluster, in_flight=8, shard_size=10), progress=False)
     assert s["accepted"] == 5 and s["stop_reason"] == "target reached" and time.time() - t0 < 120
+
+
+def _rows(path):
+    keep = lambda r: {k: v for k, v in r.items() if k not in ("usage", "seconds", "at", "latency_s")}
+    return sorted((json.dumps(keep(json.loads(l)), sort_keys=True) for l in open(path)))
+
+
+def test_triad_and_evaluate_on_ray_give_the_one_process_results(cluster, tmp_path):
+    """`ragbench triad --ray` makes the one-process dataset; `ragbench evaluate --ray` the one-process scores (fake server)."""
+    from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
+    ChunkIndex.build(tmp_path / "db", chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
+    with FakeLLMServer() as srv:
+        spec = f"openai:{srv.url}/v1@fake"
+        for name, extra in (("one", []), ("ray", ["--ray", cluster])):
+            _cli("triad", "--db", tmp_path / "db", "--out", tmp_path / f"t-{name}", "--n", 3, "--llm", spec, *extra)
+        assert _ids(tmp_path / "t-ray") == _ids(tmp_path / "t-one") and len(_ids(tmp_path / "t-one")) >= 3
+        setups = tmp_path / "setups.yaml"
+        setups.write_text(f'defaults: {{llm: "{spec}"}}\nbaseline: {{name: dense5, top_k: 5}}\n'
+                          f'variants:\n  - {{name: bm25-3, retrieval: bm25, top_k: 3}}\njudge_llm: "{spec}"\n')
+        for name, extra in (("one", []), ("ray", ["--ray", cluster])):
+            _cli("evaluate", "--dataset", tmp_path / "t-one" / "dataset.jsonl", "--db", tmp_path / "db", "--setups", setups,
+                 "--out", tmp_path / f"e-{name}", "--no-bertscore", "--n-boot", 50, "--quiet", "--batch-size", 2, *extra)
+    one, on_ray = _rows(tmp_path / "e-one" / "scores.jsonl"), _rows(tmp_path / "e-ray" / "scores.jsonl")
+    assert on_ray == one and len(one) >= 6
