@@ -52,7 +52,6 @@ def cluster():
     address = f"127.0.0.1:{_free_port()}"
     try:
         _start(address, env)
-        os.environ["RAGBENCH_RAY_ADDRESS"] = address
         import ray
         from ragbench.scale.cluster import connect
         connect(address)
@@ -62,5 +61,4 @@ def cluster():
     finally:
         import ray
         ray.shutdown()
-        os.environ.pop("RAGBENCH_RAY_ADDRESS", None)
         _ray("stop", env=env)

@@ -42,8 +42,10 @@ def test_a_partial_build_resumes_without_embedding_again(cluster, tmp_path):
 def _ragbench(*args, cwd=None):
     import subprocess, sys
     from pathlib import Path
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "RAGBENCH_RAY_ADDRESS"}   # on Ray only when ARGS say so
     r = subprocess.run([str(Path(sys.executable).parent / "ragbench"), *map(str, args)], capture_output=True, text=True,
-                       timeout=900, cwd=cwd)
+                       timeout=900, cwd=cwd, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return r.stdout
 
