@@ -234,7 +234,7 @@ def calibration_html(cal: JudgeCalibration) -> str:
     rb = cal.rubrics()
     if rb:
         t.append("<table><tr><th>rubric</th><th>n</th><th>weighted kappa</th><th>within 1</th><th>MAD</th></tr>")
-        t += [f"<tr><td>{html.escape(k)}</td><td>{s['n']}</td><td>{fmt(s['kappa_quadratic'])}</td><td>{fmt(s['within_1'])}</td>"
+        t += [f"<tr><td>{html.escape(k)}</td><td>{s['n']}</td><td>{fmt(s['kappa_w'])}</td><td>{fmt(s['within_1'])}</td>"
               f"<td>{fmt(s['mad'])}</td></tr>" for k, s in rb.items()]
         t.append("</table>")
     return (CSS + "<div class='rb-item rb-calibration'><b>Judge calibration</b> (human decisions vs validator verdicts)"
@@ -779,5 +779,5 @@ def bridge_widget(inspector: BridgeInspector, run_dir=None, llms=None, cfg=None,
     return BridgeInspectorView(inspector, run_dir, llms, cfg).widget
 
 # %% ../nbs/61_widgets.ipynb #eccfa3d7
-from .review import (apply_reviews, review_of, chunk_lookup, accept_reject_stats, quadratic_kappa,
-                             rubric_agreement)
+from .review import apply_reviews, review_of, chunk_lookup, accept_reject_stats
+from .eval.calibration import rubric_agreement, weighted_kappa as quadratic_kappa
