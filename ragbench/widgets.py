@@ -19,9 +19,9 @@ __all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE',
            'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html', 'table_line',
            'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
            'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker', 'seeds_summary_html',
-           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'chunk_names', 'norm_name', 'shared_entities',
-           'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge', 'add_to_run', 'names_html',
-           'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
+           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'is_graph_label', 'chunk_names', 'norm_name',
+           'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge',
+           'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
 
 # %% ../nbs/61_widgets.ipynb #7e002885
 def is_headless() -> bool:
@@ -529,9 +529,20 @@ def seed_picker_widget(picker: SeedPicker, headless: Optional[bool] = None):
     return SeedPickerView(picker).widget
 
 # %% ../nbs/61_widgets.ipynb #bdb9bdf5
+def is_graph_label(name: str) -> bool:
+    "Whether `name` is a label from a drawn commit graph (*A'--B'--C'*, *C'*, *B D*) rather than a name."
+    return "--" in name or all(len(w.strip("'")) <= 1 for w in name.split())
+
+# %% ../nbs/61_widgets.ipynb #0f869942
 def chunk_names(text: str) -> list[str]:
-    "The names the bridge inspector shows for a chunk: `candidate_names` of its text, whole spans only."
-    return candidate_names(text, parts=False)
+    "The names the bridge inspector shows for a chunk: `candidate_names` of its text, whole spans cut where a sentence ends, graph labels left out."
+    out = []
+    for name in candidate_names(text, parts=False):
+        for i, piece in enumerate(re.split(r"\.\s+", name)):
+            piece = piece.strip(" .")
+            opener = i > 0 and " " not in piece and piece[:1].isupper() and piece[1:].islower()   # *LF. Pathspec*
+            if piece and not opener and not is_graph_label(piece): out.append(piece)
+    return list(dict.fromkeys(out))
 
 # %% ../nbs/61_widgets.ipynb #c41c3ad7
 def norm_name(e: str) -> str: return re.sub(r"\s+", " ", e.strip().lower())
