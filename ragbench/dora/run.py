@@ -8,7 +8,7 @@ import asyncio, itertools, json, math, random, re, sys, tempfile
 from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Annotated, Callable, Iterable, Optional, Sequence, Union
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..core import Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl, short_hash
@@ -433,7 +433,7 @@ def _warm_up(index, doc_chunks: dict) -> None:
 def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Union[RunDir, str, Path, None] = None, *,
              doc_ids: Optional[Iterable[str]] = None, split: Optional[str] = None, embed: Optional[Callable] = None,
              progress: bool = False, doc_chunks: Optional[dict] = None, max_calls: Optional[int] = None,
-             max_usd: Optional[float] = None) -> DoraRun:
+             max_usd: Optional[float] = None, executor=None) -> DoraRun:
     "Generate a DoRA dataset over `index` (optionally only `doc_ids`), resumably in `out`."
     cfg = cfg or DoraConfig()
     apply_style_overrides(cfg)
@@ -443,7 +443,7 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
     out = Path(out.path if isinstance(out, RunDir) else out or tempfile.mkdtemp(prefix="dora-"))
     _warm_up(index, doc_chunks)
     summary = run_generation(method, index, out, max_calls=max_calls, max_usd=max_usd,
-                             executor=LocalExecutor(cfg.workers), progress=progress)
+                             executor=executor or LocalExecutor(cfg.workers), progress=progress)
     return DoraRun(items=list(read_jsonl(out / "dataset.jsonl", QAItem)), candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)),
                    summary=summary)
 
@@ -609,12 +609,11 @@ def _print_notes(warnings: Sequence[str]) -> None:
     for w in warnings: print(f"note: {w}", file=sys.stderr)
 
 # %% ../../nbs/30_dora.run.ipynb #fc2b87c3
-def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str], test_docs: Optional[str]) -> tuple:
+def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str], test_docs: Optional[str],
+                column=(), run_dir=None) -> tuple:
     "(index, {doc id: chunks} restricted to the `docs` list, test doc ids) for a run; bad input raises UserError."
-    from ragbench.index import ChunkIndex, IndexSchemaError
-    from ragbench.embed import EmbedderError
-    try: index = ChunkIndex.open(db, table=table, embedder=embedder)
-    except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
+    from ragbench.index import open_index
+    index = open_index(db, table, embedder=embedder, columns=column, run_dir=run_dir)
     doc_chunks = group_by_doc(index.iter_chunks())
     try:
         if docs:
@@ -640,6 +639,7 @@ def dora_command(
     out: str,  # run directory (resumable)
     per_style: int,  # accepted items wanted per style (per split)
     table: str = "chunks",  # table name
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
     styles: Optional[str] = None,  # comma-separated styles (default: the five built-in ones)
     styles_file: Optional[str] = None,  # YAML/JSON file of user-defined styles to register first
     config: Optional[str] = None,  # YAML/JSON file of DoraConfig settings
@@ -661,15 +661,20 @@ def dora_command(
     leak_cosine: float = 0.95,  # embedding cosine that flags a train/test pair
     workers: Optional[int] = None,  # tasks run at once (default 4)
     progress: bool = True,  # a progress bar
+    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
 ) -> int:
     "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
     cfg = dora_options(config, styles_file, styles, split, test_docs, test_fraction, per_style=per_style, seed=seed, overgen=overgen,
                        entailment=entailment, prefilter=prefilter, workers=workers)
-    index, doc_chunks, test_ids = dora_inputs(db, table, embedder, docs, test_docs)
+    index, doc_chunks, test_ids = dora_inputs(db, table, embedder, docs, test_docs, column, out)
     if not doc_chunks: raise UserError(f"no chunks to generate from in {db} (table {table})")
     out = Path(out)
     gen, judge, test_gen = dora_llms(llm, judge_llm, test_llm, out / "cache")
     kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if embed else None, progress=progress, doc_chunks=doc_chunks)
+    import os
+    if ray or os.environ.get("RAGBENCH_RAY_ADDRESS"):     # the optional Ray extra, looked up by name (80_scale)
+        from importlib import import_module
+        kw["executor"] = import_module("ragbench.scale.gen").RayExecutor(ray, in_flight=cfg.workers)
     try:
         if not split: return _single_run(index, gen, judge, cfg, out, max_calls, kw)
         if test_fraction is not None: test_ids = pick_test_docs(doc_chunks, test_fraction, cfg.seed)

@@ -19,8 +19,8 @@ from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_
 # %% auto #0
 __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'RETRIEVAL_ONLY', 'EvalError', 'metric_names', 'expects_abstention', 'score_batch',
            'row_key', 'latest_rows', 'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint',
-           'open_index', 'items_without_gold', 'index_key', 'evaluate', 'format_summary', 'answers_setup', 'comma_list',
-           'report_inputs', 'report_failures', 'evaluate_command']
+           'open_index', 'with_columns', 'items_without_gold', 'index_key', 'evaluate', 'format_summary',
+           'answers_setup', 'comma_list', 'report_inputs', 'report_failures', 'evaluate_command']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -240,10 +240,16 @@ def dataset_fingerprint(ds: Dataset) -> str:
 
 def open_index(setup: Setup):
     "The setup's ChunkIndex (LanceDB folder `setup.db`, table `setup.table`, optional embedder and columns)."
-    from ragbench.index import ChunkIndex
-    from ragbench.embed import make_embedder
-    emb = make_embedder(setup.embedder) if setup.embedder else None
-    return ChunkIndex.open(setup.db, table=setup.table, embedder=emb, columns=setup.columns)
+    from ragbench import index
+    return index.open_index(setup.db, setup.table, embedder=setup.embedder, columns=setup.columns or (), fts=setup.retrieval != "dense")
+
+def with_columns(setups: Sequence[Setup], column: Sequence[str], out) -> list:
+    "Setups reading an index without `columns` of their own get --column's mapping, or on resume the one recorded for them."
+    from ragbench.index import parse_columns
+    cols, p = parse_columns(column), Path(out) / "manifest.json"
+    recorded = (json.loads(p.read_text()).get("setups") or {}) if p.exists() else {}
+    return [s if s.external or s.columns else s.model_copy(update={"columns": cols or (recorded.get(s.name) or {}).get("columns")})
+            for s in setups]
 
 # %% ../../nbs/40_eval.run.ipynb #274a3a31
 def _read_dataset(dataset) -> Dataset:
@@ -391,6 +397,21 @@ async def _score_all(plan: list, run: RunDir, score: Callable, batch_size: int, 
         raise
     return new, None
 
+# %% ../../nbs/40_eval.run.ipynb #ray-score
+def _score_on_ray(plan: list, run: RunDir, score: Callable, batch_size: int, parallel_batches: int, bar, address: str) -> tuple[int, Optional[str]]:
+    "`_score_all` on a Ray cluster (the optional extra, looked up by name): the same batches, rows appended as each finishes."
+    from importlib import import_module
+    from ragbench.llm import BudgetExceeded
+    batches = [(s, mode, items[b:b + batch_size]) for s, mode, items in plan for b in range(0, len(items), batch_size)]
+    new = [0]
+    def save(i, rows):
+        run.append("scores.jsonl", *rows); new[0] += len(rows); bar.update(len(rows))
+    try: import_module("ragbench.scale.gen").map_on_ray(lambda b: score(b[2], b[0], b[1]), batches, address=address,
+                                                        in_flight=parallel_batches, on_result=save)
+    except BudgetExceeded as e: return new[0], f"budget spent ({e})"
+    return new[0], None
+
+
 # %% ../../nbs/40_eval.run.ipynb #2a65d804
 def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], str, Path], out_dir: Union[str, Path], *,
              db: Optional[Union[str, Path]] = None, modes: Sequence[str] = ("retrieved",), judge_llm=None,
@@ -398,7 +419,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
              index_factory: Optional[Callable[[Setup], Any]] = None, judges: Sequence[str] = JUDGES,
              bertscore: bool = True, bertscore_model: Optional[str] = None, ks: Sequence[int] = DEFAULT_KS,
              n_boot: int = 1000, seed: int = 0, batch_size: int = 16, parallel_batches: int = 4,
-             max_calls: Optional[int] = None, progress: bool = False) -> dict:
+             max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None) -> dict:
     "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; returns the summary."
     from ragbench.llm import CallMeter, arun, make_llm, task_usage
     ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
@@ -424,7 +445,9 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                                bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks)
         bar = _progress_bar(sum(len(p[2]) for p in plan), progress)
         with task_usage() as session:
-            try: n_new, stop = arun(_score_all(plan, run, score, batch_size, parallel_batches, bar))
+            try:
+                if ray: n_new, stop = _score_on_ray(plan, run, score, batch_size, parallel_batches, bar, ray)
+                else: n_new, stop = arun(_score_all(plan, run, score, batch_size, parallel_batches, bar))
             finally: bar.close()
         summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups], n_boot=n_boot, seed=seed)
         summary.update(unknown_answer_ids=unknown, items_without_gold=items_without_gold(dataset, ds),
@@ -504,6 +527,7 @@ def evaluate_command(
     dataset: str,  # dataset .jsonl or .parquet
     out: str,  # evaluation folder (created; an existing one is resumed)
     db: Optional[str] = None,  # LanceDB folder for setups that name none
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table, for setups that map none; repeatable
     setups: Optional[str] = None,  # setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)
     answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = (),  # JSONL of {item_id, answer, retrieved_chunk_ids} from your own RAG; repeatable
     answers_top_k: int = 5,  # cut-off k of retrieval metrics for --answers
@@ -516,17 +540,19 @@ def evaluate_command(
     batch_size: int = 16,  # items scored concurrently
     max_calls: Optional[int] = None,  # LLM requests allowed for the whole evaluation, across resumes
     quiet: bool = False,  # no progress
+    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
 ) -> int:
     "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
     if not setups and not answers: raise EvalError("give --setups FILE and/or --answers FILE")
-    runs = (load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers]
+    runs = with_columns((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers], column, out)
     judge = judge_llm or (setups_file_option(setups, "judge_llm") if setups else None)
     if judge in ("none", ""): judge = None
     if judge is None: _say("no --judge-llm: LLM judges are skipped (their metrics are empty)")
     for s in runs:
         if not s.external and not (s.llm or llm): _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
     summary = evaluate(dataset, runs, out, db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm, judges=comma_list(judges),
-                       bertscore=bertscore, n_boot=n_boot, batch_size=batch_size, max_calls=max_calls, progress=not quiet)
+                       bertscore=bertscore, n_boot=n_boot, batch_size=batch_size, max_calls=max_calls, progress=not quiet,
+                       ray=ray or __import__("os").environ.get("RAGBENCH_RAY_ADDRESS"))
     report_inputs(summary)
     print(format_summary(summary))
     print(f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(out) / 'scores.jsonl'}, {Path(out) / 'summary.json'}")
