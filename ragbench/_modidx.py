@@ -1811,4 +1811,5 @@ d = { 'settings': { 'branch': 'main',
                                   'ragbench.widgets.styled': ('widgets.html#styled', 'ragbench/widgets.py'),
                                   'ragbench.widgets.table_line': ('widgets.html#table_line', 'ragbench/widgets.py'),
                                   'ragbench.widgets.table_lines': ('widgets.html#table_lines', 'ragbench/widgets.py'),
-                                  'ragbench.widgets.triad_planner': ('widgets.html#triad_planner', 'ragbench/widgets.py')}}}
+                                  'ragbench.widgets.triad_planner': ('widgets.html#triad_planner', 'ragbench/widgets.py'),
+                                  'ragbench.widgets.whole_word_in': ('widgets.html#whole_word_in', 'ragbench/widgets.py')}}}

@@ -19,9 +19,10 @@ __all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE',
            'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html', 'table_line',
            'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
            'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker', 'seeds_summary_html',
-           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'is_graph_label', 'chunk_names', 'norm_name',
-           'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge',
-           'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
+           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'is_graph_label', 'whole_word_in',
+           'chunk_names', 'norm_name', 'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge',
+           'agenerate_from_bridge', 'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html',
+           'bridge_widget']
 
 # %% ../nbs/61_widgets.ipynb #7e002885
 def is_headless() -> bool:
@@ -534,6 +535,11 @@ def is_graph_label(name: str) -> bool:
     return "--" in name or all(len(w.strip("'")) <= 1 for w in name.split())
 
 # %% ../nbs/61_widgets.ipynb #0f869942
+def whole_word_in(name: str, text: str) -> bool:
+    "Whether `text` holds `name` as written, as whole words (not the tail of *gc.reflogExpire*)."
+    return re.search(r"(?<!\w)" + r"\s+".join(map(re.escape, name.split())) + r"(?!\w)", text) is not None
+
+# %% ../nbs/61_widgets.ipynb #68e1d6c1
 def chunk_names(text: str) -> list[str]:
     "The names the bridge inspector shows for a chunk: `candidate_names` of its text, whole spans cut where a sentence ends, graph labels left out."
     out = []
@@ -541,7 +547,7 @@ def chunk_names(text: str) -> list[str]:
         for i, piece in enumerate(re.split(r"\.\s+", name)):
             piece = piece.strip(" .")
             opener = i > 0 and " " not in piece and piece[:1].isupper() and piece[1:].islower()   # *LF. Pathspec*
-            if piece and not opener and not is_graph_label(piece): out.append(piece)
+            if piece and not opener and not is_graph_label(piece) and whole_word_in(piece, text): out.append(piece)
     return list(dict.fromkeys(out))
 
 # %% ../nbs/61_widgets.ipynb #c41c3ad7
