@@ -170,7 +170,7 @@ def index_static(path: Union[str, Path], fmt: str, db: Union[str, Path], *, tabl
     from ragbench.corpus import load_documents, LoadReport
     from ragbench.eval.setups import table_names
     if Path(db).is_dir() and table in table_names(db):
-        idx = ChunkIndex.open(db, table=table, embedder=embedder)
+        idx = ChunkIndex.open(db, table=table, embedder=embedder, allow_empty=True)
         if len(idx): return idx
     docs = load_documents(path, fmt, LoadReport()) if corpus else question_documents(path, fmt)
     chunks = (c for d in docs for c in chunk_document(d, mode="paragraph"))

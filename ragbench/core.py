@@ -377,9 +377,9 @@ def check_resume(self: RunDir, **expected) -> None:
 
 # %% ../nbs/00_core.ipynb #c2ef0468
 class RunLock:
-    "An exclusive lock on a run directory for one process: a second one is refused, naming the holder's pid."
-    def __init__(self, directory: Union[str, Path]):
-        self.path, self._f = Path(directory) / ".lock", None
+    "An exclusive lock on a run directory (or a `name`d resource in it) for one process: a second one is refused, naming the holder's pid."
+    def __init__(self, directory: Union[str, Path], name: str = ".lock", label: Optional[str] = None):
+        self.path, self.label, self._f = Path(directory) / name, label, None
 
     def acquire(self) -> "RunLock":
         "Take the lock or raise UserError naming the process that holds it."
@@ -389,11 +389,11 @@ class RunLock:
         try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             f.seek(0); holder = f.read().strip() or "unknown"; f.close()
-            raise UserError(f"{self.path.parent} is in use by another ragbench process ({holder}); wait for it to "
-                            "finish, or use another output directory") from None
-        f.seek(0); f.truncate()
+            raise UserError(f"{self.label or self.path.parent} is in use by another ragbench process ({holder}); "
+                            f"wait for it to finish{'' if self.label else ', or use another output directory'}") from None
+        f.seek(0); f.truncate()                 # the command name only: its arguments may hold a key
         f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now(),
-                            "command": " ".join(sys.argv[:1] + sys.argv[1:4])})); f.flush()
+                            "command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:2]))})); f.flush()
         self._f = f
         return self
 

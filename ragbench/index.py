@@ -4,19 +4,20 @@
 
 # %% ../nbs/11_index.ipynb #d585e612
 from __future__ import annotations
-import json, random, sys
+import contextlib, itertools, json, random, sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import Chunk, UserError, atomic_write, utc_now
+from .core import Chunk, RunDir, RunLock, UserError, atomic_write, utc_now
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
 
 # %% auto #0
-__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path', 'resolve_columns', 'ChunkIndex',
-           'minmax', 'fuse_hybrid', 'index_command', 'parse_columns', 'search_command']
+__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path',
+           'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'minmax', 'fuse_hybrid', 'index_command',
+           'parse_columns', 'open_index', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -44,11 +45,13 @@ def _read_sidecar(db_dir, table) -> Optional[dict]:
     p = sidecar_path(db_dir, table)
     return json.loads(p.read_text()) if p.exists() else None
 
+PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
+
 def _schema(dim: int):
-    "Arrow schema of a ragbench chunk table."
+    "Arrow schema of a ragbench chunk table; `id` is its primary key (concurrent `merge_insert`s of one id conflict)."
     import pyarrow as pa
-    return pa.schema([("id", pa.string()), ("doc_id", pa.string()), ("text", pa.string()),
-                      ("vector", pa.list_(pa.float32(), dim)), ("meta", pa.string())])
+    return pa.schema([pa.field("id", pa.string(), nullable=False, metadata=PRIMARY_KEY), ("doc_id", pa.string()),
+                      ("text", pa.string()), ("vector", pa.list_(pa.float32(), dim)), ("meta", pa.string())])
 
 # %% ../nbs/11_index.ipynb #2ac9dcbc
 def _connect(db_dir):
@@ -120,13 +123,21 @@ def _check_embedder(table: str, side: Optional[dict], emb) -> None:
         raise IndexSchemaError(f"table '{table}' was built with embedder '{e['name']}' (dim {e['dim']}), not "
                                f"'{emb.name}' (dim {emb.dim}); use the same embedder or another table name")
 
+# %% ../nbs/11_index.ipynb #dc171c16
+def is_local(db_dir: Union[str, Path]) -> bool:
+    "Whether a database location is a local folder (not an object-store URI such as s3://bucket/db)."
+    s = str(db_dir)
+    return "://" not in s or s.startswith("file://")
+
+def table_lock(db_dir: Union[str, Path], table: str):
+    "The exclusive lock on writing `table` of a local database; a no-op on object storage (ids stay unique by `merge_insert`)."
+    if not is_local(db_dir): return contextlib.nullcontext()
+    return RunLock(db_dir, name=f"{table}.ragbench.lock", label=f"table '{table}' in {db_dir}")
+
 # %% ../nbs/11_index.ipynb #6511457c
 @patch(cls_method=True)
-def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
-          batch_size: int = 256, progress: bool = True) -> ChunkIndex:
-    "Embed and store chunks in `db_dir`/`table`, resuming a killed build (ids already stored are skipped)."
-    emb = make_embedder(embedder)
-    db_dir = Path(db_dir); db_dir.mkdir(parents=True, exist_ok=True)
+def _create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex:
+    "The ragbench table `table`, created (with its sidecar) if missing; the caller holds the table lock."
     db = _connect(db_dir); side = _read_sidecar(db_dir, table)
     exists = table in _table_names(db)
     if exists and side is None:
@@ -138,21 +149,34 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
             "format": "ragbench-chunks/1", "table": table, "created": utc_now(),
             "embedder": {"name": emb.name, "spec": emb.spec, "dim": emb.dim}, "columns": DEFAULT_COLUMNS}, indent=2))
     tbl = db.open_table(table) if exists else db.create_table(table, schema=_schema(emb.dim), exist_ok=True)
-    idx = cls(db_dir, table, tbl, emb, dict(DEFAULT_COLUMNS), emb.dim)
-    idx.add(chunks, batch_size=batch_size, progress=progress)
+    return cls(db_dir, table, tbl, emb, dict(DEFAULT_COLUMNS), emb.dim)
+
+@patch(cls_method=True)
+def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
+          batch_size: int = 256, progress: bool = True) -> ChunkIndex:
+    "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created."
+    emb = make_embedder(embedder)
+    chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
+    db_dir = Path(db_dir)
+    if not first and not (db_dir.is_dir() and table in _table_names(_connect(db_dir))):
+        raise IndexSchemaError(f"no chunks to index; nothing was created in {db_dir}")
+    db_dir.mkdir(parents=True, exist_ok=True)
+    with table_lock(db_dir, table):
+        idx = cls._create_or_open(db_dir, table, emb)
+        idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress)
     return idx
 
 # %% ../nbs/11_index.ipynb #a77c773e
 @patch
 def _arrow(self: ChunkIndex, chunks: list[Chunk], vecs: np.ndarray):
-    "An Arrow table of chunks and their vectors in the ragbench layout."
+    "An Arrow table of chunks and their vectors in the ragbench layout (the table's own schema)."
     import pyarrow as pa
     flat = pa.array(np.ascontiguousarray(vecs, dtype=np.float32).ravel(), type=pa.float32())
     return pa.table({"id": [c.id for c in chunks], "doc_id": [c.doc_id for c in chunks],
                      "text": [c.text for c in chunks],
                      "vector": pa.FixedSizeListArray.from_arrays(flat, self.dim),
                      "meta": [json.dumps(c.meta, ensure_ascii=False, default=str) for c in chunks]},
-                    schema=_schema(self.dim))
+                    schema=self.tbl.schema)
 
 @patch
 def _all_ids(self: ChunkIndex) -> list:
@@ -193,22 +217,47 @@ def _new_in_batch(batch: list[Chunk], stored: set, seen: set, st: dict) -> list[
 
 # %% ../nbs/11_index.ipynb #82a994a9
 @patch
+def upsert(self: ChunkIndex, chunks: Sequence[Chunk], vectors: Optional[np.ndarray] = None) -> int:
+    "Store the chunks whose ids are not in the table yet in one `merge_insert` on the id (stored rows are kept); returns how many were inserted."
+    firsts = {}
+    for i, c in enumerate(chunks): firsts.setdefault(c.id, i)
+    keep = sorted(firsts.values()); chunks = [chunks[i] for i in keep]
+    if not chunks: return 0
+    vecs = self.embedder.encode([c.text for c in chunks]) if vectors is None else np.asarray(vectors)[keep]
+    mi = self.tbl.merge_insert(self.columns["id"]).when_not_matched_insert_all()
+    res = mi.use_index(False).execute(self._arrow(chunks, vecs))   # the indexed path skips the inserted-key conflict check
+    return int(res.num_inserted_rows)
+
+@patch
+def remove_duplicates(self: ChunkIndex) -> int:
+    "Delete all but one row of every id stored more than once (rows of one chunk id are the same chunk); returns the rows deleted."
+    col = self.columns["id"]; seen, extra = set(), []
+    t = self.tbl.search().with_row_id(True).select([col]).limit(None).to_arrow()
+    for i, rowid in zip(t.column(col).to_pylist(), t.column("_rowid").to_pylist()):
+        if i in seen: extra.append(rowid)
+        else: seen.add(i)
+    for part in _batched(sorted(extra), 5000): self.tbl.delete(f"_rowid IN ({', '.join(map(str, part))})")
+    return len(extra)
+
+# %% ../nbs/11_index.ipynb #d0d5a408
+@patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False) -> int:
-    "Embed and append the chunks whose ids are not in the table yet; returns how many were added."
+    "Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how many were added."
     from tqdm.auto import tqdm
+    removed = self.remove_duplicates()
     stored = set(self._all_ids()); new_ids: set = set()
-    st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0}
+    st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "duplicates_removed": removed}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored, new_ids, st)
             if new:
-                self.tbl.add(self._arrow(new, self.embedder.encode([c.text for c in new])))
-                st["added"] += len(new)
+                n = self.upsert(new)
+                st["added"] += n; st["existing"] += len(new) - n      # another writer stored the rest first
             bar.update(len(batch)); bar.set_postfix(added=st["added"], refresh=False)
     finally:
         bar.close()
-    if st["added"] or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0)
+    if st["added"] or removed or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0 or removed > 0)
     self._fts_ready = True
     self.last_build = st
     return st["added"]
@@ -216,8 +265,8 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
 # %% ../nbs/11_index.ipynb #80983abf
 @patch(cls_method=True)
 def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embedder=None,
-         columns: Optional[dict] = None, dense_weight: float = 0.7) -> ChunkIndex:
-    "Open a ragbench table, or a user's LanceDB table with `columns` mapping id/text/vector/doc_id/meta."
+         columns: Optional[dict] = None, dense_weight: float = 0.7, allow_empty: bool = False) -> ChunkIndex:
+    "Open a ragbench table, or a user's LanceDB table with `columns` mapping id/text/vector/doc_id/meta; an empty table is an error."
     db_dir = Path(db_dir)
     if not db_dir.is_dir():
         raise IndexSchemaError(f"no LanceDB database at {db_dir} (build one with: ragbench index SOURCE --db {db_dir})")
@@ -225,6 +274,9 @@ def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embed
     if table not in names:
         raise IndexSchemaError(f"no table '{table}' in {db_dir}; tables there: {', '.join(names) or 'none'}")
     tbl = db.open_table(table); side = _read_sidecar(db_dir, table)
+    if not allow_empty and tbl.count_rows() == 0:
+        raise IndexSchemaError(f"table '{table}' in {db_dir} is empty (left by a failed or interrupted index?); fill it with: "
+                               f"ragbench index SOURCE --db {db_dir}" + (f" --table {table}" if table != "chunks" else ""))
     cols, dim = resolve_columns(table, tbl.schema, columns)
     emb = make_embedder(side["embedder"]["spec"] if side and embedder is None else embedder)
     if emb.dim != dim:
@@ -334,15 +386,22 @@ def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False)
     return q.distance_type("cosine").limit(n).select(self._select(vector) + ["_distance"]).to_list()
 
 @patch
+def ensure_fts(self: ChunkIndex, log=None) -> bool:
+    "Build the full-text index on the text column if the table has none (saying so); rows and vectors are not changed."
+    if self._fts_ready or self._has_fts(): self._fts_ready = True; return False
+    from lancedb.index import FTS
+    (log or (lambda m: print(m, file=sys.stderr)))(
+        f"ragbench: building a full-text index on column '{self.columns['text']}' of table '{self.table_name}' "
+        f"(BM25 search needs one; your rows and vectors are not changed)")
+    with table_lock(self.db_dir, self.table_name):
+        self.tbl.create_index(self.columns["text"], config=FTS(), replace=True)
+    self._fts_ready = True
+    return True
+
+@patch
 def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> list[dict]:
     "Top-n rows by BM25 (LanceDB full-text search), creating the FTS index on first use if missing."
-    if not self._fts_ready:
-        if not self._has_fts():
-            from lancedb.index import FTS
-            print(f"ragbench: creating a full-text index on column '{self.columns['text']}' of table "
-                  f"'{self.table_name}' (first BM25 search)", file=sys.stderr)
-            self.tbl.create_index(self.columns["text"], config=FTS(), replace=True)
-        self._fts_ready = True
+    self.ensure_fts()
     q = self.tbl.search(query, query_type="fts", fts_columns=self.columns["text"])
     return q.limit(n).select(self._select(vector) + ["_score"]).to_list()
 
@@ -428,18 +487,46 @@ def index_command(
           f"({st['added']} new, {st['existing']} already in the table)")
     print(f"table '{table}' in {db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
+    if st["duplicates_removed"]: print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
     if report.skipped:
         print(f"skipped {len(report.skipped)} input(s):")
         for m in report.messages(): print(f"  {m}")
 
 # %% ../nbs/11_index.ipynb #56cfbc33
-def parse_columns(items: Iterable[str]) -> dict:
-    "{role: column} from ROLE=NAME strings (the `--column` options)."
+def parse_columns(items: Union[Iterable[str], dict, None]) -> dict:
+    "{role: column} from ROLE=NAME strings (the `--column` options), or a dict as it is."
+    if isinstance(items, dict): return {k: v for k, v in items.items() if v}
     out = {}
     for it in items or []:
         if "=" not in it: raise UserError(f"--column expects ROLE=NAME (roles: {', '.join(ROLES)}), got {it!r}")
         k, v = it.split("=", 1); out[k.strip()] = v.strip()
     return out
+
+def _saved_index(run_dir) -> dict:
+    "How a run directory's index was opened (its manifest's `index`), or {}."
+    p = Path(run_dir) / "manifest.json" if run_dir else None
+    return (json.loads(p.read_text()).get("index") or {}) if p and p.exists() else {}
+
+def _mapping(cols: dict) -> str:
+    "A mapping as --column options."
+    return " ".join(f"--column {r}={c}" for r, c in cols.items() if c and c != r) or "(ragbench's own columns)"
+
+def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, columns: Union[Iterable[str], dict, None] = (),
+               run_dir=None, fts: bool = True, log=None) -> ChunkIndex:
+    "The index a command reads (ragbench's table or the user's with `columns`), its mapping saved in `run_dir`'s manifest and reused on resume."
+    cols, saved = parse_columns(columns), _saved_index(run_dir)
+    if saved and not cols: cols = parse_columns(saved.get("columns") or {})
+    embedder = embedder or saved.get("embedder")
+    try: idx = ChunkIndex.open(db, table, embedder=embedder, columns=cols)
+    except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
+    if saved and saved.get("columns") and saved["columns"] != idx.columns:
+        raise UserError(f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
+                        f"{_mapping(idx.columns)}; resume with the same --column options (or none: the saved ones are used)")
+    if fts: idx.ensure_fts(log)
+    if run_dir is not None:
+        with RunLock(run_dir):
+            RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec})
+    return idx
 
 def search_command(
     query: str,  # what to search for
@@ -453,9 +540,9 @@ def search_command(
     column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
 ) -> None:
     "Search a ragbench index or your own LanceDB table and print the top hits."
-    try:
-        idx = ChunkIndex.open(db, table, embedder=embedder, columns=parse_columns(column))
-        hits = idx.search(query, k=k, mode=mode)
+    if k < 1: raise UserError(f"-k must be at least 1 (got {k})")
+    idx = open_index(db, table, embedder=embedder, columns=column, fts=mode != "dense")
+    try: hits = idx.search(query, k=k, mode=mode)
     except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     if as_json:
         print(json.dumps([{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}

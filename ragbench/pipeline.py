@@ -97,7 +97,7 @@ EXAMPLE_PIPELINE = """\
 # Run: ragbench pipeline this.yaml --out runs/mine   (run the same command again to resume)
 parameters:              # shared: given to every step whose parameters cell declares them
   llm: "gemini:gemini-2.5-flash"   # needs GEMINI_API_KEY; or openai:BASE_URL@MODEL. "local" (the offline
-                                   # SmolLM2 stand-in) runs but its questions rarely pass TRIAD's judge.
+                                   # SmolLM2 stand-in, the `local` extra) runs but its questions rarely pass TRIAD's judge.
 steps:
   - name: index          # the built-in step notebook nbs/steps/index.ipynb (or notebook: path/to/your.ipynb)
     parameters: {source: null, embedder: null}   # source null: the bundled Git docs sample

@@ -220,3 +220,271 @@ def test_user_table_errors_name_the_column(tmp_path, capsys):
     assert rc == 2 and "stores 64-dimensional vectors in column 'embedding'" in err
     rc, _, err = run_cli(["search", "--db", str(db), "--table", "nope", "q"], capsys)
     assert rc == 2 and "no table 'nope'" in err and "kb" in err
+
+
+# ---- issue 12 #2, #3, #8: one writer per table, ids unique, nothing created on failure, bad -k ----
+
+def _docs_jsonl(path, n=40):
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": f"doc{i}", "text": f"Document {i} talks about topic {i % 7} and commit {i}."}) + "\n")
+    return path
+
+
+SLOW_INDEX = """
+import sys, time
+from ragbench.embed import HashEmbedder
+_enc = HashEmbedder.encode
+def slow(self, texts):
+    time.sleep({delay}); return _enc(self, texts)
+HashEmbedder.encode = slow
+from ragbench.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_second_index_on_one_table_is_refused_with_the_holders_pid(tmp_path):
+    src, db = _docs_jsonl(tmp_path / "docs.jsonl"), tmp_path / "db"
+    args = ["index", str(src), "--db", str(db), "--embedder", "hash:64", "--batch-size", "4", "--quiet"]
+    first = subprocess.Popen([sys.executable, "-c", SLOW_INDEX.format(delay=0.3), *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock, deadline = db / "chunks.ragbench.lock", time.time() + 60
+        while not (lock.exists() and str(first.pid) in lock.read_text()):
+            assert time.time() < deadline and first.poll() is None, first.communicate()
+            time.sleep(0.05)
+        second = subprocess.run([sys.executable, "-m", "ragbench.cli", *args], capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert "is in use by another ragbench process" in second.stderr and f'"pid": {first.pid}' in second.stderr
+        assert "Traceback" not in second.stderr
+        out, err = first.communicate(timeout=120)
+        assert first.returncode == 0, err
+    finally:
+        first.kill(); first.wait()
+    idx = ChunkIndex.open(db)
+    ids = [c.id for c in idx.iter_chunks()]
+    assert len(ids) == len(set(ids)) == 40
+
+
+def test_reindex_repairs_a_table_with_duplicated_ids(tmp_path, capsys):
+    src, db = _docs_jsonl(tmp_path / "docs.jsonl", 12), tmp_path / "db"
+    assert run_cli(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"], capsys)[0] == 0
+    import lancedb
+    tbl = lancedb.connect(str(db)).open_table("chunks")
+    tbl.add(tbl.to_arrow().slice(0, 5))                     # what two concurrent older builds left: 5 ids twice
+    assert tbl.count_rows() == 17
+    rc, out, err = run_cli(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"], capsys)
+    assert rc == 0, err
+    assert "removed 5 extra rows of ids stored more than once" in out and "(0 new, 12 already in the table)" in out
+    ids = lancedb.connect(str(db)).open_table("chunks").to_arrow().column("id").to_pylist()
+    assert len(ids) == len(set(ids)) == 12
+    assert search_json(capsys, db, "topic 3", "--mode", "bm25", "-k", "3")
+
+
+UPSERT_WORKER = """
+import random, sys, time
+from ragbench.index import ChunkIndex
+from ragbench.core import Chunk
+idx = ChunkIndex.open(sys.argv[1])
+chunks = [Chunk(id=f"w{i}", doc_id=f"d{i}", text=f"worker text {i} about topic {i % 5}") for i in range(600)]
+random.Random(int(sys.argv[3])).shuffle(chunks)
+while time.time() < float(sys.argv[2]): time.sleep(0.005)          # start together
+print(sum(idx.upsert(chunks[i:i + 20]) for i in range(0, 600, 20)))
+"""
+
+
+def test_concurrent_upserts_never_store_an_id_twice(tmp_path):
+    "Writers without the file lock (Ray workers, object storage) rely on merge_insert on the primary key."
+    from ragbench.core import Chunk
+    db = tmp_path / "db"
+    ChunkIndex.build(db, [Chunk(id="seed", doc_id="s", text="seed")], HashEmbedder(64), progress=False)
+    start = time.time() + 5
+    ps = [subprocess.Popen([sys.executable, "-c", UPSERT_WORKER, str(db), str(start), str(j)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for j in range(3)]
+    outs = [p.communicate(timeout=300) for p in ps]
+    assert all(p.returncode == 0 for p in ps), [o[1][-2000:] for o in outs]
+    ids = [c.id for c in ChunkIndex.open(db).iter_chunks()]
+    assert len(ids) == len(set(ids)) == 601
+    assert sum(int(o[0].split()[-1]) for o in outs) == 600             # each id inserted by exactly one writer
+
+
+def test_failed_index_creates_nothing_and_an_empty_table_is_an_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    db = tmp_path / "db"
+    rc, _, err = run_cli(["index", str(tmp_path / "empty"), "--db", str(db), "--embedder", "hash", "--quiet"], capsys)
+    assert rc == 2 and "nothing loadable" in err
+    assert not db.exists()
+
+
+def test_an_empty_table_is_an_error_for_search_triad_and_dora(tmp_path, capsys):
+    "An empty table (what a failed index of older versions left) is refused by every command that reads it."
+    db = tmp_path / "db"
+    import lancedb
+    from ragbench.index import _schema, sidecar_path
+    lancedb.connect(str(db)).create_table("chunks", schema=_schema(64))
+    sidecar_path(db, "chunks").write_text(json.dumps({"embedder": {"name": "hash-64", "spec": "hash:64", "dim": 64}}))
+    for argv in (["search", "--db", str(db), "anything"],
+                 ["triad", "--db", str(db), "--out", str(tmp_path / "t"), "--n", "2", "--llm", "template"],
+                 ["dora", "--db", str(db), "--out", str(tmp_path / "d"), "--per-style", "1", "--llm", "template"]):
+        rc, out, err = run_cli(argv, capsys)
+        assert rc == 2 and "table 'chunks' in" in err and "is empty" in err, (argv[0], rc, err[-500:])
+    # indexing into it fills it
+    rc, out, err = run_cli(["index", str(_docs_jsonl(tmp_path / "docs.jsonl", 5)), "--db", str(db), "--embedder", "hash:64", "--quiet"], capsys)
+    assert rc == 0 and "(5 new" in out, err
+    assert len(search_json(capsys, db, "topic", "-k", "2")) == 2
+
+
+@pytest.mark.parametrize("k", ["0", "-3"])
+def test_search_k_below_one_is_an_error(tmp_path, capsys, k):
+    db = tmp_path / "db"
+    assert run_cli(["index", str(_docs_jsonl(tmp_path / "docs.jsonl", 5)), "--db", str(db), "--embedder", "hash", "--quiet"], capsys)[0] == 0
+    rc, out, err = run_cli(["search", "--db", str(db), "topic", "-k", k], capsys)
+    assert rc == 2 and f"-k must be at least 1 (got {k})" in err
+
+
+# ---- issue 12/13: your own vector table, end to end (every command opens it with the same --column mapping) ----
+
+SAMPLE = ROOT / "ragbench" / "data" / "gitdocs_sample.jsonl"
+OWN_COLUMNS = ["--column", "id=doc_key", "--column", "text=content", "--column", "vector=embedding"]
+
+
+def own_table(db, n=60, dim=64):
+    "A 60-row LanceDB table made by plain lancedb code: its own column names, no doc id column, no full-text index."
+    import lancedb, pyarrow as pa
+    paras = []
+    for line in SAMPLE.read_text().splitlines():
+        doc = json.loads(line)
+        paras += [(doc["title"], p.strip()) for p in doc["text"].split("\n\n") if 200 < len(p.strip()) < 1500]
+    paras = paras[:n]
+    texts = [f"{t}: {p}" for t, p in paras]
+    vecs = HashEmbedder(dim).encode(texts)                 # any embedding model would do; this one is offline
+    lancedb.connect(str(db)).create_table("kb", data=pa.table({
+        "doc_key": [f"row-{i}" for i in range(len(texts))], "content": texts, "page": [t for t, _ in paras],
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel()), dim)}))
+    return texts
+
+
+@pytest.fixture
+def fake_server():
+    from ragbench.testing import FakeLLMServer
+    with FakeLLMServer() as srv: yield srv
+
+
+def test_own_table_dora_with_column_mapping(tmp_path, capsys, fake_server):
+    db, out = tmp_path / "own", tmp_path / "dora"
+    own_table(db)
+    spec = f"openai:{fake_server.url}/v1@fake-model"
+    args = ["dora", "--db", str(db), "--table", "kb", *OWN_COLUMNS, "--embedder", "hash:64", "--out", str(out),
+            "--per-style", "1", "--styles", "find,explain", "--llm", spec, "--no-embed", "--no-progress"]
+    rc, stdout, err = run_cli(args, capsys)
+    assert rc == 0, err[-3000:]
+    assert "building a full-text index on column 'content' of table 'kb'" in err     # said, once
+    items = [json.loads(l) for l in (out / "dataset.jsonl").read_text().splitlines()]
+    assert items and all(i["gold_chunk_ids"] and all(g.startswith("row-") for g in i["gold_chunk_ids"]) for i in items)
+    assert all(i["meta"]["doc_id"].startswith("row-") for i in items)                 # no doc id column: a row is a document
+    saved = json.loads((out / "manifest.json").read_text())["index"]
+    assert saved["columns"] == {"id": "doc_key", "text": "content", "vector": "embedding", "doc_id": None, "meta": None}
+    # the vectors are the user's, untouched; the table gained only its full-text index
+    import lancedb
+    tbl = lancedb.connect(str(db)).open_table("kb")
+    assert tbl.schema.names == ["doc_key", "content", "page", "embedding"] and tbl.count_rows() == 60
+    # resume without --column: the saved mapping (and embedder) are used, no new request
+    before = fake_server.stats()["requests"]
+    resume = [a for a in args if a not in OWN_COLUMNS and a != "hash:64" and a != "--embedder"]
+    rc, _, err = run_cli(resume, capsys)
+    assert rc == 0, err[-3000:]
+    assert fake_server.stats()["requests"] == before
+    # another mapping is refused, naming both
+    rc, _, err = run_cli([*resume, "--column", "id=doc_key", "--column", "text=page", "--column", "vector=embedding"], capsys)
+    assert rc == 2 and "read with --column id=doc_key --column text=content --column vector=embedding" in err
+
+
+def test_own_table_with_a_doc_id_column_and_seed_picker(tmp_path, capsys):
+    "A mapped doc id column groups rows into documents; the seed picker works on the user's table as opened by open_index."
+    from ragbench.index import open_index
+    from ragbench.widgets import SeedPicker
+    db = tmp_path / "own"; own_table(db)
+    idx = open_index(db, "kb", embedder="hash:64", columns=["id=doc_key", "text=content", "vector=embedding", "doc_id=page"])
+    assert idx.get("row-0").doc_id == json.loads(SAMPLE.read_text().splitlines()[0])["title"]
+    picker = SeedPicker(idx, k=4, mode="hybrid")
+    hits = picker.search("undo the last commit")
+    assert hits and all(h.chunk_id.startswith("row-") for h in hits)
+    picker.tick(hits[0].chunk_id); picker.save(tmp_path / "run")
+    saved = [l for l in (tmp_path / "run" / "seeds.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert saved == [hits[0].chunk_id]
+
+
+def test_own_table_evaluate_with_column_mapping(tmp_path, capsys, fake_server):
+    "DoRA items made from the user's table, then evaluate on the same table: --column for setups that map none."
+    db, gen, ev = tmp_path / "own", tmp_path / "dora", tmp_path / "eval"
+    own_table(db)
+    spec = f"openai:{fake_server.url}/v1@fake-model"
+    rc, _, err = run_cli(["dora", "--db", str(db), "--table", "kb", *OWN_COLUMNS, "--embedder", "hash:64", "--out", str(gen),
+                          "--per-style", "1", "--styles", "find,explain", "--llm", spec, "--no-embed", "--no-progress"], capsys)
+    assert rc == 0, err[-3000:]
+    setups = tmp_path / "setups.yaml"
+    setups.write_text(f'defaults: {{llm: "{spec}", table: kb, embedder: "hash:64"}}\nbaseline: {{name: dense5, top_k: 5}}\n'
+                      'variants:\n  - {name: bm25-3, retrieval: bm25, top_k: 3}\n')
+    args = ["evaluate", "--dataset", str(gen / "dataset.jsonl"), "--db", str(db), "--setups", str(setups), "--out", str(ev),
+            "--judges", "none", "--no-bertscore", "--n-boot", "50", "--quiet"]
+    rc, out, err = run_cli([*args, *OWN_COLUMNS], capsys)
+    assert rc == 0, err[-3000:]
+    rows = [json.loads(l) for l in (ev / "scores.jsonl").read_text().splitlines()]
+    n = len((gen / "dataset.jsonl").read_text().splitlines())
+    assert len(rows) == 2 * n and all(all(c.startswith("row-") for c in r["retrieved_chunk_ids"]) for r in rows)
+    assert any(r["metrics"]["hit@k"] for r in rows)                        # the user's ids match the gold ids
+    recorded = json.loads((ev / "manifest.json").read_text())["setups"]
+    assert {s["columns"]["text"] for s in recorded.values()} == {"content"}
+    rc, out, err = run_cli(args, capsys)                                   # resume without --column: the recorded mapping
+    assert rc == 0 and f"{2 * n} rows (0 new)" in out, err[-2000:]
+    rc, _, err = run_cli([*args, "--column", "id=doc_key", "--column", "text=page", "--column", "vector=embedding"], capsys)
+    assert rc == 2 and "another definition" in err
+
+
+def test_own_table_triad_from_the_seed_picker(tmp_path, capsys, fake_server):
+    "Seeds picked on the user's table, then TRIAD on it with the same mapping; a resume without --column reuses it."
+    from ragbench.index import open_index
+    from ragbench.widgets import SeedPicker
+    db, out = tmp_path / "own", tmp_path / "triad"
+    own_table(db)
+    picker = SeedPicker(open_index(db, "kb", embedder="hash:64", columns=["id=doc_key", "text=content", "vector=embedding"]), k=8)
+    for q in ("undo the last commit", "merge two branches", "stash local changes", "fetch from a remote"):
+        for h in picker.search(q)[:3]: picker.tick(h.chunk_id)
+    picker.save(tmp_path / "pick")
+    spec = f"openai:{fake_server.url}/v1@fake-model"
+    args = ["triad", "--db", str(db), "--table", "kb", "--out", str(out), "--n", "2", "--llm", spec,
+            "--seeds-file", str(tmp_path / "pick" / "seeds.txt"), "--concurrency", "4"]
+    rc, stdout, err = run_cli([*args, *OWN_COLUMNS, "--embedder", "hash:64"], capsys)
+    assert rc == 0, err[-3000:]
+    items = [json.loads(l) for l in (out / "dataset.jsonl").read_text().splitlines()]
+    questions = [i for i in items if i["answerable"]]
+    assert len(questions) == 2 and all(g.startswith("row-") for i in questions for g in i["gold_chunk_ids"])
+    assert {i["meta"]["seed_id"] for i in questions} <= set(picker.seed_ids)          # the picked seeds, and only them
+    assert json.loads((out / "manifest.json").read_text())["index"]["columns"]["text"] == "content"
+    before = fake_server.stats()["requests"]
+    rc, _, err = run_cli(args, capsys)                                  # resume: no --column, no --embedder
+    assert rc == 0 and fake_server.stats()["requests"] == before, err[-2000:]
+
+
+def test_own_table_pipeline(tmp_path, fake_server):
+    "`ragbench pipeline` on the user's table: triad -> evaluate -> report, the mapping given once as a shared parameter."
+    import yaml
+    db, out = tmp_path / "own", tmp_path / "run"
+    own_table(db)
+    spec = f"openai:{fake_server.url}/v1@fake-model"
+    cfg = {"parameters": {"db": str(db), "table": "kb", "embedder": "hash:64", "llm": spec,
+                          "columns": {"id": "doc_key", "text": "content", "vector": "embedding"}},
+           "steps": [{"name": "triad", "parameters": {"n": 2, "max_seeds": 20}},
+                     {"name": "evaluate", "parameters": {"n_boot": 50}}, "report"]}
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    p = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(tmp_path / "own.yaml"), "--out", str(out),
+                        "--no-progress"], capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    items = [json.loads(l) for l in (out / "dataset.jsonl").read_text().splitlines()]
+    assert items and all(g.startswith("row-") for i in items for g in i["gold_chunk_ids"])
+    rows = [json.loads(l) for l in (out / "eval" / "scores.jsonl").read_text().splitlines()]
+    assert rows and all(c.startswith("row-") for r in rows for c in r["retrieved_chunk_ids"])
+    assert json.loads((out / "manifest.json").read_text())["index"]["columns"]["vector"] == "embedding"
+    assert (out / "report.html").exists()

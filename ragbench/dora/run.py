@@ -8,7 +8,7 @@ import asyncio, itertools, json, math, random, re, sys, tempfile
 from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Annotated, Callable, Iterable, Optional, Sequence, Union
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..core import Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl, short_hash
@@ -609,12 +609,11 @@ def _print_notes(warnings: Sequence[str]) -> None:
     for w in warnings: print(f"note: {w}", file=sys.stderr)
 
 # %% ../../nbs/30_dora.run.ipynb #fc2b87c3
-def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str], test_docs: Optional[str]) -> tuple:
+def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str], test_docs: Optional[str],
+                column=(), run_dir=None) -> tuple:
     "(index, {doc id: chunks} restricted to the `docs` list, test doc ids) for a run; bad input raises UserError."
-    from ragbench.index import ChunkIndex, IndexSchemaError
-    from ragbench.embed import EmbedderError
-    try: index = ChunkIndex.open(db, table=table, embedder=embedder)
-    except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
+    from ragbench.index import open_index
+    index = open_index(db, table, embedder=embedder, columns=column, run_dir=run_dir)
     doc_chunks = group_by_doc(index.iter_chunks())
     try:
         if docs:
@@ -640,6 +639,7 @@ def dora_command(
     out: str,  # run directory (resumable)
     per_style: int,  # accepted items wanted per style (per split)
     table: str = "chunks",  # table name
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
     styles: Optional[str] = None,  # comma-separated styles (default: the five built-in ones)
     styles_file: Optional[str] = None,  # YAML/JSON file of user-defined styles to register first
     config: Optional[str] = None,  # YAML/JSON file of DoraConfig settings
@@ -666,7 +666,7 @@ def dora_command(
     "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
     cfg = dora_options(config, styles_file, styles, split, test_docs, test_fraction, per_style=per_style, seed=seed, overgen=overgen,
                        entailment=entailment, prefilter=prefilter, workers=workers)
-    index, doc_chunks, test_ids = dora_inputs(db, table, embedder, docs, test_docs)
+    index, doc_chunks, test_ids = dora_inputs(db, table, embedder, docs, test_docs, column, out)
     if not doc_chunks: raise UserError(f"no chunks to generate from in {db} (table {table})")
     out = Path(out)
     gen, judge, test_gen = dora_llms(llm, judge_llm, test_llm, out / "cache")

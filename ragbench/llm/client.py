@@ -4,7 +4,7 @@
 
 # %% ../../nbs/03_llm.client.ipynb #d3a5a032
 from __future__ import annotations
-import asyncio, concurrent.futures, contextvars, datetime as _dt, importlib, logging, random, time
+import asyncio, concurrent.futures, contextvars, datetime as _dt, importlib, logging, os, random, re, time
 from dataclasses import replace
 from typing import Callable, Optional, Union
 from fastcore.basics import patch
@@ -19,7 +19,7 @@ from .usage import CallMeter, cost_usd, task_meters
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['BACKENDS', 'arun', 'LLM', 'register_backend', 'backend_factory', 'make_llm']
+__all__ = ['BACKENDS', 'arun', 'LLM', 'register_backend', 'backend_factory', 'expand_env', 'make_llm']
 
 # %% ../../nbs/03_llm.client.ipynb #eaac0f87
 def arun(coro):
@@ -242,6 +242,17 @@ def backend_factory(kind: str) -> Callable[..., Backend]:
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
+# %% ../../nbs/03_llm.client.ipynb #a0c93f1c
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+def expand_env(spec: str) -> str:
+    "`spec` with each `${NAME}` replaced by environment variable NAME; LLMConfigError names one that is not set."
+    def value(m):
+        if m.group(1) not in os.environ:
+            raise LLMConfigError(f"LLM spec {redact_spec(spec)!r} refers to ${{{m.group(1)}}}, which is not set in the environment")
+        return os.environ[m.group(1)]
+    return _ENV_REF.sub(value, spec)
+
 # %% ../../nbs/03_llm.client.ipynb #de7a0300
 _LLM_KEYS = {"max_retries", "backoff", "max_backoff", "max_repairs", "price"}
 
@@ -249,7 +260,7 @@ def make_llm(spec: str, cache_dir=None, budget: Optional[CallMeter] = None, max_
              rpm: Optional[float] = None, tpm: Optional[float] = None, *, meter: Optional[CallMeter] = None, **options) -> LLM:
     "An LLM for `spec`: gemini:MODEL | openai:BASE_URL@MODEL | openai:MODEL | local | local:PATH.gguf | template | fake."
     if not isinstance(spec, str) or not spec.strip(): raise LLMConfigError(f"LLM spec must be a non-empty string, got {spec!r}")
-    spec = spec.strip()
+    spec = expand_env(spec.strip())
     kind, _, rest = spec.partition(":")
     if kind not in BACKENDS:
         raise LLMConfigError(f"unknown LLM spec {redact_spec(spec)!r}; use gemini:MODEL, openai:BASE_URL@MODEL, local, "

@@ -13,8 +13,8 @@ from ..llm.template import seeded_rng, template_reply
 from .fake import load_stage_rules
 
 # %% auto #0
-__all__ = ['FAULTS', 'parse_openai_request', 'openai_response', 'parse_gemini_request', 'gemini_response', 'FakeLLMServer',
-           'fake_llm_server_command']
+__all__ = ['FAULTS', 'IN_FLIGHT_SETTLE', 'parse_openai_request', 'openai_response', 'parse_gemini_request', 'gemini_response',
+           'FakeLLMServer', 'fake_llm_server_command']
 
 # %% ../../nbs/05_testing.server.ipynb #147840ff
 def _text_of(content) -> str:
@@ -158,19 +158,25 @@ def push_faults(self: FakeLLMServer, *faults: str) -> None:
         if f not in FAULTS: raise ValueError(f"unknown fault {f!r}; known: {', '.join(FAULTS)}")
     with self._lock: self._faults.extend(faults)
 
+IN_FLIGHT_SETTLE = 0.25   # seconds a reply still counts as in flight after it is sent
+
 @patch
 def reset_stats(self: FakeLLMServer) -> None:
     "Zero the counters."
     with self._lock:
         self._stats = {"requests": 0, "ok": 0, "by_api": collections.Counter(), "faults": collections.Counter(),
-                       "structured": 0, "rejected": 0, "models": collections.Counter(), "times": []}
+                       "structured": 0, "rejected": 0, "models": collections.Counter(), "repeats": 0, "times": []}
+        self._served, self._active, self._answered = collections.Counter(), 0, collections.deque()
 
 # %% ../../nbs/05_testing.server.ipynb #eb342aef
 @patch
 def stats(self: FakeLLMServer) -> dict:
-    "Counters: requests, ok replies, by API and model, structured requests, rejected response_format, faults by kind; `times`: when each request came (Unix seconds)."
+    "Counters: requests, ok replies, by API and model, structured requests, rejected response_format, faults by kind, repeats, in flight; `times`: when each request came (Unix seconds)."
     with self._lock:
-        return {k: dict(v) if isinstance(v, collections.Counter) else list(v) if isinstance(v, list) else v for k, v in self._stats.items()}
+        now = time.monotonic()
+        while self._answered and self._answered[0] < now - IN_FLIGHT_SETTLE: self._answered.popleft()
+        return {**{k: dict(v) if isinstance(v, collections.Counter) else list(v) if isinstance(v, list) else v for k, v in self._stats.items()},
+                "in_flight": self._active + len(self._answered)}
 
 # %% ../../nbs/05_testing.server.ipynb #45c0e2f9
 @patch
@@ -209,10 +215,13 @@ def _route(self: FakeLLMServer, h: _Handler, path: str, body: dict):
 # %% ../../nbs/05_testing.server.ipynb #a67122c0
 @patch
 def _count(self: FakeLLMServer, api: str, req: dict, fault: Optional[str]) -> None:
-    "Count one chat request (fault None: rejected response_format)."
+    "Count one chat request (fault None: rejected response_format); it is in flight until `_answered`."
+    key = hashlib.sha256(json.dumps([api, req["model"], req["system"], req["prompt"], req["schema"]], sort_keys=True,
+                                    default=str).encode()).hexdigest()
     with self._lock:
         st = self._stats
         st["requests"] += 1; st["times"].append(round(time.time(), 4)); st["by_api"][api] += 1; st["models"][req["model"]] += 1
+        st["repeats"] += self._served[key] > 0; self._served[key] += 1; self._active += 1
         st["structured"] += req["schema"] is not None
         if fault is None: st["rejected"] += 1
         elif fault != "ok": st["faults"][fault] += 1
@@ -226,13 +235,20 @@ def _handle(self: FakeLLMServer, h: _Handler) -> None:
     routed = self._route(h, urlsplit(h.path).path, body)
     if not routed: return
     api, req = routed
-    if api == "openai" and body.get("response_format") and not self.openai_structured:
-        self._count(api, req, None)
+    fault = None if api == "openai" and body.get("response_format") and not self.openai_structured else \
+        self._pick_fault(h.headers.get("X-Fake-Fault"), req)
+    if fault is not None and fault not in FAULTS: return h._send(400, {"error": {"code": 400, "message": f"unknown fault {fault!r}"}})
+    self._count(api, req, fault)
+    try: self._reply(h, api, req, fault)
+    finally:
+        with self._lock: self._active -= 1; self._answered.append(time.monotonic())
+
+@patch
+def _reply(self: FakeLLMServer, h: _Handler, api: str, req: dict, fault: Optional[str]) -> None:
+    "Answer one counted chat request: a rejection (fault None), an injected fault, or the template reply."
+    if fault is None:
         return h._send(400, {"error": {"message": "response_format is not supported by this server (fake)",
                                        "type": "invalid_request_error", "param": "response_format", "code": None}})
-    fault = self._pick_fault(h.headers.get("X-Fake-Fault"), req)
-    if fault not in FAULTS: return h._send(400, {"error": {"code": 400, "message": f"unknown fault {fault!r}"}})
-    self._count(api, req, fault)
     if self.latency: time.sleep(self.latency)
     if fault in ("429", "500", "503"): return h._send(int(fault), _error_body(api, int(fault)), {"Retry-After": "0"} if fault == "429" else None)
     if fault == "timeout": time.sleep(self.timeout_sleep)

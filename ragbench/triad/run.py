@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Annotated, Any, Optional, Sequence
 from ..core import QAItem, RunDir, UserError
 from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Task, TaskResult, arun_generation,
                                check_resume, index_fingerprint, run_generation)
@@ -463,6 +463,8 @@ def triad_command(
     out: str,  # run directory (re-run the same command to resume)
     n: int,  # accepted questions wanted
     table: str = "chunks",  # table name
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
+    embedder: Optional[str] = None,  # embedder of your own table's vectors (default: the one the index was built with)
     max_seeds: Optional[int] = None,  # seeds tried at most (default 10 x n)
     types: str = "comparison,intersection,composition",  # question types, comma-separated
     binary_share: float = 0.5,  # share of yes/no questions (0..1)
@@ -479,13 +481,12 @@ def triad_command(
     ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
-    from ragbench.index import ChunkIndex, IndexSchemaError
+    from ragbench.index import open_index
     cfg = triad_config(n=n, max_seeds=max_seeds, types=[t.strip() for t in types.split(",") if t.strip()],
                        binary_share=binary_share, seed=seed, concurrency=concurrency, n_chunks=n_chunks)
     specs = {"generate": llm, "judge": judge_llm or llm, "extract": extract_llm or llm}
     for s in specs.values(): check_spec(s)
-    try: index = ChunkIndex.open(db, table=table)
-    except (IndexSchemaError, OSError) as e: raise UserError(str(e)) from e
+    index = open_index(db, table, embedder=embedder, columns=column, run_dir=None if estimate else out)
     _check_index(index)
     if seeds_file: cfg = cfg.model_copy(update={"seeds": read_seeds_file(seeds_file, index)})
     if estimate: return _print_estimate(estimate_triad(index, cfg, specs)) or 0
