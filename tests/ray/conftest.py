@@ -1,7 +1,7 @@
 """The Ray suite's cluster: two Ray nodes on this host (`ray start --head` and a second `ray start --address`),
 one CPU each, shared by every test of the session and stopped at the end. Without the `ray` extra the suite
 fails at once, naming the install command (it never skips)."""
-import os, socket, subprocess, sys, time
+import os, random, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
 
@@ -14,9 +14,13 @@ except ImportError:  # a loud failure, not a skip
     raise RuntimeError('the Ray suite needs the ray extra: pip install -e ".[ray]"') from None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+def _free_port(low: int = 20000, high: int = 30000) -> int:
+    """A free port below the ephemeral range (32768+), so that no outgoing connection nor any port Ray picks
+    itself takes it between now and the node's start (Ray's worker ports are 10002-19999)."""
+    while True:
+        with socket.socket() as s:
+            try: s.bind(("127.0.0.1", random.randrange(low, high))); return s.getsockname()[1]
+            except OSError: pass
 
 
 def _ray(*args, env) -> str:
@@ -51,12 +55,16 @@ def cluster():
            "RAY_USAGE_STATS_ENABLED": "0"}
     address = f"127.0.0.1:{_free_port()}"
     try:
-        _start(address, env)
         import ray
         from ragbench.scale.cluster import connect
-        connect(address)
-        deadline = time.time() + 60
-        while sum(n["Alive"] for n in ray.nodes()) < 2 and time.time() < deadline: time.sleep(0.5)
+        for attempt in range(3):                  # a node that dies right after its start (a port taken meanwhile): start again
+            _start(address, env)
+            connect(address)
+            deadline = time.time() + 60
+            while sum(n["Alive"] for n in ray.nodes()) < 2 and time.time() < deadline: time.sleep(0.5)
+            if sum(n["Alive"] for n in ray.nodes()) == 2: break
+            ray.shutdown()
+        assert sum(n["Alive"] for n in ray.nodes()) == 2, f"the two-node cluster did not stay up: {ray.nodes()}"
         yield address
     finally:
         import ray
