@@ -195,6 +195,7 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     db_dir = Path(db); db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):                                         # one writer per table, as in `ChunkIndex.build`
         idx = ChunkIndex.create_or_open(db_dir, table, emb)
+        removed = idx.remove_duplicates()                                  # a table written twice by an old build: repaired first
         gpus, workers = cluster_gpus(ray), cluster_cpus(ray)
         db_abs = str(idx.db_dir) if "://" in str(idx.db_dir) else str(Path(idx.db_dir).resolve())   # workers have their own cwd
         udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
@@ -208,5 +209,5 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
         if folder and report.documents == 0:
             raise CorpusError(f"nothing loadable in {source}: " + ("; ".join(report.messages()[:5]) or "no files"))
         _finish_indices(idx, writer.stats["added"])
-        idx.last_build = dict(writer.stats)
+        idx.last_build = {**writer.stats, "duplicates_removed": removed}
     return idx

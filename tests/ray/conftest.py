@@ -57,14 +57,16 @@ def cluster():
     try:
         import ray
         from ragbench.scale.cluster import connect
+        alive = 0
         for attempt in range(3):                  # a node that dies right after its start (a port taken meanwhile): start again
             _start(address, env)
             connect(address)
             deadline = time.time() + 60
             while sum(n["Alive"] for n in ray.nodes()) < 2 and time.time() < deadline: time.sleep(0.5)
-            if sum(n["Alive"] for n in ray.nodes()) == 2: break
+            alive = sum(n["Alive"] for n in ray.nodes())
+            if alive == 2: break
             ray.shutdown()
-        assert sum(n["Alive"] for n in ray.nodes()) == 2, f"the two-node cluster did not stay up: {ray.nodes()}"
+        assert alive == 2, f"the two-node cluster did not stay up after 3 starts (logs: /tmp/ray/session_latest/logs)"
         yield address
     finally:
         import ray
