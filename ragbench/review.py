@@ -9,13 +9,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
 from .core import Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, read_jsonl, item_id, make_chunk_id
+from .eval.calibration import rubric_agreement
 
 # %% auto #0
 __all__ = ['DEMO_CHUNKS', 'REVIEWS', 'INSPECTED', 'SOURCES', 'SHORTCUTS', 'FILTERS', 'demo_chunks', 'demo_attempt', 'demo_item',
            'demo_items', 'demo_run_dir', 'load_items', 'review_of', 'apply_decisions', 'apply_reviews',
            'write_reviewed', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup', 'ReviewQueue',
-           'check_edit', 'review_row', 'failed_checks', 'ratio', 'accept_reject_stats', 'quadratic_kappa',
-           'rubric_agreement', 'judge_scores', 'calibration_pair', 'JudgeCalibration']
+           'check_edit', 'review_row', 'failed_checks', 'ratio', 'accept_reject_stats', 'judge_scores',
+           'calibration_pair', 'JudgeCalibration']
 
 # %% ../nbs/60_review.ipynb #7870b4cb
 DEMO_CHUNKS = [
@@ -420,30 +421,6 @@ def accept_reject_stats(judge_accept: Sequence[bool], human_accept: Sequence[boo
             "false_rejection_rate": ratio(fn, fn + tn), "false_acceptance_rate": ratio(fp, tp + fp),
             "confusion": {"judge_accept_human_accept": tp, "judge_accept_human_reject": fp,
                           "judge_reject_human_accept": fn, "judge_reject_human_reject": tn}}
-
-# %% ../nbs/60_review.ipynb #1fb726bf
-def quadratic_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)) -> Optional[float]:
-    "Cohen's kappa with quadratic weights over the ordered `labels`; None when undefined (no data or no variance)."
-    import numpy as np
-    labels = list(labels); ix = {l: i for i, l in enumerate(labels)}
-    if len(a) != len(b): raise ValueError("score lists differ in length")
-    bad = [v for v in list(a) + list(b) if v not in ix]
-    if bad: raise ValueError(f"score {bad[0]!r} is not one of {labels}")
-    k = len(labels); O = np.zeros((k, k))
-    for x, y in zip(a, b): O[ix[x], ix[y]] += 1
-    if O.sum() == 0: return None
-    W = np.subtract.outer(np.arange(k), np.arange(k)) ** 2
-    E = np.outer(O.sum(1), O.sum(0)) / O.sum()
-    den = (W * E).sum()
-    return None if den == 0 else float(1 - (W * O).sum() / den)
-
-# %% ../nbs/60_review.ipynb #0e2934eb
-def rubric_agreement(human: Sequence[int], judge: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)) -> dict:
-    "Quadratic-weighted kappa, within-1 agreement and mean absolute difference of two 1–5 score lists."
-    n = len(human)
-    return {"n": n, "kappa_quadratic": quadratic_kappa(human, judge, labels),
-            "within_1": ratio(sum(abs(h - j) <= 1 for h, j in zip(human, judge)), n),
-            "mad": ratio(sum(abs(h - j) for h, j in zip(human, judge)), n)}
 
 # %% ../nbs/60_review.ipynb #e6ff29a2
 def judge_scores(item: QAItem) -> dict[str, int]:

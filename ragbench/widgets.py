@@ -19,9 +19,10 @@ __all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE',
            'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html', 'table_line',
            'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
            'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker', 'seeds_summary_html',
-           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'chunk_names', 'norm_name', 'shared_entities',
-           'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge', 'add_to_run', 'names_html',
-           'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
+           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'is_graph_label', 'whole_word_in',
+           'chunk_names', 'norm_name', 'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge',
+           'agenerate_from_bridge', 'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html',
+           'bridge_widget']
 
 # %% ../nbs/61_widgets.ipynb #7e002885
 def is_headless() -> bool:
@@ -234,7 +235,7 @@ def calibration_html(cal: JudgeCalibration) -> str:
     rb = cal.rubrics()
     if rb:
         t.append("<table><tr><th>rubric</th><th>n</th><th>weighted kappa</th><th>within 1</th><th>MAD</th></tr>")
-        t += [f"<tr><td>{html.escape(k)}</td><td>{s['n']}</td><td>{fmt(s['kappa_quadratic'])}</td><td>{fmt(s['within_1'])}</td>"
+        t += [f"<tr><td>{html.escape(k)}</td><td>{s['n']}</td><td>{fmt(s['kappa_w'])}</td><td>{fmt(s['within_1'])}</td>"
               f"<td>{fmt(s['mad'])}</td></tr>" for k, s in rb.items()]
         t.append("</table>")
     return (CSS + "<div class='rb-item rb-calibration'><b>Judge calibration</b> (human decisions vs validator verdicts)"
@@ -529,9 +530,25 @@ def seed_picker_widget(picker: SeedPicker, headless: Optional[bool] = None):
     return SeedPickerView(picker).widget
 
 # %% ../nbs/61_widgets.ipynb #bdb9bdf5
+def is_graph_label(name: str) -> bool:
+    "Whether `name` is a label from a drawn commit graph (*A'--B'--C'*, *C'*, *B D*) rather than a name."
+    return "--" in name or all(len(w.strip("'")) <= 1 for w in name.split())
+
+# %% ../nbs/61_widgets.ipynb #0f869942
+def whole_word_in(name: str, text: str) -> bool:
+    "Whether `text` holds `name` as written, as whole words (not the tail of *gc.reflogExpire*)."
+    return re.search(r"(?<!\w)" + r"\s+".join(map(re.escape, name.split())) + r"(?!\w)", text) is not None
+
+# %% ../nbs/61_widgets.ipynb #68e1d6c1
 def chunk_names(text: str) -> list[str]:
-    "The names the bridge inspector shows for a chunk: `candidate_names` of its text, whole spans only."
-    return candidate_names(text, parts=False)
+    "The names the bridge inspector shows for a chunk: `candidate_names` of its text, whole spans cut where a sentence ends, graph labels left out."
+    out = []
+    for name in candidate_names(text, parts=False):
+        for i, piece in enumerate(re.split(r"\.\s+", name)):
+            piece = piece.strip(" .")
+            opener = i > 0 and " " not in piece and piece[:1].isupper() and piece[1:].islower()   # *LF. Pathspec*
+            if piece and not opener and not is_graph_label(piece) and whole_word_in(piece, text): out.append(piece)
+    return list(dict.fromkeys(out))
 
 # %% ../nbs/61_widgets.ipynb #c41c3ad7
 def norm_name(e: str) -> str: return re.sub(r"\s+", " ", e.strip().lower())
@@ -779,5 +796,5 @@ def bridge_widget(inspector: BridgeInspector, run_dir=None, llms=None, cfg=None,
     return BridgeInspectorView(inspector, run_dir, llms, cfg).widget
 
 # %% ../nbs/61_widgets.ipynb #eccfa3d7
-from .review import (apply_reviews, review_of, chunk_lookup, accept_reject_stats, quadratic_kappa,
-                             rubric_agreement)
+from .review import apply_reviews, review_of, chunk_lookup, accept_reject_stats
+from .eval.calibration import rubric_agreement, weighted_kappa as quadratic_kappa

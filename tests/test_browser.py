@@ -213,7 +213,7 @@ def test_bridge_inspector_generates_an_item_into_the_run(browser, lab, index, tm
 
 
 def test_report_page(browser, tmp_path, shots):
-    "A `ragbench report` page of a small evaluation, as a user opens it, kept as a screenshot."
+    "A `ragbench report` page of a small evaluation and a TRIAD run, as a user opens it, kept as a screenshot."
     from ragbench.index import ChunkIndex
     from ragbench.review import demo_chunks, demo_run_dir
     run = demo_run_dir(tmp_path / "run")
@@ -225,7 +225,8 @@ def test_report_page(browser, tmp_path, shots):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT)] + sys.path)}
     for args in (["evaluate", "--dataset", run / "dataset.jsonl", "--db", run / "db", "--setups", tmp_path / "setups.yaml",
                   "--out", tmp_path / "eval", "--llm", "template", "--judges", "none", "--no-bertscore", "--n-boot", "50", "--quiet"],
-                 ["report", tmp_path / "eval", "--out", tmp_path / "report.html"]):
+                 ["triad", "--db", run / "db", "--out", tmp_path / "gen", "--llm", "template", "--n", "3", "--seed", "1"],
+                 ["report", tmp_path / "eval", "--out", tmp_path / "report.html", "--generation", tmp_path / "gen"]):
         p = subprocess.run(cli + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
@@ -233,6 +234,10 @@ def test_report_page(browser, tmp_path, shots):
         page.goto((tmp_path / "report.html").as_uri())
         page.wait_for_load_state("load")
         assert "dense-top3" in page.inner_text("body")
+        # a TRIAD run's own summary.json draws the acceptance-by-type figure (it was always skipped for TRIAD runs)
+        acc = page.locator("figure#acceptance_by_type")
+        acc.locator(".main-svg").first.wait_for(timeout=30_000)
+        assert "Acceptance rate by question type" in acc.inner_text() + acc.locator(".main-svg").first.inner_html()
         page.screenshot(path=str(shots / "report.png"), full_page=True)
     finally:
         page.close()

@@ -11,8 +11,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from ragbench.core import Dataset, RunDir
-from ragbench.review import (JudgeCalibration, ReviewQueue, accept_reject_stats, demo_chunks, demo_run_dir, quadratic_kappa,
-                             rubric_agreement, write_reviewed)
+from ragbench.eval.calibration import rubric_agreement, weighted_kappa
+from ragbench.review import JudgeCalibration, ReviewQueue, accept_reject_stats, demo_chunks, demo_run_dir, write_reviewed
 from ragbench.widgets import (BridgeInspector, BridgeInspectorView, ReviewQueueView, SeedPicker, SeedPickerView, add_to_run,
                               calibration_widget, review_widget, triad_planner)
 
@@ -267,8 +267,9 @@ def test_calibration_matches_sklearn():
         h = [rng.randint(1, 5) for _ in range(n)]
         j = [min(5, max(1, x + rng.choice([-3, -1, 0, 0, 0, 1, 2]))) for x in h]
         ref = cohen_kappa_score(h, j, weights="quadratic", labels=[1, 2, 3, 4, 5])
-        assert quadratic_kappa(h, j) == pytest.approx(ref, abs=1e-9)
+        assert weighted_kappa(h, j) == pytest.approx(ref, abs=1e-9)
         r = rubric_agreement(h, j)
+        assert r["kappa_w"] == pytest.approx(ref, abs=1e-9)
         assert r["within_1"] == pytest.approx(sum(abs(a - b) <= 1 for a, b in zip(h, j)) / n)
         assert r["mad"] == pytest.approx(sum(abs(a - b) for a, b in zip(h, j)) / n)
         judge = [rng.random() < 0.7 for _ in range(n)]; human = [rng.random() < 0.8 for _ in range(n)]
