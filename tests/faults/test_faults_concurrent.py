@@ -41,7 +41,6 @@ def second_is_refused(args: list, out: Path, server: Server, keys_of) -> None:
 def dataset_ids(out): return [r["id"] for r in read_lines(out / "dataset.jsonl")[0]]
 
 
-@pytest.mark.xfail(strict=True, reason=f"{TRIAD}: no run lock yet (the generation base's RunLock)")
 def test_two_triads_on_one_out(work, hash_db):
     with Server("--latency", 0.05) as s:
         out = work / "conc_triad"
