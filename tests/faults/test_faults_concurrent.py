@@ -21,15 +21,29 @@ def holds(lock: Path, pid: int) -> bool:
     except OSError: return False
 
 
+def locked(lock: Path) -> bool:
+    "Whether some process holds `lock` now (the file keeps the last holder's pid after it lets go: try the lock itself)."
+    import fcntl
+    try:
+        with open(lock, "a+") as f:
+            try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError: return True
+            fcntl.flock(f, fcntl.LOCK_UN); return False
+    except OSError: return False
+
+
 def second_is_refused(args: list, out: Path, server: Server, keys_of) -> None:
     "Start one run, pause it (SIGSTOP) once it holds its lock (or has sent a request), run a second, let the first go on."
     first = start(*args)
     while first.poll() is None and not (holds(out / ".lock", first.pid) or server.stats()["requests"] > 0): time.sleep(0.01)
     assert first.poll() is None, first.communicate()
     os.killpg(first.pid, signal.SIGSTOP)
-    try: second = ragbench(*args)
+    try:
+        held = locked(out / ".lock")       # paused while holding it (not after its run let go, before it exits)
+        second = ragbench(*args)
     finally: os.killpg(first.pid, signal.SIGCONT)
     out1, err1 = first.communicate(timeout=600)
+    assert held, "the first run had let go of its lock before it was paused: lengthen its run (more items, more latency)"
     keys = keys_of(out)
     record(None, first_rc=first.returncode, second_rc=second.returncode, second_says=second.stderr.strip()[-160:],
            records=len(keys), duplicated=len(keys) - len(set(keys)))
@@ -49,9 +63,9 @@ def test_two_triads_on_one_out(work, hash_db):
 
 
 def test_two_doras_on_one_out(work, hash_db):
-    with Server("--latency", 0.05) as s:
+    with Server("--latency", 0.2) as s:                 # a DoRA run this small is over in a second without latency
         out = work / "conc_dora"
-        second_is_refused(["dora", "--db", hash_db, "--out", out, "--per-style", 1,
+        second_is_refused(["dora", "--db", hash_db, "--out", out, "--per-style", 2,
                                                     "--styles", "find,explain", "--llm", s.spec, "--no-embed",
                                                     "--no-progress"], out, s, dataset_ids)
 
@@ -75,9 +89,12 @@ def test_two_indexes_on_one_table(work):
     while first.poll() is None and not holds(lock, first.pid): time.sleep(0.01)
     assert first.poll() is None, first.communicate()
     os.killpg(first.pid, signal.SIGSTOP)
-    try: second = ragbench(*args)
+    try:
+        held = locked(lock)
+        second = ragbench(*args)
     finally: os.killpg(first.pid, signal.SIGCONT)
     _, err1 = first.communicate(timeout=600)
+    assert held, "the first index had let go of its lock before it was paused"
     ids = lancedb.connect(str(db)).open_table("chunks").to_arrow().column("id").to_pylist()
     record(None, first_rc=first.returncode, second_rc=second.returncode,
            second_says=second.stderr.strip()[-160:], rows=len(ids), duplicated=len(ids) - len(set(ids)))
