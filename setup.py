@@ -18,8 +18,9 @@ statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Produ
 py_versions = '3.10 3.11 3.12'.split()
 
 requirements = shlex.split(cfg.get('requirements', ''))
-local_requirements = shlex.split(cfg.get('local_requirements', ''))
-dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+# every `NAME_requirements` setting is the extra NAME; `dev` (the tests) also takes every user extra but `local`
+extras = {k[:-len('_requirements')]: shlex.split(v) for k, v in cfg.items() if k.endswith('_requirements') and v.strip()}
+extras['dev'] = extras.get('dev', []) + [r for name, reqs in extras.items() if name not in ('dev', 'local') for r in reqs]
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 
@@ -36,8 +37,10 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['ragbench', 'ragbench.*']),
     include_package_data=True,
     package_data={'ragbench': ['data/*', 'data/**/*', 'notebooks/*.ipynb', 'notebooks/steps/*.ipynb']},
+    # JupyterLab hands kernels CurveZMQ keys (no "Kernel is running over TCP without encryption" warning)
+    data_files=[('etc/jupyter/jupyter_server_config.d', ['jupyter-config/jupyter_server_config.d/ragbench.json'])],
     install_requires=requirements,
-    extras_require={'local': local_requirements, 'dev': dev_requirements},
+    extras_require=extras,
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md').read(),

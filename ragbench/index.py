@@ -466,13 +466,21 @@ def index_command(
     batch_size: int = 256,  # chunks embedded and written per batch
     max_doc_mb: float = 20.0,  # skip documents larger than this (MB)
     quiet: bool = False,  # no progress bar
+    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
 ) -> None:
     "Load, chunk and embed documents into a LanceDB table, then print a summary."
     report = LoadReport()
     try:
         emb = make_embedder(embedder)
-        chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), target_tokens, min_tokens, max_tokens, overlap, mode)
-        idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=not quiet)
+        import os
+        if ray or os.environ.get("RAGBENCH_RAY_ADDRESS"):     # the optional Ray extra, looked up by name (80_scale)
+            from importlib import import_module
+            idx = import_module("ragbench.scale.index").build_index_on_ray(
+                source, db, embedder=emb, table=table, fmt=fmt, max_doc_mb=max_doc_mb, report=report, address=ray, progress=not quiet,
+                chunking=dict(target_tokens=target_tokens, min_tokens=min_tokens, max_tokens=max_tokens, overlap=overlap, mode=mode))
+        else:
+            chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), target_tokens, min_tokens, max_tokens, overlap, mode)
+            idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=not quiet)
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     st = idx.last_build
     print(f"indexed {source}: {report.documents} documents -> {st['chunks']} chunks "

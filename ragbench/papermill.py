@@ -4,16 +4,18 @@
 
 # %% ../nbs/70_papermill.ipynb #d2a7efe1
 from __future__ import annotations
-import contextlib, json, os, re, socket, sys, time
+import contextlib, functools, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
 from .core import RunDir, UserError, utc_now, package_versions
+from .jupyter import kernel_config
 
 # %% auto #0
-__all__ = ['ALIASES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs', 'short_name', 'list_notebooks',
-           'RunError', 'NotebookFailed', 'find_notebook', 'parse_value', 'notebook_parameters', 'with_run_dir',
-           'check_parameters', 'load_state', 'save_state', 'resolve_parameters', 'hide_secrets', 'kernel_env',
-           'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
+__all__ = ['ALIASES', 'NOTEBOOK_MODULES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs',
+           'short_name', 'list_notebooks', 'RunError', 'NotebookFailed', 'find_notebook', 'parse_value',
+           'require_notebook_extra', 'notebook_parameters', 'with_run_dir', 'check_parameters', 'load_state',
+           'save_state', 'resolve_parameters', 'hide_secrets', 'kernel_env', 'tqdm_widget', 'ProgressMirror',
+           'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
 ALIASES = {"eval": "eval.run", "review": "review_queue", "generate": "triad"}
@@ -73,12 +75,29 @@ def parse_value(s: str) -> Any:
     except (json.JSONDecodeError, ValueError): return s
 
 # %% ../nbs/70_papermill.ipynb #1d9505af
+NOTEBOOK_MODULES = ("papermill", "ipykernel", "nbformat")
+
+def _absent(module: str, find) -> bool:
+    "Whether `module` cannot be imported (find_spec finds nothing, or raises)."
+    try: return find(module) is None
+    except (ImportError, ValueError): return True
+
+def require_notebook_extra(find=None) -> None:
+    "Raise RunError naming `pip install 'ragbench[notebooks]'` when a module for running notebooks is missing."
+    import importlib.util
+    missing = [m for m in NOTEBOOK_MODULES if _absent(m, find or importlib.util.find_spec)]
+    if missing:
+        raise RunError(f"running notebooks needs papermill and a Jupyter kernel ({', '.join(missing)} not installed): "
+                       f"pip install 'ragbench[notebooks]' (in a source checkout: pip install -e '.[notebooks]')")
+
+# %% ../nbs/70_papermill.ipynb #cd23e58b
 class _Cell(dict):
     "The minimum of a notebook cell papermill's translator reads."
     __getattr__ = dict.__getitem__
 
 def notebook_parameters(path: Union[str, Path]) -> dict:
     "The parameters a notebook declares in its `parameters` cell: {name: default as written}."
+    require_notebook_extra()
     from papermill.translators import PythonTranslator
     nb = json.loads(Path(path).read_text())
     cell = next((c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])), None)
@@ -182,6 +201,75 @@ def _check_out(out: Path) -> None:
         raise RunError(f"--out {out} is inside {src}: executed notebooks must not go into the source notebooks")
 
 # %% ../nbs/70_papermill.ipynb #1f2553dc
+def _plain(html_text: str) -> str:
+    "Widget HTML text as plain text (tqdm pads with figure spaces and escapes HTML)."
+    import html
+    return html.unescape(html_text or "").replace("\u2007", " ").strip()
+
+def tqdm_widget(box: dict, widgets: dict, width: int = 10) -> Optional[dict]:
+    "{text, done} of a tqdm notebook bar (an HBox of label, progress, status): its line as tqdm draws it in a terminal."
+    if box.get("_model_name") != "HBoxModel": return None
+    kids = [widgets.get(str(c).removeprefix("IPY_MODEL_"), {}) for c in box.get("children") or []]
+    if len(kids) != 3 or kids[1].get("_model_name") not in ("FloatProgressModel", "IntProgressModel"): return None
+    left, bar, right = _plain(kids[0].get("value")), kids[1], _plain(kids[2].get("value"))
+    style = bar.get("bar_style") or ""
+    if style == "info" or not left or "/?" in right: text = " ".join(filter(None, (left, right)))   # no total: no bar
+    else:
+        frac = min(max((bar.get("value") or 0) / (bar.get("max") or 1), 0), 1)
+        text = f"{left}|{'█' * int(frac * width):<{width}}| {right}"
+    return {"text": text, "done": style in ("success", "danger")}
+
+# %% ../nbs/70_papermill.ipynb #c5996039
+class ProgressMirror:
+    "Text bars on this process's stderr that follow the kernel's tqdm widgets, one line each."
+    def __init__(self, file=None): self.file, self.bars, self.closed = file, {}, set()
+
+    def update(self, widgets: dict) -> None:
+        "Bring every mirrored bar up to the widgets' state (called on each widget message)."
+        from tqdm import tqdm
+        for wid, box in widgets.items():
+            w = None if wid in self.closed else tqdm_widget(box, widgets)
+            if w is None: continue
+            bar = self.bars.get(wid)
+            if bar is None: bar = self.bars[wid] = tqdm(bar_format="{desc}", file=self.file or sys.stderr, leave=True)
+            if bar.desc != w["text"]: bar.set_description_str(w["text"])
+            if w["done"]: bar.close(); self.closed.add(wid)
+
+    def close(self) -> None:
+        "Close the bars still open (the notebook ended or failed)."
+        for wid, bar in self.bars.items():
+            if wid not in self.closed: bar.close()
+        self.closed |= set(self.bars)
+
+# %% ../nbs/70_papermill.ipynb #c939c22a
+@functools.cache
+def mirror_engine() -> str:
+    "Register (once) the papermill engine that feeds a `ProgressMirror`; returns its name."
+    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.log import logger
+
+    class MirroringClient(PapermillNotebookClient):
+        mirror = None
+        def handle_comm_msg(self, outs, msg, cell_index):
+            super().handle_comm_msg(outs, msg, cell_index)
+            if self.mirror is not None: self.mirror.update(self.widget_state)
+
+    class MirroringEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
+                                     start_timeout=60, execution_timeout=None, mirror=None, **kwargs):
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("input_path", "timeout", "startup_timeout")}
+            client = MirroringClient(nb_man, **kwargs, timeout=execution_timeout, startup_timeout=start_timeout,
+                                     kernel_name=kernel_name, log=logger, log_output=log_output, stdout_file=stdout_file,
+                                     stderr_file=stderr_file)
+            client.mirror = mirror
+            return client.execute()
+
+    papermill_engines.register("ragbench", MirroringEngine)
+    return "ragbench"
+
+# %% ../nbs/70_papermill.ipynb #cbd171c3
 def _error_text(e: BaseException) -> str:
     "One line describing a failed execution."
     if type(e).__name__ == "PapermillExecutionError": return f"cell {e.exec_count}: {e.ename}: {e.evalue}"
@@ -189,11 +277,16 @@ def _error_text(e: BaseException) -> str:
 
 def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = True, log_output: bool = False,
             env: Optional[dict] = None) -> None:
-    "Execute notebook `src` into `output` with papermill in the headless kernel environment (plus `env`)."
+    "Execute notebook `src` into `output` with papermill in the headless kernel environment (plus `env`), kernel progress bars mirrored."
     import papermill as pm
-    with kernel_env(**(env or {})):
-        pm.execute_notebook(str(src), str(output), parameters=params, kernel_name=_kernel_name(src), language="python",
-                            cwd=cwd, progress_bar=progress, log_output=log_output)
+    mirror = ProgressMirror() if progress else None
+    try:
+        with kernel_env(**(env or {})):
+            pm.execute_notebook(str(src), str(output), parameters=params, kernel_name=_kernel_name(src), language="python",
+                                cwd=cwd, progress_bar=progress, log_output=log_output, engine_name=mirror_engine(),
+                                mirror=mirror, config=kernel_config())
+    finally:
+        if mirror is not None: mirror.close()
 
 # %% ../nbs/70_papermill.ipynb #b094d9d9
 def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict, cwd, resumed: bool) -> tuple[dict, dict]:

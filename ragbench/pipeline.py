@@ -68,7 +68,7 @@ def step_parameters(step: dict, shared: dict) -> dict:
     return {**{k: v for k, v in shared.items() if k in declared}, **step["parameters"]}
 
 def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = None, *, force: bool = False,
-                 progress: bool = True, log=None) -> list[dict]:
+                 progress: bool = True, log=None, ray: Optional[str] = None) -> list[dict]:
     "Run a pipeline's steps in order into one run directory; completed steps are skipped, an interrupted one resumes."
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     cfg = config if isinstance(config, dict) else load_pipeline_config(config)
@@ -84,7 +84,8 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
         log(f"[{i}/{n}] {s['name']}: {'resuming' if prev and not force else 'running'} {find_notebook(s['notebook']).name} -> "
             f"{run.path / 'notebooks' / (s['name'] + '.ipynb')}")
         t0 = time.time()
-        recs.append(run_notebook(s["notebook"], step_parameters(s, cfg["parameters"]), run.path, name=s["name"], force=force,
+        shared = {**cfg["parameters"], **({"ray": ray} if ray else {})}     # --ray: for the steps that declare `ray`
+        recs.append(run_notebook(s["notebook"], step_parameters(s, shared), run.path, name=s["name"], force=force,
                                  progress=progress, quiet=True))
         log(f"[{i}/{n}] {s['name']}: done in {time.time() - t0:.1f} s")
     log(f"pipeline done: {n} steps in {time.time() - t_all:.1f} s; records in {run.path / 'notebooks'}")
@@ -96,7 +97,7 @@ EXAMPLE_PIPELINE = """\
 # Run: ragbench pipeline this.yaml --out runs/mine   (run the same command again to resume)
 parameters:              # shared: given to every step whose parameters cell declares them
   llm: "gemini:gemini-2.5-flash"   # needs GEMINI_API_KEY; or openai:BASE_URL@MODEL. "local" (the offline
-                                   # SmolLM2 stand-in) runs but its questions rarely pass TRIAD's judge.
+                                   # SmolLM2 stand-in, the `local` extra) runs but its questions rarely pass TRIAD's judge.
 steps:
   - name: index          # the built-in step notebook nbs/steps/index.ipynb (or notebook: path/to/your.ipynb)
     parameters: {source: null, embedder: null}   # source null: the bundled Git docs sample
@@ -114,10 +115,11 @@ def pipeline_command(
     out: Optional[str] = None,  # run directory (default: the config's 'out', else runs/pipeline-TIMESTAMP)
     force: bool = False,  # run every step again
     progress: bool = True,  # per-cell progress bars
+    ray: Optional[str] = None,  # run the steps that take it on a Ray cluster: 'local', 'auto' or HOST:PORT (pip install -e ".[ray]")
 ) -> int:
     "Run the steps of a YAML pipeline config, each a papermill-executed notebook, into one run directory; re-running resumes."
     if example: print(EXAMPLE_PIPELINE, end=""); return 0
     if not config: raise ConfigError("a config file is required (ragbench pipeline --example prints one)")
-    try: run_pipeline(config, out, force=force, progress=progress)
+    try: run_pipeline(config, out, force=force, progress=progress, ray=ray)
     except NotebookFailed as e: print(f"ragbench pipeline: {e}", file=sys.stderr); return 1
     return 0

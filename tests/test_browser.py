@@ -1,134 +1,244 @@
-"""One real-browser test: JupyterLab on 127.0.0.1 with a fresh config, the review-queue notebook opened in
-headless Chromium (Debian's /usr/bin/chromium driven by Playwright), cells run, one item accepted, one edited
-and one rejected by keyboard shortcut; the decisions must be in the run directory.
-
-Chromium is not downloaded: the test fails (not skips) when /usr/bin/chromium or playwright is missing.
-Set RAGBENCH_BROWSER_SHOT=path.png to keep the screenshot."""
-import json, os, shutil, signal, socket, subprocess, sys, time, secrets, urllib.request
+"""The widgets in a real JupyterLab under headless Chromium (Debian's /usr/bin/chromium driven by Playwright; nothing is
+downloaded; a missing browser fails the test): the review queue (buttons, keyboard, item table, live calibration), the
+seed picker (ticks -> RUN/seeds.txt, the file `ragbench triad --seeds-file` reads) and the bridge inspector (Generate ->
+an item validated by TRIAD in the run). Screenshots of the four widgets and of a `ragbench report` page are written to
+BASETEMP/screenshots (pytest's temporary folder; printed at the end of each test)."""
+import json, os, subprocess, sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("RAGBENCH_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+from lab import ARGS, CHROMIUM, ROOT, jupyterlab, need_browser, wait_for
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    "One JupyterLab for the module, serving a fresh folder."
+    tmp = tmp_path_factory.mktemp("lab"); root = tmp / "root"; root.mkdir()
+    with jupyterlab(tmp, root) as server: yield server
 
 
-def wait_for(cond, timeout, what, step=0.25):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = cond()
-        if v: return v
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = need_browser()
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield b
+        b.close()
 
 
-def review_rows(run):
-    p = run / "reviews.jsonl"
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    d = tmp_path_factory.getbasetemp() / "screenshots"; d.mkdir(exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    from ragbench.index import ChunkIndex
+    from ragbench.review import demo_chunks
+    return ChunkIndex.build(tmp_path_factory.mktemp("db") / "db", demo_chunks(), embedder="hash:256", progress=False)
+
+
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = KERNELSPEC
+    nbformat.write(nb, path)
+    return path
+
+
+def run_in_lab(browser, lab, name: str, workspace: str):
+    "Open notebook `name` in a fresh Lab tab, start its kernel and Run All; returns the page (1400 px wide)."
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.set_default_timeout(90_000)
+    page.goto(f"{lab['url']}/lab/workspaces/{workspace}/tree/{name}?token={lab['token']}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
+                           "&& window.jupyterapp.shell.currentWidget.sessionContext "
+                           "&& window.jupyterapp.shell.currentWidget.sessionContext.session "
+                           "&& window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=120_000)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    return page
+
+
+def failing(page, tmp_path, lab):
+    page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+    print(f"failure screenshot: {tmp_path / 'failure.png'}\nJupyterLab log:\n" + lab["log"].read_text()[-3000:])
+
+
+def jsonl(p: Path) -> list[dict]:
     return [json.loads(l) for l in p.read_text().splitlines()] if p.exists() else []
 
 
-@pytest.fixture
-def lab(tmp_path):
-    "A JupyterLab server with fresh config/runtime/settings dirs, serving tmp_path/root."
-    root = tmp_path / "root"; root.mkdir()
-    token = secrets.token_hex(16); port = free_port()
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "IPYTHONDIR": str(tmp_path / "ipython"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-    env.pop("RAGBENCH_HEADLESS", None)
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--IdentityProvider.token={token}", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
-           "--ServerApp.open_browser=False", "--LabApp.expose_app_in_browser=True",
-           f"--LabApp.user_settings_dir={tmp_path / 'settings'}", f"--LabApp.workspaces_dir={tmp_path / 'ws'}",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=None"]
-    if os.geteuid() == 0: cmd.append("--allow-root")
-    news = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"; news.mkdir(parents=True)
-    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    log = open(tmp_path / "lab.log", "w")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    def up():
-        assert proc.poll() is None, (tmp_path / "lab.log").read_text()[-3000:]
-        try: return urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2).status == 200
-        except OSError: return False
-    try:
-        wait_for(up, 120, "JupyterLab to start")
-        yield {"url": url, "token": token, "root": root, "log": tmp_path / "lab.log"}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try: proc.wait(30)
-        except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait()
-        log.close()
-
-
-def test_review_queue_in_a_real_browser(lab, tmp_path):
-    assert Path(CHROMIUM).exists(), f"Chromium not found at {CHROMIUM}: install Debian's chromium (apt-get install chromium)"
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the playwright package is missing: pip install playwright (no browser download is needed)")
+def test_review_queue_in_a_real_browser(browser, lab, tmp_path, shots):
     import papermill as pm
-    from ragbench.widgets import demo_run_dir
+    from ragbench.review import demo_run_dir
     run = demo_run_dir(tmp_path / "run")
     nb = lab["root"] / "review.ipynb"
-    # the user-facing notebook with the run directory and reviewer filled in, as papermill would inject them
-    pm.execute_notebook(str(ROOT / "nbs" / "61_review_queue.ipynb"), str(nb), parameters={"run_dir": str(run),
+    # the user notebook with the run directory and reviewer filled in, as papermill would inject them
+    pm.execute_notebook(str(ROOT / "nbs" / "62_review_queue.ipynb"), str(nb), parameters={"run_dir": str(run),
                         "reviewer": "browser-test"}, prepare_only=True, kernel_name="python3", language="python",
                         progress_bar=False)
-    meta = json.loads(nb.read_text())   # name the kernel so JupyterLab starts it without asking
-    meta["metadata"]["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    nb.write_text(json.dumps(meta))
-    shot = tmp_path / "review.png"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 2000})
-            page.set_default_timeout(90_000)
-            page.goto(f"{lab['url']}/lab/tree/review.ipynb?token={lab['token']}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-            if page.query_selector(".jp-Dialog button.jp-mod-accept"): page.click(".jp-Dialog button.jp-mod-accept")
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
-                                   "&& window.jupyterapp.shell.currentWidget.sessionContext "
-                                   "&& window.jupyterapp.shell.currentWidget.sessionContext.session "
-                                   "&& window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=120_000)
-            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            accept = page.wait_for_selector("button.rb-accept", timeout=120_000)
-            page.wait_for_selector(".rb-item .rb-q")
-            first_q = page.inner_text(".rb-review-queue .rb-q")
-            accept.click()
-            rows = wait_for(lambda: review_rows(run), 60, "the accept decision in reviews.jsonl")
-            assert rows[0]["decision"] == "accept" and rows[0]["by"] == "browser-test"
-            # the view moved on: edit the next item's answer, then "Edit & accept"
-            page.wait_for_function("q => document.querySelector('.rb-review-queue .rb-q').innerText !== q", arg=first_q)
-            page.fill(".rb-edit-answer input", "edited in the browser")
-            page.click("button.rb-edit")
-            rows = wait_for(lambda: len(review_rows(run)) >= 2 and review_rows(run), 60, "the edit in reviews.jsonl")
-            assert rows[1]["decision"] == "edit" and rows[1]["answer"] == "edited in the browser"
-            assert rows[1]["item_id"] != rows[0]["item_id"]
-            # keyboard path: focus the shortcut box and press r
-            page.click(".rb-keys input")
-            page.keyboard.press("r")
-            rows = wait_for(lambda: len(review_rows(run)) >= 3 and review_rows(run), 60, "the shortcut reject")
-            assert rows[2]["decision"] == "reject"
-            page.wait_for_function("() => document.querySelector('.rb-review-queue').innerText.includes('3/6 decided')")
-            page.locator(".rb-review-queue").screenshot(path=str(shot))
-        except Exception:
-            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-            if os.environ.get("RAGBENCH_BROWSER_SHOT"): shutil.copy(tmp_path / "failure.png", os.environ["RAGBENCH_BROWSER_SHOT"])
-            print("JupyterLab log:\n" + lab["log"].read_text()[-3000:])
-            raise
-        finally:
-            browser.close()
-    if os.environ.get("RAGBENCH_BROWSER_SHOT"): shutil.copy(shot, os.environ["RAGBENCH_BROWSER_SHOT"])
-    # the decisions are in the run directory, and the reviewed dataset reflects them
-    from ragbench.core import Dataset
+    meta = json.loads(nb.read_text()); meta["metadata"]["kernelspec"] = KERNELSPEC; nb.write_text(json.dumps(meta))
+    page = run_in_lab(browser, lab, "review.ipynb", "review")
+    queue = page.locator(".rb-review-queue")
+    try:
+        accept = page.wait_for_selector("button.rb-accept", timeout=120_000)
+        page.wait_for_selector(".rb-review-queue .rb-q")
+        assert page.locator(".rb-item-table select option").count() == 6          # the item table lists every item
+        first_q = page.inner_text(".rb-review-queue .rb-q")
+        # compact: the action bar comes before the gold chunks, and the whole item fits in about a screen
+        bar, gold = page.locator(".rb-actions").bounding_box(), page.locator(".rb-review-queue .rb-gold").first.bounding_box()
+        assert bar["y"] < gold["y"], (bar, gold)
+        assert queue.bounding_box()["height"] < 1600, queue.bounding_box()
+        assert not page.locator(".rb-review-queue details.rb-others").get_attribute("open")   # other contexts collapsed
+        accept.click()
+        rows = wait_for(lambda: jsonl(run / "reviews.jsonl"), 60, "the accept decision in reviews.jsonl")
+        assert rows[0]["decision"] == "accept" and rows[0]["by"] == "browser-test"
+        # live calibration, in the queue and in the notebook's separate calibration cell
+        page.wait_for_function("() => [...document.querySelectorAll('.rb-calibration-view')].every(e => e.innerText.includes('all (n=1)'))")
+        # the view moved on: edit the next item's answer, then "Edit & accept"
+        page.wait_for_function("q => document.querySelector('.rb-review-queue .rb-q').innerText !== q", arg=first_q)
+        page.fill(".rb-edit-answer input", "edited in the browser")
+        page.click("button.rb-edit")
+        rows = wait_for(lambda: len(jsonl(run / "reviews.jsonl")) >= 2 and jsonl(run / "reviews.jsonl"), 60, "the edit")
+        assert rows[1]["decision"] == "edit" and rows[1]["answer"] == "edited in the browser"
+        assert rows[1]["item_id"] != rows[0]["item_id"]
+        # keyboard path: focus the shortcut box and press r
+        page.click(".rb-keys input")
+        page.keyboard.press("r")
+        rows = wait_for(lambda: len(jsonl(run / "reviews.jsonl")) >= 3 and jsonl(run / "reviews.jsonl"), 60, "the shortcut reject")
+        assert rows[2]["decision"] == "reject"
+        page.wait_for_function("() => document.querySelector('.rb-review-queue').innerText.includes('3/6 decided')")
+        # the table shows the decisions; a click on its last line opens that item
+        options = page.locator(".rb-item-table select option").all_inner_texts()
+        assert sum(d in o for o in options for d in ("accept", "edit", "reject")) >= 3, options
+        page.select_option(".rb-item-table select", index=5)
+        from ragbench.review import load_items
+        last_q = load_items(run)[5].question
+        page.wait_for_function("q => document.querySelector('.rb-review-queue .rb-q').innerText === q", arg=last_q)
+        page.wait_for_function("() => [...document.querySelectorAll('.rb-calibration-view')].every(e => e.innerText.includes('all (n=3)'))")
+        assert page.locator(".rb-calibration-view").last.locator("svg rect.rb-bar").count() >= 2   # the plot has bars
+        queue.screenshot(path=str(shots / "review_queue.png"))
+        page.locator(".rb-calibration-view").last.screenshot(path=str(shots / "calibration.png"))
+    except Exception:
+        failing(page, tmp_path, lab); raise
+    finally:
+        page.close()
+    from ragbench.core import Dataset   # the decisions are in the run directory, and the reviewed dataset reflects them
     ds = {it.id: it for it in Dataset.read(run / "dataset.reviewed.jsonl")}
     assert ds[rows[1]["item_id"]].answer == "edited in the browser"
     assert rows[2]["item_id"] not in ds
+    print(f"screenshots: {shots / 'review_queue.png'} {shots / 'calibration.png'}")
+
+
+def test_seed_picker_ticks_become_triad_seeds(browser, lab, index, tmp_path, shots):
+    run = tmp_path / "run"
+    write_notebook(lab["root"] / "seeds.ipynb", [
+        f"from ragbench.index import ChunkIndex\nfrom ragbench.widgets import SeedPicker, seed_picker_widget\n"
+        f"index = ChunkIndex.open({str(index.db_dir)!r})\npicker = SeedPicker(index, k=5, run_dir={str(run)!r})",
+        "seed_picker_widget(picker)"])
+    page = run_in_lab(browser, lab, "seeds.ipynb", "seeds")
+    try:
+        page.wait_for_selector(".rb-seed-query input", timeout=120_000)
+        page.fill(".rb-seed-query input", "ORIG_HEAD rebase")
+        page.click("button.rb-seed-search")
+        page.wait_for_function("() => document.querySelectorAll('.rb-seed-tick input[type=checkbox]').length >= 2")
+        boxes = page.locator(".rb-seed-tick input[type=checkbox]")
+        boxes.nth(0).check(); boxes.nth(1).check()
+        page.wait_for_function("() => document.querySelector('.rb-seeds').innerText.includes('Seeds (2)')")
+        page.locator(".rb-seed-picker button", has_text="show").first.click()     # the detail pane: chunk + neighbours
+        page.wait_for_function("() => document.querySelector('.rb-seed-picker').innerText.includes('Neighbours')")
+        page.locator(".rb-seed-picker").screenshot(path=str(shots / "seed_picker.png"))
+    except Exception:
+        failing(page, tmp_path, lab); raise
+    finally:
+        page.close()
+    # the ticks are in RUN/seeds.txt, the file `ragbench triad --seeds-file` reads, and TRIAD plans exactly those seeds
+    from ragbench.triad import read_seeds_file
+    from ragbench.triad import TriadConfig, pick_seeds
+    ids = wait_for(lambda: len(read_seeds_file(str(run / "seeds.txt"), index)) == 2 and read_seeds_file(str(run / "seeds.txt"), index),
+                   30, "two seeds in seeds.txt")
+    hits = index.search("ORIG_HEAD rebase", k=5, mode="hybrid")
+    assert ids == [h.chunk_id for h in hits[:2]]
+    assert pick_seeds(index, TriadConfig(seeds=ids)) == ids
+    print(f"screenshot: {shots / 'seed_picker.png'}")
+
+
+def test_bridge_inspector_generates_an_item_into_the_run(browser, lab, index, tmp_path, shots):
+    from ragbench.review import demo_chunks
+    ids = {c.doc_id: c.id for c in demo_chunks()}
+    run = tmp_path / "run"
+    write_notebook(lab["root"] / "bridge.ipynb", [
+        "from ragbench.index import ChunkIndex\nfrom ragbench.llm import make_llm\nfrom ragbench.triad import TriadConfig\n"
+        "from ragbench.widgets import BridgeInspector, bridge_widget, triad_planner\n"
+        f"index = ChunkIndex.open({str(index.db_dir)!r})\nllm = make_llm('template')\n"
+        "cfg = TriadConfig(neighbours_k=4, fallback_n=5)\n"
+        f"inspector = BridgeInspector(index, {ids['git-rebase']!r}, k=4, planner=triad_planner(index, llm, cfg))",
+        f"bridge_widget(inspector, run_dir={str(run)!r}, llms=llm, cfg=cfg)"])
+    page = run_in_lab(browser, lab, "bridge.ipynb", "bridge")
+    try:
+        sel = page.wait_for_selector(".rb-bridge-neighbour select", timeout=120_000)
+        first = page.eval_on_selector(".rb-bridge-neighbour select", "e => [e.selectedIndex, e.options[e.selectedIndex].text.replace(/\\u00a0/g, ' ')]")
+        assert first[0] >= 0 and first[1].startswith("▶ "), first          # starts on TRIAD's choice, not blank
+        n = page.locator(".rb-bridge-neighbour select option").count()
+        other = 1 if first[0] == 0 else 0
+        sel.select_option(index=other)
+        page.wait_for_function("() => document.querySelector('.rb-bridge').innerText.includes('(overridden)')")
+        page.fill(".rb-bridge-topic input", "undoing a rebase")
+        page.keyboard.press("Tab")
+        page.wait_for_function("() => document.querySelector('.rb-bridge').innerText.includes('undoing a rebase')")
+        page.click("button.rb-bridge-generate")
+        page.wait_for_function("() => document.querySelector('.rb-bridge-result').innerText.includes('added to')", timeout=120_000)
+        page.locator(".rb-bridge-inspector").screenshot(path=str(shots / "bridge_inspector.png"))
+        result = page.inner_text(".rb-bridge-result")
+    except Exception:
+        failing(page, tmp_path, lab); raise
+    finally:
+        page.close()
+    items = jsonl(run / "inspected.jsonl")
+    mine = [i for i in items if i["meta"].get("bridge_from") == "inspector" and i["answerable"]]
+    assert len(mine) == 1 and n >= 2, items
+    it = mine[0]
+    assert it["bridge_topic"] == "undoing a rebase" and it["meta"]["overridden"] is True
+    assert it["gold_chunk_ids"][0] == ids["git-rebase"] and len(it["gold_chunk_ids"]) == 2
+    assert it["attempts"] and all(a["judge"] is not None or a["failed_check"] for a in it["attempts"])   # validated
+    assert f"validator: {it['status']}" in result
+    from ragbench.review import ReviewQueue
+    assert it["id"] in {i.id for i in ReviewQueue(run).items}                  # the review queue shows it
+    print(f"screenshot: {shots / 'bridge_inspector.png'}")
+
+
+def test_report_page(browser, tmp_path, shots):
+    "A `ragbench report` page of a small evaluation and a TRIAD run, as a user opens it, kept as a screenshot."
+    from ragbench.index import ChunkIndex
+    from ragbench.review import demo_chunks, demo_run_dir
+    run = demo_run_dir(tmp_path / "run")
+    ChunkIndex.build(run / "db", demo_chunks(), embedder="hash:256", progress=False)
+    (tmp_path / "setups.yaml").write_text("setups:\n  - {name: dense-top3, retrieval: dense, top_k: 3}\n"
+                                          "  - {name: bm25-top2, retrieval: bm25, top_k: 2}\n")
+    script = Path(sys.executable).with_name("ragbench")
+    cli = [str(script)] if script.exists() else [sys.executable, "-m", "ragbench.cli"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT)] + sys.path)}
+    for args in (["evaluate", "--dataset", run / "dataset.jsonl", "--db", run / "db", "--setups", tmp_path / "setups.yaml",
+                  "--out", tmp_path / "eval", "--llm", "template", "--judges", "none", "--no-bertscore", "--n-boot", "50", "--quiet"],
+                 ["triad", "--db", run / "db", "--out", tmp_path / "gen", "--llm", "template", "--n", "3", "--seed", "1"],
+                 ["report", tmp_path / "eval", "--out", tmp_path / "report.html", "--generation", tmp_path / "gen"]):
+        p = subprocess.run(cli + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    try:
+        page.goto((tmp_path / "report.html").as_uri())
+        page.wait_for_load_state("load")
+        assert "dense-top3" in page.inner_text("body")
+        # a TRIAD run's own summary.json draws the acceptance-by-type figure (it was always skipped for TRIAD runs)
+        acc = page.locator("figure#acceptance_by_type")
+        acc.locator(".main-svg").first.wait_for(timeout=30_000)
+        assert "Acceptance rate by question type" in acc.inner_text() + acc.locator(".main-svg").first.inner_html()
+        page.screenshot(path=str(shots / "report.png"), full_page=True)
+    finally:
+        page.close()
+    print(f"screenshot: {shots / 'report.png'}")

@@ -26,16 +26,23 @@ RENAMED = {
 
 
 # flags added on purpose after the snapshot (new option string -> its keyword argument); each keeps the old flags intact
+RAY = {"--ray": "ray"}   # issue 14: run on a Ray cluster (the optional extra)
 ADDED = {
     "dora": {"--test-fraction": "test_fraction",    # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
-             "--column": "column"},                 # issue 13: your own vector table (--column ROLE=NAME, as search has)
-    "triad": {"--column": "column", "--embedder": "embedder"},   # issue 13: your own vector table (as search has them)
+             "--column": "column", **RAY},          # issue 13: your own vector table (--column ROLE=NAME, as search has); issue 14: --ray
+    "triad": {"--column": "column", "--embedder": "embedder", **RAY},   # issue 13: your own vector table (as search has them)
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
-                 "--column": "column"},             # issue 13: your own vector table (--column ROLE=NAME, as search has)
+                 "--column": "column", **RAY},      # issue 13: your own vector table (--column ROLE=NAME, as search has)
+    "index": RAY, "pipeline": RAY,                  # issue 14: --ray local|auto|ADDRESS
 }
-# defaults changed on purpose after the snapshot, with the reason
-CHANGED_DEFAULTS = {("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric"}  # issue 11: DoRA's
-# 1-5 rubric judge runs by default; it applies only to items with a style, so a TRIAD evaluation makes no more calls
+# defaults changed on purpose after the snapshot: (command, dest) -> the new default, with the reason
+CHANGED_DEFAULTS = {
+    # issue 11: DoRA's 1-5 rubric judge runs by default; it applies only to items with a style, so a TRIAD
+    # evaluation makes no more calls
+    ("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric",
+    ("demo", "llm"): None,      # issue 13: offline, the main job scores retrieval only; the `local` model is an opt-in extra
+    ("demo", "max_docs"): 6,    # issue 13: the first run finishes in about a minute
+}
 
 
 def parser_of(name: str) -> argparse.ArgumentParser:
@@ -126,7 +133,7 @@ TABLE = [
     ("pipeline", ["pipeline.yaml", "--out", "runs/pipe", "--no-progress"], dict(config="pipeline.yaml", out="runs/pipe", progress=False)),
     ("pipeline", ["--example"], dict(config=None, example=True)),
     ("fake-llm-server", ["--port", "0", "--faults", "429,timeout", "--error-rate", "0.1"], dict(port=0, faults="429,timeout", error_rate=0.1)),
-    ("demo", ["--out", "runs/demo", "--gen-llm", "local", "--n", "3"], dict(out="runs/demo", gen_llm="local", n=3, llm="local")),
+    ("demo", ["--out", "runs/demo", "--gen-llm", "local", "--n", "3"], dict(out="runs/demo", gen_llm="local", n=3, llm=None)),
 ]
 
 

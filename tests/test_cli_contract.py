@@ -715,7 +715,12 @@ def test_demo_with_the_fake_server(demo):
     assert json.loads((out / "manifest.json").read_text())["kind"] == "demo"
     items = jsonl(out / "triad" / "dataset.jsonl")
     assert len(answerable(items)) == 1                                       # accepted == --n (rule-based generator)
+    # pin updated (issue 13, the first run): the setups are scored on the 12 bundled HotpotQA questions, four setups
+    # that each vary one thing; the TRIAD questions are scored too, apart (eval-triad, triad_report.html)
+    setups = {"dense-top5", "bm25-top5", "hybrid-top5", "dense-top2"}
     rows = jsonl(out / "eval" / "scores.jsonl")
-    assert len(rows) == len(items) * 2 and {r["setup"] for r in rows} == {"dense-top5", "hybrid-top3"}
-    assert {r["mode"] for r in rows} == {"retrieved"}
+    assert len(rows) == 12 * 4 and {r["setup"] for r in rows} == setups and {r["method"] for r in rows} == {"static"}
+    assert {r["mode"] for r in rows} == {"retrieved"} and all(r["answer"] is not None for r in rows)   # --llm answered
+    triad_rows = jsonl(out / "eval-triad" / "scores.jsonl")
+    assert len(triad_rows) == len(items) * 4 and (out / "triad_report.html").exists()
     assert calls > 0                                                         # --llm really answered and judged

@@ -183,3 +183,23 @@ def test_charts_with_nothing_to_show_are_hidden(run_dirs, tmp_path):
     text = build_report(eval_dir, tmp_path / "r.html", generation_dir=gen).read_text()
     assert "<figure id='generation_funnel'>" not in text and "generation_funnel: skipped (nothing to show: only zeros)" in text
     assert "<figure id='acceptance_by_type'>" not in text
+
+
+def test_acceptance_by_type_from_a_real_triad_run(tmp_path):
+    "Issue 13: the figure reads the by_type that TRIAD's own summary.json writes (a real run with the template writer),"
+    " not only the hand-made demo summary."
+    from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
+    from ragbench.index import ChunkIndex
+    from ragbench.report import acceptance_by_type, shows_something
+    db = tmp_path / "db"
+    ChunkIndex.build(db, chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
+    gen = tmp_path / "gen"
+    assert main(["triad", "--db", str(db), "--out", str(gen), "--llm", "template", "--n", "4", "--seed", "1"]) == 0
+    s = json.loads((gen / "summary.json").read_text())
+    decided = {t: v for t, v in s["by_type"].items() if v["accepted"] + v["rejected"]}
+    assert decided and {"seeds", "no_bridge", "accepted", "rejected", "attempts", "acceptance_rate"} <= set(next(iter(decided.values())))
+    fig = acceptance_by_type(s)
+    assert list(fig.data[0].x) == [t for t in fig.data[0].x if t in decided] and set(fig.data[0].x) == set(decided)
+    assert list(fig.data[0].text) == [f"{decided[t]['accepted']:g}/{decided[t]['accepted'] + decided[t]['rejected']:g}"
+                                      for t in fig.data[0].x]
+    assert shows_something(fig)

@@ -207,3 +207,18 @@ def test_failed_notebook_exits_1_and_names_the_cell(tmp_path):
     proc = subprocess.run(RUN + [str(nb), "--out", str(tmp_path / "r"), "--no-progress"], env=ENV, capture_output=True,
                           text=True, timeout=240)
     assert proc.returncode == 1 and "ragbench run: boom: boom.ipynb failed in cell" in proc.stderr and "ValueError: boom" in proc.stderr
+
+
+def test_pipeline_shows_the_kernels_item_progress(tmp_path):
+    "A step's tqdm.auto bar (a widget in the kernel) is mirrored as a text bar on the pipeline's stderr, item by item."
+    write_notebook(tmp_path / "items.ipynb", "run_dir = '.'\nn = 6",
+                   "from tqdm.auto import tqdm\nimport time\nfor i in tqdm(range(n), desc='scoring'): time.sleep(0.05)")
+    cfg = tmp_path / "p.yaml"; cfg.write_text("steps:\n  - items.ipynb\n")
+    proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(cfg), "--out", str(tmp_path / "r")],
+                          env=ENV, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "scoring: 100%" in proc.stderr and "6/6" in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.index("[1/1] items: running") < proc.stderr.index("scoring: 100%") < proc.stderr.index("[1/1] items: done")
+    quiet = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(cfg), "--out", str(tmp_path / "q"),
+                            "--no-progress"], env=ENV, capture_output=True, text=True, timeout=240)
+    assert quiet.returncode == 0 and "scoring" not in quiet.stderr

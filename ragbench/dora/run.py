@@ -433,7 +433,7 @@ def _warm_up(index, doc_chunks: dict) -> None:
 def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Union[RunDir, str, Path, None] = None, *,
              doc_ids: Optional[Iterable[str]] = None, split: Optional[str] = None, embed: Optional[Callable] = None,
              progress: bool = False, doc_chunks: Optional[dict] = None, max_calls: Optional[int] = None,
-             max_usd: Optional[float] = None) -> DoraRun:
+             max_usd: Optional[float] = None, executor=None) -> DoraRun:
     "Generate a DoRA dataset over `index` (optionally only `doc_ids`), resumably in `out`."
     cfg = cfg or DoraConfig()
     apply_style_overrides(cfg)
@@ -443,7 +443,7 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
     out = Path(out.path if isinstance(out, RunDir) else out or tempfile.mkdtemp(prefix="dora-"))
     _warm_up(index, doc_chunks)
     summary = run_generation(method, index, out, max_calls=max_calls, max_usd=max_usd,
-                             executor=LocalExecutor(cfg.workers), progress=progress)
+                             executor=executor or LocalExecutor(cfg.workers), progress=progress)
     return DoraRun(items=list(read_jsonl(out / "dataset.jsonl", QAItem)), candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)),
                    summary=summary)
 
@@ -661,6 +661,7 @@ def dora_command(
     leak_cosine: float = 0.95,  # embedding cosine that flags a train/test pair
     workers: Optional[int] = None,  # tasks run at once (default 4)
     progress: bool = True,  # a progress bar
+    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
 ) -> int:
     "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
     cfg = dora_options(config, styles_file, styles, split, test_docs, test_fraction, per_style=per_style, seed=seed, overgen=overgen,
@@ -670,6 +671,10 @@ def dora_command(
     out = Path(out)
     gen, judge, test_gen = dora_llms(llm, judge_llm, test_llm, out / "cache")
     kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if embed else None, progress=progress, doc_chunks=doc_chunks)
+    import os
+    if ray or os.environ.get("RAGBENCH_RAY_ADDRESS"):     # the optional Ray extra, looked up by name (80_scale)
+        from importlib import import_module
+        kw["executor"] = import_module("ragbench.scale.gen").RayExecutor(ray, in_flight=cfg.workers)
     try:
         if not split: return _single_run(index, gen, judge, cfg, out, max_calls, kw)
         if test_fraction is not None: test_ids = pick_test_docs(doc_chunks, test_fraction, cfg.seed)

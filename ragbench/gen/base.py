@@ -99,7 +99,7 @@ def select_first_n(results: Sequence[TaskResult], n: Optional[int]) -> Selection
 
 # %% ../../nbs/19_gen.base.ipynb #faff5552
 class GenerationMethod:
-    "Base of a generation method: plan tasks, run one, select the dataset, summarise."
+    "Base of a generation method: plan tasks, run one, select the dataset, summarize."
     name: str = "method"
     target: Optional[int] = None                       # accepted items wanted (None: run every planned task)
     task_errors: tuple = ()                            # exceptions recorded as a failed task (others stop the run)

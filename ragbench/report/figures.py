@@ -16,7 +16,7 @@ from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, order_metrics, spl
 
 # %% auto #0
 __all__ = ['ABSTENTION_GROUPS', 'ReportError', 'MissingData', 'norm_value', 'value_label', 'metric_label', 'load_eval',
-           'load_generation', 'summarise_scores', 'demo_eval_dir', 'demo_generation_dir', 'setup_colors',
+           'load_generation', 'summarize_scores', 'demo_eval_dir', 'demo_generation_dir', 'setup_colors',
            'metric_by_type', 'metric_by_dimension', 'difficulty_breakdown', 'setup_comparison',
            'precision_with_ceiling', 'retrieval_hit_split', 'abstention_by_model', 'rubric_by_style', 'keypoint_shares',
            'generation_funnel', 'acceptance_by_type', 'ReportFigure', 'shows_something', 'report_figures']
@@ -103,7 +103,7 @@ def load_generation(run_dir: Union[str, Path]) -> tuple[dict, Optional[Dataset]]
     return gen, (Dataset.read(d) if d.is_file() else None)
 
 # %% ../../nbs/50_report.figures.ipynb #62f1f342
-def summarise_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Optional[Sequence[str]] = None,
+def summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Optional[Sequence[str]] = None,
                      n_boot: int = 1000, seed: int = 0) -> dict:
     "Means and intervals of score rows grouped by the values of `by`: {(value, ...): {setup: {metric: stat}}}."
     import numpy as np
@@ -287,7 +287,7 @@ def metric_by_type(summary: dict, metric: str = "correct", scores: Optional[Sequ
     import plotly.graph_objects as go
     if scores:
         rows = [r for r in scores if mode is None or r.get("mode", "retrieved") == mode]
-        cross = summarise_scores(rows, by=("kind", "binary"), metrics=[metric])
+        cross = summarize_scores(rows, by=("kind", "binary"), metrics=[metric])
         cells = [((kind, value_label("binary", b)), cross[(kind, b)])
                  for kind in _order("kind", {k for k, _ in cross}) for b in (True, False) if (kind, b) in cross]
         sub = "question type × yes/no vs open (from scores.jsonl)"
@@ -429,7 +429,7 @@ def _abstention_tables(summary: dict, scores: Optional[Sequence[dict]], metric: 
     "{group key: {setup: {metric: stat}}} from the rows, else from the summary's breakdowns."
     if scores:
         rows = [r for r in scores if not (r.get("skipped") or "").startswith(NOT_APPLICABLE)]
-        return {g: summarise_scores([r for r in rows if _abstention_group(r) == g], metrics=[metric]).get((), {}) for g in ABSTENTION_GROUPS}
+        return {g: summarize_scores([r for r in rows if _abstention_group(r) == g], metrics=[metric]).get((), {}) for g in ABSTENTION_GROUPS}
     b = summary.get("breakdowns") or {}
     kinds, ans = b.get("unanswerable_kind") or {}, {norm_value(k): v for k, v in (b.get("answerable") or {}).items()}
     pick = lambda per, key: {s: {metric: st.get(key)} for s, st in (per or {}).items()}

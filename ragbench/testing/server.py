@@ -165,17 +165,17 @@ def reset_stats(self: FakeLLMServer) -> None:
     "Zero the counters."
     with self._lock:
         self._stats = {"requests": 0, "ok": 0, "by_api": collections.Counter(), "faults": collections.Counter(),
-                       "structured": 0, "rejected": 0, "models": collections.Counter(), "repeats": 0}
+                       "structured": 0, "rejected": 0, "models": collections.Counter(), "repeats": 0, "times": []}
         self._served, self._active, self._answered = collections.Counter(), 0, collections.deque()
 
 # %% ../../nbs/05_testing.server.ipynb #eb342aef
 @patch
 def stats(self: FakeLLMServer) -> dict:
-    "Counters: requests, ok replies, by API and model, structured requests, rejected response_format, faults by kind, repeats, in flight."
+    "Counters: requests, ok replies, by API and model, structured requests, rejected response_format, faults by kind, repeats, in flight; `times`: when each request came (Unix seconds)."
     with self._lock:
         now = time.monotonic()
         while self._answered and self._answered[0] < now - IN_FLIGHT_SETTLE: self._answered.popleft()
-        return {**{k: dict(v) if isinstance(v, collections.Counter) else v for k, v in self._stats.items()},
+        return {**{k: dict(v) if isinstance(v, collections.Counter) else list(v) if isinstance(v, list) else v for k, v in self._stats.items()},
                 "in_flight": self._active + len(self._answered)}
 
 # %% ../../nbs/05_testing.server.ipynb #45c0e2f9
@@ -220,7 +220,7 @@ def _count(self: FakeLLMServer, api: str, req: dict, fault: Optional[str]) -> No
                                     default=str).encode()).hexdigest()
     with self._lock:
         st = self._stats
-        st["requests"] += 1; st["by_api"][api] += 1; st["models"][req["model"]] += 1
+        st["requests"] += 1; st["times"].append(round(time.time(), 4)); st["by_api"][api] += 1; st["models"][req["model"]] += 1
         st["repeats"] += self._served[key] > 0; self._served[key] += 1; self._active += 1
         st["structured"] += req["schema"] is not None
         if fault is None: st["rejected"] += 1

@@ -478,6 +478,7 @@ def triad_command(
     estimate: bool = False,  # print expected calls, tokens and cost, then exit
     concurrency: int = 8,  # LLM requests in flight (1.5 x as many seeds)
     n_chunks: int = 2,  # chunks per question (2..4)
+    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
     from ragbench.index import open_index
@@ -492,6 +493,11 @@ def triad_command(
     out = Path(out)
     llms = triad_llms(specs, out, cfg.concurrency, max_usd)
     _refuse_mixed_resume(out, index, cfg, llms)
-    summary = run_triad(index, llms, cfg, out, progress=sys.stderr.isatty(), max_calls=max_calls, max_usd=max_usd)
+    import os
+    executor = None
+    if ray or os.environ.get("RAGBENCH_RAY_ADDRESS"):     # the optional Ray extra, looked up by name (80_scale)
+        from importlib import import_module
+        executor = import_module("ragbench.scale.gen").RayExecutor(ray, in_flight=cfg.in_flight)
+    summary = run_triad(index, llms, cfg, out, progress=sys.stderr.isatty(), max_calls=max_calls, max_usd=max_usd, executor=executor)
     _print_summary(summary, out)
     return _report_stop(summary, cfg)

@@ -1,0 +1,94 @@
+"""Run every test suite, each under its own time budget: the notebooks, the main pytest suite, then the
+browser, faults and ray suites. README command 2 ends with this script, and CI runs README command 2.
+
+    python tests/suites.py                 # all suites, in order
+    python tests/suites.py main faults     # some of them
+    python tests/suites.py --list
+
+A suite that runs past its budget is stopped and counts as failed; a suite with no test yet (no file, or
+pytest's exit status 5) is reported and passes. The exit status is 1 when any suite failed. Which suite a
+test belongs to is its path: tests/faults/, tests/ray/, and the files named test_*browser*.py or
+test_*_lab.py (a real Chromium) have suites of their own; every other file under tests/ is the main suite.
+"""
+import glob, os, re, signal, subprocess, sys, threading, time
+from pathlib import Path
+
+PY = sys.executable
+ROOT = Path(__file__).resolve().parents[1]
+# which tests a suite runs is decided by their path, so a new test file slots in by where it lives or its name
+BROWSER = ("tests/*browser*.py", "tests/*_lab.py")        # real Chromium (JupyterLab, widgets, report)
+FAULTS, RAY = "tests/faults", "tests/ray"                 # fault injection; a local Ray cluster (the `ray` extra)
+
+
+def browser_files() -> list:
+    "The browser test files, relative to the checkout."
+    return sorted({f for g in BROWSER for f in glob.glob(g, root_dir=ROOT) if Path(f).name.startswith("test_")})
+
+
+def pytest(*args) -> list:
+    "A pytest command line."
+    return [PY, "-m", "pytest", "-q", *args]
+
+
+# name: (command, budget in seconds). Measured on the 2-core machine at a load average of 5-7 (2026-12-01):
+# notebooks 166 s, main 598 s, browser 25 s; the budgets leave room for a busier machine and for the suites that
+# others are adding, and add up to 43 minutes: .ci/run stops the whole run at 45.
+SUITES = {
+    "notebooks": (lambda: ["nbdev_test", "--n_workers", "2"], 480),
+    "main": (lambda: pytest("tests", f"--ignore={FAULTS}", f"--ignore={RAY}", *[f"--ignore={f}" for f in browser_files()]), 1080),
+    "browser": (lambda: pytest(*browser_files()) if browser_files() else [], 420),
+    "faults": (lambda: pytest(FAULTS) if (ROOT / FAULTS).is_dir() else [], 300),
+    "ray": (lambda: pytest(RAY) if (ROOT / RAY).is_dir() else [], 300),
+}
+NO_TESTS = 5   # pytest: no test collected
+
+
+def pytest_counts(line: str) -> dict:
+    "{passed, failed, ...} from pytest's closing line ('3 passed, 1 skipped in 2.1s'), else {}."
+    if not re.search(r"\bin [\d.]+s\b", line): return {}
+    return {k.rstrip("s") if k.startswith("error") else k: int(n)
+            for n, k in re.findall(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)", line)}
+
+
+def run_suite(name: str, cmd: list, budget: int) -> tuple[str, float, dict]:
+    "Run one suite under its budget, its output streamed; (outcome, seconds, pytest counts)."
+    if not cmd: print(f"== suite {name}: no tests yet"); return "no tests yet", 0.0, {}
+    print(f"== suite {name}: {' '.join(cmd)}  (budget {budget // 60} min)", flush=True)
+    t0, counts, late = time.time(), {}, []
+    p = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+    def stop():
+        late.append(True)
+        try: os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError: pass
+    timer = threading.Timer(budget, stop); timer.start()
+    for line in p.stdout:
+        sys.stdout.write(line); sys.stdout.flush()
+        counts = pytest_counts(line) or counts
+    rc = p.wait(); timer.cancel(); secs = time.time() - t0
+    if late: return f"failed: over its budget of {budget} s", secs, counts
+    if rc == 0: return "passed", secs, counts
+    if rc == NO_TESTS and name != "main": return "no tests yet", secs, counts
+    return f"failed (exit {rc})", secs, counts
+
+
+def main(argv: list) -> int:
+    if "--list" in argv:
+        for n, (cmd, b) in SUITES.items(): print(f"{n:<10} {b:>5} s  {' '.join(cmd()) or '(no tests yet)'}")
+        return 0
+    names = [a for a in argv if not a.startswith("-")] or list(SUITES)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown: print(f"unknown suite {unknown[0]!r}; suites: {', '.join(SUITES)}", file=sys.stderr); return 2
+    results = {n: run_suite(n, SUITES[n][0](), SUITES[n][1]) for n in names}
+    print("\n== suites")
+    for n, (outcome, secs, c) in results.items():
+        print(f"{n:<10} {secs:7.0f} s  {outcome}" + (f"  ({', '.join(f'{v} {k}' for k, v in c.items())})" if c else ""))
+    failed = [n for n, (o, _, _) in results.items() if o.startswith("failed")]
+    total = {k: sum(c.get(k, 0) for _, _, c in results.values()) for k in ("passed", "failed", "error", "skipped")}
+    print(f"{len(names) - len(failed)} of {len(names)} suites passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(f"tests: {total['passed']} passed, {total['failed'] + total['error']} failed, {total['skipped']} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
