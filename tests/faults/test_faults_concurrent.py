@@ -56,7 +56,7 @@ def dataset_ids(out): return [r["id"] for r in read_lines(out / "dataset.jsonl")
 
 
 def test_two_triads_on_one_out(work, hash_db):
-    with Server("--latency", 0.05) as s:
+    with Server("--latency", 0.2) as s:                 # long enough to be paused mid-run on a busy machine
         out = work / "conc_triad"
         second_is_refused(["triad", "--db", hash_db, "--out", out, "--n", 3,
                                                       "--concurrency", 2, "--llm", s.spec], out, s, dataset_ids)
@@ -71,7 +71,7 @@ def test_two_doras_on_one_out(work, hash_db):
 
 
 def test_two_evaluates_on_one_out(work, hash_db, small_dataset):
-    with Server("--latency", 0.05) as s:
+    with Server("--latency", 0.2) as s:                 # long enough to be paused mid-run on a busy machine
         out = work / "conc_eval"
         f = setups_file(work / "conc_eval_setups.yaml", s.spec)
         second_is_refused(["evaluate", "--dataset", small_dataset, "--db", hash_db, "--setups", f, "--out", out,

@@ -33,7 +33,7 @@ def parameter_notebooks() -> list[str]:
 NON_DEFAULT = {
     "25_triad.run.ipynb": {"llm_spec": S, "n_questions": 9},
     "30_dora.run.ipynb": {"per_style": 1, "styles": "find,explain"},
-    "61_review_queue.ipynb": {"run_dir": "{triad_run}", "reviewer": "ana", "db": "{db}"},
+    "62_review_queue.ipynb": {"run_dir": "{triad_run}", "reviewer": "ana", "db": "{db}"},
     "90_demo.ipynb": {"llm": S, "n_questions": 1, "max_seeds": 4, "max_docs": 4},
     "tutorials/tour.ipynb": {"llm_spec": S, "n_docs": 8, "n_items": 2, "reviewer": "ana"},
     "steps/index.ipynb": {"source": str(SAMPLE), "embedder": "hash", "max_docs": 6},
