@@ -1,8 +1,8 @@
 """Two processes on one output: the second is refused (exit 2) with a message naming the holder's pid, and the
 first finishes with nothing duplicated. For triad, dora, evaluate (one --out) and index (one --db table).
 
-The first process is paused (SIGSTOP) once its lock file names it (or, where there is no lock, once it has sent a
-request); the second runs meanwhile; then the first goes on (SIGCONT) and must finish as if alone.
+The first process is paused (SIGSTOP) once its lock file names it and it has sent a request (checked to still hold
+the lock then); the second runs meanwhile; then the first goes on (SIGCONT) and must finish as if alone.
 """
 import json, os, signal, time
 from pathlib import Path
@@ -33,9 +33,11 @@ def locked(lock: Path) -> bool:
 
 
 def second_is_refused(args: list, out: Path, server: Server, keys_of) -> None:
-    "Start one run, pause it (SIGSTOP) once it holds its lock (or has sent a request), run a second, let the first go on."
+    "Start one run, pause it (SIGSTOP) once it holds its lock and has sent a request, run a second, let the first go on."
     first = start(*args)
-    while first.poll() is None and not (holds(out / ".lock", first.pid) or server.stats()["requests"] > 0): time.sleep(0.01)
+    # in its run: the lock names it and requests are going out (opening the index takes the lock a moment earlier, to
+    # save the column mapping, and lets go: the pid stays in the file)
+    while first.poll() is None and not (holds(out / ".lock", first.pid) and server.stats()["requests"] > 0): time.sleep(0.01)
     assert first.poll() is None, first.communicate()
     os.killpg(first.pid, signal.SIGSTOP)
     try:
