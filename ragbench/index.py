@@ -136,8 +136,8 @@ def table_lock(db_dir: Union[str, Path], table: str):
 
 # %% ../nbs/11_index.ipynb #6511457c
 @patch(cls_method=True)
-def _create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex:
-    "The ragbench table `table`, created (with its sidecar) if missing; the caller holds the table lock."
+def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex:
+    "The ragbench table `table`, created (with its sidecar) if missing; the caller holds `table_lock(db_dir, table)`."
     db = _connect(db_dir); side = _read_sidecar(db_dir, table)
     exists = table in _table_names(db)
     if exists and side is None:
@@ -162,7 +162,7 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
         raise IndexSchemaError(f"no chunks to index; nothing was created in {db_dir}")
     db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):
-        idx = cls._create_or_open(db_dir, table, emb)
+        idx = cls.create_or_open(db_dir, table, emb)
         idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress)
     return idx
 

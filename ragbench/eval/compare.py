@@ -13,7 +13,7 @@ from .run import EvalError, read_scores
 from ..stats import resample_means, resample_weights, split_metric
 
 # %% auto #0
-__all__ = ['compare', 'print_comparison', 'compare_command']
+__all__ = ['configured_order', 'compare', 'print_comparison', 'compare_command']
 
 # %% ../../nbs/40_eval.compare.ipynb #f249c7f1
 def _metric_matrix(rows: Sequence[dict], metric: str, where: str = "") -> tuple[list[str], list[str], np.ndarray]:
@@ -50,10 +50,16 @@ def _boot_taus(xa: np.ndarray, xb: np.ndarray, n_boot: int, seed: int) -> list[f
     return taus
 
 # %% ../../nbs/40_eval.compare.ipynb #ade1ec0c
-def _shared(sa: list, xa: np.ndarray, sb: list, xb: np.ndarray) -> tuple[list[str], list[str]]:
-    "(setups with values in both folders, setups of both folders left out for lack of values)."
+def configured_order(eval_dir: Union[str, Path], setups: Sequence[str]) -> list[str]:
+    "`setups` in the order the evaluation folder's manifest lists them (rows are appended as batches finish, in any order)."
+    p = Path(eval_dir) / "manifest.json"
+    listed = list((json.loads(p.read_text()).get("setups") or {}) if p.exists() else {})
+    return sorted(setups, key=lambda s: (listed.index(s) if s in listed else len(listed), setups.index(s)))
+
+def _shared(sa: list, xa: np.ndarray, sb: list, xb: np.ndarray, order: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    "(setups with values in both folders, setups of both folders left out for lack of values), in `order` (else folder A's)."
     has = lambda s, ss, x: not np.isnan(x[:, ss.index(s)]).all()
-    both = [s for s in sa if s in sb]
+    both = [s for s in (order or sa) if s in sa and s in sb]
     return [s for s in both if has(s, sa, xa) and has(s, sb, xb)], [s for s in both if not (has(s, sa, xa) and has(s, sb, xb))]
 
 def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "recall@5", n_boot: int = 1000,
@@ -62,7 +68,7 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
     from scipy.stats import kendalltau
     ia, sa, xa = _metric_matrix(read_scores(dir_a), metric, f"{dir_a}: ")
     ib, sb, xb = _metric_matrix(read_scores(dir_b), metric, f"{dir_b}: ")
-    common, dropped = _shared(sa, xa, sb, xb)
+    common, dropped = _shared(sa, xa, sb, xb, configured_order(dir_a, sa))
     if len(common) < 2:
         hint = f" (no '{metric}' values: {', '.join(dropped)}; a cut-off deeper than a setup's top_k is not applicable, try recall@k)" if dropped else ""
         raise EvalError(f"need at least 2 setups with '{metric}' values in both folders; shared: {', '.join(common) or 'none'}{hint}")

@@ -399,9 +399,10 @@ async def amap_on_ray(fn: Callable[[list], Any], batches: Sequence[list], *, add
                       on_result: Optional[Callable[[int, Any], None]] = None) -> list:
     "Apply `fn` to each batch on a Ray cluster; `on_result(i, result)` as each finishes; the results in batch order."
     import inspect
-    tasks = [Task(id=f"batch-{i}", position=i, payload={"batch": list(b)}) for i, b in enumerate(batches)]
+    batches = [list(b) for b in batches]  # shipped with `work` (pickled whole), not in the tasks' JSON-able payloads
+    tasks = [Task(id=f"batch-{i}", position=i) for i in range(len(batches))]
     async def work(t: Task):
-        r = fn(t.payload["batch"])
+        r = fn(batches[t.position])
         return t.position, (await r if inspect.isawaitable(r) else r)
     out = {}
     def commit(x):

@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..corpus import (DEFAULT_MAX_DOC_MB, CorpusError, Document, LoadReport, chunk_document, chunk_documents,
                              detect_format, load_documents, read_file_document)
 from ..embed import make_embedder
-from ..index import ChunkIndex
+from ..index import ChunkIndex, table_lock
 from .cluster import cluster_cpus, cluster_gpus, connect
 
 # %% auto #0
@@ -192,19 +192,22 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     report = LoadReport() if report is None else report
     rows, folder = source_rows(source, fmt, report, max_doc_mb)
     emb = make_embedder(embedder)
-    idx = ChunkIndex.build(db, [], emb, table=table, progress=False)
-    gpus, workers = cluster_gpus(ray), cluster_cpus(ray)
-    db_abs = str(idx.db_dir) if "://" in str(idx.db_dir) else str(Path(idx.db_dir).resolve())   # workers have their own cwd
-    udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
-               max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64)
-    writer = TableWriter(idx, report)
-    with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress, file=sys.stderr) as bar:
-        for rnd in rounds(rows, round_mb * 1e6):
-            for b in _round_pipeline(ray, rnd, udf, workers, gpus, batch_chunks or (1024 if gpus else 256)).iter_batches(batch_size=None, batch_format="pyarrow"):
-                bar.update(writer.add(b))
-        writer.flush()
-    if folder and report.documents == 0:
-        raise CorpusError(f"nothing loadable in {source}: " + ("; ".join(report.messages()[:5]) or "no files"))
-    _finish_indices(idx, writer.stats["added"])
-    idx.last_build = dict(writer.stats)
+    db_dir = Path(db); db_dir.mkdir(parents=True, exist_ok=True)
+    with table_lock(db_dir, table):                                         # one writer per table, as in `ChunkIndex.build`
+        idx = ChunkIndex.create_or_open(db_dir, table, emb)
+        removed = idx.remove_duplicates()                                  # a table written twice by an old build: repaired first
+        gpus, workers = cluster_gpus(ray), cluster_cpus(ray)
+        db_abs = str(idx.db_dir) if "://" in str(idx.db_dir) else str(Path(idx.db_dir).resolve())   # workers have their own cwd
+        udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
+                   max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64)
+        writer = TableWriter(idx, report)
+        with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress, file=sys.stderr) as bar:
+            for rnd in rounds(rows, round_mb * 1e6):
+                for b in _round_pipeline(ray, rnd, udf, workers, gpus, batch_chunks or (1024 if gpus else 256)).iter_batches(batch_size=None, batch_format="pyarrow"):
+                    bar.update(writer.add(b))
+            writer.flush()
+        if folder and report.documents == 0:
+            raise CorpusError(f"nothing loadable in {source}: " + ("; ".join(report.messages()[:5]) or "no files"))
+        _finish_indices(idx, writer.stats["added"])
+        idx.last_build = {**writer.stats, "duplicates_removed": removed}
     return idx

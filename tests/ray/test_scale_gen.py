@@ -109,7 +109,9 @@ def test_kill_the_driver_and_resume(cluster, tmp_path):
 
 
 def _cli(*args):
-    r = subprocess.run([str(Path(sys.executable).parent / "ragbench"), *map(str, args)], capture_output=True, text=True, timeout=900)
+    "Run `ragbench ARGS` (on Ray only when ARGS say so: no RAGBENCH_RAY_ADDRESS from this process)."
+    env = {k: v for k, v in os.environ.items() if k != "RAGBENCH_RAY_ADDRESS"}
+    r = subprocess.run([str(Path(sys.executable).parent / "ragbench"), *map(str, args)], capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return r.stdout
 
@@ -145,3 +147,31 @@ def test_tasks_beyond_the_frontier_are_dropped_even_if_they_never_finish(cluster
     t0 = time.time()
     s = run_generation(_stuck_method(5), idx, tmp_path / "run", executor=RayExecutor(cluster, in_flight=8, shard_size=10), progress=False)
     assert s["accepted"] == 5 and s["stop_reason"] == "target reached" and time.time() - t0 < 120
+
+
+def _rows(path):
+    keep = lambda r: {k: v for k, v in r.items() if k not in ("usage", "seconds", "at", "latency_s")}
+    return sorted((json.dumps(keep(json.loads(l)), sort_keys=True) for l in open(path)))
+
+
+def test_triad_and_evaluate_on_ray_give_the_one_process_results(cluster, tmp_path, monkeypatch):
+    """The triad and evaluate commands (called in this process, already joined to the cluster) with `ray`: the
+    one-process dataset and the one-process scores (fake server)."""
+    from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
+    from ragbench.eval.run import evaluate_command
+    from ragbench.triad.run import triad_command
+    monkeypatch.delenv("RAGBENCH_RAY_ADDRESS", raising=False)
+    ChunkIndex.build(tmp_path / "db", chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
+    with FakeLLMServer() as srv:
+        spec = f"openai:{srv.url}/v1@fake"
+        for name, ray in (("one", None), ("ray", cluster)):
+            assert triad_command(db=str(tmp_path / "db"), out=str(tmp_path / f"t-{name}"), n=3, llm=spec, ray=ray) == 0
+        assert _ids(tmp_path / "t-ray") == _ids(tmp_path / "t-one") and len(_ids(tmp_path / "t-one")) >= 3
+        setups = tmp_path / "setups.yaml"
+        setups.write_text(f'defaults: {{llm: "{spec}"}}\nbaseline: {{name: dense5, top_k: 5}}\n'
+                          f'variants:\n  - {{name: bm25-3, retrieval: bm25, top_k: 3}}\njudge_llm: "{spec}"\n')
+        for name, ray in (("one", None), ("ray", cluster)):
+            assert evaluate_command(dataset=str(tmp_path / "t-one" / "dataset.jsonl"), db=str(tmp_path / "db"), setups=str(setups),
+                                    out=str(tmp_path / f"e-{name}"), bertscore=False, n_boot=50, quiet=True, batch_size=2, ray=ray) == 0
+    one, on_ray = _rows(tmp_path / "e-one" / "scores.jsonl"), _rows(tmp_path / "e-ray" / "scores.jsonl")
+    assert on_ray == one and len(one) >= 6
