@@ -145,15 +145,18 @@ def parse_record(line: str, model: Optional[type[BaseModel]] = None, *, where: s
 
 # %% ../nbs/00_core.ipynb #6a2546ea
 def read_jsonl(path: Union[str, Path], model: Optional[type[BaseModel]] = None, *,
-               errors: Optional[list] = None) -> Iterator[Any]:
-    "Stream records from a JSONL file; bad lines raise `RecordError`, or are collected into `errors` if given."
+               errors: Optional[list] = None, torn_tail: bool = True) -> Iterator[Any]:
+    "Stream records from a JSONL file; bad lines raise `RecordError` (or go to `errors`); a torn last line is dropped if `torn_tail`."
     path = Path(path)
     with open(path, "r", encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip(): continue
             if not line.endswith("\n"):  # a torn last line from an interrupted append
                 try: json.loads(line)
-                except json.JSONDecodeError: return
+                except json.JSONDecodeError:
+                    if torn_tail: return
+                    raise RecordError(f"{path}:{lineno}: the last line is cut off (no newline, not valid JSON): "
+                                      "the file was cut while being written; complete or remove that line") from None
             try: yield parse_record(line, model, where=f"{path}:{lineno}")
             except RecordError as e:
                 if errors is None: raise
@@ -285,11 +288,11 @@ def _read_parquet(path: Path) -> list[QAItem]:
 
 @patch(cls_method=True)
 def read(cls: Dataset, path: Union[str, Path]) -> Dataset:
-    "Load from .jsonl or .parquet; a bad record raises RecordError naming file, line and field."
+    "Load from .jsonl or .parquet; a bad record (or a torn last line) raises RecordError naming file, line and field."
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f"dataset file not found: {path}")
     if path.suffix == ".parquet": return cls(_read_parquet(path))
-    return cls(read_jsonl(path, QAItem))
+    return cls(read_jsonl(path, QAItem, torn_tail=False))   # an input's cut-off item is named, never dropped
 
 # %% ../nbs/00_core.ipynb #253d13c9
 def package_dir(module: str, pip_name: str, what: str = "this feature") -> Path:

@@ -17,7 +17,7 @@ from .embed import EmbedderError, make_embedder
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path',
            'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'minmax', 'fuse_hybrid', 'index_command',
-           'parse_columns', 'open_index', 'search_command']
+           'parse_columns', 'open_index', 'save_index_mapping', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -520,7 +520,7 @@ def _mapping(cols: dict) -> str:
     return " ".join(f"--column {r}={c}" for r, c in cols.items() if c and c != r) or "(ragbench's own columns)"
 
 def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, columns: Union[Iterable[str], dict, None] = (),
-               run_dir=None, fts: bool = True, log=None) -> ChunkIndex:
+               run_dir=None, fts: bool = True, log=None, save: bool = True) -> ChunkIndex:
     "The index a command reads (ragbench's table or the user's with `columns`), its mapping saved in `run_dir`'s manifest and reused on resume."
     cols, saved = parse_columns(columns), _saved_index(run_dir)
     if saved and not cols: cols = parse_columns(saved.get("columns") or {})
@@ -531,10 +531,13 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
         raise UserError(f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
                         f"{_mapping(idx.columns)}; resume with the same --column options (or none: the saved ones are used)")
     if fts: idx.ensure_fts(log)
-    if run_dir is not None:
-        with RunLock(run_dir):
-            RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec})
+    if run_dir is not None and save: save_index_mapping(run_dir, table, idx)
     return idx
+
+def save_index_mapping(run_dir, table: str, idx: ChunkIndex) -> None:
+    "Record how `idx` was opened in `run_dir`'s manifest (a command whose other inputs are still unchecked opens with `save=False`, then calls this)."
+    with RunLock(run_dir):
+        RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec})
 
 def search_command(
     query: str,  # what to search for

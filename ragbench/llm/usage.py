@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterator, Optional, Union
 from fastcore.basics import patch
 from ..core import append_jsonl, read_jsonl
-from .errors import BudgetExceeded
+from .errors import BudgetExceeded, LLMConfigError
 
 _log = logging.getLogger("ragbench.llm")
 
@@ -59,6 +59,8 @@ class CallMeter:
     def __init__(self, journal: Union[str, Path, None] = None, max_calls: Optional[int] = None,
                  max_usd: Optional[float] = None):
         self.journal = Path(journal) if journal is not None else None
+        for flag, v in (("--max-calls", max_calls), ("--max-usd", max_usd)):
+            if v is not None and v < 0: raise LLMConfigError(f"{flag} must be at least 0 (got {v})")
         self.max_calls, self.max_usd = max_calls, max_usd
         self._lock, self._rows, self._kinds, self._file = threading.Lock(), {}, {}, None
         if self.journal is not None and self.journal.exists(): self._replay()

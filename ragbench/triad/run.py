@@ -481,15 +481,16 @@ def triad_command(
     ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
-    from ragbench.index import open_index
+    from ragbench.index import open_index, save_index_mapping
     cfg = triad_config(n=n, max_seeds=max_seeds, types=[t.strip() for t in types.split(",") if t.strip()],
                        binary_share=binary_share, seed=seed, concurrency=concurrency, n_chunks=n_chunks)
     specs = {"generate": llm, "judge": judge_llm or llm, "extract": extract_llm or llm}
     for s in specs.values(): check_spec(s)
-    index = open_index(db, table, embedder=embedder, columns=column, run_dir=None if estimate else out)
+    index = open_index(db, table, embedder=embedder, columns=column, run_dir=None if estimate else out, save=False)
     _check_index(index)
     if seeds_file: cfg = cfg.model_copy(update={"seeds": read_seeds_file(seeds_file, index)})
     if estimate: return _print_estimate(estimate_triad(index, cfg, specs)) or 0
+    save_index_mapping(out, table, index)        # the inputs are checked: a refused command leaves no run directory
     out = Path(out)
     llms = triad_llms(specs, out, cfg.concurrency, max_usd)
     _refuse_mixed_resume(out, index, cfg, llms)

@@ -50,19 +50,16 @@ def test_empty_index_is_an_error(work, server, empty_db, cmd):
     assert server.stats()["requests"] == before
 
 
-@pytest.mark.xfail(strict=True, reason=f"{TRIAD}: --estimate does not check the LLM spec")
 def test_estimate_with_a_bad_spec(work, hash_db):
     p = ragbench("triad", "--db", hash_db, "--out", work / "est_bad", "--n", 2, "--llm", "foo:bar", "--estimate")
     case("triad --estimate --llm foo:bar", p, "foo:bar")
 
 
-@pytest.mark.xfail(strict=True, reason="lead (CallMeter, 03_llm.usage) or the commands: a negative --max-calls is taken as a spent budget")
 def test_negative_max_calls(work, hash_db, server):
     p = ragbench("triad", "--db", hash_db, "--out", work / "neg_budget", "--n", 1, "--llm", server.spec, "--max-calls", -1)
     case("triad --max-calls -1", p, "max-calls")
 
 
-@pytest.mark.xfail(strict=True, reason=f"{TRIAD}: an unreachable LLM ends with exit 0 and 'raise --max-seeds'")
 def test_triad_with_an_unreachable_llm(work, hash_db):
     p = ragbench("triad", "--db", hash_db, "--out", work / "unreach_triad", "--n", 1, "--max-seeds", 2, "--llm", UNREACHABLE)
     record(None, rc=p.returncode, says=p.stderr.strip()[-200:])
@@ -70,7 +67,6 @@ def test_triad_with_an_unreachable_llm(work, hash_db):
     assert "max-seeds" not in p.stderr and "127.0.0.1:9" in p.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=f"{TRIAD}: a refused resume shows two config hashes, not the option that changed")
 def test_changed_option_on_resume_is_named(server, hash_db, work):
     out = work / "resume_changed"
     ok(ragbench("triad", "--db", hash_db, "--out", out, "--n", 1, "--llm", server.spec))
@@ -99,7 +95,6 @@ def test_items_without_gold_ids_are_named(work, hash_db, small_dataset, server):
     assert all(n in said for n in named) and f"{len(named)} answerable item(s)" in said and "gold" in said
 
 
-@pytest.mark.xfail(strict=True, reason=f"{EVAL}: a torn last line of the dataset is dropped without a word")
 def test_torn_dataset_line_is_named(work, hash_db, small_dataset, server):
     text = small_dataset.read_text()
     ds = work / "torn.jsonl"
