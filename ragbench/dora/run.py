@@ -611,9 +611,9 @@ def _print_notes(warnings: Sequence[str]) -> None:
 # %% ../../nbs/30_dora.run.ipynb #fc2b87c3
 def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str], test_docs: Optional[str],
                 column=(), run_dir=None) -> tuple:
-    "(index, {doc id: chunks} restricted to the `docs` list, test doc ids) for a run; bad input raises UserError."
+    "(index, {doc id: chunks} restricted to the `docs` list, test doc ids) for a run; bad input raises UserError (nothing is written)."
     from ragbench.index import open_index
-    index = open_index(db, table, embedder=embedder, columns=column, run_dir=run_dir)
+    index = open_index(db, table, embedder=embedder, columns=column, run_dir=run_dir, save=False)
     doc_chunks = group_by_doc(index.iter_chunks())
     try:
         if docs:
@@ -670,6 +670,8 @@ def dora_command(
     if not doc_chunks: raise UserError(f"no chunks to generate from in {db} (table {table})")
     out = Path(out)
     gen, judge, test_gen = dora_llms(llm, judge_llm, test_llm, out / "cache")
+    from ragbench.index import save_index_mapping
+    save_index_mapping(out, table, index)        # the inputs are checked: a refused command leaves no run directory
     kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if embed else None, progress=progress, doc_chunks=doc_chunks)
     import os
     if ray or os.environ.get("RAGBENCH_RAY_ADDRESS"):     # the optional Ray extra, looked up by name (80_scale)
