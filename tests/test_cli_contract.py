@@ -314,6 +314,9 @@ def test_bad_input_against_an_index(server, hash_db, triad, setups_file, work):
                         "--llm", server.spec), "unknown DoRA style 'poem'")
     fails_with(ragbench("dora", "--db", hash_db, "--out", work / "d_bad", "--per-style", 1, "--split", "train,test",
                         "--llm", server.spec), "needs --test-docs")
+    docs = work / "bad_docs.txt"; docs.write_text("no-such-doc\n")      # checked after the index is opened: nothing saved
+    fails_with(ragbench("dora", "--db", hash_db, "--out", work / "d_bad", "--per-style", 1, "--docs", docs,
+                        "--llm", server.spec), f"{docs}:1: document id 'no-such-doc' is not in the index")
     assert server.requests() == before
     assert not any((work / d).exists() for d in ("t_bad", "e_bad", "d_bad"))
 
