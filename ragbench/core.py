@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 # %% auto #0
 __all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'QAItem', 'item_id',
-           'UserError', 'RecordError', 'parse_record', 'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file',
-           'Dataset', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock']
+           'UserError', 'RecordError', 'validation_problems', 'parse_record', 'read_jsonl', 'append_jsonl',
+           'atomic_write', 'read_config_file', 'Dataset', 'package_dir', 'package_versions', 'corpus_fingerprint',
+           'RunDir', 'RunLock']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -127,10 +128,13 @@ class UserError(ValueError):
 class RecordError(UserError):
     "A bad record in a file: the message names the file, line and field."
 
+def validation_problems(e: ValidationError) -> list[tuple[str, str]]:
+    "(dotted field path, message) of each problem of a pydantic ValidationError; the path is '' for the model itself."
+    return [(".".join(map(str, err["loc"])), err["msg"]) for err in e.errors()]
+
 def _describe_validation_error(e: ValidationError) -> str:
     "One line per problem: `field 'a.b': message`."
-    return "; ".join(f"field '{'.'.join(str(p) for p in err['loc']) or '<root>'}': {err['msg']}"
-                     for err in e.errors())
+    return "; ".join(f"field '{loc or '<root>'}': {msg}" for loc, msg in validation_problems(e))
 
 # %% ../nbs/00_core.ipynb #bf936c2b
 def parse_record(line: str, model: Optional[type[BaseModel]] = None, *, where: str = "<string>") -> Any:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterable, Optional, Sequence, Union
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from ..core import Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl, short_hash
+from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl,
+                           short_hash, validation_problems)
 from ..gen.base import GenerationMethod, LocalExecutor, Selection, Task, TaskResult, run_generation
 from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError
 from ..llm.template import DEFER, chunk_entities, register_template_rules
@@ -65,8 +66,8 @@ def load_config(path: Union[str, Path, None] = None, **overrides) -> DoraConfig:
     data.update({k: v for k, v in overrides.items() if v is not None})
     try: return DoraConfig(**data)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise ValueError(f"{path or 'config'}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
+        loc, msg = validation_problems(e)[0]
+        raise ValueError(f"{path or 'config'}: field '{loc}': {msg}") from None
 
 # %% ../../nbs/30_dora.run.ipynb #9f48d773
 def apply_style_overrides(cfg: DoraConfig) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from ..core import UserError, read_config_file
+from ..core import UserError, read_config_file, validation_problems
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
 
 # %% auto #0
@@ -152,8 +152,8 @@ def _merge_fields(base: dict, fields: dict) -> dict:
 # %% ../../nbs/30_dora.styles.ipynb #b2b878c7
 def _first_error(e: ValidationError) -> str:
     "`field 'x': message` for the first problem of a validation error."
-    err = e.errors()[0]
-    return f"field '{'.'.join(map(str, err['loc'])) or '<root>'}': {err['msg']}"
+    loc, msg = validation_problems(e)[0]
+    return f"field '{loc or '<root>'}': {msg}"
 
 def update_style(name: str, **fields) -> Style:
     "Register a copy of style `name` with `fields` changed (dict fields are merged key by key)."

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from ..core import QAItem, Chunk, RecordError, UserError, read_jsonl, read_config_file
+from ..core import QAItem, Chunk, RecordError, UserError, read_jsonl, read_config_file, validation_problems
 from ..stats import MODES
 from ..prompts import PromptTemplate, register_prompt, render_prompt, get_prompt, format_chunks
 
@@ -62,7 +62,7 @@ def variants_of(baseline: Setup, variants: Sequence[dict]) -> list[Setup]:
 
 def _describe(e: ValidationError) -> str:
     "One line per problem: field 'x': message."
-    return "; ".join(f"field '{'.'.join(map(str, err['loc']))}': {err['msg']}" for err in e.errors())
+    return "; ".join(f"field '{loc}': {msg}" for loc, msg in validation_problems(e))
 
 def _check_unique(setups: Sequence[Setup], where: str = "") -> None:
     "Raise SetupError if two setups share a name."

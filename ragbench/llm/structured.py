@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools, json, re
 from typing import Any, Callable, Optional
 from pydantic import BaseModel, ValidationError
+from ..core import validation_problems
 
 # %% auto #0
 __all__ = ['REPAIR_NOTE', 'extract_json', 'schema_info', 'parse_reply', 'schema_instruction', 'repair_prompt']
@@ -59,7 +60,7 @@ def schema_info(schema) -> tuple[Optional[dict], Optional[str], Optional[Callabl
 def _short_validation(e: Exception) -> str:
     "A one-line summary of a pydantic/jsonschema validation error."
     if isinstance(e, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, d['loc'])) or '(root)'}: {d['msg']}" for d in e.errors()[:5])
+        return "; ".join(f"{loc or '(root)'}: {msg}" for loc, msg in validation_problems(e)[:5])
     return str(getattr(e, "message", e)).splitlines()[0]
 
 def parse_reply(text: str, validate: Optional[Callable]) -> Any:

@@ -8,7 +8,7 @@ import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence
-from ..core import QAItem, RunDir, UserError
+from ..core import QAItem, RunDir, UserError, validation_problems
 from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Task, TaskResult, arun_generation,
                                check_resume, index_fingerprint, run_generation)
 from ..llm import BACKENDS, LLMError, LLMParseError, price_for, redact_spec
@@ -386,8 +386,8 @@ def triad_config(**options) -> TriadConfig:
     from pydantic import ValidationError
     try: return TriadConfig(**options)
     except ValidationError as e:
-        x = e.errors()[0]
-        raise UserError(f"--{'-'.join(map(str, x['loc'])).replace('_', '-') or 'options'}: {x['msg']}") from None
+        loc, msg = validation_problems(e)[0]
+        raise UserError(f"--{loc.replace('.', '-').replace('_', '-') or 'options'}: {msg}") from None
 
 def check_spec(spec: str) -> str:
     "`spec` if its kind is a known LLM backend, else a UserError naming it (nothing is built or contacted)."
