@@ -248,7 +248,7 @@ def vector_index_params(n_rows: int, dim: int) -> dict:
     "IVF-PQ build settings for `n_rows` vectors of `dim` floats, and the search settings (probes, exact re-ranking) that keep recall@10 near exact."
     partitions = int(min(max(round(n_rows ** 0.5), 16), 4096))           # about sqrt(rows) lists, as LanceDB advises
     sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim) if s >= 1 and dim % s == 0)   # 8 floats per PQ code
-    return {"num_partitions": partitions, "num_sub_vectors": sub_vectors,
+    return {"num_partitions": partitions, "num_sub_vectors": sub_vectors, "sample_rate": 64, "max_iterations": 20,
             "nprobes": max(20, -(-partitions // 20)), "refine_factor": 10}   # read 5 % of the lists; re-rank 10 x k exactly
 
 @patch
@@ -273,15 +273,16 @@ def ensure_vector_index(self: ChunkIndex, min_rows: Optional[int] = VECTOR_INDEX
     (log or (lambda m: print(m, file=sys.stderr)))(
         f"ragbench: building a vector index (IVF-PQ, {p['num_partitions']} partitions) on {n} rows of table '{self.table_name}'")
     self.tbl.create_index(metric="cosine", vector_column_name=self.columns["vector"], num_partitions=p["num_partitions"],
-                          num_sub_vectors=p["num_sub_vectors"], replace=True)
+                          num_sub_vectors=p["num_sub_vectors"], sample_rate=p["sample_rate"], max_iterations=p["max_iterations"],
+                          replace=True)
     self._ann = False
     return True
 
 # %% ../nbs/11_index.ipynb #d0d5a408
 @patch
-def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: int = 32) -> np.ndarray:
-    "Embed the chunks' texts `step` at a time, moving the progress `bar` after each step (so it moves every few seconds)."
-    parts = []
+def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: Optional[int] = None) -> np.ndarray:
+    "Embed the chunks' texts one model batch (or `step`) at a time, moving the progress `bar` after each (so it moves every few seconds)."
+    parts, step = [], step or getattr(self.embedder, "batch_size", 64)
     for part in _batched(chunks, step):
         parts.append(self.embedder.encode([c.text for c in part])); bar.update(len(part))
     return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
