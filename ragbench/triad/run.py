@@ -307,7 +307,7 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         sizes["triad.entities"].append(_tok(*render_prompt("triad.entities", n=len(cs), chunks=format_chunks(cs))))
         sizes["triad.generate"].append(_tok(*generation_prompt(cs, "topic", cfg.types[0], False, cfg)))
         sizes["triad.judge"].append(_tok(*judge_prompt(q, cs, cfg.types[0], False)))
-        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs)))
+        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs[:-1])))   # one group of n-1
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer, gold=format_chunks(cs),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
         sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
@@ -328,7 +328,7 @@ def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict) -> tuple[dict, dic
     calls = {"triad.entities": (seeds_needed * smp["entity"] / smp["k"], "generate"),
              "triad.generate": (bridged * attempts, "generate"),
              "triad.judge": (bridged * attempts, "judge"),
-             "triad.sufficiency": (bridged * attempts * r["judge_pass"], "judge"),
+             "triad.sufficiency": (bridged * attempts * r["judge_pass"] * cfg.n_chunks, "judge"),   # one call per group
              "triad.labels": (n_acc * math.ceil(cands / cfg.label_batch), "extract"),
              "triad.unanswerable": (n_acc * math.ceil(cfg.unanswerable_k / cfg.label_batch)
                                     if cfg.unanswerable and cfg.unanswerable_check else 0, "judge")}
@@ -339,7 +339,6 @@ def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
     "Output tokens of one call of `stage`."
     per = r["out_tokens"][stage]
     if stage == "triad.labels": return per * cfg.label_batch
-    if stage == "triad.sufficiency": return per * cfg.n_chunks
     return per
 
 # %% ../../nbs/25_triad.run.ipynb #10cd02db
