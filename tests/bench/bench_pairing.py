@@ -11,7 +11,8 @@
 2. Git docs (`../shared/data/gitdocs`): chunked and indexed; for random seeds (a comparison, intersection and
    composition seed in turn), the share of offered partners from the seed's own document, the share whose only
    shared names are boilerplate (names in at least half of the documents, by the run's own `boilerplate_names`)
-   and the pre-check's pass rate.
+   and the pre-check's pass rate; then `afind_bridge` with the `template` stand-in on the first 120 of those
+   seeds: the share of configurations with two chunks of one document and with a boilerplate bridging topic.
 The index is built once under --db and reused. Peak memory (RSS) is printed too.
 """
 import argparse, json, os, random, resource, sys, time
@@ -108,7 +109,7 @@ def gold_reach(index, golds, cfg) -> dict:
             for t in sorted(seen)}
 
 
-def git_docs(index, n_seeds, cfg) -> dict:
+def git_docs(index, n_seeds, cfg, bridge_seeds=120) -> dict:
     "On random Git-docs seeds: same-document share, boilerplate-only share and pre-check pass rate of the offered partners."
     common = B.boilerplate_names(index) if hasattr(B, "boilerplate_names") else _doc_frequent(index)
     seeds = index.sample_ids(n_seeds, seed=1)
@@ -131,7 +132,22 @@ def git_docs(index, n_seeds, cfg) -> dict:
             "same_document_share": round(same / max(offers, 1), 3),
             "boilerplate_only_share": round(boiler / max(offers, 1), 3),
             "precheck_pass_rate": round(passed / max(tried, 1), 3),
-            "boilerplate_names": sorted(common)[:20], "boilerplate_count": len(common)}
+            "boilerplate_names": sorted(common)[:20], "boilerplate_count": len(common),
+            "template_run": template_bridges(index, seeds[:bridge_seeds], cfg, common)}
+
+
+def template_bridges(index, seeds, cfg, common) -> dict:
+    "`afind_bridge` with the template stand-in on these seeds (types in turn): configurations, same-document and boilerplate-topic shares."
+    from ragbench.llm import arun, make_llm
+    import asyncio
+    llm, kinds = make_llm("template", max_concurrency=8), ("comparison", "intersection", "composition")
+    async def go(): return await asyncio.gather(*(B.afind_bridge(s, index, llm, cfg, kinds[i % 3]) for i, s in enumerate(seeds)))
+    found = [b for b in arun(go()) if b is not None]
+    low = {n.lower() for n in common}
+    return {"seeds": len(seeds), "configurations": len(found), "entity_calls": llm.usage.totals()["calls"],
+            "same_document_share": round(sum(len({c.doc_id for c in b.chunks}) < len(b.chunks) for b in found) / max(len(found), 1), 3),
+            "boilerplate_topic_share": round(sum(b.bridge_topic.strip().lower() in low for b in found) / max(len(found), 1), 3),
+            "via": dict(Counter(b.via for b in found))}
 
 
 def _shared_names(a: Chunk, b: Chunk) -> list[str]:
@@ -156,14 +172,22 @@ def main():
     ap.add_argument("--db", default="/tmp/ragbench-pairing")
     ap.add_argument("--git-seeds", type=int, default=300)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--other-documents", action="store_true", help="TriadConfig(other_documents=True)")
+    ap.add_argument("--only", default="hotpotqa,musique,gitdocs", help="datasets to run, comma-separated")
     a = ap.parse_args()
-    db, cfg, report, t0 = Path(a.db), TriadConfig(), {}, time.perf_counter()
-    for name, (chunks, golds) in (("hotpotqa", hotpot()), ("musique", musique())):
+    cfg = TriadConfig(other_documents=True) if a.other_documents else TriadConfig()
+    db, report, t0 = Path(a.db), {}, time.perf_counter()
+    only = a.only.split(",")
+    for name, load in (("hotpotqa", hotpot), ("musique", musique)):
+        if name not in only: continue
+        chunks, golds = load()
         idx = open_or_build(db, name, chunks)
         report[name] = gold_reach(idx, golds, cfg)
-    docs = list(load_documents(SHARED / "gitdocs" / "git_docs.jsonl"))
-    gidx = open_or_build(db, "gitdocs", chunk_documents(docs))
-    report["gitdocs"] = {"chunks": len(gidx), "documents": len(docs), **git_docs(gidx, a.git_seeds, cfg)}
+        print(json.dumps({name: report[name]}), flush=True)
+    if "gitdocs" in only:
+        docs = list(load_documents(SHARED / "gitdocs" / "git_docs.jsonl"))
+        gidx = open_or_build(db, "gitdocs", chunk_documents(docs))
+        report["gitdocs"] = {"chunks": len(gidx), "documents": len(docs), **git_docs(gidx, a.git_seeds, cfg)}
     report["seconds"] = round(time.perf_counter() - t0, 1)
     report["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(report, indent=2))
