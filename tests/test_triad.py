@@ -421,6 +421,22 @@ def git_index(tmp_path_factory):
     return ChunkIndex.build(tmp_path_factory.mktemp("git") / "db", chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
 
 
+def test_config_file_and_role_reach_the_run(git_index, tmp_path):
+    "issue 18: --config FILE sets any TriadConfig field, --role the generator's persona; a flag given overrides the file."
+    from ragbench.testing import FakeLLMServer
+    cfg = tmp_path / "triad.yaml"
+    cfg.write_text("role: a release engineer\nmax_rounds: 1\nlabel_batch: 4\nn_chunks: 4\n")
+    with FakeLLMServer() as srv:
+        out = tmp_path / "run"
+        assert triad_cli(["--db", str(git_index.db_dir), "--out", str(out), "--llm", f"openai:{srv.url}/v1@fake-model", "--n", "1",
+                          "--config", str(cfg), "--role", "a Git maintainer", "--no-unanswerable", "--n-chunks", "3"]) == 0
+    c = json.loads((out / "manifest.json").read_text())["config"]
+    assert (c["role"], c["max_rounds"], c["label_batch"], c["unanswerable"], c["n_chunks"]) == ("a Git maintainer", 1, 4, False, 3)
+    cfg.write_text("max_rounds: 0\n")
+    assert triad_cli(["--db", str(git_index.db_dir), "--out", str(tmp_path / "bad"), "--n", "1", "--config", str(cfg)]) == 2
+    assert not (tmp_path / "bad").exists()                                      # refused: no run directory
+
+
 def test_summary_counts_every_request_and_keeps_plan_order(git_index, tmp_path):
     "issue 10 #5: without kills, the summary's calls equal the server's request count; the dataset is the plan's first n."
     from ragbench.testing import FakeLLMServer
@@ -520,9 +536,8 @@ def test_max_calls_holds_across_resumes(index, tmp_path, capsys):
 
 def test_every_seed_failing_exits_1_with_the_error(index, tmp_path, capsys, monkeypatch):
     "issue 12 #8: an unusable LLM is exit status 1 with its first error, not 'raise --max-seeds'."
-    import ragbench.triad.run as run_mod
-    down = lambda specs, out, *a, **k: {r: fake(lambda req: LLMError("connection refused (scripted)")) for r in specs}
-    monkeypatch.setattr(run_mod, "triad_llms", down)
+    import ragbench.spine as spine    # issue 18: every run's LLMs are made by the spine's LLMPool
+    monkeypatch.setattr(spine, "make_llm", lambda spec, **k: fake(lambda req: LLMError("connection refused (scripted)")))
     assert triad_cli(["--db", str(index.db_dir), "--out", str(tmp_path / "run"), "--n", "3", "--llm", "fake"]) == 1
     err = capsys.readouterr().err
     assert "every seed failed; first error:" in err and "connection refused" in err and "--max-seeds" not in err
