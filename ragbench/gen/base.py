@@ -357,7 +357,7 @@ class OneChunkQuestions(GenerationMethod):
         qa = await self.llm.acomplete(f"Write one question answered by this passage.\n\n{chunk.text}", QuestionReply,
                                       stage="one-chunk.generate")
         ok = qa.question.strip().endswith("?")
-        item = QAItem(id=item_id("oc", chunk.id), method="static", kind="single-hop", question=qa.question,
+        item = QAItem(id=item_id("oc", chunk.id), method=self.name, kind="single-hop", question=qa.question,
                       answer=qa.answer, gold_chunk_ids=[chunk.id], status="accepted" if ok else "rejected")
         return TaskResult(task_id=task.id, position=task.position, outcome="accepted" if ok else "rejected",
                           items=[item] if ok else [], rejected=[] if ok else [item], record={"chunk_id": chunk.id})
