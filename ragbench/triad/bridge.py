@@ -183,9 +183,9 @@ async def _ask_entities(chunks, llm) -> BridgeEntities:
 
 # %% ../../nbs/21_triad.bridge.ipynb #8078ec6e
 def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], **kw) -> Optional[BridgeConfig]:
-    "The configuration the entity call found: a shared entity, or a shared kind (not for composition)."
+    "The configuration the entity call found: a shared entity, or a shared kind (comparison only; `kind` None: not yet decided)."
     shared, category = _clean(ents.shared), (ents.category or "").strip()
-    if not shared and (not category or kind == "composition"): return None
+    if not shared and (not category or kind not in ("comparison", None)): return None
     topic = (ents.bridge_topic or "").strip() or (shared[0] if shared else category)
     return BridgeConfig(seed_id=hood.seed.id, chunk_ids=[c.id for c in first], bridge_topic=topic, shared=shared,
                         via="shared" if shared else "category", chunks=first, seed_hits=hood.hits, **kw)
