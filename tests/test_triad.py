@@ -411,7 +411,11 @@ def test_real_calls_per_accepted_question_at_most_8(git_index, tmp_path):
                           "--n", "12", "--concurrency", "8"]) == 0
         served = srv.stats()["requests"]
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert s["accepted"] == 12 and served / 12 <= 8, (served, s["usage_by_stage"])
+    # pin changed by issue 19: the temporal label (its own classifier call) and the whole-index check of the
+    # unanswerable variant (on by default) cost about one call each per accepted question, on top of the <= 8 of
+    # bridging, generation and validation that this test has held since issue 10
+    extra = sum((s["usage_by_stage"].get(k) or {}).get("calls", 0) for k in ("triad.temporal", "triad.unanswerable"))
+    assert s["accepted"] == 12 and (served - extra) / 12 <= 8 and served / 12 <= 10, (served, s["usage_by_stage"])
 
 
 def test_resume_after_kill_no_duplicates_cache_hits(index, tmp_path):
