@@ -102,8 +102,8 @@ def precheck_passes(chunks: Sequence[Chunk]) -> bool:
 # %% ../../nbs/21_triad.bridge.ipynb #8f35c824
 class BridgeEntities(BaseModel):
     "Output of the entity prompt: entities per chunk, the shared ones, a shared kind and the best bridging topic."
-    entities_per_chunk: list[list[str]] = Field(default_factory=list)
-    shared: list[str] = Field(default_factory=list)
+    entities_per_chunk: list[list[str]]   # required: a reply lacking them is a failure (repaired, counted),
+    shared: list[str]                     # never read as "nothing shared" (issue 24)
     category: str = ""
     bridge_topic: str = ""
 
@@ -177,9 +177,8 @@ def _clean(xs) -> list[str]:
     return list(dict.fromkeys(x.strip() for x in xs if isinstance(x, str) and x.strip()))
 
 async def _ask_entities(chunks, llm) -> BridgeEntities:
-    "The entity call; an unparseable reply counts as 'nothing shared'."
-    try: return await aentities(chunks, llm)
-    except LLMParseError: return BridgeEntities()
+    "The entity call; a reply that never parses (after the LLM layer's repairs) fails the seed, it is not 'nothing shared'."
+    return await aentities(chunks, llm)
 
 # %% ../../nbs/21_triad.bridge.ipynb #8078ec6e
 def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], **kw) -> Optional[BridgeConfig]:
