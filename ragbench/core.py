@@ -208,7 +208,9 @@ def atomic_write(path: Union[str, Path], data: Union[str, bytes]) -> Path:
 def read_config_file(path: Union[str, Path], error: type = UserError) -> Any:
     "Parse a YAML, TOML or JSON file (by suffix; YAML otherwise); a syntax error raises `error` naming the file."
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try: text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); save the file as UTF-8") from None
     try:
         if path.suffix.lower() == ".json": return json.loads(text)
         if path.suffix.lower() == ".toml":

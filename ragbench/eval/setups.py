@@ -86,6 +86,9 @@ def setups_from_dict(data: Any, *, where: str = "<setups>", base_dir: Optional[P
     if bad: raise SetupError(f"{where}: unknown key '{sorted(bad)[0]}' (allowed: {', '.join(sorted(_FILE_KEYS))})")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict): raise SetupError(f"{where}: 'defaults' must be a mapping")
+    j = data.get("judge_llm")
+    if j is not None and not (isinstance(j, str) and j.strip()):
+        raise SetupError(f"{where}: 'judge_llm' must be an LLM spec such as \"openai:http://host/v1@model\", got {type(j).__name__} {j!r}")
 
     def make(d, label):
         if not isinstance(d, dict): raise SetupError(f"{where}: {label}: expected a mapping, got {type(d).__name__}")
