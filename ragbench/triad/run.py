@@ -375,7 +375,7 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
         price = _spec_price(spec)
         i_t, o_t = n * smp["mean_in"][stage], n * _out_tokens(stage, cfg, r)
         cost = None if price is None else (i_t * price[0] + o_t * price[1]) / 1e6
-        rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t), "llm": spec,
+        rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t), "llm": redact_spec(spec),
                        "cost_usd": None if cost is None else round(cost, 4)}
         tot = {"calls": tot["calls"] + n, "input_tokens": tot["input_tokens"] + int(i_t), "output_tokens": tot["output_tokens"] + int(o_t),
                "cost_usd": None if cost is None or tot["cost_usd"] is None else tot["cost_usd"] + cost}
