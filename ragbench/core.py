@@ -284,7 +284,10 @@ def _read_parquet(path: Path) -> list[QAItem]:
     "Read a Parquet written by Dataset.write; errors name the row and field."
     import pandas as pd
     out = []
-    for i, row in enumerate(pd.read_parquet(path).to_dict(orient="records"), 1):
+    try: frame = pd.read_parquet(path)
+    except Exception as e:   # pyarrow's ArrowInvalid / OSError on a damaged or truncated file
+        raise RecordError(f"{path}: not a readable Parquet file ({type(e).__name__}: {str(e)[:200]})") from None
+    for i, row in enumerate(frame.to_dict(orient="records"), 1):
         d = {k: v for k, v in row.items() if not (isinstance(v, float) and v != v)}
         for k in _NESTED:
             if isinstance(d.get(k), str): d[k] = json.loads(d[k])
