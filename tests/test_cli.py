@@ -35,6 +35,8 @@ ADDED = {
                  "--column": "column", **RAY},      # issue 13: your own vector table (--column ROLE=NAME, as search has)
     "index": {**RAY, "--vector-index-min-rows": "vector_index_min_rows"},  # issue 14: --ray; issue 23: the vector-index threshold
     "pipeline": RAY,                               # issue 14: --ray local|auto|ADDRESS
+    "fake-llm-server": {"--stage-faults": "stage_faults",   # issue 24: hostile replies for one stage (TEXT=FAULT;...)
+                        "--retry-after": "retry_after"},    # issue 24: the wait a 'retry_after' fault (429) asks for
 }
 # defaults changed on purpose after the snapshot: (command, dest) -> the new default, with the reason
 CHANGED_DEFAULTS = {
