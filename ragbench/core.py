@@ -270,7 +270,9 @@ def atomic_write(path: Union[str, Path], data: Union[str, bytes]) -> Path:
 def read_config_file(path: Union[str, Path], error: type = UserError) -> Any:
     "Parse a YAML, TOML or JSON file (by suffix; YAML otherwise); a syntax error raises `error` naming the file."
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try: text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); save the file as UTF-8") from None
     try:
         if path.suffix.lower() == ".json": return json.loads(text)
         if path.suffix.lower() == ".toml":
@@ -346,7 +348,10 @@ def _read_parquet(path: Path) -> list[QAItem]:
     "Read a Parquet written by Dataset.write; errors name the row and field."
     import pandas as pd
     out = []
-    for i, row in enumerate(pd.read_parquet(path).to_dict(orient="records"), 1):
+    try: frame = pd.read_parquet(path)
+    except Exception as e:   # pyarrow's ArrowInvalid / OSError on a damaged or truncated file
+        raise RecordError(f"{path}: not a readable Parquet file ({type(e).__name__}: {str(e)[:200]})") from None
+    for i, row in enumerate(frame.to_dict(orient="records"), 1):
         d = {k: v for k, v in row.items() if not (isinstance(v, float) and v != v)}
         for k in _NESTED:
             if isinstance(d.get(k), str): d[k] = json.loads(d[k])

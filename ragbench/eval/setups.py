@@ -86,6 +86,9 @@ def setups_from_dict(data: Any, *, where: str = "<setups>", base_dir: Optional[P
     if bad: raise SetupError(f"{where}: unknown key '{sorted(bad)[0]}' (allowed: {', '.join(sorted(_FILE_KEYS))})")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict): raise SetupError(f"{where}: 'defaults' must be a mapping")
+    j = data.get("judge_llm")
+    if j is not None and not (isinstance(j, str) and j.strip()):
+        raise SetupError(f"{where}: 'judge_llm' must be an LLM spec such as \"openai:http://host/v1@model\", got {type(j).__name__} {j!r}")
 
     def make(d, label):
         if not isinstance(d, dict): raise SetupError(f"{where}: {label}: expected a mapping, got {type(d).__name__}")
@@ -302,12 +305,15 @@ def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tupl
     "({(item_id, mode): ExternalAnswer}, unknown item ids) from an answers JSONL; bad lines raise RecordError naming the line."
     path = Path(path)
     if not path.exists(): raise SetupError(f"answers file not found: {path}")
-    out, unknown = {}, []
-    for a in read_jsonl(path, ExternalAnswer):
+    out, unknown, first = {}, [], {}
+    for n, a in enumerate(read_jsonl(path, ExternalAnswer), 1):
         if item_ids is not None and a.item_id not in item_ids:
             if a.item_id not in unknown: unknown.append(a.item_id)
             continue
-        out[(a.item_id, a.mode)] = a
+        if (a.item_id, a.mode) in out:   # which one to score? never the last one silently (issue 24)
+            raise SetupError(f"{path}: item {a.item_id!r} (mode {a.mode}) is answered twice (records {first[(a.item_id, a.mode)]} "
+                             f"and {n}); keep one answer per item and mode")
+        out[(a.item_id, a.mode)] = a; first[(a.item_id, a.mode)] = n
     return out, unknown
 
 def external_context(a: ExternalAnswer, index=None) -> SetupContext:

@@ -87,7 +87,7 @@ class RelevanceLabel(BaseModel):
 
 class RelevanceLabels(BaseModel):
     "Output of the batched relevance prompt."
-    labels: list[RelevanceLabel] = Field(default_factory=list)
+    labels: list[RelevanceLabel]   # required: `{}` or `{"unexpected": true}` is a failure, not an empty list
 
 register_prompt(PromptTemplate(
     name="triad.labels",
@@ -105,14 +105,14 @@ register_prompt(PromptTemplate(
 register_template_rules({"relevant": lambda ctx: ctx.index % 3 == 0}, name="triad")   # the stand-in: every third
 
 # %% ../../nbs/24_triad.contexts.ipynb #a60b7cf9
-async def _label_batch(item: QAItem, gold: Sequence[Chunk], batch: Sequence[Chunk], llm) -> dict[str, RelevanceLabel]:
-    "Labels of one batch by chunk id (ids outside the batch dropped; empty when unparseable)."
+async def _label_batch(item: QAItem, gold: Sequence[Chunk], batch: Sequence[Chunk], llm):
+    "(labels of one batch by chunk id, ids outside the batch dropped; the parse error when the reply never parsed)."
     system, prompt = render_prompt("triad.labels", question=item.question, answer=item.answer,
                                    gold=format_chunks(gold), candidates=format_chunks(batch))
     try: out = await llm.acomplete(prompt, RelevanceLabels, system=system, stage="triad.labels")
-    except LLMParseError: return {}
+    except LLMParseError as e: return {}, e
     want = {c.id for c in batch}
-    return {l.chunk_id: l for l in out.labels if l.chunk_id in want}
+    return {l.chunk_id: l for l in out.labels if l.chunk_id in want}, None
 
 def _labelled(c: Context, labels: dict) -> Context:
     "A labelled copy of candidate `c` (relevant None and 'no label' when the model gave none)."
@@ -122,18 +122,28 @@ def _labelled(c: Context, labels: dict) -> Context:
 # %% ../../nbs/24_triad.contexts.ipynb #7040077d
 async def alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, cfg: TriadConfig, *,
                           chunks: Optional[dict] = None, gold: Optional[Sequence[Chunk]] = None) -> list[Context]:
-    "Label `cands` with batched LLM calls (missing labels asked once more); returns labelled copies."
+    "Label `cands` with batched LLM calls (missing labels asked once more); LLMParseError if some stay unlabelled."
     if not cands: return []
     gold = list(gold) if gold else await in_thread(index.get_many, item.gold_chunk_ids)
     texts = chunks or {c.id: c for c in await in_thread(index.get_many, [c.chunk_id for c in cands])}
     todo = [texts[c.chunk_id] for c in cands if c.chunk_id in texts]
     labels: dict[str, RelevanceLabel] = {}
+    errors: list = []
     for _ in range(2):
         batches = [todo[i:i + cfg.label_batch] for i in range(0, len(todo), cfg.label_batch)]
-        for got in await asyncio.gather(*(_label_batch(item, gold, b, llm) for b in batches)): labels.update(got)
+        for got, err in await asyncio.gather(*(_label_batch(item, gold, b, llm) for b in batches)):
+            labels.update(got); errors += [err] if err else []
         todo = [c for c in todo if c.id not in labels]
         if not todo: break
+    if todo: raise _labelling_failed(item, len(todo), len(cands), errors)
     return [_labelled(c, labels) for c in cands]
+
+def _labelling_failed(item: QAItem, missing: int, total: int, errors: list) -> LLMParseError:
+    "The error of an item whose labelling failed: it is not accepted with unlabelled contexts (issue 24)."
+    why = f"; last error: {errors[-1]}" if errors else " (the replies left them out)"
+    return LLMParseError(f"stage 'triad.labels': no usable relevance label for {missing} of {total} candidate contexts "
+                         f"of item {item.id}, even when asked again{why}"[:800], raw=getattr(errors[-1], "raw", "") if errors else "",
+                         stage="triad.labels")
 
 def label_contexts(item, cands, index, llm, cfg) -> list[Context]:
     "Sync wrapper of `alabel_contexts`."
