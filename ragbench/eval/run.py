@@ -446,9 +446,13 @@ async def _score_all(plan: list, run: RunDir, score: Callable, batch_size: int, 
                 pending.add(asyncio.ensure_future(score(items[b:b + batch_size], s, mode)))
         await drain(True)
     except BaseException as e:            # the batches still in flight are redone on resume
+        if isinstance(e, BudgetExceeded):   # requests already sent finish (the meter equals what was received); new ones are refused
+            await asyncio.gather(*pending, return_exceptions=True)
+            for t in pending:
+                if not t.cancelled() and t.exception() is None: rows = t.result(); run.append("scores.jsonl", *rows); new += len(rows); bar.update(len(rows))
+            return new, f"budget spent ({e})"
         for t in pending: t.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if isinstance(e, BudgetExceeded): return new, f"budget spent ({e})"
         raise
     return new, None
 

@@ -186,6 +186,10 @@ def check_setups(setups: Sequence[Setup], db: Optional[Union[str, Path]] = None)
     for s in setups:
         if s.external or s.calls_system:   # the db is optional here: chunk texts for the judge, and contexts mapped to chunk ids
             if s.external and not Path(s.answers).exists(): raise SetupError(f"setup '{s.name}': answers file not found: {s.answers}")
+            if s.headers:
+                from ragbench.eval.systems import header_values
+                try: header_values(s.headers)
+                except UserError as e: raise SetupError(f"setup '{s.name}': {e}") from None
             if s.function is not None:
                 from ragbench.eval.systems import as_async, resolve_function
                 try: as_async(resolve_function(s.function))
