@@ -598,14 +598,14 @@ class BridgeInspector:
 # %% ../nbs/61_widgets.ipynb #5347a045
 @patch
 def _plan(self: BridgeInspector, seed, neighbours, entities):
-    "Default choice: the neighbour sharing most names with the seed; its first shared name is the topic."
-    best, best_shared = None, []
-    for h in neighbours:
-        s = self.shared(h.chunk_id)
-        if len(s) > len(best_shared): best, best_shared = h, s
-    if best is None: return None, None, f"no neighbour of the seed shares a name with it ({len(neighbours)} checked)"
-    return best.chunk_id, best_shared[0], (f"{chunk_label(best)} shares {len(best_shared)} name{'s' if len(best_shared) > 1 else ''} "
-                                           f"with the seed ({', '.join(best_shared[:5])}), the most of {len(neighbours)} neighbours")
+    "Default choice by TRIAD's own rules: the first candidate `pick_partners` offers that shares a name with the seed (`shared_name`, boilerplate left out)."
+    from ragbench.triad import TriadConfig
+    from ragbench.triad.bridge import boilerplate_names, hit_chunk, pick_partners, shared_name
+    skip, k = boilerplate_names(self.index), max(len(neighbours), 1)
+    for h in pick_partners(seed, neighbours, TriadConfig(offer_k=k, fallback_n=k), None, skip):
+        if name := shared_name(seed, hit_chunk(h), skip):
+            return h.chunk_id, name, f"{chunk_label(h)} shares '{name}' with the seed (TRIAD's partner rule; names in most documents never count)"
+    return None, None, f"no neighbour of the seed shares a name with it ({len(neighbours)} checked; names in most documents never count)"
 
 # %% ../nbs/61_widgets.ipynb #85ed9b40
 @patch

@@ -57,7 +57,8 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> 
     rec = {"seed": plan.seed_id, "position": plan.position, "kind": plan.kind, "binary": plan.binary}
     bridge = await afind_bridge(plan.seed_id, index, llms["generate"], cfg, plan.kind)
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
-    rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids, precheck=bridge.precheck)
+    rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids, precheck=bridge.precheck,
+               same_document=bridge.same_document)
     chunks = bridge.chunks or await in_thread(index.get_many, bridge.chunk_ids)
     ahead = ContextPrefetch(index, cfg, bridge.chunk_ids, {bridge.seed_id: bridge.seed_hits})
     try: return await _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead)
@@ -222,6 +223,12 @@ def _questions(results: Sequence[TaskResult]) -> list[QAItem]:
     "Every question written (accepted or rejected, dataset or overflow) over all finished seeds."
     return [i for r in results for i in (*r.items, *r.rejected) if i.answerable]
 
+def _pairing(records: Sequence[dict]) -> dict:
+    "How the configurations of these seeds were found (shared / category / fallback) and the share with two chunks of one document."
+    found = [r for r in records if r.get("bridge_via")]
+    return {"bridge_via": dict(Counter(r["bridge_via"] for r in found)),
+            "same_document_share": _rate(sum(bool(r.get("same_document")) for r in found), len(found))}
+
 def by_type(results: Sequence[TaskResult], types: Sequence[str]) -> dict:
     "Per question type: seeds, no bridge, accepted, rejected, attempts and the acceptance rates."
     out = {}
@@ -232,7 +239,8 @@ def by_type(results: Sequence[TaskResult], types: Sequence[str]) -> dict:
         att = sum(len(i.attempts) for i in qs)
         out[kind] = {"seeds": len(rs), "no_bridge": sum(r.outcome == "no_bridge" for r in rs), "accepted": acc, "rejected": rej,
                      "drafts": sum(i.status == "draft" for i in qs),
-                     "attempts": att, "acceptance_rate": _rate(acc, acc + rej), "acceptance_rate_per_attempt": _rate(acc, att)}
+                     "attempts": att, "acceptance_rate": _rate(acc, acc + rej), "acceptance_rate_per_attempt": _rate(acc, att),
+                     **_pairing([r.record for r in rs])}
     return out
 
 # %% ../../nbs/25_triad.run.ipynb #1a466aaf
@@ -249,6 +257,7 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
         "seeds_tried": len(done), "configurations": sum(r.outcome != "no_bridge" for r in done),
         "seeds_by_outcome": dict(Counter(s["outcome"] for s in seeds)),
         "bridge_via": dict(Counter(r.record.get("bridge_via") for r in done if r.record.get("bridge_via"))),
+        "same_document_share": _pairing([r.record for r in done])["same_document_share"],
         "attempts": len(attempts), "attempts_per_question": _rate(len(attempts), len(qs)),
         # the stand-in's verdicts are no acceptance: with its drafts there is no acceptance rate to report
         "acceptance_rate": None if drafts else _rate(n_ok, len(qs)), "acceptance_rate_per_attempt": None if drafts else _rate(n_ok, len(attempts)),
@@ -309,13 +318,13 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         hood = neighbourhood(sid, index, cfg)
         if len(hood.partners) < cfg.n_chunks - 1: continue
         cs, n = [hood.seed, *map(hit_chunk, hood.partners)], n + 1
-        ent = (not cfg.precheck) or precheck_passes(cs)
+        ent = (not cfg.precheck) or precheck_passes(cs, [h.score for h in hood.partners], cfg.precheck_similarity, hood.skip, need=cfg.n_chunks - 1)
         det = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], seed_names(hood.seed), cfg.n_chunks)
         calls_entity += ent; bridged += bool(det or (ent and r["llm_bridge"] > 0.5))
-        sizes["triad.entities"].append(_tok(*render_prompt("triad.entities", n=len(cs), chunks=format_chunks(cs))))
+        sizes["triad.entities"].append(_tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs))))
         sizes["triad.generate"].append(_tok(*generation_prompt(cs, "topic", cfg.types[0], False, cfg)))
         sizes["triad.judge"].append(_tok(*judge_prompt(q, cs, cfg.types[0], False)))
-        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs)))
+        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs[:-1])))   # one group of n-1
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer, gold=format_chunks(cs),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
         sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
@@ -336,7 +345,7 @@ def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict) -> tuple[dict, dic
     calls = {"triad.entities": (seeds_needed * smp["entity"] / smp["k"], "generate"),
              "triad.generate": (bridged * attempts, "generate"),
              "triad.judge": (bridged * attempts, "judge"),
-             "triad.sufficiency": (bridged * attempts * r["judge_pass"], "judge"),
+             "triad.sufficiency": (bridged * attempts * r["judge_pass"] * cfg.n_chunks, "judge"),   # one call per group
              "triad.labels": (n_acc * math.ceil(cands / cfg.label_batch), "extract"),
              "triad.unanswerable": (n_acc * math.ceil(cfg.unanswerable_k / cfg.label_batch)
                                     if cfg.unanswerable and cfg.unanswerable_check else 0, "judge")}
@@ -347,7 +356,6 @@ def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
     "Output tokens of one call of `stage`."
     per = r["out_tokens"][stage]
     if stage == "triad.labels": return per * cfg.label_batch
-    if stage == "triad.sufficiency": return per * cfg.n_chunks
     return per
 
 # %% ../../nbs/25_triad.run.ipynb #10cd02db
