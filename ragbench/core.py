@@ -11,10 +11,10 @@ from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
-__all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'QAItem', 'item_id',
-           'UserError', 'RecordError', 'validation_problems', 'Registry', 'parse_record', 'read_jsonl', 'append_jsonl',
-           'atomic_write', 'read_config_file', 'Dataset', 'package_dir', 'package_versions', 'corpus_fingerprint',
-           'RunDir', 'RunLock', 'arun']
+__all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'is_stand_in', 'QAItem',
+           'as_draft', 'item_id', 'UserError', 'RecordError', 'validation_problems', 'Registry', 'parse_record',
+           'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'package_dir',
+           'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock', 'arun']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -79,6 +79,11 @@ class Review(Record):
     answer: Optional[str] = None
 
 # %% ../nbs/00_core.ipynb #e791e614
+def is_stand_in(model: Optional[str]) -> bool:
+    "Whether a model label names the rule-based stand-in (spec `template`, or the label it leaves in records)."
+    m = (model or "").strip()
+    return m == "template" or m.startswith("template:") or m.endswith("(rule-based stand-in)")
+
 class QAItem(Record):
     "One evaluation question with its answer, gold chunks, labelled contexts and full audit trail."
     id: str
@@ -96,7 +101,7 @@ class QAItem(Record):
     difficulty: Optional[str] = None
     style: Optional[str] = None
     split: Optional[str] = None
-    status: Literal["accepted", "rejected", "pending"] = "accepted"
+    status: Literal["accepted", "rejected", "pending", "draft"] = "accepted"   # draft: written or judged by the stand-in
     attempts: list[Attempt] = Field(default_factory=list)
     review: list[Review] = Field(default_factory=list)
     models: dict[str, str] = Field(default_factory=dict)
@@ -109,12 +114,23 @@ class QAItem(Record):
         if not self.answerable and self.unanswerable_kind is None: self.unanswerable_kind = "context"
         elif self.answerable and self.unanswerable_kind is not None:
             raise ValueError(f"unanswerable_kind is {self.unanswerable_kind!r} but the item is answerable")
+        if self.status == "accepted" and self.by_stand_in: self.status = "draft"   # also datasets written before drafts existed
         return self
 
     @property
+    def by_stand_in(self) -> bool:
+        "True when the rule-based stand-in wrote or judged this item (it can only be a draft, never accepted)."
+        return any(is_stand_in(m) for m in self.models.values())
+
+    @property
     def final_decision(self) -> str:
-        "The latest human decision if any, else the pipeline status."
+        "The latest human decision if any, else the pipeline status; a stand-in's draft stays a draft unless rejected."
+        if self.status == "draft" and not (self.review and self.review[-1].decision == "reject"): return "draft"
         return self.review[-1].decision if self.review else self.status
+
+def as_draft(item: "QAItem") -> "QAItem":
+    "`item` marked as a stand-in's draft when the stand-in wrote or judged it and it was accepted (else unchanged)."
+    return item.model_copy(update={"status": "draft"}) if item.status == "accepted" and item.by_stand_in else item
 
 def item_id(method: str, *parts: Any) -> str:
     "Stable item id: a method prefix (tq/dq/sq) and a hash of what defines the item."

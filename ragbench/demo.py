@@ -12,8 +12,9 @@ from typing import Callable, Optional, Sequence
 from .core import Dataset, RunDir, UserError
 
 # %% auto #0
-__all__ = ['query_threads', 'build_demo_index', 'demo_searches', 'stand_in_generator', 'demo_triad', 'hotpotqa_sample_path',
-           'hotpotqa_benchmark', 'demo_setups', 'local_smoke', 'headline', 'demo_evaluate', 'demo_reports',
+__all__ = ['query_threads', 'build_demo_index', 'demo_searches', 'stand_in_generator', 'demo_triad', 'demo_bridges',
+           'demo_estimate', 'hotpotqa_sample_path', 'hotpotqa_benchmark', 'demo_setups', 'local_smoke', 'headline',
+           'demo_evaluate', 'bars_svg', 'retrieval_section', 'demo_page', 'demo_sections', 'demo_reports',
            'demo_config', 'run_demo', 'demo_command']
 
 # %% ../nbs/90_demo.ipynb #badff83c
@@ -68,9 +69,37 @@ def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress
     with query_threads():
         gen = run_triad(idx, gen_llm, TriadConfig(n=n, max_seeds=max_seeds, concurrency=2), out / "triad", progress=progress,
                         log=lambda m: None)
-    log(f"[3/6] TRIAD with {gen_llm.spec}: {gen['accepted']} accepted of {gen['attempts']} attempts from "
+    made = (f"{gen.get('drafts', 0)} drafts, none accepted (a rule-based stand-in wrote and judged them: they show the steps run, "
+            f"they are no benchmark)" if gen.get("drafts") else f"{gen['accepted']} accepted")
+    log(f"[3/6] TRIAD with {gen_llm.spec}: {made}, from {gen['attempts']} attempts over "
         f"{gen['seeds_tried']} seeds (+{gen['unanswerable_variants']} unanswerable variants) -> {out / 'triad' / 'dataset.jsonl'}")
     return gen
+
+# %% ../nbs/90_demo.ipynb #demo-bridges
+_VIA = {"shared": "both passages name it", "fallback": "nearest neighbour (no shared name)"}
+
+def demo_bridges(idx, out: Path, n: int = 4, log: Callable = print) -> list[dict]:
+    "The bridges TRIAD found (seed and partner titles, the shared topic, why) from `out/triad/seeds.jsonl`."
+    from ragbench.core import read_jsonl
+    p, res = out / "triad" / "seeds.jsonl", []
+    seeds = [s for s in (read_jsonl(p) if p.exists() else []) if s.get("chunk_ids")]
+    for s in seeds[:n]:
+        titles = [str(c.meta.get("title") or c.doc_id) for c in idx.get_many(s["chunk_ids"])]
+        res.append({"kind": s.get("kind"), "titles": titles, "topic": s.get("bridge_topic"), "via": s.get("bridge_via"),
+                    "why": _VIA.get(s.get("bridge_via"), s.get("bridge_via") or "")})
+        log(f"[3/6] bridge ({s.get('kind')}): {' + '.join(titles)} on '{s.get('bridge_topic')}' ({res[-1]['why']})")
+    return res
+
+def demo_estimate(idx, n: int = 100, spec: str = "gemini:gemini-2.5-flash", log: Callable = print) -> dict:
+    "What TRIAD would cost with a real model for `n` questions on this index (calls, tokens, USD), before spending anything."
+    from ragbench.triad import TriadConfig
+    from ragbench.triad.run import estimate_triad
+    with query_threads(): est = estimate_triad(idx, TriadConfig(n=n), specs={"generate": spec})
+    t = est["total"]
+    cost = "unknown" if t["cost_usd"] is None else f"~{t['cost_usd']:.2f} USD"
+    log(f"[3/6] a real run: {n} questions with {spec} would take ~{t['calls']} LLM calls, "
+        f"~{(t['input_tokens'] + t['output_tokens']) // 1000}k tokens, {cost} (ragbench triad --estimate)")
+    return {"n": n, "spec": spec, **t, "calls_per_accepted": est.get("calls_per_accepted")}
 
 # %% ../nbs/90_demo.ipynb #6e2be749
 def hotpotqa_sample_path() -> Path:
@@ -120,15 +149,91 @@ def demo_evaluate(ds, setups, out_dir: Path, index, llm=None, *, n_boot: int = 1
                         n_boot=n_boot, progress=progress)
 
 # %% ../nbs/90_demo.ipynb #8991096f
-def demo_reports(out: Path, log: Callable = print) -> dict:
-    "Write `out/report.html` (HotpotQA) and `out/triad_report.html` (the TRIAD run); returns their paths."
-    from ragbench.report import build_report
-    main = build_report(out / "eval", out / "report.html", title="ragbench demo: retrieval setups on 12 HotpotQA questions")
-    paths = {"report": str(main)}
-    if (out / "eval-triad" / "summary.json").exists():
-        paths["triad_report"] = str(build_report(out / "eval-triad", out / "triad_report.html", generation_dir=out / "triad",
-                                                 title="ragbench demo: TRIAD questions of the template stand-in"))
-    return paths
+def _fmt(ci: Optional[dict]) -> str:
+    "mean [lo, hi] of a bootstrap interval, or a dash."
+    return "–" if not ci or ci.get("mean") is None else f"{ci['mean']:.2f} [{ci['lo']:.2f}, {ci['hi']:.2f}]"
+
+def bars_svg(summary: dict, metric: str = "recall@k", width: int = 560) -> str:
+    "A small static SVG: one bar per setup for `metric`, with its 95% interval as a whisker (no script, no download)."
+    rows = [(s, m.get(metric) or {}) for s, m in summary["setups"].items() if (m.get(metric) or {}).get("mean") is not None]
+    left, bar_w, h = 120, width - 180, 26
+    x = lambda v: left + v * bar_w
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{h * len(rows) + 30}' role='img' "
+           f"aria-label='{metric} per setup'><style>text{{font:12px sans-serif}}</style>"]
+    for i, (s, ci) in enumerate(rows):
+        y = 8 + i * h
+        out += [f"<text x='{left - 8}' y='{y + 14}' text-anchor='end'>{_esc_html(s)}</text>",
+                f"<rect x='{left}' y='{y + 2}' width='{ci['mean'] * bar_w:.1f}' height='16' fill='#4c78a8'/>",
+                f"<line x1='{x(ci['lo']):.1f}' x2='{x(ci['hi']):.1f}' y1='{y + 10}' y2='{y + 10}' stroke='#222' stroke-width='1.5'/>",
+                f"<text x='{x(max(ci['hi'], ci['mean'])) + 6:.1f}' y='{y + 14}'>{ci['mean']:.2f}</text>"]
+    y = 8 + len(rows) * h
+    out += [f"<line x1='{left}' x2='{left + bar_w}' y1='{y}' y2='{y}' stroke='#999'/>",
+            f"<text x='{left}' y='{y + 14}'>0</text><text x='{left + bar_w}' y='{y + 14}' text-anchor='end'>1</text></svg>"]
+    return "".join(out)
+
+def _esc_html(x) -> str:
+    import html
+    return html.escape(str(x))
+
+_PAGE_CSS = ("body{font-family:system-ui,sans-serif;max-width:860px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}"
+             "h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}table{border-collapse:collapse}"
+             "td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}.num{text-align:right;font-variant-numeric:tabular-nums}"
+             ".draft{background:#fff4d6;padding:.6em 1em;border-left:4px solid #e0a800}.sub{color:#666;font-size:.9em}")
+
+def retrieval_section(summary: dict, n_questions: int) -> str:
+    "The real measurement of the demo: the four retrieval setups on the human-written HotpotQA questions."
+    head = "<tr><th>setup</th><th class='num'>recall@k</th><th class='num'>hit@k</th><th class='num'>MRR</th></tr>"
+    rows = "".join(f"<tr><td>{_esc_html(s)}</td>" + "".join(f"<td class='num'>{_fmt(m.get(k))}</td>" for k in ("recall@k", "hit@k", "mrr"))
+                   + "</tr>" for s, m in summary["setups"].items())
+    return (f"<p>{n_questions} human-written HotpotQA questions, each searched among 120 paragraphs (its 2 gold ones and 8 "
+            "distractors per question). recall@k: the share of the gold paragraphs in the top k; hit@k: at least one; MRR: how "
+            "high the first gold paragraph ranks. Brackets: 95% bootstrap intervals — with 12 questions they are wide, so "
+            "read the ranking, not the second decimal.</p>" + bars_svg(summary) + f"<table>{head}{rows}</table>")
+
+def demo_page(out: Path, sections: Sequence[tuple[str, str]], title: str = "ragbench demo") -> Path:
+    "One self-contained HTML page (`out/report.html`): the sections in order, static figures, no script."
+    from ragbench.core import atomic_write, utc_now
+    body = "".join(f"<h2>{_esc_html(t)}</h2>{h}" for t, h in sections)
+    return atomic_write(out / "report.html", f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_esc_html(title)}</title>"
+                        f"<style>{_PAGE_CSS}</style></head><body><h1>{_esc_html(title)}</h1><p class='sub'>generated {utc_now()} "
+                        f"by ragbench, offline</p>{body}</body></html>")
+
+def _titles(idx, ids) -> str:
+    "The titles of chunks `ids`, joined."
+    return ", ".join(_esc_html(c.meta.get("title") or c.doc_id) for c in idx.get_many(ids))
+
+def demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, drafts: Sequence, summary: dict,
+                  n_questions: int, query: str = "how do I undo the last commit") -> list[tuple[str, str]]:
+    "The demo page's sections: what is real, indexing and search, the bridges, the stand-in's drafts, the cost of a real run, retrieval."
+    real = ("<ul><li><b>Real</b>: indexing and search of the bundled Git docs, the bridges TRIAD finds, the cost estimate, and "
+            f"the retrieval comparison on {n_questions} human-written HotpotQA questions.</li><li><b>Not real</b>: the TRIAD "
+            "questions. Offline there is no model to write or judge them, so a rule-based stand-in does, to show every step runs; "
+            "its items are <i>drafts</i>, never accepted, and they are not scored.</li></ul>")
+    search = (f"<p>{len(idx)} chunks indexed (dense vectors + BM25). The query <i>{_esc_html(query)}</i> finds:</p><table>"
+              + "".join(f"<tr><td>{m}</td><td>{_titles(idx, ids)}</td></tr>" for m, ids in searches.items()) + "</table>")
+    br = ("<p>TRIAD builds a multi-hop question from two passages joined by a bridge: a name both mention, else a near "
+          "neighbour.</p><table><tr><th>type</th><th>passages</th><th>bridge</th><th>why</th></tr>"
+          + "".join(f"<tr><td>{_esc_html(b['kind'])}</td><td>{_esc_html(' + '.join(b['titles']))}</td><td>{_esc_html(b['topic'])}</td>"
+                    f"<td>{_esc_html(b['why'])}</td></tr>" for b in bridges) + "</table>")
+    ex = "".join(f"<li>{_esc_html(it.question)} → {_esc_html(it.answer[:80])}</li>" for it in list(drafts)[:2])
+    br += (f"<div class='draft'><b>{gen.get('drafts', 0)} drafts of the rule-based stand-in</b> (status <code>draft</code> in "
+           f"the dataset: not accepted, not scored). They show the steps run; they are no benchmark:<ul>{ex}</ul></div>")
+    cost = "unknown" if est.get("cost_usd") is None else f"about {est['cost_usd']:.2f} USD"
+    estimate = (f"<p>{est['n']} TRIAD questions on this index with <code>{_esc_html(est['spec'])}</code>: about {est['calls']} LLM "
+                f"calls and {(est['input_tokens'] + est['output_tokens']) // 1000}k tokens, {cost} "
+                f"(<code>ragbench triad --estimate</code>; nothing is spent before you run it).</p>")
+    nxt = ("<ul><li><code>ragbench report OUT/eval</code>: the full interactive report of the retrieval comparison.</li>"
+           "<li><code>ragbench demo --gen-llm gemini:gemini-2.5-flash --llm gemini:gemini-2.5-flash</code>: a real model writes, "
+           "judges and answers.</li><li>Your own RAG: a setup with <code>endpoint: URL</code> or <code>function: module:attr</code> "
+           "(nbs/tutorials/own_rag.ipynb).</li></ul>")
+    return [("What this demo shows", real), ("Indexing and search", search), ("TRIAD: the bridges it finds", br),
+            ("What a real run would cost", estimate), ("Retrieval setups on human-written questions", retrieval_section(summary, n_questions)),
+            ("Next", nxt)]
+
+def demo_reports(out: Path, sections: Sequence[tuple[str, str]], log: Callable = print) -> dict:
+    "Write the demo's one page, `out/report.html`; returns its path."
+    return {"report": str(demo_page(out, sections, title="ragbench demo: what it measures offline"))}
+
 
 # %% ../nbs/90_demo.ipynb #fe8b531e
 def demo_config(llm_spec, gen_spec, **params) -> dict:
@@ -153,11 +258,12 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
                                                        max_docs=max_docs))
     emb = embedder or make_embedder()
     idx = build_demo_index(out, max_docs, embedder=emb, log=log, progress=progress)
-    demo_searches(idx, log=log)
+    searches = demo_searches(idx, log=log)
     pool = LLMPool(out / "cache")                 # one client per distinct spec, one cache (as every run: 19_spine)
     llm = pool.get(llm_spec)
     gen_llm = stand_in_generator(out / "cache") if gen_spec in (None, "template") else pool.get(gen_spec)
     gen = demo_triad(idx, gen_llm, out, n=n_questions, max_seeds=max_seeds, progress=progress, log=log)
+    bridges, est = demo_bridges(idx, out, log=log), demo_estimate(idx, log=log)
     hds, hidx = hotpotqa_benchmark(out / "hotpotqa", embedder=emb, progress=progress, log=log)
     if llm is not None: local_smoke(llm, log=log)
     log(f"[5/6] scoring {len(hds)} questions x 4 retrieval setups" + ("" if llm is None else f", answered and judged by {llm.spec}"))
@@ -166,11 +272,11 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     log(f"[5/6] {'retrieval' if llm is None else llm.spec + ' answered and judged'} on HotpotQA "
         f"({len(hds)} questions): {headline(summary)} -> {out / 'eval' / 'summary.json'}")
     triad = Dataset.read(out / "triad" / "dataset.jsonl") if (out / "triad" / "dataset.jsonl").exists() else Dataset()
-    if len(triad): demo_evaluate(triad, demo_setups(out / "db", llm_spec), out / "eval-triad", idx, llm, n_boot=n_boot)
-    reports = demo_reports(out, log=log)
-    log(f"[6/6] report: {reports['report']}" + (f" (the TRIAD questions: {reports['triad_report']})" if "triad_report" in reports
-                                              else "") + f"  ({time.monotonic() - t0:.0f} s in all)")
-    return {"index_rows": len(idx), "triad": {k: gen[k] for k in ("accepted", "attempts", "seeds_tried")},
+    sections = demo_sections(idx, searches, gen, bridges, est, [it for it in triad if it.answerable], summary, len(hds))
+    reports = demo_reports(out, sections, log=log)      # (the paired decision between setups adds its section here)
+    log(f"[6/6] report: {reports['report']} (one page)  ({time.monotonic() - t0:.0f} s in all)")
+    return {"index_rows": len(idx), "triad": {k: gen.get(k, 0) for k in ("accepted", "drafts", "attempts", "seeds_tried")},
+            "bridges": bridges, "estimate": est,
             "dataset": str(out / "triad" / "dataset.jsonl"), "hotpotqa": {"questions": len(hds), "paragraphs": len(hidx)},
             "eval": str(out / "eval"), "means": {s: {m: round(v["mean"], 3) for m, v in ms.items() if v.get("mean") is not None
                                                      and m in ("recall@k", "hit@k", "mrr", "ndcg@k", "token_f1", "correct")}

@@ -122,7 +122,7 @@ def apply_decisions(item: QAItem, rows: Sequence[dict]) -> QAItem:
     "`item` with its review rows appended, its status from the latest decision and its edits applied."
     if not rows: return item
     upd = {"review": list(item.review) + [review_of(r) for r in rows],
-           "status": "rejected" if rows[-1]["decision"] == "reject" else "accepted"}
+           "status": "rejected" if rows[-1]["decision"] == "reject" else "draft" if item.by_stand_in else "accepted"}
     for r in rows:
         if r["decision"] != "edit": continue
         if r.get("question"): upd["question"] = r["question"]
@@ -146,8 +146,8 @@ def write_reviewed(run_dir, items: Optional[list[QAItem]] = None, reviews: Optio
     reviews = run.read(REVIEWS) if reviews is None else reviews
     known = {it.id for it in items}
     done = apply_reviews(items, reviews)
-    kept = [it for it in done if it.status == "accepted"]
-    dropped = [it for it in done if it.status != "accepted"]
+    kept = [it for it in done if it.status in ("accepted", "draft")]      # a stand-in's draft stays a draft
+    dropped = [it for it in done if it.status not in ("accepted", "draft")]
     Dataset(kept).write(run / out); Dataset(dropped).write(run / rejected_out)
     return {"accepted": len(kept), "rejected": len(dropped), "reviewed": len({r["item_id"] for r in reviews} & known),
             "unknown_item_reviews": sum(r["item_id"] not in known for r in reviews)}

@@ -8,7 +8,7 @@ import html, os, re, sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
-from .core import Chunk, QAItem, RunDir, RunLock, utc_now
+from .core import Chunk, QAItem, RunDir, RunLock, as_draft, utc_now
 from .text import candidate_names
 from .review import (REVIEWS, SOURCES, INSPECTED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items, failed_checks,
                              judge_scores, demo_chunks, demo_run_dir, write_reviewed)
@@ -698,8 +698,8 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
     if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])   # its own classifier, as in a run
     variant = unanswerable_variant(item, cfg) if cfg.unanswerable else None
     if variant is not None and cfg.unanswerable_check: variant = await acheck_unanswerable(variant, item, inspector.index, llms["judge"], cfg)
-    if variant is None: return [item], []
-    return ([item, variant], []) if variant.status == "accepted" else ([item], [variant])
+    if variant is None: return [as_draft(item)], []
+    return ([as_draft(item), as_draft(variant)], []) if variant.status == "accepted" else ([as_draft(item)], [variant])
 
 # %% ../nbs/61_widgets.ipynb #d7a595c1
 def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison", binary: bool = False) -> QAItem:

@@ -717,13 +717,18 @@ def test_demo_with_the_fake_server(demo):
         assert (out / f).exists(), f
     assert json.loads((out / "manifest.json").read_text())["kind"] == "demo"
     items = jsonl(out / "triad" / "dataset.jsonl")
-    assert len(answerable(items)) == 1                                       # accepted == --n (rule-based generator)
+    # pin changed (issue 21): the rule-based generator's items are drafts, never accepted, and they are not scored
+    assert len(answerable(items)) == 1 and {i["status"] for i in items} == {"draft"}   # drafts == --n (rule-based generator)
     # pin updated (issue 13, the first run): the setups are scored on the 12 bundled HotpotQA questions, four setups
-    # that each vary one thing; the TRIAD questions are scored too, apart (eval-triad, triad_report.html)
+    # that each vary one thing
     setups = {"dense-top5", "bm25-top5", "hybrid-top5", "dense-top2"}
     rows = jsonl(out / "eval" / "scores.jsonl")
     assert len(rows) == 12 * 4 and {r["setup"] for r in rows} == setups and {r["method"] for r in rows} == {"static"}
     assert {r["mode"] for r in rows} == {"retrieved"} and all(r["answer"] is not None for r in rows)   # --llm answered
-    triad_rows = jsonl(out / "eval-triad" / "scores.jsonl")
-    assert len(triad_rows) == len(items) * 4 and (out / "triad_report.html").exists()
+    # pin changed (issue 21): no eval-triad / triad_report.html (the stand-in's drafts are not scored); report.html is one
+    # static page (no script, kilobytes) with the bridges, the drafts marked as such, the cost estimate and the comparison
+    assert not (out / "eval-triad").exists() and not (out / "triad_report.html").exists()
+    page = (out / "report.html").read_text()
+    assert "<script" not in page and len(page) < 60_000 and "drafts of the rule-based stand-in" in page
+    assert "drafts, none accepted" in p.stdout and "a real run: 100 questions" in p.stdout
     assert calls > 0                                                         # --llm really answered and judged

@@ -10,6 +10,7 @@ from .metrics import (DEFAULT_KS, exact_match, hit_at_k, mrr, ndcg_at_k, precisi
                                    retrieval_metrics, answer_metrics, token_f1, token_recall, rouge_l_recall, bertscore_recall)
 from .judges import (JUDGES, JUDGE_METRICS, Judge, JudgedAnswer, Verdicts, judge, LONG_FORM_STYLES, RUBRIC_DIMENSIONS, RubricScores, ajudge,
                                   ajudge_answer, claim_f1, claim_support, correctness_prompt)
+from .systems import EndpointBackend, FunctionBackend, RagSystem, map_context, map_contexts
 from .setups import (NOT_APPLICABLE, ExternalAnswer, Setup, SetupError, build_context, check_setups, load_setups,
                                   read_answers, setups_from_dict, unanswerable_kind, variants_of, vary)
 from .run import (DIMENSIONS, EvalError, evaluate, evaluate_command, format_summary, latest_rows, load_scores,

@@ -13,17 +13,19 @@ from ..core import Dataset, QAItem, RunDir, RunLock, UserError, short_hash, read
 from .metrics import DEFAULT_KS, retrieval_metrics, answer_metrics, bertscore_recall
 from .metrics import relevant_retrieval_metrics, semantic_similarity, answer_correctness, bertscore_info, model_name
 from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
-from .setups import (NOT_APPLICABLE, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
+from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
                                   agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind)
 from ..spine import LLMPool, RunResult, file_options, ray_address
+from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
 from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
 
 # %% auto #0
-__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'EvalError', 'metric_names',
-           'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key', 'latest_rows', 'summarize',
-           'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint', 'open_index', 'with_columns',
-           'items_without_gold', 'index_key', 'evaluate', 'format_summary', 'metric_notes', 'answers_setup',
-           'comma_list', 'report_inputs', 'report_failures', 'evaluate_command', 'cutoffs', 'evaluate_options']
+__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'EvalError',
+           'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key', 'latest_rows',
+           'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint', 'open_index',
+           'with_columns', 'items_without_gold', 'index_key', 'evaluate', 'format_summary', 'metric_notes',
+           'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures', 'evaluate_command',
+           'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -91,6 +93,45 @@ def _contexts(items: Sequence[QAItem], setup: Setup, mode: str, index, external:
         else: ctxs.append(build_context(it, setup, mode, index)); answers.append(None)
     return ctxs, answers
 
+# %% ../../nbs/40_eval.run.ipynb #sys-ask01
+SYSTEM_RETRIEVES = NOT_APPLICABLE + "the user's system retrieves for itself (retrieved mode only)"
+
+def _system_context(reply: dict, index, threshold: float) -> tuple[SetupContext, list[dict], list[str]]:
+    "(SetupContext, per-context mappings, ranked document ids) of one reply of the user's system."
+    recs = reply.get("contexts") or []
+    ids, docs, maps = map_contexts(recs, index, threshold)
+    known = {c[0]: c for c in chunks_in_index(index, [i for mp in maps for i in mp["chunk_ids"]])} if index is not None else {}
+    chunks = []
+    for n, (r, mp) in enumerate(zip(recs, maps)):
+        if r.get("text"): chunks.append((mp["chunk_ids"][0] if mp["chunk_ids"] else f"ctx-{n}", r.get("doc_id") or "", r["text"]))
+        else: chunks += [known[i] for i in mp["chunk_ids"] if i in known]
+    return SetupContext(ids, chunks), maps, docs
+
+async def _ask_system(items: Sequence[QAItem], setup: Setup, mode: str, index, system) -> tuple[list, list, list, list]:
+    "(contexts, answers, mappings, errors) of a batch asked of the user's system; rows that do not apply are not asked."
+    import asyncio
+    ctxs, answers, maps, errors = [], [None] * len(items), [None] * len(items), [None] * len(items)
+    for it in items:
+        if mode != "retrieved": ctxs.append(SetupContext(skipped=SYSTEM_RETRIEVES))
+        elif unanswerable_kind(it) == "context": ctxs.append(build_context(it, setup, mode, index))
+        else: ctxs.append(None)
+    ask = [i for i, c in enumerate(ctxs) if c is None]
+    got = await asyncio.gather(*(_guarded(system.aask(items[i].question)) for i in ask))
+    _raise_spent(got)
+    for i, (reply, err) in zip(ask, got):
+        if err: ctxs[i], errors[i] = SetupContext(), err; continue
+        ctxs[i], maps[i], docs = _system_context(reply, index, setup.map_threshold)
+        answers[i], maps[i] = reply.get("answer"), {"contexts": maps[i], "doc_ids": docs}
+    return ctxs, answers, maps, errors
+
+def _doc_metrics(item: QAItem, docs: list[str], index, top_k: int) -> dict:
+    "Document-level hit@k and recall@k (the documents of the gold chunks among the documents the system returned)."
+    gold = [] if index is None else list(dict.fromkeys(c.doc_id for c in existing_chunks(index, item.gold_chunk_ids).values()))
+    if not gold: return {"doc_hit@k": None, "doc_recall@k": None}
+    m = retrieval_metrics(docs, gold, top_k=top_k, ks=())
+    return {"doc_hit@k": m["hit@k"], "doc_recall@k": m["recall@k"]}
+
+
 # %% ../../nbs/40_eval.run.ipynb #f71cef28
 def _text_metrics(items, answers, mets, idx: list[int], bertscore: bool, bertscore_model: Optional[str]) -> None:
     "Fill the answer metrics (and BERTScore, batched) of the rows `idx`."
@@ -118,12 +159,13 @@ def _correctness_metrics(items, answers, mets, idx: list[int], similarity) -> No
 async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index=None, llm=None, judge_llm=None,
                       external: Optional[dict] = None, judges: Sequence[str] = JUDGES, bertscore: bool = True,
                       bertscore_model: Optional[str] = None, keypoint_cache: Optional[dict] = None,
-                      ks: Sequence[int] = DEFAULT_KS, similarity=None) -> list[dict]:
-    "Score `items` for one setup and mode (`similarity`: the embedder of answer correctness); returns their scores.jsonl rows."
+                      ks: Sequence[int] = DEFAULT_KS, similarity=None, system=None) -> list[dict]:
+    "Score `items` for one setup and mode (`similarity`: the embedder of answer correctness; `system`: the user's RAG to ask); returns their scores.jsonl rows."
     import asyncio
-    ctxs, answers = _contexts(items, setup, mode, index, external, llm)
-    errors: list[Optional[str]] = [None] * len(items)
-    scored = [i for i, c in enumerate(ctxs) if c.skipped is None]
+    maps: list = [None] * len(items)
+    if system is not None: ctxs, answers, maps, errors = await _ask_system(items, setup, mode, index, system)
+    else: ctxs, answers = _contexts(items, setup, mode, index, external, llm); errors = [None] * len(items)
+    scored = [i for i, c in enumerate(ctxs) if c.skipped is None and errors[i] is None]
     if not setup.external and llm is not None:
         got = await asyncio.gather(*(_guarded(_answer(llm, items[i], ctxs[i], setup)) for i in scored))
         _raise_spent(got)
@@ -134,6 +176,8 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
             mets[i].update(retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids, top_k=setup.top_k, ks=ks))
             mets[i].update(relevant_retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids, relevant_chunk_ids(items[i]),
                                                       top_k=setup.top_k, ks=ks))
+        for i in scored:
+            if maps[i] is not None: mets[i].update(_doc_metrics(items[i], maps[i]["doc_ids"], index, setup.top_k))
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
     _text_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], bertscore, bertscore_model)
     fails, details = [[] for _ in items], [{} for _ in items]
@@ -149,7 +193,10 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
             if err: errors[i] = err
             else: mets[i].update(res[0]); fails[i], details[i] = res[1], res[2]
         _correctness_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], similarity)
-    return [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details, errors)]
+    rows = [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details, errors)]
+    for r, mp in zip(rows, maps):
+        if mp is not None: r.update(context_mapping=mapping_counts(mp["contexts"]), contexts_mapped=mp["contexts"])
+    return rows
 
 # %% ../../nbs/40_eval.run.ipynb #62d2ff7c
 def row_key(r: dict) -> tuple: return (r["item_id"], r["setup"], r["mode"])
@@ -186,6 +233,8 @@ def _counts(rs: list[dict]) -> dict:
     "Judge failures, row errors, not-applicable and skipped rows of one setup's rows."
     return {"judge_failures": dict(Counter(f for r in rs for f in r.get("judge_failures") or [])),
             "errors": sum(bool(r.get("error")) for r in rs),
+            "context_mapping": {h: sum(r["context_mapping"].get(h, 0) for r in rs if r.get("context_mapping")) for h in MAPPINGS}
+                               if any(r.get("context_mapping") for r in rs) else {},
             "not_applicable": dict(Counter(f"{r['mode']}: {r['skipped'][len(NOT_APPLICABLE):]}" for r in rs if not _applicable(r))),
             "skipped": dict(Counter(f"{r['mode']}: {r['skipped']}" for r in rs if r.get("skipped") and _applicable(r)))}
 
@@ -210,7 +259,7 @@ def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None, n
     out = {"n_rows": len(rows), "n_items": len({r["item_id"] for r in rows}),
            "modes": sorted({r["mode"] for r in rows}, key=lambda m: MODES.index(m) if m in MODES else 99),
            "setups": {}, "breakdowns": {d: {} for d in dimensions}, "precision_ceiling": {},
-           "judge_failures": {}, "errors": {}, "not_applicable": {}, "skipped": {}}
+           "judge_failures": {}, "errors": {}, "context_mapping": {}, "not_applicable": {}, "skipped": {}}
     for s in order:
         rs = by_setup.get(s, [])
         if not rs: continue
@@ -328,7 +377,13 @@ def items_without_gold(dataset, ds: Dataset) -> dict:
 def _recorded(s: Setup) -> dict:
     "A setup as the manifest records it (LLM spec redacted)."
     from ragbench.llm import redact_spec
-    return {**s.model_dump(), "llm": s.llm and redact_spec(s.llm)}
+    d = {**s.model_dump(), "llm": s.llm and redact_spec(s.llm)}
+    d = {k: v for k, v in d.items() if k not in _SYSTEM_FIELDS or v != Setup.model_fields[k].default}   # old runs stay resumable
+    if s.function is not None: d["function"] = function_name(s.function)
+    if s.endpoint is not None: d["endpoint"] = redact_spec(s.endpoint)
+    return d
+
+_SYSTEM_FIELDS = ("endpoint", "function", "headers", "answer_path", "contexts_path", "timeout", "concurrency", "rpm", "retries", "map_threshold")
 
 def _check_out(out: Path, ds: Dataset, setups: Sequence[Setup]) -> None:
     "Refuse an --out that is a file, or that holds another dataset or another definition of a setup name."
@@ -394,9 +449,13 @@ async def _score_all(plan: list, run: RunDir, score: Callable, batch_size: int, 
                 pending.add(asyncio.ensure_future(score(items[b:b + batch_size], s, mode)))
         await drain(True)
     except BaseException as e:            # the batches still in flight are redone on resume
+        if isinstance(e, BudgetExceeded):   # requests already sent finish (the meter equals what was received); new ones are refused
+            await asyncio.gather(*pending, return_exceptions=True)
+            for t in pending:
+                if not t.cancelled() and t.exception() is None: rows = t.result(); run.append("scores.jsonl", *rows); new += len(rows); bar.update(len(rows))
+            return new, f"budget spent ({e})"
         for t in pending: t.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if isinstance(e, BudgetExceeded): return new, f"budget spent ({e})"
         raise
     return new, None
 
@@ -416,6 +475,12 @@ def _score_on_ray(plan: list, run: RunDir, score: Callable, batch_size: int, par
 
 
 # %% ../../nbs/40_eval.run.ipynb #2a65d804
+def _system(s: Setup, cache_dir: Path, meter) -> RagSystem:
+    "The user's RAG of a setup, counted into the run's meter and cached in the run like LLM calls."
+    backend = (EndpointBackend(s.endpoint, s.headers, s.answer_path, s.contexts_path, s.timeout) if s.endpoint is not None
+               else FunctionBackend(s.function))
+    return RagSystem(backend, cache_dir=cache_dir, meter=meter, concurrency=s.concurrency, rpm=s.rpm, retries=s.retries)
+
 def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], str, Path], out_dir: Union[str, Path], *,
              db: Optional[Union[str, Path]] = None, modes: Sequence[str] = ("retrieved",), judge_llm=None,
              default_llm: Optional[str] = None, llm_factory: Optional[Callable[[str], Any]] = None,
@@ -432,8 +497,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     external, unknown = _read_external(setups, ds)
     indexes = _open_indexes(setups, index_factory)
     if llm_factory is None:               # check every LLM spec before writing anything
-        for spec in {s.llm or default_llm for s in setups if not s.external} | ({judge_llm} if isinstance(judge_llm, str) else set()):
-            LLMPool().get(spec)
+        for spec in {s.llm or default_llm for s in setups if not s.external and not s.calls_system} | ({judge_llm} if isinstance(judge_llm, str) else set()):
+            if spec is not None: LLMPool().get(spec)
     out = Path(out_dir); _check_out(out, ds, setups)
     with RunLock(out):
         run, t0 = RunDir(out), time.time()
@@ -443,11 +508,12 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         _manifest(run, dataset, ds, setups, modes, judges, judge, unknown, max_calls)
         done = {row_key(r) for r in latest_rows(run.read("scores.jsonl")) if not r.get("error")}
         plan = [(s, mode, _todo(ds, s, mode, done, external)) for s in setups for mode in modes]
+        systems = {s.name: _system(s, out / "cache", meter) for s in setups if s.calls_system}
         kcache = {}
         def score(items, s, mode):
-            return score_batch(items, s, mode, index=indexes.get(index_key(s)), llm=None if s.external else llms.get(s.llm or default_llm),
+            return score_batch(items, s, mode, index=indexes.get(index_key(s)), llm=None if s.external or s.calls_system else llms.get(s.llm or default_llm),
                                judge_llm=judge, external=external.get(s.name), judges=judges, bertscore=bertscore,
-                               bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks, similarity=similarity)
+                               bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks, similarity=similarity, system=systems.get(s.name))
         bar = _progress_bar(sum(len(p[2]) for p in plan), progress)
         with task_usage() as session:
             try:
@@ -471,7 +537,8 @@ def _models(setups: Sequence[Setup], default_llm: Optional[str], judge) -> dict:
     "The answering LLM spec of each setup (None: retrieval-only or the user's answers) and the judge's spec (redacted)."
     from ragbench.llm import redact_spec
     spec = lambda x: None if x is None else redact_spec(x)
-    return {"answer": {s.name: None if s.external else spec(s.llm or default_llm) for s in setups},
+    own = lambda s: f"endpoint:{redact_spec(s.endpoint)}" if s.endpoint else f"function:{function_name(s.function)}"
+    return {"answer": {s.name: None if s.external else own(s) if s.calls_system else spec(s.llm or default_llm) for s in setups},
             "judge": getattr(judge, "spec", None) if judge is not None else None}
 
 # %% ../../nbs/40_eval.run.ipynb #d32c0097
@@ -533,6 +600,14 @@ def _say(msg: str) -> None: print(f"ragbench evaluate: {msg}", file=sys.stderr)
 
 def _listed(xs: Sequence[str], n: int = 20) -> str: return ", ".join(xs[:n]) + (" ..." if len(xs) > n else "")
 
+def mapping_note(name: str, m: dict) -> str:
+    "What the retrieval metrics of a setup mean when some of its contexts did not map to a chunk of the index."
+    n = sum(m.values())
+    return (f"setup '{name}': {m.get('unmapped', 0)} of {n} returned context(s) could not be mapped to a chunk of the index"
+            + (f" and {m['document']} only to a whole document" if m.get("document") else "")
+            + "; they count as misses, so its chunk-level retrieval metrics are lower bounds "
+            "(doc_hit@k / doc_recall@k score it by document)")
+
 def report_inputs(summary: dict) -> None:
     "Say on stderr what was left out: answers for unknown items, missing answers, items without gold chunk ids."
     for name, ids in summary.get("unknown_answer_ids", {}).items():
@@ -541,6 +616,8 @@ def report_inputs(summary: dict) -> None:
         if n: _say(f"setup '{name}': {n} item x mode pair(s) have no answer in its file")
     ng = summary.get("items_without_gold") or {}
     if ng.get("n"): _say(f"{ng['n']} answerable item(s) have no gold chunk ids, so no retrieval scores: {_listed(ng['lines'])}")
+    for name, m in (summary.get("context_mapping") or {}).items():
+        if m.get("unmapped") or m.get("document"): _say(mapping_note(name, m))
     na = max((sum(v for k, v in per.items() if k.startswith("retrieved: context-unanswerable")) for per in (summary.get("not_applicable") or {}).values()), default=0)
     if na and "unanswerable" not in summary.get("modes", []):
         _say(f"{na} context-unanswerable item(s) are not applicable in the retrieved mode; add --modes retrieved,unanswerable to score their abstention")
@@ -597,7 +674,7 @@ def evaluate_options(*, dataset, out, db, column, setups, answers, answers_top_k
     if judge in ("none", ""): judge = None
     if judge is None: _say("no --judge-llm: LLM judges are skipped (their metrics are empty)")
     for s in runs:
-        if not s.external and not (s.llm or llm): _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
+        if not s.external and not s.calls_system and not (s.llm or llm): _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
     summary = evaluate(dataset, runs, out, db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm, judges=comma_list(judges),
                        bertscore=bertscore, bertscore_model=bertscore_model, ks=cutoffs(ks), n_boot=n_boot,
                        seed=seed, batch_size=batch_size, parallel_batches=parallel_batches, max_calls=max_calls, progress=not quiet, ray=ray)

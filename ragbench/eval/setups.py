@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from ..core import QAItem, Chunk, RecordError, UserError, read_jsonl, read_config_file, validation_problems
 from ..stats import MODES
 from ..prompts import PromptTemplate, register_prompt, render_prompt, get_prompt, format_chunks
@@ -39,6 +39,35 @@ class Setup(BaseModel):
     answers: Optional[str] = None
     columns: Optional[dict[str, str]] = None
     description: str = ""
+    endpoint: Optional[str] = None             # the user's RAG service: POST {"question": ...} -> {"answer", "contexts"}
+    function: Optional[Any] = None             # the user's RAG in Python: "module:attr" (or the object itself)
+    headers: Optional[dict[str, str]] = None   # endpoint headers: header -> NAME of an environment variable (or "Bearer ${NAME}")
+    answer_path: str = "answer"                # where the endpoint's reply holds the answer (dotted, "" for none)
+    contexts_path: str = "contexts"            # ... and the contexts (chunk ids, texts or {text, doc_id} objects)
+    timeout: float = Field(60.0, gt=0)
+    concurrency: int = Field(4, ge=1)
+    rpm: Optional[float] = Field(None, gt=0)
+    retries: int = Field(5, ge=0)
+    map_threshold: float = Field(0.6, gt=0, le=1)   # share of a context's content words a chunk must hold to map
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Setup":
+        "At most one of answers / endpoint / function; no answering LLM and only endpoint options for the user's own system."
+        from ragbench.eval.systems import check_headers
+        given = [k for k in ("answers", "endpoint", "function") if getattr(self, k) is not None]
+        if len(given) > 1: raise ValueError(f"give one of answers, endpoint, function (got {' and '.join(given)})")
+        if self.calls_system and self.llm: raise ValueError(f"'llm' does not apply to a {given[0]} setup: the user's system answers")
+        if self.endpoint is not None and not self.endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint must be an http:// or https:// URL, got {self.endpoint!r}")
+        if self.headers and self.endpoint is None: raise ValueError("'headers' apply to an endpoint setup only")
+        bad = check_headers(self.headers)
+        if bad: raise ValueError(bad)
+        return self
+
+    @property
+    def calls_system(self) -> bool:
+        "True when ragbench asks the user's own RAG (an endpoint or a function) for answers and contexts."
+        return self.endpoint is not None or self.function is not None
 
     @property
     def external(self) -> bool:
@@ -173,8 +202,16 @@ def check_setups(setups: Sequence[Setup], db: Optional[Union[str, Path]] = None)
     out, tables = [], {}
     _check_unique(setups)
     for s in setups:
-        if s.external:   # the db is optional here: it only supplies chunk texts to the faithfulness judge
-            if not Path(s.answers).exists(): raise SetupError(f"setup '{s.name}': answers file not found: {s.answers}")
+        if s.external or s.calls_system:   # the db is optional here: chunk texts for the judge, and contexts mapped to chunk ids
+            if s.external and not Path(s.answers).exists(): raise SetupError(f"setup '{s.name}': answers file not found: {s.answers}")
+            if s.headers:
+                from ragbench.eval.systems import header_values
+                try: header_values(s.headers)
+                except UserError as e: raise SetupError(f"setup '{s.name}': {e}") from None
+            if s.function is not None:
+                from ragbench.eval.systems import as_async, resolve_function
+                try: as_async(resolve_function(s.function))
+                except UserError as e: raise SetupError(f"setup '{s.name}': {e}") from None
             path = s.db or (str(db) if db is not None else None)
             if path is not None and Path(path).is_dir():
                 if path not in tables: tables[path] = table_names(path)

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, Field
 from ..llm import arun
-from ..core import (QAItem, RunDir, RunLock, UserError, append_jsonl, atomic_write, corpus_fingerprint, item_id,
+from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, atomic_write, corpus_fingerprint, item_id,
                            read_jsonl, short_hash, utc_now)
 
 # %% auto #0
 __all__ = ['Task', 'TaskResult', 'TaskJournal', 'frontier', 'Selection', 'select_first_n', 'GenerationMethod', 'StopRun',
            'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume', 'index_fingerprint', 'run_summary',
-           'restore_spent', 'arun_generation', 'run_generation', 'QuestionReply', 'OneChunkQuestions']
+           'drafts_of_stand_in', 'restore_spent', 'arun_generation', 'run_generation', 'QuestionReply',
+           'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
@@ -41,8 +42,8 @@ class TaskResult(BaseModel):
 
     @property
     def counted(self) -> int:
-        "How many items this task adds towards a target: its accepted, answerable items."
-        return sum(1 for i in self.items if i.answerable and i.status == "accepted")
+        "How many items this task adds towards a target: its accepted (or, from the stand-in, draft) answerable items."
+        return sum(1 for i in self.items if i.answerable and i.status in ("accepted", "draft"))
 
 # %% ../../nbs/17_gen.base.ipynb #269d6f75
 class TaskJournal:
@@ -256,7 +257,8 @@ def run_summary(method: GenerationMethod, results: dict, sel: Selection, meter, 
     outcomes = Counter(r.outcome for r in rs)
     accepted = sum(i.answerable and i.status == "accepted" for i in sel.dataset)
     tot = meter.totals()
-    return {"kind": method.name, "target": method.target, "stop_reason": stop, "accepted": accepted,
+    drafts = sum(i.answerable and i.status == "draft" for i in sel.dataset)
+    return {"kind": method.name, "target": method.target, "stop_reason": stop, "accepted": accepted, "drafts": drafts,
             "overflow": sum(i.answerable for i in sel.overflow),
             "tasks": {"finished": sum(r.outcome != "error" for r in rs), "errors": outcomes.get("error", 0),
                       "by_outcome": dict(outcomes)},
@@ -276,7 +278,14 @@ async def _run_one(method: GenerationMethod, task: Task, index) -> TaskResult:
     u = usage.totals()
     for it in r.items + r.rejected:
         if not it.usage: it.usage = u
-    return r.model_copy(update={"usage": u})
+    return drafts_of_stand_in(r.model_copy(update={"usage": u}))
+
+def drafts_of_stand_in(r: TaskResult) -> TaskResult:
+    "A task result whose items the stand-in wrote or judged: its items are drafts and its outcome `draft`, never accepted."
+    items = [as_draft(i) for i in r.items]
+    if all(a is b for a, b in zip(items, r.items)): return r
+    return r.model_copy(update={"items": items, "outcome": "draft" if r.outcome == "accepted" else r.outcome,
+                                "record": {**r.record, "outcome": "draft"} if r.record.get("outcome") == "accepted" else r.record})
 
 # %% ../../nbs/17_gen.base.ipynb #5348b7f8
 def restore_spent(meter, results: Iterable[TaskResult], log: Callable[[str], None]) -> int:

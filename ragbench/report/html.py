@@ -181,6 +181,13 @@ def _rows_sections(summary: dict) -> list[str]:
     if any((summary.get("errors") or {}).values()):
         out += ["<h2>Failed rows</h2><p class='sub'>Rows whose LLM calls failed for good (re-running the evaluation redoes them).</p>",
                 _nested_html({k: v for k, v in summary["errors"].items() if v})]
+    maps = {s: m for s, m in (summary.get("context_mapping") or {}).items() if m}
+    if maps:
+        out += ["<h2>Contexts of your own RAG</h2><p class='sub'>How the contexts each system returned map to chunks of the "
+                "index: <i>id</i> (one of our chunk ids), <i>exact</i> (the same text), <i>overlap</i> (most of its content words "
+                "in one or several chunks), <i>document</i> (only a whole document covers it), <i>unmapped</i>. An unmapped or "
+                "document-level context counts as a miss at chunk level, so when there are any, recall@k, hit@k, MRR and "
+                "nDCG are lower bounds; doc_hit@k and doc_recall@k score the same contexts by document.</p>", _nested_html(maps)]
     for key, title in (("skipped", "Skipped rows"), ("not_applicable", "Rows not applicable")):
         if any((summary.get(key) or {}).values()): out += [f"<h2>{title}</h2>", _nested_html({k: v for k, v in summary[key].items() if v})]
     return out

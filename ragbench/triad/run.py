@@ -8,7 +8,7 @@ import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence
-from ..core import QAItem, RunDir, UserError, validation_problems
+from ..core import QAItem, RunDir, UserError, as_draft, validation_problems
 from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Task, TaskResult, arun_generation,
                                check_resume, index_fingerprint, run_generation)
 from ..llm import LLMError, LLMParseError, price_for, redact_spec
@@ -23,8 +23,8 @@ from .write import QAPair, draft_item, generation_prompt
 
 # %% auto #0
 __all__ = ['LLM_ROLES', 'PACE', 'NEVER_PARSES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed',
-           'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates', 'by_type',
-           'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
+           'drafted', 'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates',
+           'by_type', 'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
            'triad_inputs', 'triad_command']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
@@ -78,11 +78,17 @@ async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: 
     if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])
     item = item.model_copy(update={"models": models})
     variant = await _variant(item, index, llms, cfg)
-    if variant is None: return {**rec, "outcome": "accepted"}, [item], []
+    if variant is None: return drafted({**rec, "outcome": "accepted"}, [item], [])
     variant = variant.model_copy(update={"models": models})
     rec["variant_id"] = variant.id
     ok = variant.status == "accepted"
-    return {**rec, "outcome": "accepted"}, [item, variant] if ok else [item], [] if ok else [variant]
+    return drafted({**rec, "outcome": "accepted"}, [item, variant] if ok else [item], [] if ok else [variant])
+
+def drafted(rec: dict, keep: list[QAItem], drop: list[QAItem]) -> tuple[dict, list[QAItem], list[QAItem]]:
+    "A seed's outcome with the stand-in's accepted items made drafts (outcome `draft`): it never accepts anything."
+    kept = [as_draft(i) for i in keep]
+    if any(a is not b for a, b in zip(kept, keep)): rec = {**rec, "outcome": "draft"}
+    return rec, kept, drop
 
 def process_seed(plan, index, llms, cfg):
     "Sync wrapper of `aprocess_seed`."
@@ -204,7 +210,7 @@ def seed_records(results: Sequence[TaskResult], sel: Selection, plans: dict) -> 
         base = {"seed": r.task_id, "position": r.position, **({"kind": p.kind, "binary": p.binary} if p else {})}
         rec = {**base, **r.record, "outcome": r.outcome, "usage": r.usage, "at": r.at}
         if r.outcome == "error": rec["error"] = r.error
-        if r.outcome == "accepted" and rec.get("item_id") in spilled: rec["outcome"] = "overflow"
+        if r.outcome in ("accepted", "draft") and rec.get("item_id") in spilled: rec["outcome"] = "overflow"
         out.append(rec)
     return out
 
@@ -251,9 +257,10 @@ def by_type(results: Sequence[TaskResult], types: Sequence[str]) -> dict:
     for kind in types:
         rs = [r for r in results if r.outcome != "error" and r.record.get("kind") == kind]
         qs = [i for i in _questions(rs)]
-        acc, rej = sum(i.status == "accepted" for i in qs), sum(i.status != "accepted" for i in qs)
+        acc, rej = sum(i.status == "accepted" for i in qs), sum(i.status == "rejected" for i in qs)
         att = sum(len(i.attempts) for i in qs)
         out[kind] = {"seeds": len(rs), "no_bridge": sum(r.outcome == "no_bridge" for r in rs), "accepted": acc, "rejected": rej,
+                     "drafts": sum(i.status == "draft" for i in qs),
                      "attempts": att, "acceptance_rate": _rate(acc, acc + rej), "acceptance_rate_per_attempt": _rate(acc, att),
                      **_pairing([r.record for r in rs])}
     return out
@@ -264,7 +271,7 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
     done = [r for r in results if r.outcome != "error"]
     qs, acc = _questions(done), [i for i in sel.dataset if i.answerable]
     attempts = [a for i in qs for a in i.attempts]
-    n_ok = sum(i.status == "accepted" for i in qs)
+    n_ok, drafts = sum(i.status == "accepted" for i in qs), sum(i.status == "draft" for i in qs)
     errors = [r for r in results if r.outcome == "error"]
     return {
         "n_target": cfg.n, "unanswerable_variants": sum(not i.answerable for i in sel.dataset),
@@ -274,7 +281,8 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
         "bridge_via": dict(Counter(r.record.get("bridge_via") for r in done if r.record.get("bridge_via"))),
         "same_document_share": _pairing([r.record for r in done])["same_document_share"],
         "attempts": len(attempts), "attempts_per_question": _rate(len(attempts), len(qs)),
-        "acceptance_rate": _rate(n_ok, len(qs)), "acceptance_rate_per_attempt": _rate(n_ok, len(attempts)),
+        # the stand-in's verdicts are no acceptance: with its drafts there is no acceptance rate to report
+        "acceptance_rate": None if drafts else _rate(n_ok, len(qs)), "acceptance_rate_per_attempt": None if drafts else _rate(n_ok, len(attempts)),
         "failed_checks": dict(Counter(a.failed_check for a in attempts if a.failed_check)),
         "rejections_by_check": dict(Counter(check_family(a.failed_check) for a in attempts if a.failed_check)),
         "pass_rate_by_check": pass_rates(attempts), "by_type": by_type(results, cfg.types),
@@ -428,8 +436,12 @@ def _print_summary(s: dict, out: Path) -> None:
     "A short human-readable summary on stdout."
     llm = s["llm"]
     tokens = llm["input_tokens"] + llm["output_tokens"]
-    print(f"accepted {s['accepted']}/{s['n_target']} questions (+{s['unanswerable_variants']} unanswerable variants), "
-          f"{s['rejected']} rejected; {s['seeds_tried']} seeds tried, {s['attempts']} attempts")
+    if s.get("drafts"):
+        print(f"{s['drafts']}/{s['n_target']} drafts of the rule-based stand-in, none accepted: no model wrote or judged them "
+              f"(+{s['unanswerable_variants']} unanswerable variants), {s['rejected']} rejected; {s['seeds_tried']} seeds tried, {s['attempts']} attempts")
+    else:
+        print(f"accepted {s['accepted']}/{s['n_target']} questions (+{s['unanswerable_variants']} unanswerable variants), "
+              f"{s['rejected']} rejected; {s['seeds_tried']} seeds tried, {s['attempts']} attempts")
     print(f"acceptance: {s['acceptance_rate']} per question, {s['acceptance_rate_per_attempt']} per attempt; "
           f"failed checks: {s['failed_checks'] or '-'}")
     print("by type: " + ", ".join(f"{k} {v['accepted']}/{v['accepted'] + v['rejected']}" for k, v in s["by_type"].items()))
@@ -468,7 +480,7 @@ def _report_stop(s: dict, cfg: TriadConfig) -> int:
               "re-run the same command to retry them", file=sys.stderr); return 1
     if stop.startswith("budget"):
         print(f"stopped: {stop}; re-run the same command with a larger budget to continue", file=sys.stderr)
-    elif stop == "plan exhausted" and s["accepted"] < cfg.n:
+    elif stop == "plan exhausted" and s["accepted"] + s.get("drafts", 0) < cfg.n:
         print(f"stopped: all {cfg.seed_cap} seeds tried; raise --max-seeds to continue", file=sys.stderr)
     return 0
 
