@@ -11,10 +11,10 @@ from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
-__all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'QAItem', 'item_id',
-           'UserError', 'RecordError', 'validation_problems', 'parse_record', 'read_jsonl', 'append_jsonl',
-           'atomic_write', 'read_config_file', 'Dataset', 'package_dir', 'package_versions', 'corpus_fingerprint',
-           'RunDir', 'RunLock']
+__all__ = ['short_hash', 'make_chunk_id', 'content_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review',
+           'QAItem', 'item_id', 'UserError', 'RecordError', 'validation_problems', 'parse_record', 'read_jsonl',
+           'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'package_dir', 'package_versions',
+           'corpus_fingerprint', 'RunDir', 'RunLock']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -23,8 +23,12 @@ def short_hash(*parts: Any, n: int = 12) -> str:
     return h.hexdigest()[:n]
 
 def make_chunk_id(doc_id: str, position: int, text: str) -> str:
-    "Stable chunk id from its document, position and text: the same input gives the same id on every run."
+    "The id of a chunk from its document, a number and its text (`content_chunk_id` passes the repeat count; ids before issue 22 passed the position)."
     return "c-" + short_hash(doc_id, position, text)
+
+def content_chunk_id(doc_id: str, text: str, repeat: int = 0) -> str:
+    "Content-addressed chunk id: the same text in the same document keeps its id wherever it moves (`repeat`: earlier chunks of the document with this text)."
+    return make_chunk_id(doc_id, repeat, text)
 
 # %% ../nbs/00_core.ipynb #67c7a402
 def utc_now() -> str:
