@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # %% auto #0
 __all__ = ['short_hash', 'make_chunk_id', 'content_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review',
            'QAItem', 'item_id', 'UserError', 'RecordError', 'validation_problems', 'parse_record', 'read_jsonl',
-           'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'package_dir', 'package_versions',
-           'corpus_fingerprint', 'RunDir', 'RunLock']
+           'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'item_digest', 'dataset_version',
+           'dataset_diff', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -246,6 +246,23 @@ def card(self: Dataset) -> dict:
             "style": count(lambda i: i.style), "difficulty": count(lambda i: i.difficulty),
             "status": count(lambda i: i.final_decision), "split": count(lambda i: i.split), "models": models,
             "mean_attempts": (sum(len(i.attempts) for i in self.items) / len(self)) if len(self) else None}
+
+# %% ../nbs/00_core.ipynb #64753c3b
+def item_digest(it: QAItem) -> str:
+    "What one item adds to a dataset version: id, question, answer, answerability, gold ids and labelled contexts."
+    ctx = sorted(f"{c.chunk_id}:{c.relevant}" for c in it.contexts)
+    return short_hash(it.id, it.question, it.answer, it.answerable, *it.gold_chunk_ids, "|", *ctx)
+
+def dataset_version(items: Iterable[QAItem], corpus_fingerprint: str = "") -> str:
+    "A dataset's version from its corpus fingerprint and its item set (order-independent)."
+    return "dv-" + short_hash(corpus_fingerprint, *sorted(item_digest(i) for i in items))
+
+def dataset_diff(before: Iterable[QAItem], after: Iterable[QAItem]) -> dict[str, list[str]]:
+    "Item ids added / revised / dropped / unchanged from one version of a dataset to the next."
+    b, a = {i.id: item_digest(i) for i in before}, {i.id: item_digest(i) for i in after}
+    both = a.keys() & b.keys()
+    return {"added": sorted(a.keys() - b.keys()), "revised": sorted(k for k in both if a[k] != b[k]),
+            "dropped": sorted(b.keys() - a.keys()), "unchanged": sorted(k for k in both if a[k] == b[k])}
 
 # %% ../nbs/00_core.ipynb #5d95d75d
 @patch
