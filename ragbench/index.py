@@ -459,6 +459,11 @@ def _record_version(self: ChunkIndex, source=None) -> None:
     atomic_write(sidecar_path(self.db_dir, self.table_name), json.dumps(side, indent=2))
 
 @patch
+def build_history(self: ChunkIndex) -> list[dict]:
+    "Every recorded build of this table, oldest first: its version, the previous one, the documents and chunks it changed."
+    return (_read_sidecar(self.db_dir, self.table_name) or {}).get("versions") or []
+
+@patch
 def at_version(self: ChunkIndex, version: int) -> ChunkIndex:
     "The same table as it was at LanceDB `version` (read-only), e.g. the one a run was generated from."
     tbl = _connect(self.db_dir).open_table(self.table_name)
