@@ -96,6 +96,7 @@ def test_reindex_embeds_only_changed_chunks_and_keeps_the_old_version(scenario, 
     assert st["embedded"] == s["expected_embedded"] and st["documents"]["removed"] == 1
     assert set(idx.at_version(st["previous"])._all_ids()) == set(s["old"])   # the previous version stays readable
     assert s["expected_embedded"] < len(s["new"]) / 4
+    print(f"\nre-index: {st['embedded']} of {len(s['new'])} chunks embedded; {st['documents']} {st['chunks']}")
 
 
 def test_refresh_marks_exactly_the_touched_items_and_shows_the_diff(scenario, capsys):
@@ -169,3 +170,20 @@ def test_refresh_killed_resumes_without_loss_or_duplicates(scenario):
     assert len(ids) == len(set(ids))
     assert {i.id for i in _items(run) if i.id in {x.id for x in s["items"]}} == \
            {i.id for i in _items(s["run"]) if i.id in {x.id for x in s["items"]}}    # the same kept items as the refresh never killed
+
+
+def test_whole_corpus_checks_over_a_run_counted_and_in_the_card(scenario, capsys):
+    "`ragbench check` on the refreshed run: every call counted (= what the server received), per-type findings in the card, a re-run costs nothing."
+    from ragbench.testing import FakeLLMServer
+    s = scenario; run = s["run"]
+    with FakeLLMServer() as srv:
+        args = ["check", str(run), "--db", str(s["db"]), "--llm", f"openai:{srv.url}/v1@fake-model", "-k", "3"]
+        assert main(args) == 0
+        served = srv.stats()["requests"]
+        assert main(args) == 0 and srv.stats()["requests"] == served                 # resumed from the journal: no new call
+    card = json.loads((run / "card.json").read_text())
+    cc = card["corpus_checks"]
+    assert cc["llm"]["calls"] == served > 0
+    kinds = {i.kind for i in _items(run) if i.answerable}
+    assert set(cc["by_type"]) == kinds and all(v["checked"] >= 1 for v in cc["by_type"].values())
+    assert all("corpus_checks" in i.meta for i in _items(run) if i.answerable)
