@@ -76,6 +76,7 @@ def command_parser(func: Callable, prog: Optional[str] = None, epilog: Optional[
         if d["kind"] in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD): continue
         flags, kw = argument(name, d["anno"], d["default"], d["kind"], d["docment"])
         p.add_argument(*flags, **kw)
+    for flags, kw in getattr(func, "__cli_arguments__", ()): p.add_argument(*flags, **kw)   # generated from a config model (spine.config_flags)
     return p
 
 def _tuples(v):
@@ -95,7 +96,7 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "demo": Command("ragbench.demo:demo_command", "the main job: index the bundled corpus, generate, evaluate, report (offline)", True),
-    "index": Command("ragbench.index:index_command", "chunk and embed documents into a LanceDB table", True),
+    "index": Command("ragbench.spine:index_command", "chunk and embed documents into a LanceDB table", True),
     "search": Command("ragbench.index:search_command", "search an index (dense, bm25 or hybrid)"),
     "triad": Command("ragbench.triad.run:triad_command", "generate validated multi-hop questions with labelled contexts (TRIAD)", True),
     "refresh": Command("ragbench.triad.refresh:refresh_command", "re-check a TRIAD run against a changed corpus: stale items kept, revised, dropped or replaced", True),
