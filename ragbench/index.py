@@ -252,7 +252,7 @@ def vector_index_params(n_rows: int, dim: int) -> dict:
     partitions = int(min(max(round(n_rows ** 0.5), 16), 4096))           # about sqrt(rows) lists, as LanceDB advises
     sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim) if s >= 1 and dim % s == 0)   # 8 floats per PQ code
     return {"num_partitions": partitions, "num_sub_vectors": sub_vectors, "sample_rate": 64, "max_iterations": 20,
-            "nprobes": max(20, -(-partitions // 20)), "refine_factor": 10}   # read 5 % of the lists; re-rank 10 x k exactly
+            "nprobes": max(20, -(-partitions // 20)), "refine_factor": 50}   # read 5 % of the lists; re-rank 50 x k exactly
 
 @patch
 def vector_index(self: ChunkIndex) -> Optional[dict]:

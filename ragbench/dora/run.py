@@ -19,16 +19,16 @@ from ..llm.template import DEFER, chunk_entities, register_template_rules
 from ..prompts import parse_chunks
 from ..spine import RunResult, RunSpec, by_role, config_flags, open_run, read_config
 from ..text import content_words, has_number, jaccard, split_sentences, stem
-from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, update_style
+from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, tuned_style, update_style
 from .evidence import (AnswerVerdict, EvidenceConfig, LexicalEntailment, lexical_answer_verdict, lexical_entailment,
                                     make_entailment, select_bundle)
 from .gates import GateResult, entailment_claims, gate, run_checks
 from .splits import construction_warnings, dataset_card, export_sft, leakage_check, pick_test_docs, read_doc_list, split_docs
 
 # %% auto #0
-__all__ = ['DEFAULT_STYLES', 'DoraRun', 'DoraConfig', 'load_config', 'apply_style_overrides', 'group_by_doc', 'seed_order',
-           'dora_task', 'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'template_item',
-           'dora_fake_rules', 'dora_options', 'dora_inputs', 'dora_command', 'split_warnings', 'finish_splits']
+__all__ = ['DEFAULT_STYLES', 'DoraRun', 'DoraConfig', 'load_config', 'run_styles', 'group_by_doc', 'seed_order', 'dora_task',
+           'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'template_item', 'dora_fake_rules',
+           'dora_options', 'dora_inputs', 'dora_command', 'split_warnings', 'finish_splits']
 
 # %% ../../nbs/30_dora.run.ipynb #b0721522
 DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
@@ -42,7 +42,7 @@ class DoraConfig(BaseModel):
     max_rounds: int = Field(2, ge=1)                  # top-up rounds for styles still short after dedup
     seed: int = 0
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
-    prefilter: str = "lexical"                        # judge of the prefilter: lexical | llm | cross-encoder:PATH
+    prefilter: str = "auto"                           # judge of the prefilter: auto (the judge LLM) | llm | cross-encoder:PATH (an NLI model) | lexical (word-overlap proxy)
     entailment: str = "auto"                          # judge of the gate: auto (the judge LLM) | llm | lexical | cross-encoder:PATH
     contradiction_penalty: float = Field(1.0, ge=0)
     max_entail_units: int = Field(6, ge=1)
@@ -60,10 +60,10 @@ def load_config(path: Union[str, Path, None] = None, **overrides) -> DoraConfig:
     return read_config(DoraConfig, path, error=ValueError, **overrides)
 
 # %% ../../nbs/30_dora.run.ipynb #9f48d773
-def apply_style_overrides(cfg: DoraConfig) -> None:
-    "Register the tuned styles of `cfg.style_overrides` and check that every style of the run exists."
-    for name, fields in cfg.style_overrides.items(): update_style(name, **fields)
-    for s in cfg.styles: get_style(s)
+def run_styles(cfg: DoraConfig) -> dict[str, Style]:
+    "The styles of a run by name: the registered ones, tuned by `cfg.style_overrides` for this run only (nothing is registered)."
+    tuned = {name: tuned_style(name, **fields) for name, fields in cfg.style_overrides.items()}
+    return {s: tuned.get(s) or get_style(s) for s in dict.fromkeys([*cfg.styles, *tuned])}
 
 # %% ../../nbs/30_dora.run.ipynb #08443b50
 def group_by_doc(chunks: Iterable[Chunk], doc_ids: Optional[Iterable[str]] = None) -> dict[str, list[Chunk]]:
@@ -170,7 +170,8 @@ class DoraMethod(GenerationMethod):
         self.embed, self.split, self.index, self.stopped = embed, split, index, None
         self.prefilter = make_entailment(self.cfg.prefilter, self.judge)
         self.entail = make_entailment(self.cfg.entailment, self.judge)
-        self.orders = {s: seed_order(s, self.doc_chunks, self.cfg.seed) for s in self.cfg.styles}
+        self.styles = run_styles(self.cfg)              # this run's styles (overrides never reach the registry)
+        self.orders = {s: seed_order(self.styles[s], self.doc_chunks, self.cfg.seed) for s in self.cfg.styles}
         self._decided = (None, None)
 
     def llms(self): return [self.llm, self.judge]
@@ -180,12 +181,13 @@ class DoraMethod(GenerationMethod):
 def models(self: DoraMethod) -> dict:
     "Model spec per role, recorded in the manifest and on every item."
     return {"generate": getattr(self.llm, "spec", str(self.llm)), "judge": getattr(self.judge, "spec", str(self.judge)),
-            "entailment": getattr(self.entail, "name", type(self.entail).__name__)}
+            "entailment": getattr(self.entail, "name", type(self.entail).__name__),
+            "prefilter": getattr(self.prefilter, "name", type(self.prefilter).__name__)}
 
 @patch
 def config(self: DoraMethod) -> dict:
     "What shapes the items (a resume with other values is refused): the settings, the split, its documents, the styles."
-    styles = {s: short_hash(get_style(s).model_dump_json()) for s in self.cfg.styles}
+    styles = {s: short_hash(self.styles[s].model_dump_json()) for s in self.cfg.styles}
     return {**self.cfg.model_dump(exclude={"workers"}), "split": self.split, "styles_defined": styles,
             "documents": short_hash(*sorted(self.doc_chunks))}
 
@@ -304,7 +306,7 @@ def judge_qa(self: DoraMethod, st: Style, q: str, a: str, cited: list, evidence:
 @patch
 def generate_candidate(self: DoraMethod, task: Task) -> QAItem:
     "Run one task: bundle, generate, hard checks, answer check, entailment, gate; returns the candidate QAItem."
-    st, seed = get_style(task.payload["style"]), self.by_id[task.payload["seed_id"]]
+    st, seed = self.styles[task.payload["style"]], self.by_id[task.payload["seed_id"]]
     bundle = select_bundle(st, seed, self.index, llm=self.judge, doc_chunks=self.doc_chunks.get(seed.doc_id),
                            scorer=self.prefilter, cfg=self.cfg.evidence)
     record = {"bundle": bundle.model_dump(exclude={"style", "seed_id", "doc_id"})}
@@ -423,7 +425,7 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
              max_usd: Optional[float] = None, executor=None) -> RunResult:
     "Generate a DoRA dataset over `index` (optionally only `doc_ids`), resumably in `out`."
     cfg = cfg or DoraConfig()
-    apply_style_overrides(cfg)
+    run_styles(cfg)                                        # unknown styles and bad overrides fail before any work
     if doc_chunks is None: doc_chunks = group_by_doc(index.iter_chunks(), doc_ids)
     elif doc_ids is not None: doc_chunks = {d: cs for d, cs in doc_chunks.items() if d in set(doc_ids)}
     method = DoraMethod(llm, judge, cfg, doc_chunks, index=index, embed=embed, split=split)
@@ -575,7 +577,7 @@ def dora_options(config: Optional[str], styles_file: Optional[str], styles: Opti
         if styles_file: load_styles(styles_file)
         names = [s.strip() for s in styles.split(",") if s.strip()] if styles else None
         cfg = load_config(config, styles=names, **overrides)
-        apply_style_overrides(cfg)
+        run_styles(cfg)
     except (ValueError, StyleError) as e: raise UserError(str(e)) from e
     return cfg
 
@@ -631,7 +633,7 @@ def dora_command(
     seed: Optional[int] = None,  # seed for sampling seeds and the test documents (default 0)
     overgen: Optional[float] = None,  # candidates per wanted item (default 3)
     entailment: Optional[str] = None,  # gate judge: auto | llm | lexical | cross-encoder:PATH
-    prefilter: Optional[str] = None,  # prefilter judge (relevant and complementary to the seed): lexical | llm | cross-encoder:PATH
+    prefilter: Optional[str] = None,  # prefilter judge (relevant and complementary to the seed): auto (default: the judge LLM) | llm | cross-encoder:PATH | lexical (word-overlap proxy)
     embedder: Optional[str] = None,  # embedder for an index opened without one (e.g. hash)
     embed: bool = True,  # embedding-based dedup and relevance (without: lexical only, no embedding model)
     leak_ngram: float = 0.5,  # n-gram containment that flags a train/test evidence pair

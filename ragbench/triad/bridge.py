@@ -245,9 +245,9 @@ def _picked(first: list, ents: BridgeEntities, k: int, shared: Sequence[str]) ->
 def _same_document(chunks) -> bool: return len({c.doc_id for c in chunks}) < len(chunks)
 
 def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], k: int = 1, **kw) -> Optional[BridgeConfig]:
-    "The configuration the entity call found: the picked partners with a shared entity (not boilerplate), or a shared kind (not for composition)."
+    "The configuration the entity call found: the picked partners with a shared entity (not boilerplate), or a shared kind (comparison only; `kind` None: not yet decided)."
     shared, category = [s for s in _clean(ents.shared) if s not in hood.skip], (ents.category or "").strip()
-    if not shared and (not category or kind == "composition"): return None
+    if not shared and (not category or kind not in ("comparison", None)): return None
     chosen = _picked(first, ents, k, shared)
     topic = (ents.bridge_topic or "").strip()
     topic = topic if topic and topic not in hood.skip else (shared[0] if shared else category)

@@ -17,7 +17,7 @@ from ..prompts import format_chunks, render_prompt
 from ..spine import RunResult, RunSpec, by_role, check_spec, comma_items, config_flags, given, open_run, read_config
 from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, precheck_passes, seed_names
 from .config import SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
-from .contexts import ContextPrefetch, acheck_unanswerable, aextract, unanswerable_variant
+from .contexts import ContextPrefetch, acheck_unanswerable, aclassify_temporal, aextract, unanswerable_variant
 from .judge import avalidate, judge_prompt, sufficiency_prompt
 from .write import QAPair, draft_item, generation_prompt
 
@@ -75,6 +75,7 @@ async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: 
     if item.status != "accepted": return {**rec, "outcome": "rejected"}, [], [item.model_copy(update={"models": models})]
     known, hits = await ahead.results(item.question)
     item = await aextract(item, index, llms["extract"], cfg, gold=chunks, known=known, question_hits=hits)
+    if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])
     item = item.model_copy(update={"models": models})
     variant = await _variant(item, index, llms, cfg)
     if variant is None: return {**rec, "outcome": "accepted"}, [item], []
@@ -291,7 +292,7 @@ def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> RunResult:
 # %% ../../nbs/25_triad.run.ipynb #ba930436
 ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7,
            "out_tokens": {"triad.entities": 150, "triad.generate": 60, "triad.judge": 220, "triad.sufficiency": 40,
-                          "triad.labels": 30, "triad.unanswerable": 40}}  # sufficiency: per group; labels: per candidate
+                          "triad.labels": 30, "triad.unanswerable": 40, "triad.temporal": 30}}  # sufficiency: per group; labels: per candidate
 
 def _tok(*texts) -> int:
     "Rough token count (4 characters a token)."
@@ -322,6 +323,7 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer, gold=format_chunks(cs),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
         sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
+        sizes["triad.temporal"].append(_tok(*render_prompt("triad.temporal", question=q.question, answer=q.answer)))
     mean = {s: (sum(v) / len(v) if v else 0) for s, v in sizes.items()}
     return {"k": max(len(seeds), 1), "entity": calls_entity, "bridged": bridged, "mean_in": mean}
 
@@ -341,6 +343,7 @@ def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict) -> tuple[dict, dic
              "triad.judge": (bridged * attempts, "judge"),
              "triad.sufficiency": (bridged * attempts * r["judge_pass"] * cfg.n_chunks, "judge"),   # one call per group
              "triad.labels": (n_acc * math.ceil(cands / cfg.label_batch), "extract"),
+             "triad.temporal": (n_acc if cfg.temporal else 0, "extract"),
              "triad.unanswerable": (n_acc * math.ceil(cfg.unanswerable_k / cfg.label_batch)
                                     if cfg.unanswerable and cfg.unanswerable_check else 0, "judge")}
     return calls, {"p_bridge": p_bridge, "seeds_needed": seeds_needed, "n_acc": n_acc}
