@@ -11,10 +11,11 @@ from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
-__all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'is_stand_in', 'QAItem',
-           'as_draft', 'item_id', 'UserError', 'RecordError', 'validation_problems', 'Registry', 'parse_record',
-           'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'package_dir',
-           'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock', 'arun']
+__all__ = ['short_hash', 'make_chunk_id', 'content_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review',
+           'is_stand_in', 'QAItem', 'as_draft', 'item_id', 'UserError', 'RecordError', 'validation_problems',
+           'Registry', 'parse_record', 'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset',
+           'item_digest', 'dataset_version', 'dataset_diff', 'package_dir', 'package_versions', 'corpus_fingerprint',
+           'RunDir', 'RunLock', 'arun']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -23,8 +24,12 @@ def short_hash(*parts: Any, n: int = 12) -> str:
     return h.hexdigest()[:n]
 
 def make_chunk_id(doc_id: str, position: int, text: str) -> str:
-    "Stable chunk id from its document, position and text: the same input gives the same id on every run."
+    "The id of a chunk from its document, a number and its text (`content_chunk_id` passes the repeat count; ids before issue 22 passed the position)."
     return "c-" + short_hash(doc_id, position, text)
+
+def content_chunk_id(doc_id: str, text: str, repeat: int = 0) -> str:
+    "Content-addressed chunk id: the same text in the same document keeps its id wherever it moves (`repeat`: earlier chunks of the document with this text)."
+    return make_chunk_id(doc_id, repeat, text)
 
 # %% ../nbs/00_core.ipynb #67c7a402
 def utc_now() -> str:
@@ -324,6 +329,23 @@ def card(self: Dataset) -> dict:
             "unanswerable_check": count(lambda i: None if i.answerable or "variant_of" not in i.meta else
                                         "checked against the whole index" if "index_check" in i.meta else "NOT checked against the index"),
             "mean_attempts": (sum(len(i.attempts) for i in self.items) / len(self)) if len(self) else None}
+
+# %% ../nbs/00_core.ipynb #64753c3b
+def item_digest(it: QAItem) -> str:
+    "What one item adds to a dataset version: id, question, answer, answerability, gold ids and labelled contexts."
+    ctx = sorted(f"{c.chunk_id}:{c.relevant}" for c in it.contexts)
+    return short_hash(it.id, it.question, it.answer, it.answerable, *it.gold_chunk_ids, "|", *ctx)
+
+def dataset_version(items: Iterable[QAItem], corpus_fingerprint: str = "") -> str:
+    "A dataset's version from its corpus fingerprint and its item set (order-independent)."
+    return "dv-" + short_hash(corpus_fingerprint, *sorted(item_digest(i) for i in items))
+
+def dataset_diff(before: Iterable[QAItem], after: Iterable[QAItem]) -> dict[str, list[str]]:
+    "Item ids added / revised / dropped / unchanged from one version of a dataset to the next."
+    b, a = {i.id: item_digest(i) for i in before}, {i.id: item_digest(i) for i in after}
+    both = a.keys() & b.keys()
+    return {"added": sorted(a.keys() - b.keys()), "revised": sorted(k for k in both if a[k] != b[k]),
+            "dropped": sorted(b.keys() - a.keys()), "unchanged": sorted(k for k in both if a[k] == b[k])}
 
 # %% ../nbs/00_core.ipynb #5d95d75d
 @patch

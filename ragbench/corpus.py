@@ -6,11 +6,12 @@
 from __future__ import annotations
 import hashlib, json, re
 from bisect import bisect_right
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
 from fastcore.basics import patch
-from .core import Chunk, UserError, make_chunk_id
+from .core import Chunk, UserError, content_chunk_id, make_chunk_id
 
 # %% auto #0
 __all__ = ['DEFAULT_MAX_DOC_MB', 'TEXT_SUFFIXES', 'FORMATS', 'Document', 'CorpusError', 'LoadReport', 'html_to_text',
@@ -552,18 +553,20 @@ _CHUNK_MODES = ("pack", "paragraph", "auto")
 
 def chunk_document(doc: Document, target_tokens: int = 512, min_tokens: int = 100, max_tokens: int = 1024,
                    overlap: float = 0.25, mode: str = "pack") -> Iterator[Chunk]:
-    "The chunks of one document, with provenance in meta (see `chunk_documents`)."
+    "The chunks of one document with content-addressed ids and provenance in meta (see `chunk_documents`)."
     if mode == "auto": mode = "paragraph" if doc.meta.get("prechunked") else "pack"
     text = doc.text
     page_starts = doc.meta.get("page_starts")
     extra = {k: v for k, v in doc.meta.items() if k not in ("page_starts", "prechunked", "source")}
     spans = _pack_spans(text, _blocks(text), target_tokens, min_tokens, max_tokens, overlap, mode)
+    seen: Counter = Counter()                           # text -> earlier chunks of this document with it
     for pos, (s, e, section) in enumerate(spans):
         t = text[s:e]
         meta = {"title": doc.title, "source": doc.meta.get("source"), "position": pos, "char_span": [s, e],
                 "section": section, "tokens": count_tokens(t), **extra}
         if page_starts: meta["page"] = bisect_right(page_starts, s)
-        yield Chunk(id=make_chunk_id(doc.id, pos, t), doc_id=doc.id, text=t, meta=meta)
+        yield Chunk(id=content_chunk_id(doc.id, t, seen[t]), doc_id=doc.id, text=t, meta=meta)
+        seen[t] += 1
 
 # %% ../nbs/10_corpus.ipynb #a912ebf1
 def chunk_documents(docs: Iterable[Document], target_tokens: int = 512, min_tokens: int = 100,

@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import Chunk, RunDir, RunLock, UserError, atomic_write, utc_now
+from .core import Chunk, RunDir, RunLock, UserError, atomic_write, make_chunk_id, short_hash, utc_now
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
 
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'VECTOR_INDEX_MIN_ROWS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError',
-           'sidecar_path', 'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'vector_index_params', 'minmax',
-           'fuse_hybrid', 'parse_columns', 'open_index', 'save_index_mapping', 'search_command']
+           'sidecar_path', 'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'vector_index_params',
+           'in_source', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index', 'save_index_mapping',
+           'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -159,9 +160,9 @@ def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex
 
 @patch(cls_method=True)
 def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
-          batch_size: int = 256, progress: bool = True,
+          batch_size: int = 256, progress: bool = True, source=None,
           vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> ChunkIndex:
-    "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created."
+    "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`)."
     emb = make_embedder(embedder)
     chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
     db_dir = Path(db_dir)
@@ -170,8 +171,10 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):
         idx = cls.create_or_open(db_dir, table, emb)
-        idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress,
-                vector_index_min_rows=vector_index_min_rows)
+        if source is None: idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress,
+                                   vector_index_min_rows=vector_index_min_rows)
+        else: idx.sync(itertools.chain(first, chunks), source, batch_size=batch_size, progress=progress,
+                       vector_index_min_rows=vector_index_min_rows)
     return idx
 
 # %% ../nbs/11_index.ipynb #a77c773e
@@ -406,10 +409,14 @@ def _rows(self: ChunkIndex, ids: Iterable, vector: bool = False) -> dict:
 # %% ../nbs/11_index.ipynb #29578042
 @patch
 def get_many(self: ChunkIndex, ids: Iterable[str]) -> list[Chunk]:
-    "Chunks for `ids`, in the same order; KeyError names the ids that are not in the table."
+    "Chunks for `ids`, in the same order (a position-based id of an old run finds its chunk, see `legacy_ids`); KeyError names the ids that are not in the table."
     ids = list(ids)
     rows = self._rows(ids) if ids else {}
     missing = [i for i in ids if str(i) not in rows]
+    if missing and (moved := self.legacy_ids(missing)):        # ids of a run made before issue 22
+        now = self._rows(moved.values())
+        rows.update({old: now[new] for old, new in moved.items() if new in now})
+        missing = [i for i in ids if str(i) not in rows]
     if missing:
         raise KeyError(f"{len(missing)} chunk id(s) not in table '{self.table_name}' ({self.db_dir}): "
                        + ", ".join(map(repr, missing[:10])) + (" ..." if len(missing) > 10 else ""))
@@ -419,6 +426,124 @@ def get_many(self: ChunkIndex, ids: Iterable[str]) -> list[Chunk]:
 def get(self: ChunkIndex, id: str) -> Chunk:
     "The chunk with this id (KeyError if there is none)."
     return self.get_many([id])[0]
+
+# %% ../nbs/11_index.ipynb #c99772cf
+def in_source(row_source: Optional[str], source: Union[str, Path, None]) -> bool:
+    "Whether a stored chunk's meta `source` is `source` itself or a file under it (re-indexing a source removes only its own documents)."
+    if not row_source or source is None: return False
+    a, b = Path(str(row_source)).absolute(), Path(str(source)).absolute()
+    return a == b or b in a.parents
+
+def _text_key(text: str) -> str:
+    "What a vector depends on: a hash of the text (the embedder is the table's own)."
+    return short_hash(text, n=20)
+
+@patch
+def _stored(self: ChunkIndex, source=None) -> dict:
+    "id -> (doc id, position, text hash, in `source`) of every stored row, read 4,096 rows at a time."
+    c, out = self.columns, {}
+    for b in self.tbl.search().select([c["id"], c["doc_id"], c["text"], c["meta"]]).limit(None).to_batches(4096):
+        for r in b.to_pylist():
+            m = json.loads(r[c["meta"]] or "{}")
+            out[str(r[c["id"]])] = (str(r[c["doc_id"]]), m.get("position"), _text_key(r[c["text"]] or ""), in_source(m.get("source"), source))
+    return out
+
+# %% ../nbs/11_index.ipynb #43d15da8
+def _vectors_for(self: ChunkIndex, new: list[Chunk], by_text: dict, bar, st: dict) -> np.ndarray:
+    "Vectors of `new`: a stored row's vector where the same text is stored already (reused), else embedded (counted in `st`)."
+    reuse = {i: by_text[_text_key(c.text)] for i, c in enumerate(new) if _text_key(c.text) in by_text}
+    rows = self._rows(set(reuse.values()), vector=True) if reuse else {}
+    reuse = {i: rid for i, rid in reuse.items() if rid in rows}
+    fresh = [c for i, c in enumerate(new) if i not in reuse]
+    vecs, fv = np.zeros((len(new), self.dim), dtype=np.float32), iter(self.embed_counted(fresh, bar))
+    for i in range(len(new)):
+        vecs[i] = rows[reuse[i]][self.columns["vector"]] if i in reuse else next(fv)
+    st["embedded"] += len(fresh); st["reused"] += len(reuse); bar.update(len(reuse))
+    return vecs
+
+ChunkIndex._vectors_for = _vectors_for
+
+def _diff(stored: dict, produced: dict, seen_docs: set, scoped: bool) -> tuple[dict, list[str]]:
+    "Documents and chunks added / changed / removed / unchanged, and the stored ids to delete."
+    gone = [i for i, (d, _, _, inside) in stored.items() if i not in produced and (d in seen_docs or (scoped and inside))]
+    old_at = {(stored[i][0], stored[i][1]) for i in gone}
+    added = [i for i, k in produced.items() if i not in stored]
+    changed = sum((produced[i] in old_at) for i in added)
+    new_at = {produced[i] for i in added}
+    docs_before = {d for d, *_ in stored.values()}
+    touched = {stored[i][0] for i in gone} | {produced[i][0] for i in added}
+    docs = {"added": len(seen_docs - docs_before), "removed": len({stored[i][0] for i in gone} - seen_docs),
+            "changed": len((touched & seen_docs) & docs_before)}
+    docs["unchanged"] = len(seen_docs) - docs["added"] - docs["changed"]
+    chunks = {"added": len(added) - changed, "changed": changed,
+              "removed": sum((stored[i][0], stored[i][1]) not in new_at for i in gone),
+              "unchanged": sum(i in stored for i in produced)}
+    return {"documents": docs, "chunks_diff": chunks}, gone
+
+@patch
+def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int = 256, progress: bool = False,
+         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> dict:
+    "Make the table hold `chunks`: embed only new texts, delete the old chunks of changed documents (and, with `source`, of its documents that are gone); returns the diff."
+    from tqdm.auto import tqdm
+    before, removed_dups = self.tbl.version, self.remove_duplicates()
+    stored = self._stored(source); by_text = {h: i for i, (_, _, h, _) in stored.items()}
+    produced, seen_docs, stored_ids, new_ids = {}, set(), set(stored), set()
+    st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0, "duplicates_removed": removed_dups}
+    bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
+    try:
+        for batch in _batched(chunks, batch_size):
+            new = _new_in_batch(batch, stored_ids, new_ids, st)
+            for c in batch: seen_docs.add(c.doc_id); produced.setdefault(c.id, (c.doc_id, (c.meta or {}).get("position")))
+            if new:
+                n = self.upsert(new, self._vectors_for(new, by_text, bar, st))
+                st["added"] += n; st["existing"] += len(new) - n
+            bar.update(len(batch) - len(new))
+    finally: bar.close()
+    diff, gone = _diff(stored, produced, seen_docs, source is not None)
+    for part in _batched(gone, 500): self.tbl.delete(f"`{self.columns['id']}` IN ({', '.join(_quote(i) for i in part)})")
+    if st["added"] or gone or removed_dups or not self._has_fts(): self._ensure_indices(rebuild=True)
+    if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)
+    self._fts_ready = True
+    self.last_build = {**st, **diff, "removed": len(gone), "previous_version": before, "version": self.tbl.version}
+    if self.last_build["version"] != before: self._record_version(source)
+    return self.last_build
+
+# %% ../nbs/11_index.ipynb #cca53036
+@patch
+def _record_version(self: ChunkIndex, source=None) -> None:
+    "Append this build's table version and diff to the sidecar's `versions` (the previous versions stay readable: `at_version`)."
+    side = _read_sidecar(self.db_dir, self.table_name)
+    if side is None: return
+    b = self.last_build
+    side.setdefault("versions", []).append({"version": b["version"], "previous": b["previous_version"], "at": utc_now(),
+                                            "source": str(source) if source is not None else None,
+                                            "documents": b["documents"], "chunks": b["chunks_diff"], "embedded": b["embedded"]})
+    atomic_write(sidecar_path(self.db_dir, self.table_name), json.dumps(side, indent=2))
+
+@patch
+def build_history(self: ChunkIndex) -> list[dict]:
+    "Every recorded build of this table, oldest first: its version, the previous one, the documents and chunks it changed."
+    return (_read_sidecar(self.db_dir, self.table_name) or {}).get("versions") or []
+
+@patch
+def at_version(self: ChunkIndex, version: int) -> ChunkIndex:
+    "The same table as it was at LanceDB `version` (read-only), e.g. the one a run was generated from."
+    tbl = _connect(self.db_dir).open_table(self.table_name)
+    try: tbl.checkout(int(version))
+    except Exception as e: raise IndexSchemaError(f"table '{self.table_name}' in {self.db_dir} has no version {version} ({e})") from None
+    return ChunkIndex(self.db_dir, self.table_name, tbl, self.embedder, dict(self.columns), self.dim, self.dense_weight)
+
+@patch
+def legacy_ids(self: ChunkIndex, ids: Iterable[str]) -> dict[str, str]:
+    "{old id: id now} for position-based ids (made before issue 22) whose chunk is still stored with the same text: how old runs stay readable."
+    want, out, c = {str(i) for i in ids}, {}, self.columns
+    if not want or c["meta"] is None: return out
+    for b in self.tbl.search().select([c["id"], c["doc_id"], c["text"], c["meta"]]).limit(None).to_batches(4096):
+        for r in b.to_pylist():
+            pos = json.loads(r[c["meta"]] or "{}").get("position")
+            old = make_chunk_id(str(r[c["doc_id"]]), pos, r[c["text"]]) if pos is not None else None
+            if old in want: out[old] = str(r[c["id"]])
+    return out
 
 # %% ../nbs/11_index.ipynb #810c36be
 @patch
@@ -519,6 +644,14 @@ def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     rows = [r for r, _ in self._with_text([(r, 0) for r in rows])]
     return [self._hit(r, 1.0 - r["_distance"]) for r in rows if str(r[self.columns["id"]]) != str(chunk_id)][:k]
 
+# %% ../nbs/11_index.ipynb #3c63e2ad
+def changes_line(st: dict) -> str:
+    "What a re-index changed (`ChunkIndex.sync`'s `last_build`), and where the previous table is."
+    d, c = st["documents"], st["chunks_diff"]
+    return (f"changes: documents {d['added']} added, {d['changed']} changed, {d['removed']} removed ({d['unchanged']} unchanged); "
+            f"chunks {c['added']} added, {c['changed']} changed, {c['removed']} removed ({c['unchanged']} unchanged); "
+            f"{st['embedded']} embedded; table version {st['previous_version']} -> {st['version']} (the previous one stays readable)")
+
 # %% ../nbs/11_index.ipynb #56cfbc33
 def parse_columns(items: Union[Iterable[str], dict, None]) -> dict:
     "{role: column} from ROLE=NAME strings (the `--column` options), or a dict as it is."
@@ -554,9 +687,10 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
     return idx
 
 def save_index_mapping(run_dir, table: str, idx: ChunkIndex) -> None:
-    "Record how `idx` was opened in `run_dir`'s manifest (a command whose other inputs are still unchecked opens with `save=False`, then calls this)."
+    "Record how `idx` was opened (and its table version) in `run_dir`'s manifest (a command whose other inputs are still unchecked opens with `save=False`, then calls this)."
     with RunLock(run_dir):
-        RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec})
+        RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec,
+                                               "version": idx.tbl.version})
 
 def search_command(
     query: str,  # what to search for

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Callable, Literal, Optional, Sequence, Union,
 from .core import UserError, read_config_file, validation_problems
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
-from .index import VECTOR_INDEX_MIN_ROWS, ChunkIndex, IndexSchemaError, open_index, save_index_mapping
+from .index import VECTOR_INDEX_MIN_ROWS, ChunkIndex, IndexSchemaError, changes_line, open_index, save_index_mapping
 from .llm import BACKENDS, LLMError, make_llm, redact_spec
 from .scale.cluster import ray_address
 
@@ -232,7 +232,8 @@ def build_index(source, db, emb, *, table="chunks", fmt="auto", report=None, max
     c = chunking
     chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), c["target_tokens"], c["min_tokens"], c["max_tokens"],
                              c["overlap"], c["mode"])
-    idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows)
+    idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows,
+                           source=source)                       # a re-index embeds only what changed (issue 22)
     idx.ensure_vector_index(vector_index_min_rows)              # a table that reached the size now
     return idx
 
@@ -242,6 +243,8 @@ def print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: Lo
     print(f"indexed {source}: {report.documents} documents -> {st['chunks']} chunks "
           f"({st['added']} new, {st['existing']} already in the table)")
     print(f"table '{table}' in {db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
+    if "documents" in st and st["version"] != st["previous_version"] and st["chunks_diff"]["unchanged"] + st["removed"]:
+        print(changes_line(st))
     if idx.vector_index(): print(f"vector index: IVF-PQ, {idx.vector_index()['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if st["duplicates_removed"]: print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")

@@ -71,7 +71,7 @@ def as_old(name: str, kwargs: dict) -> dict:
     return out
 
 
-NEW_COMMANDS = {"qualify"}   # added after the snapshot (issue 10: judge qualification)
+NEW_COMMANDS = {"qualify", "refresh", "check"}   # added after the snapshot (issue 10: judge qualification; issue 22: refresh a run against a changed corpus, whole-corpus checks)
 
 def test_every_command_is_in_the_snapshot():
     assert set(command_names()) == set(BEFORE) | NEW_COMMANDS   # fake-llm-server: a plugin of ragbench.testing (issue 18)

@@ -13,7 +13,7 @@ from .run import EvalError, read_scores
 from ..stats import resample_means, resample_weights, split_metric
 
 # %% auto #0
-__all__ = ['configured_order', 'compare', 'print_comparison', 'compare_command']
+__all__ = ['scored_versions', 'configured_order', 'compare', 'print_comparison', 'compare_command']
 
 # %% ../../nbs/40_eval.compare.ipynb #f249c7f1
 def _metric_matrix(rows: Sequence[dict], metric: str, where: str = "") -> tuple[list[str], list[str], np.ndarray]:
@@ -50,6 +50,11 @@ def _boot_taus(xa: np.ndarray, xb: np.ndarray, n_boot: int, seed: int) -> list[f
     return taus
 
 # %% ../../nbs/40_eval.compare.ipynb #ade1ec0c
+def scored_versions(dir_a, dir_b) -> dict:
+    "The dataset version each evaluation folder scored (its manifest's), and whether they are the same."
+    v = [json.loads(p.read_text()).get("dataset_version") if (p := Path(d) / "manifest.json").exists() else None for d in (dir_a, dir_b)]
+    return {"a": v[0], "b": v[1], "same": v[0] == v[1] if None not in v else None}
+
 def configured_order(eval_dir: Union[str, Path], setups: Sequence[str]) -> list[str]:
     "`setups` in the order the evaluation folder's manifest lists them (rows are appended as batches finish, in any order)."
     p = Path(eval_dir) / "manifest.json"
@@ -83,7 +88,7 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
             "a": {"dir": str(dir_a), "n_items": len(ia), "means": means_a, "ranking": _ranking(means_a)},
             "b": {"dir": str(dir_b), "n_items": len(ib), "means": means_b, "ranking": _ranking(means_b)},
             "kendall_tau": nan(tau), "p_value": nan(p), "lo": lo, "hi": hi, "alpha": alpha,
-            "n_boot": n_boot, "n_boot_valid": len(taus)}
+            "n_boot": n_boot, "n_boot_valid": len(taus), "dataset_version": scored_versions(dir_a, dir_b)}
 
 # %% ../../nbs/40_eval.compare.ipynb #44eb7816
 def print_comparison(c: dict) -> None:
@@ -94,6 +99,8 @@ def print_comparison(c: dict) -> None:
     print("setup".ljust(w) + "   A mean (rank)   B mean (rank)")
     for s in ra:
         print(s.ljust(w) + f"   {c['a']['means'][s]:.3f} ({ra.index(s) + 1})".ljust(16) + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})")
+    dv = c.get("dataset_version") or {}
+    if dv.get("same") is False: print(f"note: A and B scored different dataset versions ({dv['a']} vs {dv['b']}): the items differ")
     if c.get("dropped"): print(f"left out (no {c['metric']} values): {', '.join(c['dropped'])}")
     tau = "n/a" if c["kendall_tau"] is None else f"{c['kendall_tau']:.3f}"
     ci = "" if c["lo"] is None else f", {100 * (1 - c['alpha']):.0f}% bootstrap interval [{c['lo']:.3f}, {c['hi']:.3f}]"

@@ -22,10 +22,10 @@ from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_
 # %% auto #0
 __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'EvalError',
            'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key', 'latest_rows',
-           'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint', 'open_index',
-           'with_columns', 'items_without_gold', 'index_key', 'evaluate', 'format_summary', 'metric_notes',
-           'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures', 'evaluate_command',
-           'cutoffs', 'evaluate_options']
+           'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint', 'scored_dataset_version',
+           'open_index', 'with_columns', 'items_without_gold', 'index_key', 'evaluate', 'format_summary',
+           'metric_notes', 'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures',
+           'evaluate_command', 'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -307,6 +307,17 @@ def dataset_fingerprint(ds: Dataset) -> str:
     return short_hash(*[f"{it.id}\x1e{it.question}\x1e{it.answer}\x1e{','.join(it.gold_chunk_ids)}\x1e{it.answerable}"
                         for it in ds], n=16)
 
+def scored_dataset_version(dataset, ds: Dataset) -> str:
+    "The version of the dataset an evaluation scores: its run's `dataset_version` (set by `ragbench refresh`), else computed from its items and corpus fingerprint."
+    from ragbench.core import dataset_version
+    m = {}
+    if not isinstance(dataset, Dataset) and dataset is not None:
+        p = Path(dataset); p = (p if p.is_dir() else p.parent) / "manifest.json"
+        try: m = json.loads(p.read_text()) if p.exists() else {}
+        except (OSError, ValueError): m = {}
+    if m.get("dataset_version"): return m["dataset_version"]
+    return dataset_version(ds.items, m.get("refreshed_corpus_fingerprint") or m.get("corpus_fingerprint") or "")
+
 def open_index(setup: Setup):
     "The setup's ChunkIndex (LanceDB folder `setup.db`, table `setup.table`, optional embedder and columns)."
     from ragbench import index
@@ -413,6 +424,7 @@ def _manifest(run: RunDir, dataset, ds: Dataset, setups, modes, judges, judge, u
     m = run.manifest()
     run.write_manifest(kind="evaluation", dataset=None if isinstance(dataset, Dataset) else str(dataset),
                        dataset_fingerprint=dataset_fingerprint(ds), n_items=len(ds),
+                       dataset_version=scored_dataset_version(dataset, ds),
                        setups={**(m.get("setups") or {}), **{s.name: _recorded(s) for s in setups}},
                        modes=sorted(set(m.get("modes") or []) | set(modes)), judges=list(judges),
                        judge_llm=getattr(judge, "spec", None) if judge is not None else None,

@@ -1,0 +1,189 @@
+"""Issue 22 scenario: a corpus that changes under a dataset. On the Git docs sample: index, generate with the fake
+server, then edit 3 documents, delete 1 and add 2; the re-index embeds only the changed chunks, `ragbench refresh`
+marks exactly the items touching them, re-checks and replaces them, and the card shows the diff; a refresh killed
+half-way resumes without loss or duplicates.
+
+    python -m pytest -q tests/test_refresh.py
+"""
+import json, os, shutil, signal, subprocess, sys, time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from ragbench.cli import main
+from ragbench.core import QAItem, read_jsonl
+from ragbench.corpus import Document, chunk_documents
+from ragbench.triad.refresh import item_chunk_ids
+
+GITDOCS = ROOT.parent / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
+N_DOCS, N = 30, 8
+
+
+def _docs():
+    if not GITDOCS.exists(): pytest.fail(f"Git docs sample not found at {GITDOCS} (../shared/data beside the checkout)")
+    return [json.loads(l) for l in GITDOCS.open()][: N_DOCS + 2]
+
+
+def _write(path, docs):
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs)); return path
+
+
+def _chunks(path):
+    "The chunks `ragbench index` makes of a JSONL (what the test expects, computed apart from the index)."
+    from ragbench.corpus import load_documents
+    return list(chunk_documents(load_documents(path)))
+
+
+def _items(run, name="dataset.jsonl"):
+    p = run / name
+    return list(read_jsonl(p, QAItem)) if p.exists() else []
+
+
+def _journal(run):
+    "The refresh journal of a run (refresh/r-ID.jsonl; not its .before or .calls files)."
+    return [p for p in (run / "refresh").glob("r-*.jsonl") if p.name.count(".") == 1] if (run / "refresh").exists() else []
+
+
+def _triad(db, out, url, *extra):
+    return main(["triad", "--db", str(db), "--out", str(out), "--llm", f"openai:{url}/v1@fake-model", "--n", str(N),
+                 "--seed", "3", "--concurrency", "4", *extra])
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    "Index v0, generate, derive v1 (3 edited, 1 deleted, 2 added), re-index; the expected sets, computed by the test."
+    from ragbench.testing import FakeLLMServer
+    tmp = tmp_path_factory.mktemp("refresh"); docs = _docs()
+    v0, extra = docs[:N_DOCS], docs[N_DOCS:]
+    src = _write(tmp / "docs.jsonl", v0); db = tmp / "db"; run = tmp / "run"
+    assert main(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"]) == 0
+    with FakeLLMServer() as srv: assert _triad(db, run, srv.url) == 0
+    items = _items(run)
+    old = {c.id: c for c in _chunks(src)}
+    answerable = [i for i in items if i.answerable]
+    gold_docs = list(dict.fromkeys(old[g].doc_id for it in answerable for g in it.gold_chunk_ids))
+    assert len(gold_docs) >= 4, gold_docs
+    edited, deleted = gold_docs[:3], gold_docs[3]
+    by_id = {d["id"]: d for d in v0}
+    for d in edited:                   # one sentence added to the first gold chunk of that document
+        g = next(old[g] for it in answerable for g in it.gold_chunk_ids if old[g].doc_id == d)
+        by_id[d] = {**by_id[d], "text": by_id[d]["text"].replace(g.text, g.text + " This sentence was added in the new release.", 1)}
+    v1 = [by_id[d["id"]] for d in v0 if d["id"] != deleted] + extra
+    _write(src, v1)
+    new = {c.id: c for c in _chunks(src)}
+    gone = set(old) - set(new)
+    expected_stale = {it.id for it in items if set(item_chunk_ids(it)) & gone}
+    expected_embedded = len({c.text for i, c in new.items() if i not in old} - {c.text for c in old.values()})
+    return dict(tmp=tmp, src=src, db=db, run=run, items=items, old=old, new=new, gone=gone, edited=edited,
+                deleted=deleted, expected_stale=expected_stale, expected_embedded=expected_embedded)
+
+
+def test_reindex_embeds_only_changed_chunks_and_keeps_the_old_version(scenario, capsys):
+    from ragbench.index import ChunkIndex
+    s = scenario
+    capsys.readouterr()
+    assert main(["index", str(s["src"]), "--db", str(s["db"]), "--embedder", "hash:64", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "changes: documents 2 added, 3 changed, 1 removed" in out, out
+    assert f"; {s['expected_embedded']} embedded;" in out, out
+    idx = ChunkIndex.open(s["db"])
+    assert set(idx._all_ids()) == set(s["new"])                        # the table is the new corpus, no more, no less
+    st = json.loads((s["db"] / "chunks.ragbench.json").read_text())["versions"][-1]
+    assert st["embedded"] == s["expected_embedded"] and st["documents"]["removed"] == 1
+    assert set(idx.at_version(st["previous"])._all_ids()) == set(s["old"])   # the previous version stays readable
+    assert s["expected_embedded"] < len(s["new"]) / 4
+    print(f"\nre-index: {st['embedded']} of {len(s['new'])} chunks embedded; {st['documents']} {st['chunks']}")
+
+
+def test_refresh_marks_exactly_the_touched_items_and_shows_the_diff(scenario, capsys):
+    from ragbench.testing import FakeLLMServer
+    s = scenario; run = s["run"]
+    assert s["expected_stale"], "the edits must touch some items"
+    capsys.readouterr()
+    with FakeLLMServer() as srv:
+        assert main(["refresh", str(run), "--db", str(s["db"]), "--llm", f"openai:{srv.url}/v1@fake-model", "--estimate"]) == 0
+        est = json.loads(capsys.readouterr().out)
+        assert srv.stats()["requests"] == 0 and est["items"] == len(s["items"])     # --estimate sends nothing
+        shutil.copytree(run, s["tmp"] / "run_copy")                                # for the kill test
+        assert main(["refresh", str(run), "--db", str(s["db"]), "--llm", f"openai:{srv.url}/v1@fake-model"]) == 0
+        served = srv.stats()["requests"]
+    rid = json.loads((run / "manifest.json").read_text())["refreshes"][-1]["refresh"]
+    summary = json.loads((run / "refresh" / f"{rid}.json").read_text())
+    assert set(summary["stale"]) == s["expected_stale"], (set(summary["stale"]) ^ s["expected_stale"])
+    assert summary["llm"]["calls"] == served                                      # counted = what the server received
+    after, dropped = _items(run), _items(run, "rejected.jsonl")
+    by_id = {i.id: i for i in after}; rechecked_variants = set()
+    for it in s["items"]:
+        if it.id in s["expected_stale"]:                   # every stale item: kept / revised / dropped, the trail says why
+            now = by_id.get(it.id) or next(d for d in dropped if d.id == it.id)
+            assert now.meta["refresh"][-1]["stale"] or now.meta["refresh"][-1]["outcome"] == "dropped"
+        elif it.meta.get("variant_of") in s["expected_stale"]: continue      # a variant follows its parent
+        elif not it.answerable and by_id.get(it.id) != it:  # unanswerable: re-checked because a new chunk is among its hits
+            now = by_id.get(it.id) or next(d for d in dropped if d.id == it.id)
+            assert "new chunk" in now.meta["refresh"][-1]["stale"][0]; rechecked_variants.add(it.id)
+        else: assert by_id[it.id] == it                     # untouched items are byte-for-byte the same
+    deleted_gold = {it.id for it in s["items"] if it.answerable and any(s["old"][g].doc_id == s["deleted"] for g in it.gold_chunk_ids)}
+    assert deleted_gold and not deleted_gold & set(by_id)                          # gold document deleted: dropped
+    assert all(g in s["new"] for it in after for g in it.gold_chunk_ids)           # every gold id is in the new corpus
+    card = json.loads((run / "card.json").read_text())
+    followers = {it.id for it in s["items"] if it.meta.get("variant_of") in s["expected_stale"] and it.id not in s["expected_stale"]}
+    untouched = len(s["items"]) - len(s["expected_stale"]) - len(followers) - len(rechecked_variants)
+    assert untouched <= card["diff"]["unchanged"] <= untouched + len(followers) + len(rechecked_variants)
+    assert card["diff"]["dropped"] >= len(deleted_gold) and card["diff"]["added"] == len(card["diff_ids"]["added"])
+    assert card["version"] != card["previous_version"]
+    added = [by_id[i] for i in card["diff_ids"]["added"]]
+    assert all(set(i.gold_chunk_ids) & (set(s["new"]) - set(s["old"])) for i in added if i.answerable)   # seeded from new chunks
+    # the calls of a full regeneration of the same dataset on the new corpus, for the issue note
+    with FakeLLMServer() as srv:
+        assert _triad(s["db"], s["tmp"] / "full", srv.url) == 0
+        full = srv.stats()["requests"]
+    print(f"\nrefresh: {served} calls; full regeneration: {full} calls; stale {len(s['expected_stale'])}/{len(s['items'])}; "
+          f"diff {card['diff']}")
+    assert served < full
+
+
+def test_refresh_killed_resumes_without_loss_or_duplicates(scenario):
+    from ragbench.testing import FakeLLMServer
+    s = scenario; run = s["tmp"] / "run_copy"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "HF_HUB_OFFLINE": "1"}
+    with FakeLLMServer(latency=0.15) as srv:
+        cmd = [sys.executable, "-m", "ragbench.cli", "refresh", str(run), "--db", str(s["db"]), "--llm", f"openai:{srv.url}/v1@fake-model",
+               "--concurrency", "2"]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None:
+            js = _journal(run)
+            if js and sum(1 for _ in js[0].open()) >= 2: break
+            time.sleep(0.05)
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGKILL); p.wait()
+        journal = [json.loads(l)["task_id"] for l in _journal(run)[0].open() if l.endswith("\n")]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    tasks = [json.loads(l)["task_id"] for l in _journal(run)[0].open()]
+    assert len(tasks) == len(set(tasks)) and set(journal) <= set(tasks)          # nothing redone, nothing lost
+    ids = [i.id for i in _items(run)]
+    assert len(ids) == len(set(ids))
+    assert {i.id for i in _items(run) if i.id in {x.id for x in s["items"]}} == \
+           {i.id for i in _items(s["run"]) if i.id in {x.id for x in s["items"]}}    # the same kept items as the refresh never killed
+
+
+def test_whole_corpus_checks_over_a_run_counted_and_in_the_card(scenario, capsys):
+    "`ragbench check` on the refreshed run: every call counted (= what the server received), per-type findings in the card, a re-run costs nothing."
+    from ragbench.testing import FakeLLMServer
+    s = scenario; run = s["run"]
+    with FakeLLMServer() as srv:
+        args = ["check", str(run), "--db", str(s["db"]), "--llm", f"openai:{srv.url}/v1@fake-model", "-k", "3"]
+        assert main(args) == 0
+        served = srv.stats()["requests"]
+        assert main(args) == 0 and srv.stats()["requests"] == served                 # resumed from the journal: no new call
+    card = json.loads((run / "card.json").read_text())
+    cc = card["corpus_checks"]
+    assert cc["llm"]["calls"] == served > 0
+    kinds = {i.kind for i in _items(run) if i.answerable}
+    assert set(cc["by_type"]) == kinds and all(v["checked"] >= 1 for v in cc["by_type"].values())
+    assert all("corpus_checks" in i.meta for i in _items(run) if i.answerable)
