@@ -34,6 +34,13 @@ ADDED = {
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
                  "--column": "column", **RAY},      # issue 13: your own vector table (--column ROLE=NAME, as search has)
     "index": RAY, "pipeline": RAY,                  # issue 14: --ray local|auto|ADDRESS
+    # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
+    "compare": {f: f[2:].replace("-", "_") for f in ("--baseline", "--metrics", "--by", "--all-pairs", "--alpha", "--power",
+                                                     "--fail-if-worse", "--setups")},
+}
+# positionals made optional on purpose after the snapshot: (command, dest) -> the new nargs, with the reason
+CHANGED_NARGS = {
+    ("compare", "dir_b"): "?",   # issue 20: `compare --baseline NAME EVAL_DIR` takes one folder; two still rank-compare
 }
 # defaults changed on purpose after the snapshot: (command, dest) -> the new default, with the reason
 CHANGED_DEFAULTS = {
@@ -42,6 +49,9 @@ CHANGED_DEFAULTS = {
     ("evaluate", "judges"): "correctness,faithfulness,keypoints,abstention,rubric",
     ("demo", "llm"): None,      # issue 13: offline, the main job scores retrieval only; the `local` model is an opt-in extra
     ("demo", "max_docs"): 6,    # issue 13: the first run finishes in about a minute
+    # issue 20: no default in the signature, so --metric can name the metric to pair with --baseline; the ranking of
+    # two folders still uses recall@5 when it is not given
+    ("compare", "metric"): None,
 }
 
 
@@ -61,7 +71,8 @@ def as_old(name: str, kwargs: dict) -> dict:
     return out
 
 
-NEW_COMMANDS = {"qualify"}   # added after the snapshot (issue 10: judge qualification)
+NEW_COMMANDS = {"qualify",   # added after the snapshot (issue 10: judge qualification)
+                "plan"}      # issue 20: questions needed for a paired comparison
 
 def test_every_command_is_in_the_snapshot():
     assert set(COMMANDS) == set(BEFORE) | NEW_COMMANDS
@@ -74,7 +85,8 @@ def test_same_flags_as_before(name):
            and not set(a.option_strings) & set(ADDED.get(name, {}))]
     old = BEFORE[name]["actions"]
     assert sorted(f for a in new for f in a.option_strings) == sorted(f for a in old for f in a["flags"])
-    assert [a.nargs for a in new if not a.option_strings] == [a["nargs"] for a in old if not a["flags"]]   # positionals
+    assert [a.nargs for a in new if not a.option_strings] == [CHANGED_NARGS.get((name, a["dest"]), a["nargs"])
+                                                              for a in old if not a["flags"]]   # positionals
     by_flag = {tuple(a.option_strings): a for a in new if a.option_strings}
     for o in [a for a in old if a["flags"]]:
         a = by_flag[tuple(o["flags"])]
