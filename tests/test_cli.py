@@ -35,6 +35,7 @@ ADDED = {
                  "--column": "column", **RAY},      # issue 13: your own vector table (--column ROLE=NAME, as search has)
     "index": RAY, "pipeline": RAY,                  # issue 14: --ray local|auto|ADDRESS
     # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
+    "report": {"--baseline": "baseline"},           # issue 20: the setup the report's paired decision compares the others with
     "compare": {f: f[2:].replace("-", "_") for f in ("--baseline", "--metrics", "--by", "--all-pairs", "--alpha", "--power",
                                                      "--fail-if-worse", "--setups")},
 }
