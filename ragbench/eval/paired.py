@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, math, sys
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Optional, Sequence, Union
+from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
 from ..core import UserError, atomic_write, read_config_file
 from .run import EvalError, read_scores
@@ -295,21 +295,21 @@ def plan_questions(d: float, *, pilot: Union[str, Path, None] = None, baseline: 
 # %% ../../nbs/41_eval.paired.ipynb #7a95c781
 def _f(v, fmt: str = "+.3f") -> str: return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
-def print_paired(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 10) -> None:
+def print_paired(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 10, log: Callable = print) -> None:
     "The paired rows as a table, then the missing items of each row that has any, then the decision sentence."
     w = max([len(f"{r['setup']} - {r['baseline']}") for r in rows] + [16])
     wm = max([len(r["metric"]) for r in rows] + [6]); wg = max([len(r["group"]) for r in rows] + [5])
-    print(f"{'setup - baseline':<{w}}  {'metric':<{wm}}  {'group':<{wg}}  {'n':>5} {'miss':>4}  {'diff':>7}  {'95% interval':<17}  "
+    log(f"{'setup - baseline':<{w}}  {'metric':<{wm}}  {'group':<{wg}}  {'n':>5} {'miss':>4}  {'diff':>7}  {'95% interval':<17}  "
           f"{'p':>6}  {'p_holm':>6}  {'mde':>5}  {'test':<13}  decision".replace("95%", f"{100 * (1 - alpha):.0f}%"))
     for r in rows:
-        print(f"{r['setup'] + ' - ' + r['baseline']:<{w}}  {r['metric']:<{wm}}  {r['group']:<{wg}}  {r['n']:>5} {r['n_missing']:>4}  "
+        log(f"{r['setup'] + ' - ' + r['baseline']:<{w}}  {r['metric']:<{wm}}  {r['group']:<{wg}}  {r['n']:>5} {r['n_missing']:>4}  "
               f"{_f(r['diff']):>7}  {'[' + _f(r['ci_low']) + ', ' + _f(r['ci_high']) + ']':<17}  {_f(r['p'], '.4f'):>6}  "
               f"{_f(r['p_holm'], '.4f'):>6}  {_f(r['mde'], '.3f'):>5}  {r['test'] or '–':<13}  {r['decision']}")
     for r in rows:
         if r["missing"]:
             shown = ", ".join(r["missing"][:max_missing]) + (f", ... ({len(r['missing'])} in all)" if len(r["missing"]) > max_missing else "")
-            print(f"missing ({r['setup']} vs {r['baseline']}, {r['metric']}, {r['group']}): {shown}")
-    print(decision_sentence(rows))
+            log(f"missing ({r['setup']} vs {r['baseline']}, {r['metric']}, {r['group']}): {shown}")
+    log(decision_sentence(rows))
 
 # %% ../../nbs/41_eval.paired.ipynb #51b365bf
 def compare_command(
