@@ -12,8 +12,8 @@ from ..core import RunDir, UserError, read_jsonl, utc_now
 from .run import EvalError, read_scores
 
 # %% auto #0
-__all__ = ['LABELS', 'LABEL_KEYS', 'MOVE_KEYS', 'PPI_KEYS', 'mean_estimates', 'simulate_judged', 'stratified_order',
-           'label_candidates', 'row_key', 'read_labels', 'LabelQueue', 'ppi_rows', 'ppi_estimates']
+__all__ = ['LABELS', 'LABEL_KEYS', 'MOVE_KEYS', 'PPI_KEYS', 'mean_estimates', 'simulate_judged', 'row_key', 'stratified_order',
+           'label_candidates', 'read_labels', 'LabelQueue', 'ppi_rows', 'ppi_estimates']
 
 # %% ../../nbs/42_eval.ppi.ipynb #38468ba9
 def _interval(lo, hi) -> tuple[float, float]: return float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
@@ -43,6 +43,8 @@ def simulate_judged(rng: np.random.Generator, n: int, *, p: float = 0.6, sensiti
     return y, np.where(y == 1, rng.random(n) < sensitivity, rng.random(n) < false_positive).astype(float)
 
 # %% ../../nbs/42_eval.ppi.ipynb #e9bd41fe
+def row_key(r: dict) -> tuple: return (r["item_id"], r["setup"], r.get("mode", "retrieved"))
+
 def stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kind"), seed: int = 0) -> list[dict]:
     "The rows in an order whose every prefix is a random sample stratified by `by`, in proportion to each stratum's size."
     rng = np.random.default_rng(seed)
@@ -50,7 +52,8 @@ def stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kin
     for r in rows: strata.setdefault(tuple(str(r.get(b)) for b in by), []).append(r)
     keyed = []
     for key in sorted(strata):
-        members, offset = strata[key], rng.random()          # one offset per stratum: systematic, proportional interleaving
+        members = sorted(strata[key], key=lambda r: [str(v) for v in row_key(r)])   # the file's row order does not matter
+        offset = rng.random()                                 # one offset per stratum: systematic, proportional interleaving
         for rank, j in enumerate(rng.permutation(len(members))):
             keyed.append(((rank + offset) / len(members), members[j]))
     return [r for _, r in sorted(keyed, key=lambda t: t[0])]
@@ -63,8 +66,6 @@ def label_candidates(rows: Sequence[dict], metric: str = "correct", mode: str = 
 LABELS = "labels.jsonl"
 LABEL_KEYS = {"c": ("correct", True), "x": ("correct", False), "f": ("faithful", True), "u": ("faithful", False)}
 MOVE_KEYS = {"n": "next", "j": "next", "p": "prev", "k": "prev"}
-
-def row_key(r: dict) -> tuple: return (r["item_id"], r["setup"], r.get("mode", "retrieved"))
 
 def read_labels(eval_dir: Union[str, Path]) -> dict[tuple, dict]:
     "{(item, setup, mode): {field: latest label}} from EVAL_DIR/labels.jsonl (empty when there is none)."
