@@ -15,9 +15,9 @@ from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_docu
 from .embed import EmbedderError, make_embedder
 
 # %% auto #0
-__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path',
-           'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'minmax', 'fuse_hybrid', 'index_command',
-           'parse_columns', 'open_index', 'save_index_mapping', 'search_command']
+__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'VECTOR_INDEX_MIN_ROWS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError',
+           'sidecar_path', 'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'vector_index_params', 'minmax',
+           'fuse_hybrid', 'index_command', 'parse_columns', 'open_index', 'save_index_mapping', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -135,6 +135,8 @@ def table_lock(db_dir: Union[str, Path], table: str):
     return RunLock(db_dir, name=f"{table}.ragbench.lock", label=f"table '{table}' in {db_dir}")
 
 # %% ../nbs/11_index.ipynb #6511457c
+VECTOR_INDEX_MIN_ROWS = 100_000   # a table this large gets an IVF-PQ vector index when it is built; below it, exact search
+
 @patch(cls_method=True)
 def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex:
     "The ragbench table `table`, created (with its sidecar) if missing; the caller holds `table_lock(db_dir, table)`."
@@ -153,7 +155,8 @@ def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex
 
 @patch(cls_method=True)
 def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
-          batch_size: int = 256, progress: bool = True) -> ChunkIndex:
+          batch_size: int = 256, progress: bool = True,
+          vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> ChunkIndex:
     "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created."
     emb = make_embedder(embedder)
     chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
@@ -163,7 +166,8 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):
         idx = cls.create_or_open(db_dir, table, emb)
-        idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress)
+        idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress,
+                vector_index_min_rows=vector_index_min_rows)
     return idx
 
 # %% ../nbs/11_index.ipynb #a77c773e
@@ -239,17 +243,53 @@ def remove_duplicates(self: ChunkIndex) -> int:
     for part in _batched(sorted(extra), 5000): self.tbl.delete(f"_rowid IN ({', '.join(map(str, part))})")
     return len(extra)
 
+# %% ../nbs/11_index.ipynb #a5868993
+def vector_index_params(n_rows: int, dim: int) -> dict:
+    "IVF-PQ build settings for `n_rows` vectors of `dim` floats, and the search settings (probes, exact re-ranking) that keep recall@10 near exact."
+    partitions = int(min(max(round(n_rows ** 0.5), 16), 4096))           # about sqrt(rows) lists, as LanceDB advises
+    sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim) if s >= 1 and dim % s == 0)   # 8 floats per PQ code
+    return {"num_partitions": partitions, "num_sub_vectors": sub_vectors, "sample_rate": 64, "max_iterations": 20,
+            "nprobes": max(20, -(-partitions // 20)), "refine_factor": 10}   # read 5 % of the lists; re-rank 10 x k exactly
+
+@patch
+def vector_index(self: ChunkIndex) -> Optional[dict]:
+    "The search settings of the table's vector index, or None when dense search is an exact scan."
+    if getattr(self, "_ann", False) is False:
+        vcol = self.columns["vector"]
+        has = any(list(i.columns) == [vcol] and not i.index_type.upper().startswith(("FTS", "BTREE", "BITMAP", "LABEL"))
+                  for i in self.tbl.list_indices())
+        self._ann = vector_index_params(len(self), self.dim) if has else None
+    return self._ann
+
+@patch
+def ensure_vector_index(self: ChunkIndex, min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, log=None) -> bool:
+    "Build (or rebuild, once a tenth of the rows came after it) the table's IVF-PQ index when it has `min_rows` rows; True if built."
+    n = len(self)
+    if min_rows is None or n < max(min_rows, 256): return False           # PQ training needs 256 vectors at least
+    if self.vector_index() is not None:
+        stats = self.tbl.index_stats(f"{self.columns['vector']}_idx")
+        if stats is None or stats.num_unindexed_rows * 10 < n: return False
+    p = vector_index_params(n, self.dim)
+    (log or (lambda m: print(m, file=sys.stderr)))(
+        f"ragbench: building a vector index (IVF-PQ, {p['num_partitions']} partitions) on {n} rows of table '{self.table_name}'")
+    self.tbl.create_index(metric="cosine", vector_column_name=self.columns["vector"], num_partitions=p["num_partitions"],
+                          num_sub_vectors=p["num_sub_vectors"], sample_rate=p["sample_rate"], max_iterations=p["max_iterations"],
+                          replace=True)
+    self._ann = False
+    return True
+
 # %% ../nbs/11_index.ipynb #d0d5a408
 @patch
-def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: int = 32) -> np.ndarray:
-    "Embed the chunks' texts `step` at a time, moving the progress `bar` after each step (so it moves every few seconds)."
-    parts = []
+def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: Optional[int] = None) -> np.ndarray:
+    "Embed the chunks' texts one model batch (or `step`) at a time, moving the progress `bar` after each (so it moves every few seconds)."
+    parts, step = [], step or getattr(self.embedder, "batch_size", 64)
     for part in _batched(chunks, step):
         parts.append(self.embedder.encode([c.text for c in part])); bar.update(len(part))
     return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
 @patch
-def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False) -> int:
+def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False,
+        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> int:
     "Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how many were added."
     from tqdm.auto import tqdm
     removed = self.remove_duplicates()
@@ -266,6 +306,7 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
     finally:
         bar.close()
     if st["added"] or removed or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0 or removed > 0)
+    if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)
     self._fts_ready = True
     self.last_build = st
     return st["added"]
@@ -390,8 +431,10 @@ def fuse_hybrid(dense: dict[str, float], bm25: dict[str, float], dense_weight: f
 @patch
 def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False) -> list[dict]:
     "Top-n rows by cosine similarity to `vec` (row['_distance'] = 1 - cosine)."
-    q = self.tbl.search(np.asarray(vec, dtype=np.float32), vector_column_name=self.columns["vector"])
-    return q.distance_type("cosine").limit(n).select(self._select(vector) + ["_distance"]).to_list()
+    q = self.tbl.search(np.asarray(vec, dtype=np.float32), vector_column_name=self.columns["vector"]).distance_type("cosine")
+    ann = self.vector_index()
+    if ann: q = q.nprobes(ann["nprobes"]).refine_factor(ann["refine_factor"])
+    return q.limit(n).select(self._select(vector) + ["_distance"]).to_list()
 
 @patch
 def ensure_fts(self: ChunkIndex, log=None) -> bool:
@@ -474,6 +517,7 @@ def index_command(
     batch_size: int = 256,  # chunks embedded and written per batch
     max_doc_mb: float = 20.0,  # skip documents larger than this (MB)
     quiet: bool = False,  # no progress bar
+    vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS,  # build an IVF-PQ vector index once the table has this many rows (below it: exact search)
     ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
 ) -> None:
     "Load, chunk and embed documents into a LanceDB table, then print a summary."
@@ -488,12 +532,15 @@ def index_command(
                 chunking=dict(target_tokens=target_tokens, min_tokens=min_tokens, max_tokens=max_tokens, overlap=overlap, mode=mode))
         else:
             chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), target_tokens, min_tokens, max_tokens, overlap, mode)
-            idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=not quiet)
+            idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=not quiet,
+                                   vector_index_min_rows=vector_index_min_rows)
+        idx.ensure_vector_index(vector_index_min_rows)          # a Ray build, or a table that reached the size now
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     st = idx.last_build
     print(f"indexed {source}: {report.documents} documents -> {st['chunks']} chunks "
           f"({st['added']} new, {st['existing']} already in the table)")
     print(f"table '{table}' in {db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
+    if idx.vector_index(): print(f"vector index: IVF-PQ, {idx.vector_index()['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if st["duplicates_removed"]: print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
     if report.skipped:

@@ -33,7 +33,8 @@ ADDED = {
     "triad": {"--column": "column", "--embedder": "embedder", **RAY},   # issue 13: your own vector table (as search has them)
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
                  "--column": "column", **RAY},      # issue 13: your own vector table (--column ROLE=NAME, as search has)
-    "index": RAY, "pipeline": RAY,                  # issue 14: --ray local|auto|ADDRESS
+    "index": {**RAY, "--vector-index-min-rows": "vector_index_min_rows"},  # issue 14: --ray; issue 23: the vector-index threshold
+    "pipeline": RAY,                               # issue 14: --ray local|auto|ADDRESS
     # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
     "report": {"--baseline": "baseline"},           # issue 20: the setup the report's paired decision compares the others with
     "compare": {f: f[2:].replace("-", "_") for f in ("--baseline", "--metrics", "--by", "--all-pairs", "--alpha", "--power",

@@ -8,8 +8,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def output_text(cell: dict) -> str:
+    "The saved text a code cell printed or returned (streams, then plain-text results), as one string."
+    out = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream": out.append("".join(o["text"]))
+        elif "text/plain" in o.get("data", {}): out.append("".join(o["data"]["text/plain"]) + "\n")
+    return "".join(out).strip("\n")
+
+
 def render_readme(nb_path: Path = ROOT / "nbs" / "index.ipynb") -> str:
-    "Markdown of index.ipynb: markdown cells as they are, code cells (minus #| directives) as python blocks."
+    "Markdown of index.ipynb: markdown cells as they are, code cells (minus #| directives) as python blocks, saved outputs as text blocks."
     nb = json.loads(nb_path.read_text())
     parts = []
     for cell in nb["cells"]:
@@ -20,7 +29,14 @@ def render_readme(nb_path: Path = ROOT / "nbs" / "index.ipynb") -> str:
             if re.search(r"^#\|\s*hide", src, re.M): continue
             code = "\n".join(l for l in src.splitlines() if not l.startswith("#|")).strip()
             if code: parts.append(f"```python\n{code}\n```")
+            if output_text(cell): parts.append(f"```text\n{output_text(cell)}\n```")
     return "\n\n".join(parts) + "\n"
+
+
+def test_the_tour_shows_its_output():
+    "index.ipynb opens with a tour whose code cells carry their saved output (the README shows it)."
+    cells = [c for c in json.loads((ROOT / "nbs" / "index.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    assert cells and all(output_text(c) for c in cells), "run nbs/index.ipynb and save it (its outputs are the README's)"
 
 
 def readme_blocks(text: str) -> list:
