@@ -45,7 +45,7 @@ def sign_flip_p(d: Sequence[float], *, n_resamples: int = 4999, seed: int = 0) -
     from scipy.stats import permutation_test
     d = np.asarray(d, dtype=float)
     if len(d) == 0: return math.nan
-    if not np.any(d != 0): return 1.0
+    if not np.any(d != 0) or len(d) == 1: return 1.0       # one pair: +d and -d are equally extreme
     r = permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples", vectorized=True,
                          n_resamples=n_resamples, rng=np.random.default_rng(seed))
     return float(min(1.0, r.pvalue))
