@@ -21,6 +21,11 @@ requirements = shlex.split(cfg.get('requirements', ''))
 # every `NAME_requirements` setting is the extra NAME; `dev` (the tests) also takes every user extra but `local`
 extras = {k[:-len('_requirements')]: shlex.split(v) for k, v in cfg.items() if k.endswith('_requirements') and v.strip()}
 extras['dev'] = extras.get('dev', []) + [r for name, reqs in extras.items() if name not in ('dev', 'local') for r in reqs]
+# `entry_points = GROUP:NAME=MODULE:ATTR ...`: plugins found by ragbench's registries (core.Registry)
+plugins = {}
+for ep in cfg.get('entry_points', '').split():
+    group, _, entry = ep.partition(':')
+    plugins.setdefault(group, []).append(entry)
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 
@@ -48,6 +53,7 @@ setuptools.setup(
     zip_safe=False,
     entry_points={
         'console_scripts': cfg['console_scripts'].split(),
+        **plugins,
         'nbdev': [f'{cfg.get("lib_path")}={cfg.get("lib_path")}._modidx:d'],
     },
     **setup_cfg)

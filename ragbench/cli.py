@@ -4,12 +4,12 @@
 
 # %% ../nbs/99_cli.ipynb #45dfda1b
 from __future__ import annotations
-import argparse, importlib, inspect, os, sys, types
+import argparse, functools, importlib, inspect, os, sys, types
 from typing import Annotated, Any, Callable, Literal, NamedTuple, Optional, Sequence, Union, get_args, get_origin
 
 # %% auto #0
 __all__ = ['COMMANDS', 'split_annotation', 'type_keywords', 'help_text', 'argument', 'command_parser', 'parse_command', 'Command',
-           'usage', 'resolve_command', 'call_command', 'main']
+           'plugin_commands', 'command_names', 'usage', 'resolve_command', 'call_command', 'main']
 
 # %% ../nbs/99_cli.ipynb #70270c08
 def _strip_optional(t):
@@ -76,6 +76,7 @@ def command_parser(func: Callable, prog: Optional[str] = None, epilog: Optional[
         if d["kind"] in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD): continue
         flags, kw = argument(name, d["anno"], d["default"], d["kind"], d["docment"])
         p.add_argument(*flags, **kw)
+    for flags, kw in getattr(func, "__cli_arguments__", ()): p.add_argument(*flags, **kw)   # generated from a config model (spine.config_flags)
     return p
 
 def _tuples(v):
@@ -95,7 +96,7 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "demo": Command("ragbench.demo:demo_command", "the main job: index the bundled corpus, generate, evaluate, report (offline)", True),
-    "index": Command("ragbench.index:index_command", "chunk and embed documents into a LanceDB table", True),
+    "index": Command("ragbench.spine:index_command", "chunk and embed documents into a LanceDB table", True),
     "search": Command("ragbench.index:search_command", "search an index (dense, bm25 or hybrid)"),
     "triad": Command("ragbench.triad.run:triad_command", "generate validated multi-hop questions with labelled contexts (TRIAD)", True),
     "qualify": Command("ragbench.triad.qualify:qualify_command", "qualify a judge model on questions with known verdicts (TRIAD's checks)"),
@@ -108,19 +109,30 @@ COMMANDS: dict[str, Command] = {
     "report": Command("ragbench.report.html:report_command", "self-contained HTML report with plotly figures (and PNGs)"),
     "run": Command("ragbench.papermill:run_command", "execute a stage notebook headless with papermill into a run directory", True),
     "pipeline": Command("ragbench.pipeline:pipeline_command", "index -> TRIAD -> evaluate -> report from a config file", True),
-    "fake-llm-server": Command("ragbench.testing.server:fake_llm_server_command", "serve a fake OpenAI/Gemini LLM on 127.0.0.1"),
 }
 
 # %% ../nbs/99_cli.ipynb #116def13
+@functools.lru_cache(maxsize=None)
+def plugin_commands() -> dict:
+    "Subcommands that installed packages declare (entry-point group `ragbench.commands`): name -> entry point, not loaded."
+    from importlib.metadata import entry_points
+    return {ep.name: ep for ep in entry_points(group="ragbench.commands")}
+
+def command_names() -> list[str]:
+    "Every subcommand: the built-in ones, then the plugins."
+    return list(COMMANDS) + [n for n in plugin_commands() if n not in COMMANDS]
+
 def usage() -> str:
-    "The top-level help text listing every subcommand."
-    width = max(map(len, COMMANDS))
+    "The top-level help text listing every subcommand (a plugin by its entry point: --help imports nothing)."
+    width = max(map(len, command_names()))
     lines = ["usage: ragbench SUBCOMMAND [options]   (ragbench SUBCOMMAND --help for its options)", "", "subcommands:"]
-    lines += [f"  {name:<{width}}  {cmd.help}" for name, cmd in COMMANDS.items()]
+    lines += [f"  {name:<{width}}  {COMMANDS[name].help if name in COMMANDS else 'plugin ' + plugin_commands()[name].value}"
+              for name in command_names()]
     return "\n".join(lines)
 
 def resolve_command(name: str) -> Callable:
     "The function implementing subcommand `name` (its module is imported now)."
+    if name not in COMMANDS: return plugin_commands()[name].load()
     module, func = COMMANDS[name].target.split(":")
     return getattr(importlib.import_module(module), func)
 
@@ -150,7 +162,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(usage()); return 0
     if argv[0] == "--version":
         from ragbench import __version__; print(__version__); return 0
-    if argv[0] not in COMMANDS:
+    if argv[0] not in command_names():
         print(f"ragbench: unknown subcommand '{argv[0]}'\n\n{usage()}", file=sys.stderr); return 2
     return call_command(argv[0], argv[1:])
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #ea3c7797
 from __future__ import annotations
-import hashlib, json, os, platform, sys, tempfile, datetime as _dt
+import asyncio, concurrent.futures, contextvars, hashlib, json, os, platform, sys, tempfile, datetime as _dt
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Optional, Union
 from fastcore.basics import patch
@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 # %% auto #0
 __all__ = ['short_hash', 'make_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'QAItem', 'item_id',
-           'UserError', 'RecordError', 'validation_problems', 'parse_record', 'read_jsonl', 'append_jsonl',
+           'UserError', 'RecordError', 'validation_problems', 'Registry', 'parse_record', 'read_jsonl', 'append_jsonl',
            'atomic_write', 'read_config_file', 'Dataset', 'package_dir', 'package_versions', 'corpus_fingerprint',
-           'RunDir', 'RunLock']
+           'RunDir', 'RunLock', 'arun']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -82,7 +82,7 @@ class Review(Record):
 class QAItem(Record):
     "One evaluation question with its answer, gold chunks, labelled contexts and full audit trail."
     id: str
-    method: Literal["triad", "dora", "static"]
+    method: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")  # an open name: triad, dora, static, or a method of your own
     kind: str
     question: str
     answer: str
@@ -135,6 +135,68 @@ def validation_problems(e: ValidationError) -> list[tuple[str, str]]:
 def _describe_validation_error(e: ValidationError) -> str:
     "One line per problem: `field 'a.b': message`."
     return "; ".join(f"field '{loc or '<root>'}': {msg}" for loc, msg in validation_problems(e))
+
+# %% ../nbs/00_core.ipynb #009f9425
+class Registry:
+    "Named entries of one kind: `register` (also a decorator), look up, list; plugins from entry-point `group`."
+    def __init__(self, kind: str, group: Optional[str] = None, error: type = None, entries: Optional[dict] = None):
+        self.kind, self.group, self.error = kind, group, error or UserError
+        self._entries, self._plugins = dict(entries or {}), None
+
+    def register(self, name: str, obj: Any = None) -> Any:
+        "Register `obj` as `name` (re-registering replaces); without `obj`, a decorator."
+        if obj is None: return lambda o: self.register(name, o)
+        if not isinstance(name, str) or not name.strip(): raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
+        self._entries[name] = obj
+        return obj
+
+    def unregister(self, name: str) -> None:
+        "Drop `name` (a no-op if it is not registered)."
+        self._entries.pop(name, None)
+
+    def __repr__(self): return f"Registry({self.kind!r}: {', '.join(self.names())})"
+
+# %% ../nbs/00_core.ipynb #7f28c819
+@patch
+def plugins(self: Registry) -> dict:
+    "The entry points of `group` by name (read once; none without a group)."
+    if self._plugins is None:
+        from importlib.metadata import entry_points
+        self._plugins = {ep.name: ep for ep in entry_points(group=self.group)} if self.group else {}
+    return self._plugins
+
+@patch
+def names(self: Registry) -> list[str]:
+    "Registered names, then plugin names not registered in code."
+    return list(self._entries) + [n for n in self.plugins() if n not in self._entries]
+
+@patch
+def __contains__(self: Registry, name) -> bool: return name in self._entries or name in self.plugins()
+@patch
+def __iter__(self: Registry): return iter(self.names())
+@patch
+def __len__(self: Registry) -> int: return len(self.names())
+
+# %% ../nbs/00_core.ipynb #c9a7840c
+@patch
+def __getitem__(self: Registry, name: str) -> Any:
+    "The entry `name` (a plugin is loaded on first use); an unknown name raises `self.error` listing the known ones."
+    if name in self._entries: return self._entries[name]
+    ep = self.plugins().get(name)
+    if ep is None: raise self.error(f"unknown {self.kind} {name!r}; known: {', '.join(self.names()) or '(none)'}")
+    return self._entries.setdefault(name, ep.load())
+
+@patch
+def get(self: Registry, name: str, default: Any = None) -> Any:
+    "The entry `name`, or `default`."
+    return self[name] if name in self else default
+
+@patch
+def copy(self: Registry) -> Registry:
+    "An independent registry with the same entries (a run's overlay: registering in it changes nothing else)."
+    out = Registry(self.kind, self.group, self.error, self._entries)
+    out._plugins = self._plugins
+    return out
 
 # %% ../nbs/00_core.ipynb #bf936c2b
 def parse_record(line: str, model: Optional[type[BaseModel]] = None, *, where: str = "<string>") -> Any:
@@ -410,3 +472,11 @@ class RunLock:
 
     def __enter__(self): return self.acquire()
     def __exit__(self, *exc): self.release()
+
+# %% ../nbs/00_core.ipynb #eaac0f87
+def arun(coro):
+    "Run a coroutine to completion from sync code, also where an event loop already runs (Jupyter); keeps the context."
+    try: asyncio.get_running_loop()
+    except RuntimeError: return asyncio.run(coro)
+    ctx = contextvars.copy_context()   # task_usage() blocks reach into the worker thread
+    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(ctx.run, asyncio.run, coro).result()

@@ -158,17 +158,17 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
              gen_spec: Optional[str] = None, log: Callable = print, progress: bool = False, embedder=None,
              n_boot: int = 1000) -> dict:
     "The main job: index + search -> TRIAD (stand-in) -> HotpotQA setups scored -> HTML reports."
-    from ragbench.llm import make_llm
     from ragbench.embed import make_embedder
+    from ragbench.spine import LLMPool
     out = Path(out); run = RunDir(out); t0 = time.monotonic()
     run.write_manifest(kind="demo", config=demo_config(llm_spec, gen_spec, n_questions=n_questions, max_seeds=max_seeds,
                                                        max_docs=max_docs))
     emb = embedder or make_embedder()
     idx = build_demo_index(out, max_docs, embedder=emb, log=log, progress=progress)
     demo_searches(idx, log=log)
-    llm = make_llm(llm_spec, cache_dir=out / "cache") if llm_spec else None
-    gen_llm = (stand_in_generator(out / "cache") if gen_spec in (None, "template") else
-               llm if gen_spec == llm_spec else make_llm(gen_spec, cache_dir=out / "cache"))
+    pool = LLMPool(out / "cache")                 # one client per distinct spec, one cache (as every run: 19_spine)
+    llm = pool.get(llm_spec)
+    gen_llm = stand_in_generator(out / "cache") if gen_spec in (None, "template") else pool.get(gen_spec)
     gen = demo_triad(idx, gen_llm, out, n=n_questions, max_seeds=max_seeds, progress=progress, log=log)
     hds, hidx = hotpotqa_benchmark(out / "hotpotqa", embedder=emb, progress=progress, log=log)
     if llm is not None: local_smoke(llm, log=log)

@@ -17,7 +17,7 @@ from .embed import EmbedderError, make_embedder
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'VECTOR_INDEX_MIN_ROWS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError',
            'sidecar_path', 'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'vector_index_params', 'minmax',
-           'fuse_hybrid', 'index_command', 'parse_columns', 'open_index', 'save_index_mapping', 'search_command']
+           'fuse_hybrid', 'parse_columns', 'open_index', 'save_index_mapping', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -249,7 +249,7 @@ def vector_index_params(n_rows: int, dim: int) -> dict:
     partitions = int(min(max(round(n_rows ** 0.5), 16), 4096))           # about sqrt(rows) lists, as LanceDB advises
     sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim) if s >= 1 and dim % s == 0)   # 8 floats per PQ code
     return {"num_partitions": partitions, "num_sub_vectors": sub_vectors, "sample_rate": 64, "max_iterations": 20,
-            "nprobes": max(20, -(-partitions // 20)), "refine_factor": 10}   # read 5 % of the lists; re-rank 10 x k exactly
+            "nprobes": max(20, -(-partitions // 20)), "refine_factor": 50}   # read 5 % of the lists; re-rank 50 x k exactly
 
 @patch
 def vector_index(self: ChunkIndex) -> Optional[dict]:
@@ -500,52 +500,6 @@ def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     if row is None: raise KeyError(f"chunk id {chunk_id!r} not in table '{self.table_name}' ({self.db_dir})")
     rows = self._dense_rows(np.asarray(row[self.columns["vector"]], dtype=np.float32), k + 1)
     return [self._hit(r, 1.0 - r["_distance"]) for r in rows if str(r[self.columns["id"]]) != str(chunk_id)][:k]
-
-# %% ../nbs/11_index.ipynb #3c63e2ad
-def index_command(
-    source: str,  # a folder (.txt .md .html .htm .pdf), a JSONL of {id, title, text}, or a HotpotQA/MuSiQue JSON file
-    *,
-    db: str,  # LanceDB folder (created if missing)
-    table: str = "chunks",  # table name
-    embedder: Optional[str] = None,  # model folder or cached model name; 'hash' for a model-free embedder (tests); default: the bundled all-MiniLM-L6-v2
-    mode: Literal["auto", "pack", "paragraph"] = "auto",  # chunking: pack paragraphs to ~target tokens, or one chunk per paragraph; auto = paragraph for HotpotQA/MuSiQue, pack otherwise
-    fmt: Annotated[Literal[FORMATS], "--format"] = "auto",  # input format; auto detects it
-    target_tokens: int = 512,  # packed chunks aim at about this many tokens
-    min_tokens: int = 100,  # a packed chunk holds at least this many tokens where the text allows
-    max_tokens: int = 1024,  # longer paragraphs are split into overlapping windows
-    overlap: float = 0.25,  # share of a window repeated in the next one when a long paragraph is split
-    batch_size: int = 256,  # chunks embedded and written per batch
-    max_doc_mb: float = 20.0,  # skip documents larger than this (MB)
-    quiet: bool = False,  # no progress bar
-    vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS,  # build an IVF-PQ vector index once the table has this many rows (below it: exact search)
-    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
-) -> None:
-    "Load, chunk and embed documents into a LanceDB table, then print a summary."
-    report = LoadReport()
-    try:
-        emb = make_embedder(embedder)
-        import os
-        if ray or os.environ.get("RAGBENCH_RAY_ADDRESS"):     # the optional Ray extra, looked up by name (80_scale)
-            from importlib import import_module
-            idx = import_module("ragbench.scale.index").build_index_on_ray(
-                source, db, embedder=emb, table=table, fmt=fmt, max_doc_mb=max_doc_mb, report=report, address=ray, progress=not quiet,
-                chunking=dict(target_tokens=target_tokens, min_tokens=min_tokens, max_tokens=max_tokens, overlap=overlap, mode=mode))
-        else:
-            chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), target_tokens, min_tokens, max_tokens, overlap, mode)
-            idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=not quiet,
-                                   vector_index_min_rows=vector_index_min_rows)
-        idx.ensure_vector_index(vector_index_min_rows)          # a Ray build, or a table that reached the size now
-    except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
-    st = idx.last_build
-    print(f"indexed {source}: {report.documents} documents -> {st['chunks']} chunks "
-          f"({st['added']} new, {st['existing']} already in the table)")
-    print(f"table '{table}' in {db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
-    if idx.vector_index(): print(f"vector index: IVF-PQ, {idx.vector_index()['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
-    if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
-    if st["duplicates_removed"]: print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
-    if report.skipped:
-        print(f"skipped {len(report.skipped)} input(s):")
-        for m in report.messages(): print(f"  {m}")
 
 # %% ../nbs/11_index.ipynb #56cfbc33
 def parse_columns(items: Union[Iterable[str], dict, None]) -> dict:

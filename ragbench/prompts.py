@@ -9,12 +9,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 from pydantic import BaseModel
-from .core import UserError, read_config_file
+from .core import Registry, UserError, read_config_file
 
 # %% auto #0
-__all__ = ['PromptError', 'PromptTemplate', 'template_variables', 'register_prompt', 'get_prompt', 'list_prompts',
-           'render_prompt', 'override_prompt', 'reset_prompts', 'load_prompt_overrides', 'format_chunks',
-           'parse_chunks', 'SmokeReply']
+__all__ = ['PROMPTS', 'PromptError', 'PromptTemplate', 'template_variables', 'register_prompt', 'get_prompt', 'list_prompts',
+           'render_template', 'render_prompt', 'override_prompt', 'reset_prompts', 'load_prompt_overrides',
+           'format_chunks', 'parse_chunks', 'SmokeReply']
 
 # %% ../nbs/02_prompts.ipynb #982df458
 class PromptError(UserError):
@@ -49,31 +49,30 @@ def template_variables(text: str, name: str = "?") -> list[str]:
     return out
 
 # %% ../nbs/02_prompts.ipynb #bb278350
-_DEFAULTS: dict[str, PromptTemplate] = {}
+PROMPTS = Registry("prompt", error=PromptError)   # name -> default PromptTemplate
 _OVERRIDES: dict[str, dict] = {}
 
 def register_prompt(t: PromptTemplate) -> PromptTemplate:
     "Register (or re-register) a default template under `t.name`; returns it."
     if not isinstance(t, PromptTemplate): raise TypeError(f"register_prompt expects a PromptTemplate, got {type(t).__name__}")
     template_variables((t.system or "") + "\n" + t.template, t.name)
-    _DEFAULTS[t.name] = t
-    return t
+    return PROMPTS.register(t.name, t)
 
 def get_prompt(name: str) -> PromptTemplate:
     "The effective template `name`: the registered default with any user override applied."
-    if name not in _DEFAULTS:
-        raise PromptError(f"unknown prompt '{name}'; registered: {', '.join(sorted(_DEFAULTS)) or '(none)'}")
+    if name not in PROMPTS:
+        raise PromptError(f"unknown prompt '{name}'; registered: {', '.join(sorted(PROMPTS)) or '(none)'}")
     ov = _OVERRIDES.get(name)
-    return replace(_DEFAULTS[name], **ov) if ov else _DEFAULTS[name]
+    return replace(PROMPTS[name], **ov) if ov else PROMPTS[name]
 
 def list_prompts() -> list[str]:
     "Names of all registered templates."
-    return sorted(_DEFAULTS)
+    return sorted(PROMPTS)
 
 # %% ../nbs/02_prompts.ipynb #16e664b8
-def render_prompt(name: str, **vars: Any) -> tuple[Optional[str], str]:
-    "Render template `name` with `vars`: returns `(system, user_text)`; a missing variable names template and variable."
-    t = get_prompt(name)
+def render_template(t: PromptTemplate, **vars: Any) -> tuple[Optional[str], str]:
+    "Render template `t` with `vars`: returns `(system, user_text)`; a missing variable names template and variable."
+    name = t.name
     def fill(text, part):
         if text is None: return None
         missing = [v for v in template_variables(text, name) if v not in vars]
@@ -84,6 +83,10 @@ def render_prompt(name: str, **vars: Any) -> tuple[Optional[str], str]:
         except (AttributeError, IndexError, KeyError) as e:
             raise PromptError(f"prompt '{name}' ({part}): cannot fill placeholder: {e!r}") from None
     return fill(t.system, "system"), fill(t.template, "template")
+
+def render_prompt(name: str, **vars: Any) -> tuple[Optional[str], str]:
+    "Render the effective template `name` (its user override applied) with `vars`: `(system, user_text)`."
+    return render_template(get_prompt(name), **vars)
 
 # %% ../nbs/02_prompts.ipynb #a39b5e90
 def override_prompt(name: str, template: Optional[str] = None, system: Optional[str] = None) -> None:

@@ -8,7 +8,7 @@ import html, os, re, sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
-from .core import Chunk, QAItem, RunDir, utc_now
+from .core import Chunk, QAItem, RunDir, RunLock, utc_now
 from .text import candidate_names
 from .review import (REVIEWS, SOURCES, INSPECTED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items, failed_checks,
                              judge_scores, demo_chunks, demo_run_dir, write_reviewed)
@@ -598,14 +598,14 @@ class BridgeInspector:
 # %% ../nbs/61_widgets.ipynb #5347a045
 @patch
 def _plan(self: BridgeInspector, seed, neighbours, entities):
-    "Default choice: the neighbour sharing most names with the seed; its first shared name is the topic."
-    best, best_shared = None, []
-    for h in neighbours:
-        s = self.shared(h.chunk_id)
-        if len(s) > len(best_shared): best, best_shared = h, s
-    if best is None: return None, None, f"no neighbour of the seed shares a name with it ({len(neighbours)} checked)"
-    return best.chunk_id, best_shared[0], (f"{chunk_label(best)} shares {len(best_shared)} name{'s' if len(best_shared) > 1 else ''} "
-                                           f"with the seed ({', '.join(best_shared[:5])}), the most of {len(neighbours)} neighbours")
+    "Default choice by TRIAD's own rules: the first candidate `pick_partners` offers that shares a name with the seed (`shared_name`, boilerplate left out)."
+    from ragbench.triad import TriadConfig
+    from ragbench.triad.bridge import boilerplate_names, hit_chunk, pick_partners, shared_name
+    skip, k = boilerplate_names(self.index), max(len(neighbours), 1)
+    for h in pick_partners(seed, neighbours, TriadConfig(offer_k=k, fallback_n=k), None, skip):
+        if name := shared_name(seed, hit_chunk(h), skip):
+            return h.chunk_id, name, f"{chunk_label(h)} shares '{name}' with the seed (TRIAD's partner rule; names in most documents never count)"
+    return None, None, f"no neighbour of the seed shares a name with it ({len(neighbours)} checked; names in most documents never count)"
 
 # %% ../nbs/61_widgets.ipynb #85ed9b40
 @patch
@@ -702,15 +702,20 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
 
 # %% ../nbs/61_widgets.ipynb #d7a595c1
 def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison", binary: bool = False) -> QAItem:
-    "Generate from the inspected bridge, validate, and append the result to RUN/inspected.jsonl; returns the item."
-    from ragbench.llm import arun
+    "Generate from the inspected bridge (LLMs or specs, by role), validate, append to RUN/inspected.jsonl; calls count in RUN/calls.jsonl."
+    from ragbench.llm import CallMeter, arun
+    from ragbench.spine import LLMPool
     from ragbench.triad import TriadConfig
-    keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or TriadConfig(), kind, binary))
-    run = RunDir(run_dir)
-    have = {i.id for i in load_items(run.path)}
-    new = [i for i in keep + drop if i.id not in have]
-    if new: run.append(INSPECTED, *new)
-    if (run / "dataset.reviewed.jsonl").exists(): write_reviewed(run.path)   # keep the reviewed dataset current
+    pool, run = LLMPool(Path(run_dir) / "cache"), RunDir(run_dir)        # as a run opens its LLMs (19_spine)
+    llms = {r: pool.get(l) if isinstance(l, str) else l for r, l in (llms if isinstance(llms, dict) else {"generate": llms}).items()}
+    with RunLock(run.path):
+        meter = CallMeter(run.path / "calls.jsonl")          # the run's budget and journal count these calls too
+        for l in llms.values(): pool.attach(meter, l)
+        keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or TriadConfig(), kind, binary))
+        have = {i.id for i in load_items(run.path)}
+        new = [i for i in keep + drop if i.id not in have]
+        if new: run.append(INSPECTED, *new)
+        if (run / "dataset.reviewed.jsonl").exists(): write_reviewed(run.path)   # keep the reviewed dataset current
     return (keep + drop)[0]
 
 # %% ../nbs/61_widgets.ipynb #66479d55

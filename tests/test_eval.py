@@ -612,6 +612,21 @@ def test_retrieval_only_setup(tiny, tmp_path, capsys):
     assert summ["setups"]["dense2"]["recall@k"]["n"] == 4 and summ["usage"]["run"]["calls"] == 0 and summ["models"]["answer"] == {"dense2": None}
 
 
+def test_evaluate_takes_its_options_from_a_config_file(tiny, tmp_path, capsys):
+    "issue 18: `ragbench evaluate --config FILE` (the options by name); a flag given overrides the file; an unknown key names the file."
+    from ragbench.cli import main
+    setups = tmp_path / "setups.yaml"
+    setups.write_text("baseline: {name: bm25-2, retrieval: bm25, top_k: 2}\n")
+    conf = tmp_path / "eval.yaml"
+    conf.write_text(f"setups: {setups}\ndb: {tiny['db']}\nbertscore: false\nn_boot: 20\nks: [1, 2]\nquiet: true\njudges: none\n")
+    assert main(["evaluate", "--dataset", str(tiny["path"]), "--out", str(tmp_path / "ev"), "--config", str(conf), "--n-boot", "30"]) == 0
+    summ = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert list(summ["setups"]) == ["bm25-2"] and summ["setups"]["bm25-2"]["recall@1"]["n"] == 4 and "recall@3" not in summ["setups"]["bm25-2"]
+    conf.write_text("n_bot: 3\n")
+    assert main(["evaluate", "--dataset", str(tiny["path"]), "--out", str(tmp_path / "ev2"), "--config", str(conf)]) == 2
+    assert "eval.yaml: unknown option 'n_bot'" in capsys.readouterr().err and not (tmp_path / "ev2").exists()
+
+
 def test_load_scores_and_summary_frames(tiny, tmp_path):
     "Before: no pandas view of the scores or the summary."
     from ragbench.eval import load_scores, summary_frame

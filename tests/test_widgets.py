@@ -97,6 +97,17 @@ def test_seed_picker_ticks_reach_the_triad_command(index, tmp_path):
 
 
 # --- bridge inspector -----------------------------------------------------------------------------------------
+def test_bridge_inspector_uses_triads_partner_rule(index):
+    "issue 19 #3: the inspector's default pair is the one TRIAD's own rules give (pick_partners + shared_name), not its own count."
+    from ragbench.triad import TriadConfig
+    from ragbench.triad.bridge import hit_chunk, pick_partners, shared_name
+    ids = doc_ids()
+    bi = BridgeInspector(index, ids["git-rebase"], k=4)
+    first = next(h for h in pick_partners(bi.seed, bi.neighbours, TriadConfig(offer_k=4, fallback_n=4)) if shared_name(bi.seed, hit_chunk(h)))
+    assert (bi.auto_neighbour, bi.auto_topic) == (first.chunk_id, shared_name(bi.seed, hit_chunk(first)))
+    assert "TRIAD's partner rule" in bi.why
+
+
 def test_bridge_inspector_choice_and_overrides(index):
     ids = doc_ids()
     bi = BridgeInspector(index, ids["git-rebase"], k=4)

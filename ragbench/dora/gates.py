@@ -8,7 +8,7 @@ import inspect, re
 from collections import Counter
 from typing import Callable, Optional, Sequence, Union
 from pydantic import BaseModel, Field
-from ..core import UserError
+from ..core import Registry, UserError
 from ..text import content_words, extract_quantities, has_number, list_items, split_sentences, stem, words
 from .styles import METRICS, Style, get_style
 from .evidence import (AnswerVerdict, answer_core, answer_units, evidence_pairs, lexical_answer_verdict,
@@ -23,13 +23,11 @@ __all__ = ['CHECKS', 'register_check', 'check_non_empty', 'check_no_doc_referenc
            'grounding_metrics', 'quality_score', 'GateResult', 'check_answer', 'gate']
 
 # %% ../../nbs/30_dora.gates.ipynb #7e7b829d
-CHECKS: dict[str, Callable[..., Optional[str]]] = {}
+CHECKS = Registry("hard check", error=UserError)   # name -> fn(question, answer, cited, evidence, **params) -> None | message
 
 def register_check(name: str, fn: Callable[..., Optional[str]] = None):
     "Register hard check `name` (usable as a decorator): `fn(question, answer, cited, evidence, **params) -> None | message`."
-    if fn is None: return lambda f: register_check(name, f)
-    CHECKS[name] = fn
-    return fn
+    return CHECKS.register(name, fn)
 
 # %% ../../nbs/30_dora.gates.ipynb #280e4a60
 @register_check("non_empty")

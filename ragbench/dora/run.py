@@ -17,18 +17,18 @@ from ..gen.base import GenerationMethod, LocalExecutor, Selection, Task, TaskRes
 from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError
 from ..llm.template import DEFER, chunk_entities, register_template_rules
 from ..prompts import parse_chunks
+from ..spine import RunResult, RunSpec, by_role, config_flags, open_run, read_config
 from ..text import content_words, has_number, jaccard, split_sentences, stem
-from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, update_style
+from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, tuned_style, update_style
 from .evidence import (AnswerVerdict, EvidenceConfig, LexicalEntailment, lexical_answer_verdict, lexical_entailment,
                                     make_entailment, select_bundle)
 from .gates import GateResult, entailment_claims, gate, run_checks
 from .splits import construction_warnings, dataset_card, export_sft, leakage_check, pick_test_docs, read_doc_list, split_docs
 
 # %% auto #0
-__all__ = ['DEFAULT_STYLES', 'DoraConfig', 'load_config', 'apply_style_overrides', 'group_by_doc', 'seed_order', 'dora_task',
-           'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'DoraRun', 'run_dora', 'template_item',
-           'dora_fake_rules', 'dora_options', 'dora_inputs', 'dora_llms', 'dora_command', 'split_warnings',
-           'finish_splits']
+__all__ = ['DEFAULT_STYLES', 'DoraRun', 'DoraConfig', 'load_config', 'run_styles', 'group_by_doc', 'seed_order', 'dora_task',
+           'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'template_item', 'dora_fake_rules',
+           'dora_options', 'dora_inputs', 'dora_command', 'split_warnings', 'finish_splits']
 
 # %% ../../nbs/30_dora.run.ipynb #b0721522
 DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
@@ -57,23 +57,13 @@ class DoraConfig(BaseModel):
 # %% ../../nbs/30_dora.run.ipynb #f488d8d3
 def load_config(path: Union[str, Path, None] = None, **overrides) -> DoraConfig:
     "A DoraConfig from a YAML/JSON file (if given) with `overrides` (None values ignored) applied on top."
-    data = {}
-    if path:
-        p = Path(path)
-        if not p.exists(): raise ValueError(f"{p}: no such config file")
-        data = read_config_file(p, ValueError) or {}
-        if not isinstance(data, dict): raise ValueError(f"{p}: expected a mapping of settings")
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    try: return DoraConfig(**data)
-    except ValidationError as e:
-        loc, msg = validation_problems(e)[0]
-        raise ValueError(f"{path or 'config'}: field '{loc}': {msg}") from None
+    return read_config(DoraConfig, path, error=ValueError, **overrides)
 
 # %% ../../nbs/30_dora.run.ipynb #9f48d773
-def apply_style_overrides(cfg: DoraConfig) -> None:
-    "Register the tuned styles of `cfg.style_overrides` and check that every style of the run exists."
-    for name, fields in cfg.style_overrides.items(): update_style(name, **fields)
-    for s in cfg.styles: get_style(s)
+def run_styles(cfg: DoraConfig) -> dict[str, Style]:
+    "The styles of a run by name: the registered ones, tuned by `cfg.style_overrides` for this run only (nothing is registered)."
+    tuned = {name: tuned_style(name, **fields) for name, fields in cfg.style_overrides.items()}
+    return {s: tuned.get(s) or get_style(s) for s in dict.fromkeys([*cfg.styles, *tuned])}
 
 # %% ../../nbs/30_dora.run.ipynb #08443b50
 def group_by_doc(chunks: Iterable[Chunk], doc_ids: Optional[Iterable[str]] = None) -> dict[str, list[Chunk]]:
@@ -180,7 +170,8 @@ class DoraMethod(GenerationMethod):
         self.embed, self.split, self.index, self.stopped = embed, split, index, None
         self.prefilter = make_entailment(self.cfg.prefilter, self.judge)
         self.entail = make_entailment(self.cfg.entailment, self.judge)
-        self.orders = {s: seed_order(s, self.doc_chunks, self.cfg.seed) for s in self.cfg.styles}
+        self.styles = run_styles(self.cfg)              # this run's styles (overrides never reach the registry)
+        self.orders = {s: seed_order(self.styles[s], self.doc_chunks, self.cfg.seed) for s in self.cfg.styles}
         self._decided = (None, None)
 
     def llms(self): return [self.llm, self.judge]
@@ -195,7 +186,7 @@ def models(self: DoraMethod) -> dict:
 @patch
 def config(self: DoraMethod) -> dict:
     "What shapes the items (a resume with other values is refused): the settings, the split, its documents, the styles."
-    styles = {s: short_hash(get_style(s).model_dump_json()) for s in self.cfg.styles}
+    styles = {s: short_hash(self.styles[s].model_dump_json()) for s in self.cfg.styles}
     return {**self.cfg.model_dump(exclude={"workers"}), "split": self.split, "styles_defined": styles,
             "documents": short_hash(*sorted(self.doc_chunks))}
 
@@ -314,7 +305,7 @@ def judge_qa(self: DoraMethod, st: Style, q: str, a: str, cited: list, evidence:
 @patch
 def generate_candidate(self: DoraMethod, task: Task) -> QAItem:
     "Run one task: bundle, generate, hard checks, answer check, entailment, gate; returns the candidate QAItem."
-    st, seed = get_style(task.payload["style"]), self.by_id[task.payload["seed_id"]]
+    st, seed = self.styles[task.payload["style"]], self.by_id[task.payload["seed_id"]]
     bundle = select_bundle(st, seed, self.index, llm=self.judge, doc_chunks=self.doc_chunks.get(seed.doc_id),
                            scorer=self.prefilter, cfg=self.cfg.evidence)
     record = {"bundle": bundle.model_dump(exclude={"style", "seed_id", "doc_id"})}
@@ -417,11 +408,7 @@ def summarize(self: DoraMethod, results: Sequence[TaskResult], selection: Select
             "models": self.models(), "warnings": self.warnings()}
 
 # %% ../../nbs/30_dora.run.ipynb #10906545
-class DoraRun(BaseModel):
-    "What a run produced: the selected dataset items, every candidate, and the summary."
-    items: list[QAItem]
-    candidates: list[QAItem]
-    summary: dict
+DoraRun = RunResult      # what a DoRA run returns: the run's result with the selected items and every candidate read back
 
 def _warm_up(index, doc_chunks: dict) -> None:
     "One search before tasks run on threads (a lazily built text index is then built once)."
@@ -434,10 +421,10 @@ def _warm_up(index, doc_chunks: dict) -> None:
 def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Union[RunDir, str, Path, None] = None, *,
              doc_ids: Optional[Iterable[str]] = None, split: Optional[str] = None, embed: Optional[Callable] = None,
              progress: bool = False, doc_chunks: Optional[dict] = None, max_calls: Optional[int] = None,
-             max_usd: Optional[float] = None, executor=None) -> DoraRun:
+             max_usd: Optional[float] = None, executor=None) -> RunResult:
     "Generate a DoRA dataset over `index` (optionally only `doc_ids`), resumably in `out`."
     cfg = cfg or DoraConfig()
-    apply_style_overrides(cfg)
+    run_styles(cfg)                                        # unknown styles and bad overrides fail before any work
     if doc_chunks is None: doc_chunks = group_by_doc(index.iter_chunks(), doc_ids)
     elif doc_ids is not None: doc_chunks = {d: cs for d, cs in doc_chunks.items() if d in set(doc_ids)}
     method = DoraMethod(llm, judge, cfg, doc_chunks, index=index, embed=embed, split=split)
@@ -445,8 +432,8 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
     _warm_up(index, doc_chunks)
     summary = run_generation(method, index, out, max_calls=max_calls, max_usd=max_usd,
                              executor=executor or LocalExecutor(cfg.workers), progress=progress)
-    return DoraRun(items=list(read_jsonl(out / "dataset.jsonl", QAItem)), candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)),
-                   summary=summary)
+    return RunResult(out, summary, out / "dataset.jsonl", summary.get("stopped") or "done", items=list(read_jsonl(out / "dataset.jsonl", QAItem)),
+                     candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)))
 
 # %% ../../nbs/30_dora.run.ipynb #d0684b74
 def _prose(text: str) -> list[str]:
@@ -589,7 +576,7 @@ def dora_options(config: Optional[str], styles_file: Optional[str], styles: Opti
         if styles_file: load_styles(styles_file)
         names = [s.strip() for s in styles.split(",") if s.strip()] if styles else None
         cfg = load_config(config, styles=names, **overrides)
-        apply_style_overrides(cfg)
+        run_styles(cfg)
     except (ValueError, StyleError) as e: raise UserError(str(e)) from e
     return cfg
 
@@ -610,30 +597,20 @@ def _print_notes(warnings: Sequence[str]) -> None:
     for w in warnings: print(f"note: {w}", file=sys.stderr)
 
 # %% ../../nbs/30_dora.run.ipynb #fc2b87c3
-def dora_inputs(db: str, table: str, embedder: Optional[str], docs: Optional[str], test_docs: Optional[str],
-                column=(), run_dir=None) -> tuple:
-    "(index, {doc id: chunks} restricted to the `docs` list, test doc ids) for a run; bad input raises UserError (nothing is written)."
-    from ragbench.index import open_index
-    index = open_index(db, table, embedder=embedder, columns=column, run_dir=run_dir, save=False)
+def dora_inputs(index, docs: Optional[str] = None, test_docs: Optional[str] = None) -> tuple:
+    "({doc id: chunks} restricted to the `docs` list, test doc ids) of `index` for a run; bad input raises UserError (nothing is written)."
     doc_chunks = group_by_doc(index.iter_chunks())
     try:
         if docs:
             keep = set(read_doc_list(docs, known=set(doc_chunks)))
             doc_chunks = {d: cs for d, cs in doc_chunks.items() if d in keep}
-        return index, doc_chunks, read_doc_list(test_docs, known=set(doc_chunks)) if test_docs else None
+        test_ids = read_doc_list(test_docs, known=set(doc_chunks)) if test_docs else None
     except ValueError as e: raise UserError(str(e)) from e
-
-# %% ../../nbs/30_dora.run.ipynb #e6311b54
-def dora_llms(llm: str, judge_llm: Optional[str], test_llm: Optional[str], cache: Path) -> tuple:
-    "(generator, judge, test-split generator) LLMs sharing one cache (the runner attaches its call meter); a bad spec raises UserError."
-    from ragbench.llm import make_llm
-    try:
-        gen = make_llm(llm, cache_dir=cache)
-        other = lambda spec: make_llm(spec, cache_dir=cache) if spec and spec != llm else gen
-        return gen, other(judge_llm), other(test_llm)
-    except LLMError as e: raise UserError(str(e)) from e
+    if not doc_chunks: raise UserError(f"no chunks to generate from in {index.db_dir} (table {index.table_name})")
+    return doc_chunks, test_ids
 
 # %% ../../nbs/30_dora.run.ipynb #0df24b81
+@config_flags(DoraConfig)
 def dora_command(
     *,
     db: str,  # LanceDB folder (built by `ragbench index`, or your own)
@@ -663,25 +640,21 @@ def dora_command(
     workers: Optional[int] = None,  # tasks run at once (default 4)
     progress: bool = True,  # a progress bar
     ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
+    **options,  # every other DoraConfig field, one flag each (--max-rounds, --temperature, --dedup-jaccard ...); nested ones in --config
 ) -> int:
     "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
     cfg = dora_options(config, styles_file, styles, split, test_docs, test_fraction, per_style=per_style, seed=seed, overgen=overgen,
-                       entailment=entailment, prefilter=prefilter, workers=workers)
-    index, doc_chunks, test_ids = dora_inputs(db, table, embedder, docs, test_docs, column, out)
-    if not doc_chunks: raise UserError(f"no chunks to generate from in {db} (table {table})")
-    out = Path(out)
-    gen, judge, test_gen = dora_llms(llm, judge_llm, test_llm, out / "cache")
-    from ragbench.index import save_index_mapping
-    save_index_mapping(out, table, index)        # the inputs are checked: a refused command leaves no run directory
-    kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if embed else None, progress=progress, doc_chunks=doc_chunks)
-    import os
-    if ray or os.environ.get("RAGBENCH_RAY_ADDRESS"):     # the optional Ray extra, looked up by name (80_scale)
-        from importlib import import_module
-        kw["executor"] = import_module("ragbench.scale.gen").RayExecutor(ray, in_flight=cfg.workers)
+                       entailment=entailment, prefilter=prefilter, workers=workers, **options)
+    spec = RunSpec(out=out, db=db, table=table, columns=column, embedder=embedder, models=by_role(llm, judge=judge_llm, test=test_llm),
+                   max_calls=max_calls, ray=ray, progress=progress)
+    run = open_run(spec, name="dora", check=lambda index: dora_inputs(index, docs, test_docs), in_flight=cfg.workers)
+    (doc_chunks, test_ids), index, out = run.inputs, run.index, run.out
+    kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if embed else None, progress=run.progress, doc_chunks=doc_chunks,
+              **({"executor": run.executor} if run.executor else {}))
     try:
-        if not split: return _single_run(index, gen, judge, cfg, out, max_calls, kw)
+        if not split: return _single_run(index, run.llms["generate"], run.llms["judge"], cfg, out, max_calls, kw)
         if test_fraction is not None: test_ids = pick_test_docs(doc_chunks, test_fraction, cfg.seed)
-        tr, te = _split_runs(index, (gen, judge, test_gen), cfg, out, split_docs(doc_chunks, test_ids), max_calls, kw)
+        tr, te = _split_runs(index, (run.llms["generate"], run.llms["judge"], run.llms["test"]), cfg, out, split_docs(doc_chunks, test_ids), max_calls, kw)
     except ValueError as e: raise UserError(str(e)) from e
     return finish_splits(out, tr, te, index, embed=kw["embed"], ngram_at=leak_ngram, cosine_at=leak_cosine)
 

@@ -4,17 +4,18 @@
 
 # %% ../../nbs/30_dora.styles.ipynb #214493f6
 from __future__ import annotations
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Union
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from ..core import UserError, read_config_file, validation_problems
-from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
+from ..core import Registry, UserError, read_config_file, validation_problems
+from ..prompts import PromptTemplate, format_chunks, get_prompt, register_prompt, render_prompt, render_template
 
 # %% auto #0
 __all__ = ['METRICS', 'BUNDLE_DIMS', 'GEN_SYSTEM', 'GEN_WRAPPER', 'MULTI_DIRECTIVE', 'BUILTIN_STYLES', 'StyleError', 'Style',
-           'DoraQA', 'literal_braces', 'register_style', 'get_style', 'list_styles', 'update_style',
-           'render_generation', 'style_from_dict', 'load_styles']
+           'DoraQA', 'literal_braces', 'register_style', 'get_style', 'list_styles', 'tuned_style', 'update_style',
+           'generation_template', 'render_generation', 'style_from_dict', 'load_styles']
 
 # %% ../../nbs/30_dora.styles.ipynb #1742e668
 METRICS = ("entailment", "span_f1", "numeric", "context_recall", "context_precision", "qa_relevance")
@@ -117,12 +118,12 @@ def literal_braces(text: str, keep=("k", "min_cite")) -> str:
     return text
 
 # %% ../../nbs/30_dora.styles.ipynb #fa783c11
-_STYLES: dict[str, Style] = {}
+_STYLES = Registry("DoRA style", error=StyleError)
 
 def register_style(style: Style, *, prompt: bool = True) -> Style:
     "Register (or replace) `style` and its generation prompt `dora_generate_<name>`; returns it."
     if not isinstance(style, Style): raise TypeError(f"register_style expects a Style, got {type(style).__name__}")
-    _STYLES[style.name] = style
+    _STYLES.register(style.name, style)
     if prompt:
         register_prompt(PromptTemplate(
             name=style.prompt_name, system=GEN_SYSTEM, output=DoraQA,
@@ -155,12 +156,16 @@ def _first_error(e: ValidationError) -> str:
     loc, msg = validation_problems(e)[0]
     return f"field '{loc or '<root>'}': {msg}"
 
-def update_style(name: str, **fields) -> Style:
-    "Register a copy of style `name` with `fields` changed (dict fields are merged key by key)."
+def tuned_style(name: str, **fields) -> Style:
+    "A copy of style `name` with `fields` changed (dict fields merged key by key); registers nothing."
     bad = [k for k in fields if k not in Style.model_fields]
     if bad: raise StyleError(f"style '{name}': unknown field '{bad[0]}' (known: {', '.join(Style.model_fields)})")
-    try: return register_style(Style(**_merge_fields(get_style(name).model_dump(), fields)))
+    try: return Style(**_merge_fields(get_style(name).model_dump(), fields))
     except ValidationError as e: raise StyleError(f"style '{name}': {_first_error(e)}") from None
+
+def update_style(name: str, **fields) -> Style:
+    "Register a copy of style `name` with `fields` changed (dict fields are merged key by key)."
+    return register_style(tuned_style(name, **fields))
 
 # %% ../../nbs/30_dora.styles.ipynb #349f404b
 _COMMON = {"non_empty": {}, "no_doc_reference": {}, "not_a_question": {}}
@@ -230,13 +235,19 @@ BUILTIN_STYLES = [_FIND, _EXPLAIN, _SUMMARIZE, _GENERATE, _PROVIDE]
 for _s in BUILTIN_STYLES: register_style(_s)
 
 # %% ../../nbs/30_dora.styles.ipynb #ac843fdc
+def generation_template(st: Style) -> PromptTemplate:
+    "The generation prompt of `st`: the registered one (user override applied), or the same with a tuned copy's own contract."
+    t, registered = get_prompt(st.prompt_name), _STYLES.get(st.name)
+    if registered is None or registered.template == st.template: return t
+    return replace(t, template=GEN_WRAPPER.replace("{contract}", literal_braces(st.template)))
+
 def render_generation(style: Union[str, Style], chunks: list) -> tuple[Optional[str], str]:
     "(system, user) text of the generation prompt of `style` over the evidence `chunks`."
     st = get_style(style)
     min_cite = min(st.min_k, len(chunks)) if st.multi_chunk else 1
     multi = MULTI_DIRECTIVE.format(min_cite=min_cite) if st.multi_chunk else ""
-    return render_prompt(st.prompt_name, style=st.name, chunks=format_chunks(chunks), multi=multi,
-                         k=len(chunks), min_cite=min_cite)
+    return render_template(generation_template(st), style=st.name, chunks=format_chunks(chunks), multi=multi,
+                           k=len(chunks), min_cite=min_cite)
 
 # %% ../../nbs/30_dora.styles.ipynb #4afe0872
 def style_from_dict(d: dict, where: str = "<dict>") -> Style:

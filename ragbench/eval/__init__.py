@@ -8,7 +8,7 @@ __all__ = []
 # %% ../../nbs/40_eval.ipynb #d2d9ee03
 from .metrics import (DEFAULT_KS, exact_match, hit_at_k, mrr, ndcg_at_k, precision_at_k, recall_at_k,
                                    retrieval_metrics, answer_metrics, token_f1, token_recall, rouge_l_recall, bertscore_recall)
-from .judges import (JUDGES, JUDGE_METRICS, LONG_FORM_STYLES, RUBRIC_DIMENSIONS, RubricScores, ajudge,
+from .judges import (JUDGES, JUDGE_METRICS, Judge, JudgedAnswer, Verdicts, judge, LONG_FORM_STYLES, RUBRIC_DIMENSIONS, RubricScores, ajudge,
                                   ajudge_answer, claim_f1, claim_support, correctness_prompt)
 from .setups import (NOT_APPLICABLE, ExternalAnswer, Setup, SetupError, build_context, check_setups, load_setups,
                                   read_answers, setups_from_dict, unanswerable_kind, variants_of, vary)

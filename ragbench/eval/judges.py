@@ -6,15 +6,18 @@
 from __future__ import annotations
 import asyncio
 from collections import Counter
-from typing import Literal, Optional, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Callable, Literal, NamedTuple, Optional, Sequence
 from pydantic import BaseModel, Field
+from ..core import Registry
 from ..prompts import PromptTemplate, register_prompt, render_prompt, get_prompt
 
 # %% auto #0
 __all__ = ['LONG_FORM_STYLES', 'JUDGE_SYSTEM', 'RUBRIC_DIMENSIONS', 'JUDGES', 'JUDGE_METRICS', 'ClaimCheck', 'ReferenceClaim',
            'Correctness', 'Faithfulness', 'Keypoints', 'KeypointVerdict', 'KeypointVerdicts', 'Abstention',
            'claim_support', 'claim_f1', 'correctness_prompt', 'RubricScores', 'rubric_vars', 'ajudge',
-           'keypoint_shares', 'ajudge_answer']
+           'keypoint_shares', 'JudgedAnswer', 'Judge', 'judge', 'Verdicts', 'ajudge_answer']
 
 # %% ../../nbs/40_eval.judges.ipynb #5d24dd08
 class ClaimCheck(BaseModel):
@@ -212,11 +215,6 @@ def rubric_vars(question: str, answer: str, evidence: Optional[str], style: Opti
             "reference_block": f"Reference answer (what a complete answer covers): {reference}\n\n" if reference else ""}
 
 # %% ../../nbs/40_eval.judges.ipynb #e59b1841
-JUDGES = ("correctness", "faithfulness", "keypoints", "abstention", "rubric")
-JUDGE_METRICS = {"correctness": ("correct", "correct_score"), "faithfulness": ("faithful", "faithful_score"),
-                 "keypoints": ("keypoint_complete", "keypoint_hallucinated", "keypoint_irrelevant"),
-                 "abstention": ("abstained",), "rubric": tuple(f"rubric_{d}" for d in RUBRIC_DIMENSIONS)}
-
 async def ajudge(llm, prompt: str, **vars) -> tuple[Optional[BaseModel], Optional[str]]:
     "Ask `llm` for the output model of judge prompt `prompt`; (result, None) or (None, parse error)."
     from ragbench.llm import LLMParseError
@@ -234,7 +232,41 @@ def keypoint_shares(keypoints: Sequence[str], verdicts: KeypointVerdicts) -> Opt
     return {f"keypoint_{k}": c[k] / len(keypoints) for k in ("complete", "hallucinated", "irrelevant")}
 
 # %% ../../nbs/40_eval.judges.ipynb #8b8ac178
-class _Verdicts:
+@dataclass
+class JudgedAnswer:
+    "One answer to judge, with what judges may read."
+    question: str
+    reference: str
+    answer: str
+    context: Optional[str] = None
+    expect_abstain: bool = False
+    style: Optional[str] = None
+    keypoint_cache: Optional[dict] = None
+    cache_key: Optional[str] = None
+
+class Judge(NamedTuple):
+    "A registered judge: async `run(llm, verdicts, answer)`, the `metrics` it fills, and `applies(answer)`."
+    run: Callable
+    metrics: tuple
+    applies: Callable
+
+JUDGES = Registry("judge", error=ValueError)
+
+def judge(name: str, metrics: Sequence[str], applies: Callable = lambda a: not a.expect_abstain) -> Callable:
+    "Decorator: register async `f(llm, verdicts, answer)` as judge `name`, filling `metrics` where `applies(answer)`."
+    def deco(f): JUDGES.register(name, Judge(f, tuple(metrics), applies)); return f
+    return deco
+
+# %% ../../nbs/40_eval.judges.ipynb #5f31461b
+class _JudgeMetrics(Mapping):
+    "Judge name -> the metrics it fills, read from `JUDGES` (so a judge registered later has its metrics too)."
+    def __getitem__(self, name): return JUDGES[name].metrics
+    def __iter__(self): return iter(JUDGES)
+    def __len__(self): return len(JUDGES)
+
+JUDGE_METRICS = _JudgeMetrics()
+
+class Verdicts:
     "What the judges of one answer found: metrics (None until judged), failed judge names, verdict details."
     def __init__(self):
         self.metrics = {m: None for j in JUDGES for m in JUDGE_METRICS[j]}
@@ -245,41 +277,47 @@ class _Verdicts:
         self.failures.append(judge); self.details[judge] = {**extra, "error": err}
 
 # %% ../../nbs/40_eval.judges.ipynb #0371656d
-async def _correctness(llm, v: _Verdicts, question, reference, answer, style):
-    prompt = correctness_prompt(style)
-    extra = {"shape": _LONG_FORM_SHAPE[style]} if prompt.endswith("longform") else {}
-    r, err = await ajudge(llm, prompt, question=question, reference=reference, answer=answer, **extra)
+@judge("correctness", ("correct", "correct_score"))
+async def _correctness(llm, v: Verdicts, a: JudgedAnswer):
+    prompt = correctness_prompt(a.style)
+    extra = {"shape": _LONG_FORM_SHAPE[a.style]} if prompt.endswith("longform") else {}
+    r, err = await ajudge(llm, prompt, question=a.question, reference=a.reference, answer=a.answer, **extra)
     if r is None: return v.fail("correctness", err)
     v.metrics.update(correct=float(r.correct), correct_score=claim_f1(r.answer_claims, r.reference_claims))
     v.details["correctness"] = {**r.model_dump(), "rubric": prompt}
 
-async def _faithfulness(llm, v: _Verdicts, question, answer, context):
-    r, err = await ajudge(llm, "eval_faithfulness", context=context, question=question, answer=answer)
+@judge("faithfulness", ("faithful", "faithful_score"), applies=lambda a: not a.expect_abstain and a.context is not None)
+async def _faithfulness(llm, v: Verdicts, a: JudgedAnswer):
+    r, err = await ajudge(llm, "eval_faithfulness", context=a.context, question=a.question, answer=a.answer)
     if r is None: return v.fail("faithfulness", err)
     v.metrics.update(faithful=float(r.faithful), faithful_score=claim_support(r.claims)); v.details["faithfulness"] = r.model_dump()
 
 # %% ../../nbs/40_eval.judges.ipynb #a16c66d1
-async def _keypoints(llm, v: _Verdicts, question, reference, answer, cache: Optional[dict], key: Optional[str]):
+@judge("keypoints", ("keypoint_complete", "keypoint_hallucinated", "keypoint_irrelevant"))
+async def _keypoints(llm, v: Verdicts, a: JudgedAnswer):
+    cache, key = a.keypoint_cache, a.cache_key
     kps = cache.get(key) if (cache is not None and key) else None
     if kps is None:
-        r, err = await ajudge(llm, "eval_keypoints_extract", question=question, reference=reference)
+        r, err = await ajudge(llm, "eval_keypoints_extract", question=a.question, reference=a.reference)
         kps = [k.strip() for k in (r.keypoints if r is not None else []) if k.strip()]
         if not kps: return v.fail("keypoints", err or "no key points extracted")
         if cache is not None and key: cache[key] = kps
     listing = "\n".join(f"{i}. {k}" for i, k in enumerate(kps, 1))
-    r, err = await ajudge(llm, "eval_keypoints_judge", question=question, keypoints=listing, answer=answer)
+    r, err = await ajudge(llm, "eval_keypoints_judge", question=a.question, keypoints=listing, answer=a.answer)
     shares = keypoint_shares(kps, r) if r is not None else None
     if shares is None: return v.fail("keypoints", err or f"{len(r.verdicts)} verdicts for {len(kps)} key points", keypoints=kps)
     v.metrics.update(shares); v.details["keypoints"] = {"keypoints": kps, "verdicts": [x.verdict for x in r.verdicts]}
 
 # %% ../../nbs/40_eval.judges.ipynb #72b5edac
-async def _abstention(llm, v: _Verdicts, question, answer):
-    r, err = await ajudge(llm, "eval_abstention", question=question, answer=answer)
+@judge("abstention", ("abstained",), applies=lambda a: a.expect_abstain)
+async def _abstention(llm, v: Verdicts, a: JudgedAnswer):
+    r, err = await ajudge(llm, "eval_abstention", question=a.question, answer=a.answer)
     if r is None: return v.fail("abstention", err)
     v.metrics["abstained"] = float(r.abstained); v.details["abstention"] = r.model_dump()
 
-async def _rubric(llm, v: _Verdicts, question, reference, answer, context, style):
-    r, err = await ajudge(llm, "eval_rubric", **rubric_vars(question, answer, context, style, reference))
+@judge("rubric", tuple(f"rubric_{d}" for d in RUBRIC_DIMENSIONS), applies=lambda a: not a.expect_abstain and bool(a.style))
+async def _rubric(llm, v: Verdicts, a: JudgedAnswer):
+    r, err = await ajudge(llm, "eval_rubric", **rubric_vars(a.question, a.answer, a.context, a.style, a.reference))
     if r is None: return v.fail("rubric", err)
     v.metrics.update({f"rubric_{d}": float(s) for d, s in r.scores().items()}); v.details["rubric"] = r.model_dump()
 
@@ -290,12 +328,7 @@ async def ajudge_answer(llm, *, question: str, reference: str, answer: str, cont
     "Judge one answer: (metrics {name: value|None}, failed judge names, details {judge: verdict dict})."
     unknown = set(judges) - set(JUDGES)
     if unknown: raise ValueError(f"unknown judge(s) {sorted(unknown)}; known: {', '.join(JUDGES)}")
-    v = _Verdicts()
-    if expect_abstain: todo = [_abstention(llm, v, question, answer)] if "abstention" in judges else []
-    else:
-        todo = [_correctness(llm, v, question, reference, answer, style)] if "correctness" in judges else []
-        if "faithfulness" in judges and context is not None: todo.append(_faithfulness(llm, v, question, answer, context))
-        if "keypoints" in judges: todo.append(_keypoints(llm, v, question, reference, answer, keypoint_cache, cache_key))
-        if "rubric" in judges and style: todo.append(_rubric(llm, v, question, reference, answer, context, style))
-    await asyncio.gather(*todo)
+    a = JudgedAnswer(question, reference, answer, context, expect_abstain, style, keypoint_cache, cache_key)
+    v = Verdicts()
+    await asyncio.gather(*(JUDGES[j].run(llm, v, a) for j in JUDGES if j in judges and JUDGES[j].applies(a)))
     return v.metrics, sorted(v.failures), v.details

@@ -14,13 +14,15 @@ from .metrics import DEFAULT_KS, retrieval_metrics, answer_metrics, bertscore_re
 from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
 from .setups import (NOT_APPLICABLE, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
                                   agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind)
+from ..spine import LLMPool, RunResult, file_options, ray_address
 from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
 
 # %% auto #0
 __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'RETRIEVAL_ONLY', 'EvalError', 'metric_names', 'expects_abstention', 'score_batch',
            'row_key', 'latest_rows', 'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint',
            'open_index', 'with_columns', 'items_without_gold', 'index_key', 'evaluate', 'format_summary',
-           'answers_setup', 'comma_list', 'report_inputs', 'report_failures', 'evaluate_command']
+           'answers_setup', 'comma_list', 'report_inputs', 'report_failures', 'evaluate_command', 'cutoffs',
+           'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -332,23 +334,6 @@ def _open_indexes(setups: Sequence[Setup], index_factory: Optional[Callable]) ->
 
 def index_key(s: Setup) -> tuple: return (s.db, s.table, s.embedder, json.dumps(s.columns, sort_keys=True))
 
-# %% ../../nbs/40_eval.run.ipynb #8cdd8c86
-class _LLMs:
-    "The LLMs of a run, made once per spec, all counting into the run's meter."
-    def __init__(self, factory: Callable, meter):
-        self.factory, self.meter, self.made = factory, meter, {}
-
-    def get(self, spec: Optional[str]):
-        "The LLM of `spec` (None for a retrieval-only setup)."
-        if spec is None: return None
-        if spec not in self.made: self.made[spec] = self.attach(self.factory(spec))
-        return self.made[spec]
-
-    def attach(self, llm):
-        "Count `llm`'s requests in the run's meter."
-        if llm is not None and hasattr(llm, "meter"): llm.meter = self.meter
-        return llm
-
 # %% ../../nbs/40_eval.run.ipynb #c22f0d00
 def _manifest(run: RunDir, dataset, ds: Dataset, setups, modes, judges, judge, unknown, max_calls) -> None:
     "Record what this evaluation is (specs redacted)."
@@ -399,15 +384,15 @@ async def _score_all(plan: list, run: RunDir, score: Callable, batch_size: int, 
 
 # %% ../../nbs/40_eval.run.ipynb #ray-score
 def _score_on_ray(plan: list, run: RunDir, score: Callable, batch_size: int, parallel_batches: int, bar, address: str) -> tuple[int, Optional[str]]:
-    "`_score_all` on a Ray cluster (the optional extra, looked up by name): the same batches, rows appended as each finishes."
-    from importlib import import_module
+    "`_score_all` on a Ray cluster (the optional `ray` extra): the same batches, rows appended as each finishes."
+    from ragbench.scale.gen import map_on_ray
     from ragbench.llm import BudgetExceeded
     batches = [(s, mode, items[b:b + batch_size]) for s, mode, items in plan for b in range(0, len(items), batch_size)]
     new = [0]
     def save(i, rows):
         run.append("scores.jsonl", *rows); new[0] += len(rows); bar.update(len(rows))
-    try: import_module("ragbench.scale.gen").map_on_ray(lambda b: score(b[2], b[0], b[1]), batches, address=address,
-                                                        in_flight=parallel_batches, on_result=save)
+    try: map_on_ray(lambda b: score(b[2], b[0], b[1]), batches, address=address,
+                    in_flight=parallel_batches, on_result=save)
     except BudgetExceeded as e: return new[0], f"budget spent ({e})"
     return new[0], None
 
@@ -419,22 +404,22 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
              index_factory: Optional[Callable[[Setup], Any]] = None, judges: Sequence[str] = JUDGES,
              bertscore: bool = True, bertscore_model: Optional[str] = None, ks: Sequence[int] = DEFAULT_KS,
              n_boot: int = 1000, seed: int = 0, batch_size: int = 16, parallel_batches: int = 4,
-             max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None) -> dict:
-    "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; returns the summary."
-    from ragbench.llm import CallMeter, arun, make_llm, task_usage
+             max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None) -> RunResult:
+    "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary."
+    from ragbench.llm import CallMeter, arun, task_usage
     ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
     if index_factory is None: setups = check_setups(setups, db)
     external, unknown = _read_external(setups, ds)
     indexes = _open_indexes(setups, index_factory)
     if llm_factory is None:               # check every LLM spec before writing anything
         for spec in {s.llm or default_llm for s in setups if not s.external} | ({judge_llm} if isinstance(judge_llm, str) else set()):
-            if spec is not None: make_llm(spec)
+            LLMPool().get(spec)
     out = Path(out_dir); _check_out(out, ds, setups)
     with RunLock(out):
         run, t0 = RunDir(out), time.time()
         meter = CallMeter(out / "calls.jsonl", max_calls=max_calls)
-        llms = _LLMs(llm_factory or (lambda spec: make_llm(spec, cache_dir=out / "cache")), meter)
-        judge = llms.get(judge_llm) if isinstance(judge_llm, str) else llms.attach(judge_llm)
+        llms = LLMPool(out / "cache", factory=llm_factory); llms.attach(meter)
+        judge = llms.get(judge_llm) if isinstance(judge_llm, str) else llms.attach(meter, judge_llm)
         _manifest(run, dataset, ds, setups, modes, judges, judge, unknown, max_calls)
         done = {row_key(r) for r in latest_rows(run.read("scores.jsonl")) if not r.get("error")}
         plan = [(s, mode, _todo(ds, s, mode, done, external)) for s in setups for mode in modes]
@@ -446,7 +431,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         bar = _progress_bar(sum(len(p[2]) for p in plan), progress)
         with task_usage() as session:
             try:
-                if ray: n_new, stop = _score_on_ray(plan, run, score, batch_size, parallel_batches, bar, ray)
+                if ray_address(ray): n_new, stop = _score_on_ray(plan, run, score, batch_size, parallel_batches, bar, ray_address(ray))
                 else: n_new, stop = arun(_score_all(plan, run, score, batch_size, parallel_batches, bar))
             finally: bar.close()
         summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups], n_boot=n_boot, seed=seed)
@@ -458,7 +443,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                        usage={"run": meter.totals(), "session": session.totals(), "by_stage": meter.by_stage()},
                        new_rows=n_new, seconds=round(time.time() - t0, 3))
         run.write("summary.json", summary)
-        return summary
+        return RunResult(out, summary, None, summary["stop_reason"])
 
 # %% ../../nbs/40_eval.run.ipynb #ac3110c3
 def _models(setups: Sequence[Setup], default_llm: Optional[str], judge) -> dict:
@@ -537,12 +522,27 @@ def evaluate_command(
     judges: str = ",".join(JUDGES),  # comma-separated judges, or 'none'
     bertscore: bool = True,  # BERTScore recall (loads the encoder)
     n_boot: int = 1000,  # bootstrap resamples for intervals
+    seed: int = 0,  # seed of the bootstrap
+    ks: str = ",".join(map(str, DEFAULT_KS)),  # cut-offs k of the retrieval metrics, comma-separated
+    bertscore_model: Optional[str] = None,  # encoder folder for BERTScore (default: the bundled one)
     batch_size: int = 16,  # items scored concurrently
+    parallel_batches: int = 4,  # batches in flight at once
     max_calls: Optional[int] = None,  # LLM requests allowed for the whole evaluation, across resumes
     quiet: bool = False,  # no progress
     ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
+    config: Optional[str] = None,  # YAML/JSON file of these options (names as here: judge_llm, n_boot ...); the flags given override it
 ) -> int:
     "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
+    return evaluate_options(**file_options(evaluate_command, config, locals()))
+
+def cutoffs(ks) -> tuple[int, ...]:
+    "The k values of `--ks` (`1,3,5`, or a list from --config); a bad one is a UserError."
+    try: return tuple(int(k) for k in (ks if isinstance(ks, (list, tuple)) else comma_list(str(ks))))
+    except ValueError: raise EvalError(f"--ks expects comma-separated whole numbers, got {ks!r}") from None
+
+def evaluate_options(*, dataset, out, db, column, setups, answers, answers_top_k, judge_llm, llm, modes, judges, bertscore, n_boot,
+                     seed, ks, bertscore_model, batch_size, parallel_batches, max_calls, quiet, ray) -> int:
+    "`ragbench evaluate` on its options (flags and --config merged): score, print the table, the exit status."
     if not setups and not answers: raise EvalError("give --setups FILE and/or --answers FILE")
     runs = with_columns((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers], column, out)
     judge = judge_llm or (setups_file_option(setups, "judge_llm") if setups else None)
@@ -551,8 +551,8 @@ def evaluate_command(
     for s in runs:
         if not s.external and not (s.llm or llm): _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
     summary = evaluate(dataset, runs, out, db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm, judges=comma_list(judges),
-                       bertscore=bertscore, n_boot=n_boot, batch_size=batch_size, max_calls=max_calls, progress=not quiet,
-                       ray=ray or __import__("os").environ.get("RAGBENCH_RAY_ADDRESS"))
+                       bertscore=bertscore, bertscore_model=bertscore_model, ks=cutoffs(ks), n_boot=n_boot,
+                       seed=seed, batch_size=batch_size, parallel_batches=parallel_batches, max_calls=max_calls, progress=not quiet, ray=ray)
     report_inputs(summary)
     print(format_summary(summary))
     print(f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(out) / 'scores.jsonl'}, {Path(out) / 'summary.json'}")

@@ -15,4 +15,5 @@ from .structured import REPAIR_NOTE, extract_json, parse_reply, repair_prompt, s
 from .cache import ResponseCache
 from .backends import (Backend, Completion, GeminiBackend, LLMRequest, LocalBackend, OpenAIBackend,
                                    approx_tokens, cap_arrays, default_local_model, is_loopback, load_llama, openai_backend)
+from .template import TemplateBackend, template_reply
 from .client import BACKENDS, LLM, arun, backend_factory, make_llm, register_backend

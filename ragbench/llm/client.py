@@ -4,30 +4,25 @@
 
 # %% ../../nbs/03_llm.client.ipynb #d3a5a032
 from __future__ import annotations
-import asyncio, concurrent.futures, contextvars, datetime as _dt, importlib, logging, os, random, re, time
+import asyncio, concurrent.futures, contextvars, datetime as _dt, logging, os, random, re, time
 from dataclasses import replace
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 from fastcore.basics import patch
-from .backends import Backend, Completion, LLMRequest, approx_tokens
+from ..core import Registry, arun
+from .backends import Backend, Completion, GeminiBackend, LLMRequest, LocalBackend, approx_tokens, openai_backend
 from .cache import ResponseCache
 from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, StructuredOutputRejected,
                                  http_status, is_retryable, redact, redact_spec)
 from .limits import RateLimiter, Slots
 from .structured import parse_reply, repair_prompt, schema_info
+from .template import TemplateBackend
+from .template import TemplateBackend
 from .usage import CallMeter, cost_usd, task_meters
 
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['BACKENDS', 'arun', 'LLM', 'register_backend', 'backend_factory', 'expand_env', 'make_llm']
-
-# %% ../../nbs/03_llm.client.ipynb #eaac0f87
-def arun(coro):
-    "Run a coroutine to completion from sync code, also where an event loop already runs (Jupyter); keeps the context."
-    try: asyncio.get_running_loop()
-    except RuntimeError: return asyncio.run(coro)
-    ctx = contextvars.copy_context()   # task_usage() blocks reach into the worker thread
-    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(ctx.run, asyncio.run, coro).result()
+__all__ = ['BACKENDS', 'LLM', 'register_backend', 'backend_factory', 'expand_env', 'make_llm']
 
 # %% ../../nbs/03_llm.client.ipynb #7b6052e8
 class LLM:
@@ -220,27 +215,19 @@ async def aclose(self: LLM) -> None:
     await self.backend.aclose()
 
 # %% ../../nbs/03_llm.client.ipynb #b1b525b0
-BACKENDS: dict[str, Union[str, Callable]] = {
-    "openai": "ragbench.llm.backends:openai_backend",
-    "gemini": "ragbench.llm.backends:GeminiBackend",
-    "local": "ragbench.llm.backends:LocalBackend",
-    "template": "ragbench.llm.template:TemplateBackend",
-    "fake": "ragbench.testing.fake:fake_backend",
-}
+BACKENDS = Registry("LLM backend", group="ragbench.backends", error=LLMConfigError,
+                    entries={"openai": openai_backend, "gemini": GeminiBackend, "local": LocalBackend, "template": TemplateBackend})
 
-def register_backend(kind: str, target: Union[str, Callable]) -> None:
-    "Make spec `kind:...` build its backend with `target` (a `'module:attr'` string or a callable)."
+def register_backend(kind: str, target: Callable) -> Callable:
+    "Make spec `kind:...` build its backend with `target(rest, spec=..., **options)`; returns `target`."
     if not kind or ":" in kind: raise ValueError(f"backend kind must be a non-empty name without ':', got {kind!r}")
-    BACKENDS[kind] = target
+    if not callable(target): raise TypeError(f"backend {kind!r}: target must be callable, got {type(target).__name__}")
+    return BACKENDS.register(kind, target)
 
 # %% ../../nbs/03_llm.client.ipynb #f8c25ef6
 def backend_factory(kind: str) -> Callable[..., Backend]:
-    "The callable that builds backends of spec kind `kind` (imported on first use)."
-    target = BACKENDS.get(kind)
-    if target is None: raise LLMConfigError(f"unknown LLM backend {kind!r}; known: {', '.join(BACKENDS)}")
-    if callable(target): return target
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    "The callable that builds backends of spec kind `kind` (a plugin's module is imported on first use)."
+    return BACKENDS[kind]
 
 # %% ../../nbs/03_llm.client.ipynb #a0c93f1c
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -264,7 +251,7 @@ def make_llm(spec: str, cache_dir=None, budget: Optional[CallMeter] = None, max_
     kind, _, rest = spec.partition(":")
     if kind not in BACKENDS:
         raise LLMConfigError(f"unknown LLM spec {redact_spec(spec)!r}; use gemini:MODEL, openai:BASE_URL@MODEL, local, "
-                             f"local:PATH.gguf, template or fake{''.join(', ' + k for k in BACKENDS if k not in ('openai', 'gemini', 'local', 'template', 'fake'))}")
+                             f"local:PATH.gguf, template or fake{''.join(', ' + k for k in BACKENDS.names() if k not in ('openai', 'gemini', 'local', 'template', 'fake'))}")
     common = {k: options.pop(k) for k in list(options) if k in _LLM_KEYS}
     try: backend = backend_factory(kind)(rest, spec=spec, **options)
     except TypeError as e: raise LLMConfigError(f"LLM spec {redact_spec(spec)!r}: bad option: {e}") from None

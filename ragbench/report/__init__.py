@@ -12,6 +12,6 @@ from .figures import (ABSTENTION_GROUPS, MissingData, ReportError, ReportFigure,
                                      metric_by_type, metric_label, norm_value, precision_with_ceiling, report_figures,
                                      retrieval_hit_split, rubric_by_style, setup_colors, setup_comparison, shows_something,
                                      summarize_scores, value_label)
+from .png import ChromeNotFound, export_png, export_pngs, find_chrome, render_pngs
 from .html import (build_report, calibration_html, dataset_counts, items_table_html, means_table_html,
                                   model_roles, render_report_html, report_command, stand_in, stand_in_banner)
-from .png import ChromeNotFound, export_png, export_pngs, find_chrome, render_pngs

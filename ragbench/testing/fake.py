@@ -14,15 +14,12 @@ from ..llm.errors import LLMError
 from ..llm.template import template_reply
 
 # %% auto #0
-__all__ = ['STAGE_RULE_MODULES', 'load_stage_rules', 'FakeBackend', 'FakeLLM', 'fake_backend']
+__all__ = ['load_stage_rules', 'FakeBackend', 'FakeLLM', 'fake_backend']
 
 # %% ../../nbs/05_testing.fake.ipynb #26537749
-STAGE_RULE_MODULES = ["ragbench.triad", "ragbench.dora.run"]  # stage modules that register template rules at import
-
-def load_stage_rules(modules=None) -> None:
-    "Load the stage modules that register template rules for their prompts (a plugin list, like the CLI's commands)."
-    import importlib
-    for m in modules or STAGE_RULE_MODULES: importlib.import_module(m)
+def load_stage_rules() -> None:
+    "Import the stages whose prompts and template rules the stand-in answers (TRIAD, DoRA)."
+    import ragbench.triad, ragbench.dora.run  # noqa: F401  (visible imports, not a list of module names)
 
 # %% ../../nbs/05_testing.fake.ipynb #845ffd13
 class FakeBackend(Backend):

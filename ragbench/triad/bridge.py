@@ -4,6 +4,7 @@
 
 # %% ../../nbs/21_triad.bridge.ipynb #dfa7131d
 from __future__ import annotations
+from collections import Counter
 from typing import Any, Literal, NamedTuple, Optional, Sequence
 from pydantic import BaseModel, Field
 from ..core import Chunk
@@ -14,9 +15,10 @@ from ..text import candidate_names, content_words, mentions, stem
 from .config import TriadConfig, in_thread
 
 # %% auto #0
-__all__ = ['OPENING_WORDS', 'hit_chunk', 'chunk_text', 'distinct_neighbours', 'seed_names', 'pick_partners', 'Neighbourhood',
-           'neighbourhood', 'opening_terms', 'shared_name', 'shared_terms', 'precheck_passes', 'BridgeEntities',
-           'aentities', 'fallback_config', 'BridgeConfig', 'afind_bridge', 'find_bridge']
+__all__ = ['BOILERPLATE_MIN_DOCS', 'BOILERPLATE_SAMPLE', 'OPENING_WORDS', 'TYPE_LINK', 'hit_chunk', 'chunk_text',
+           'distinct_neighbours', 'seed_names', 'pick_partners', 'boilerplate_names', 'Neighbourhood', 'neighbourhood',
+           'opening_terms', 'shared_name', 'shared_terms', 'precheck_passes', 'BridgeEntities', 'aentities',
+           'fallback_config', 'BridgeConfig', 'afind_bridge', 'find_bridge']
 
 # %% ../../nbs/21_triad.bridge.ipynb #78a4233c
 def hit_chunk(h) -> Chunk:
@@ -42,31 +44,57 @@ def distinct_neighbours(seed: Chunk, hits) -> list:
     return out
 
 # %% ../../nbs/21_triad.bridge.ipynb #3c842c47
-def seed_names(seed: Chunk) -> list[str]:
-    "The seed's candidate names (title first)."
-    return candidate_names(seed.text, (seed.meta or {}).get("title", ""))
+def seed_names(seed: Chunk, skip: frozenset = frozenset()) -> list[str]:
+    "The seed's candidate names (title first), boilerplate names (`skip`) left out."
+    return [n for n in candidate_names(seed.text, (seed.meta or {}).get("title", "")) if n not in skip]
 
-def pick_partners(seed: Chunk, hits, cfg: TriadConfig) -> list:
-    "The seed's `n_chunks - 1` partner hits among the first `neighbours_k`, preferring those sharing a name with the seed."
-    first = hits[: max(cfg.neighbours_k, cfg.n_chunks - 1)]
-    names = seed_names(seed)[:30]
-    score = lambda h: any(mentions(chunk_text(h), n) for n in names)
-    return sorted(first, key=lambda h: not score(h))[: cfg.n_chunks - 1]
+def pick_partners(seed: Chunk, hits, cfg: TriadConfig, kind: Optional[str] = None, skip: frozenset = frozenset()) -> list:
+    "The candidate partners offered to the entity call (up to `offer_k`), chosen for the question type `kind`."
+    pool = [h for h in hits if not (cfg.other_documents and h.doc_id == seed.doc_id)]
+    k = max(cfg.offer_k, cfg.n_chunks - 1)
+    near = pool[: max(cfg.neighbours_k, k)]
+    if kind == "comparison": return near[:k]                 # the same kind of thing: nearest by the vectors
+    names = seed_names(seed, skip)[:30]
+    named = [h for h in pool[: cfg.fallback_n] if any(mentions(chunk_text(h), n) for n in names)]
+    return list({h.chunk_id: h for h in [*named, *near]}.values())[:k]
+
+# %% ../../nbs/21_triad.bridge.ipynb #b01e0002
+import weakref
+_BOILERPLATE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+BOILERPLATE_MIN_DOCS, BOILERPLATE_SAMPLE = 20, 2000
+
+def boilerplate_names(index, share: float = 0.5) -> frozenset:
+    "Names that at least `share` of the index's documents mention (sampled; empty under 20 documents)."
+    try: return _BOILERPLATE[index][share]
+    except (KeyError, TypeError): pass
+    out = frozenset()
+    if hasattr(index, "sample_ids") and hasattr(index, "get_many") and len(index) > 0:
+        per: dict[str, set] = {}
+        for c in index.get_many(index.sample_ids(min(len(index), BOILERPLATE_SAMPLE), seed=0)):
+            per.setdefault(c.doc_id, set()).update(candidate_names(c.text, (c.meta or {}).get("title", "")))
+        if len(per) >= BOILERPLATE_MIN_DOCS:
+            df = Counter(n for ns in per.values() for n in ns)
+            out = frozenset(n for n, k in df.items() if k >= share * len(per))
+    try: _BOILERPLATE.setdefault(index, {})[share] = out
+    except TypeError: pass
+    return out
 
 # %% ../../nbs/21_triad.bridge.ipynb #7310b9a2
 class Neighbourhood(NamedTuple):
-    "A seed, its neighbour hits (as the index returned them), the distinct ones and the partners picked."
+    "A seed, its neighbour hits (as the index returned them), the distinct ones, the candidates offered and the boilerplate names."
     seed: Chunk
     hits: list
     distinct: list
     partners: list
+    skip: frozenset = frozenset()
 
-def neighbourhood(seed_id: str, index, cfg: TriadConfig) -> Neighbourhood:
-    "One neighbour query for `seed_id` and the partners it offers (blocking: index calls)."
+def neighbourhood(seed_id: str, index, cfg: TriadConfig, kind: Optional[str] = None) -> Neighbourhood:
+    "One neighbour query for `seed_id` and the candidate partners it offers for `kind` (blocking: index calls)."
     seed = index.get(seed_id)
     hits = index.neighbours(seed_id, k=max(cfg.fallback_n, cfg.neighbours_k))
     distinct = distinct_neighbours(seed, hits)
-    return Neighbourhood(seed, hits, distinct, pick_partners(seed, distinct, cfg))
+    skip = boilerplate_names(index, cfg.boilerplate_share)
+    return Neighbourhood(seed, hits, distinct, pick_partners(seed, distinct, cfg, kind, skip), skip)
 
 # %% ../../nbs/21_triad.bridge.ipynb #852f6b03
 OPENING_WORDS = 15   # content words at the start of a chunk that say what it is about
@@ -76,74 +104,98 @@ def opening_terms(c: Chunk, n: int = OPENING_WORDS) -> set[str]:
     ws = [w for w in content_words(c.text) if len(w) >= 4 and not w[0].isdigit()][:n]
     return {stem(w) for w in ws}
 
-def shared_name(a: Chunk, b: Chunk) -> Optional[str]:
-    "A name of one chunk that the other mentions, or None."
+def shared_name(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> Optional[str]:
+    "A name of one chunk that the other mentions (boilerplate names `skip` never count), or None."
     for c, other in ((a, chunk_text(b)), (b, chunk_text(a))):
-        n = next((n for n in candidate_names(c.text, (c.meta or {}).get("title", "")) if mentions(other, n)), None)
+        n = next((n for n in candidate_names(c.text, (c.meta or {}).get("title", "")) if n not in skip and mentions(other, n)), None)
         if n: return n
     return None
 
 # %% ../../nbs/21_triad.bridge.ipynb #9f87e573
-def shared_terms(a: Chunk, b: Chunk) -> list[str]:
-    "What two chunks share: a name, else the stems of the words their openings share (empty: nothing)."
-    n = shared_name(a, b)
+def shared_terms(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]:
+    "What two chunks share: a name (not boilerplate), else the stems of the words their openings share (empty: nothing)."
+    n = shared_name(a, b, skip)
     return [n] if n else sorted(opening_terms(a) & opening_terms(b))
 
-def precheck_passes(chunks: Sequence[Chunk]) -> bool:
-    "Whether the chunks form one group in which each shares a name or an opening word with another."
-    chunks = list(chunks)
+def precheck_passes(chunks: Sequence[Chunk], similarities: Optional[Sequence[float]] = None, min_similarity: float = 1.01,
+                    skip: frozenset = frozenset(), need: Optional[int] = None) -> bool:
+    "Whether at least `need` (default: all) chunks after the first join it in one group linked by a shared name, an opening word or a similarity to the first."
+    chunks = list(chunks); need = len(chunks) - 1 if need is None else need
+    sims = list(similarities or [])
+    close = lambda j: j - 1 < len(sims) and sims[j - 1] is not None and sims[j - 1] >= min_similarity
     linked, todo = {0}, set(range(1, len(chunks)))
-    while todo:
-        nxt = {j for j in todo if any(shared_terms(chunks[i], chunks[j]) for i in linked)}
-        if not nxt: return False
+    while todo and len(linked) - 1 < need:
+        nxt = {j for j in todo if close(j) or any(shared_terms(chunks[i], chunks[j], skip) for i in linked)}
+        if not nxt: break
         linked |= nxt; todo -= nxt
-    return True
+    return len(linked) - 1 >= need
 
 # %% ../../nbs/21_triad.bridge.ipynb #8f35c824
 class BridgeEntities(BaseModel):
-    "Output of the entity prompt: entities per chunk, the shared ones, a shared kind and the best bridging topic."
+    "Output of the entity prompt: entities per chunk, the candidates picked, the shared entities, a shared kind and the best bridging topic."
     entities_per_chunk: list[list[str]] = Field(default_factory=list)
+    partners: list[int] = Field(default_factory=list)
     shared: list[str] = Field(default_factory=list)
     category: str = ""
     bridge_topic: str = ""
+
+TYPE_LINK = {"comparison": "a passage about the same kind of thing as passage 1 (two films, two bands, two airports), "
+                           "so that the two can be compared; it need not share a name",
+             "intersection": "a passage that shares a named entity with passage 1, or is about the same kind of thing",
+             "composition": "a passage that shares a named entity with passage 1 (a person, place, organisation or work "
+                            "one of them is about)"}
 
 register_prompt(PromptTemplate(
     name="triad.entities",
     system="You find what links passages. Reply with JSON only.",
     template=(
-        "Below are {n} passages. For each passage, list the named entities it mentions: people, organisations, "
-        "places, events, works (books, films, shows, songs), products and other proper names. Then list the "
-        "entities that every passage mentions. Count two mentions as the same entity when they clearly refer "
+        "Below are {n} passages: passage 1 is the starting passage, the others are candidates. For each passage, "
+        "list the named entities it mentions: people, organisations, places, events, works (books, films, shows, "
+        "songs), products and other proper names. Then pick the {k} candidate passage(s) that link best with "
+        "passage 1: {link}. Give their numbers (2 to {n}); pick none if no candidate links. List the entities that "
+        "passage 1 and every picked passage mention. Count two mentions as the same entity when they clearly refer "
         "to the same thing, even if worded differently (\"E! network\" and \"E!\"; \"Obama\" and \"Barack Obama\"). "
-        "Finally, if every passage is mainly about the same kind of thing (a film director, a rock band, an "
-        "airport, a board game, ...), name that kind in a few words; otherwise leave it empty.\n\n"
+        "Finally, if passage 1 and the picked passages are mainly about the same kind of thing (a film director, a "
+        "rock band, an airport, a board game, ...), name that kind in a few words; otherwise leave it empty.\n\n"
         "{chunks}\n\n"
         "Reply with JSON only:\n"
         "{{\"entities_per_chunk\": [[entities of passage 1], [entities of passage 2], ...], "
-        "\"shared\": [entities every passage mentions, or an empty list], "
-        "\"category\": \"the kind of thing every passage is about, or an empty string\", "
-        "\"bridge_topic\": \"the shared entity that best links the passages, else the shared kind, else an empty string\"}}"),
+        "\"partners\": [numbers of the picked candidate passages], "
+        "\"shared\": [entities passage 1 and every picked passage mention, or an empty list], "
+        "\"category\": \"the kind of thing they are all about, or an empty string\", "
+        "\"bridge_topic\": \"the shared entity that best links them, else the shared kind, else an empty string\"}}"),
     output=BridgeEntities,
-    description="TRIAD bridging topic: entities per chunk, the shared ones and a shared kind."))
+    description="TRIAD bridging topic: entities per chunk, the candidates picked as partners, the shared entities and a shared kind."))
 
 # %% ../../nbs/21_triad.bridge.ipynb #1a4af281
-async def aentities(chunks: Sequence[Chunk], llm) -> BridgeEntities:
-    "One LLM call: entities per chunk, shared entities, a shared kind and a bridging topic."
-    system, prompt = render_prompt("triad.entities", n=len(chunks), chunks=format_chunks(chunks))
+async def aentities(chunks: Sequence[Chunk], llm, kind: Optional[str] = None, k: int = 1) -> BridgeEntities:
+    "One LLM call over the seed and its candidates: entities per chunk, the `k` partners picked, shared entities, a shared kind, a topic."
+    link = TYPE_LINK.get(kind, "a passage that shares a named entity with passage 1, else one about the same kind of thing")
+    system, prompt = render_prompt("triad.entities", n=len(chunks), k=k, link=link, chunks=format_chunks(chunks))
     return await llm.acomplete(prompt, BridgeEntities, system=system, stage="triad.entities")
 
 # %% ../../nbs/21_triad.bridge.ipynb #d33e6b3a
-def _template_shared(ctx) -> list[str]:
-    "Names of the first chunk that every other chunk mentions."
+def _template_partners(ctx) -> list[int]:
+    "Numbers (1-based) of the chunks after the first that mention a name of the first chunk."
     if len(ctx.chunks) < 2: return []
     _, t0, x0 = ctx.chunks[0]
+    names = [e for e in candidate_names(x0, t0, parts=False) if len(e) > 3]
+    return [i + 1 for i, (_, t, x) in enumerate(ctx.chunks) if i and any(mentions(f"{t}\n{x}", e) for e in names)]
+
+def _template_shared(ctx) -> list[str]:
+    "Names of the first chunk that the first partner (else every other chunk) mentions."
+    if len(ctx.chunks) < 2: return []
+    _, t0, x0 = ctx.chunks[0]
+    picked = _template_partners(ctx)[:1]
+    others = [ctx.chunks[p - 1] for p in picked] or ctx.chunks[1:]
     return [e for e in candidate_names(x0, t0, parts=False) if len(e) > 3
-            and all(mentions(f"{t}\n{x}", e) for _, t, x in ctx.chunks[1:])][:3]
+            and all(mentions(f"{t}\n{x}", e) for _, t, x in others)][:3]
 
 def _entity_prompt(ctx) -> bool: return "named entities it mentions" in ctx.prompt
 
 register_template_rules({
     "entities_per_chunk": lambda ctx: [candidate_names(x, t, parts=False)[:12] for _, t, x in ctx.chunks],
+    "partners": lambda ctx: _template_partners(ctx) if _entity_prompt(ctx) else DEFER,
     "shared": _template_shared,
     "category": lambda ctx: "" if _entity_prompt(ctx) else DEFER,
     "bridge_topic": lambda ctx: (_template_shared(ctx) or [""])[0]}, name="triad")
@@ -168,6 +220,7 @@ class BridgeConfig(BaseModel):
     via: Literal["shared", "category", "fallback"] = "shared"
     entity_calls: int = 0
     precheck: Optional[bool] = None
+    same_document: bool = False
     chunks: list[Chunk] = Field(default_factory=list, exclude=True, repr=False)  # the chunks themselves (not serialised)
     seed_hits: list[Any] = Field(default_factory=list, exclude=True, repr=False)  # the seed's neighbours (reused for contexts)
 
@@ -176,40 +229,55 @@ def _clean(xs) -> list[str]:
     "Non-empty stripped strings of a list, in order, without repeats."
     return list(dict.fromkeys(x.strip() for x in xs if isinstance(x, str) and x.strip()))
 
-async def _ask_entities(chunks, llm) -> BridgeEntities:
+async def _ask_entities(chunks, llm, kind=None, k: int = 1) -> BridgeEntities:
     "The entity call; an unparseable reply counts as 'nothing shared'."
-    try: return await aentities(chunks, llm)
+    try: return await aentities(chunks, llm, kind, k)
     except LLMParseError: return BridgeEntities()
 
 # %% ../../nbs/21_triad.bridge.ipynb #8078ec6e
-def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], **kw) -> Optional[BridgeConfig]:
-    "The configuration the entity call found: a shared entity, or a shared kind (not for composition)."
-    shared, category = _clean(ents.shared), (ents.category or "").strip()
+def _picked(first: list, ents: BridgeEntities, k: int, shared: Sequence[str]) -> list:
+    "The seed and the `k` candidates the LLM picked (else those mentioning a shared entity, else the nearest)."
+    valid = list(dict.fromkeys(p for p in ents.partners if isinstance(p, int) and 2 <= p <= len(first)))
+    rest = [i + 1 for i, c in enumerate(first) if i and shared and any(mentions(chunk_text(c), s) for s in shared)]
+    order = list(dict.fromkeys([*valid, *rest, *range(2, len(first) + 1)]))
+    return [first[0], *(first[p - 1] for p in order[:k])]
+
+def _same_document(chunks) -> bool: return len({c.doc_id for c in chunks}) < len(chunks)
+
+def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], k: int = 1, **kw) -> Optional[BridgeConfig]:
+    "The configuration the entity call found: the picked partners with a shared entity (not boilerplate), or a shared kind (not for composition)."
+    shared, category = [s for s in _clean(ents.shared) if s not in hood.skip], (ents.category or "").strip()
     if not shared and (not category or kind == "composition"): return None
-    topic = (ents.bridge_topic or "").strip() or (shared[0] if shared else category)
-    return BridgeConfig(seed_id=hood.seed.id, chunk_ids=[c.id for c in first], bridge_topic=topic, shared=shared,
-                        via="shared" if shared else "category", chunks=first, seed_hits=hood.hits, **kw)
+    chosen = _picked(first, ents, k, shared)
+    topic = (ents.bridge_topic or "").strip()
+    topic = topic if topic and topic not in hood.skip else (shared[0] if shared else category)
+    return BridgeConfig(seed_id=hood.seed.id, chunk_ids=[c.id for c in chosen], bridge_topic=topic, shared=shared,
+                        via="shared" if shared else "category", chunks=chosen, seed_hits=hood.hits,
+                        same_document=_same_document(chosen), **kw)
 
 # %% ../../nbs/21_triad.bridge.ipynb #3f8eff33
 async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optional[str] = None) -> Optional[BridgeConfig]:
-    "Find chunks sharing a bridging topic around `seed_id` (pre-check, entity call, fallback), or None."
-    hood = await in_thread(neighbourhood, seed_id, index, cfg)
-    if len(hood.partners) < cfg.n_chunks - 1: return None
+    "Find chunks sharing a bridging topic around `seed_id` (pre-check, entity call picking partners, fallback), or None."
+    hood = await in_thread(neighbourhood, seed_id, index, cfg, kind)
+    k = cfg.n_chunks - 1
+    if len(hood.partners) < k: return None
     first = [hood.seed, *map(hit_chunk, hood.partners)]
-    passed = precheck_passes(first) if cfg.precheck else None
+    sims = [getattr(h, "score", None) for h in hood.partners]
+    passed = precheck_passes(first, sims, cfg.precheck_similarity, hood.skip, need=k) if cfg.precheck else None
     calls, candidates = 0, []
     if passed is not False:
-        calls, ents = 1, await _ask_entities(first, llm)
-        found = _llm_bridge(hood, first, ents, kind, entity_calls=1, precheck=passed)
+        calls, ents = 1, await _ask_entities(first, llm, kind, k)
+        found = _llm_bridge(hood, first, ents, kind, k, entity_calls=1, precheck=passed)
         if found: return found
         candidates = [e for es in ents.entities_per_chunk for e in es]
-    found = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], [*candidates, *seed_names(hood.seed)], cfg.n_chunks)
+    pool = [h for h in hood.distinct[: cfg.fallback_n] if not (cfg.other_documents and h.doc_id == hood.seed.doc_id)]
+    found = fallback_config(hood.seed, pool, [e for e in [*candidates, *seed_names(hood.seed)] if e not in hood.skip], cfg.n_chunks)
     if found is None: return None
     ids, entity = found
     by_id = {h.chunk_id: h for h in hood.distinct}
+    chunks = [hood.seed, *(hit_chunk(by_id[i]) for i in ids[1:])]
     return BridgeConfig(seed_id=seed_id, chunk_ids=ids, bridge_topic=entity, shared=[entity], via="fallback",
-                        entity_calls=calls, precheck=passed, chunks=[hood.seed, *(hit_chunk(by_id[i]) for i in ids[1:])],
-                        seed_hits=hood.hits)
+                        entity_calls=calls, precheck=passed, chunks=chunks, seed_hits=hood.hits, same_document=_same_document(chunks))
 
 def find_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optional[str] = None) -> Optional[BridgeConfig]:
     "Sync wrapper of `afind_bridge`."

@@ -17,8 +17,8 @@ from .write import QAPair, agenerate_qa, type_rule
 
 # %% auto #0
 __all__ = ['YES_NO', 'REASON_HINT', 'PLACEHOLDERS', 'Reason', 'CRITERIA', 'bridge_terms', 'leaks_bridge', 'rule_check',
-           'real_reason', 'JudgeVerdict', 'judge_prompt', 'sufficiency_groups', 'GroupVerdict', 'sufficiency_schema',
-           'sufficiency_prompt', 'ajudge', 'asufficiency', 'judge', 'sufficiency', 'acheck_attempt', 'check_attempt',
+           'real_reason', 'JudgeVerdict', 'judge_prompt', 'sufficiency_groups', 'GroupVerdict', 'sufficiency_prompt',
+           'sufficiency_prompts', 'ajudge', 'asufficiency', 'judge', 'sufficiency', 'acheck_attempt', 'check_attempt',
            'avalidate', 'validate']
 
 # %% ../../nbs/23_triad.judge.ipynb #198f46e3
@@ -147,33 +147,27 @@ class GroupVerdict(BaseModel):
     reason: Reason
     sufficient: bool
 
-@functools.lru_cache(maxsize=8)
-def sufficiency_schema(k: int) -> type[BaseModel]:
-    "The reply schema for `k` groups: `group_1` ... `group_k`, each a GroupVerdict."
-    return create_model(f"GroupVerdicts{k}", **{f"group_{i + 1}": (GroupVerdict, ...) for i in range(k)})
-
 # %% ../../nbs/23_triad.judge.ipynb #3ff5623a
 register_prompt(PromptTemplate(
     name="triad.sufficiency",
     system="You check whether passages are enough to answer a question. Reply with JSON only.",
     template=(
-        "Below are {k} groups of passages. For each group, decide whether the passages of that group alone "
-        "answer the question completely and without doubt. Judge every group on its own text only, as if the "
-        "other groups did not exist. List in your head every fact and every relation the question relies on "
-        "(\"directed by\", \"capital of\", a date, ...): each must be stated in the group's own passages. Use no "
-        "outside knowledge and do not guess links. If any piece is missing, the group is not sufficient.\n\n"
-        "Question: {question}\n\n{groups}\n\n"
-        "Reply with JSON only: {{{reply}}}"),
-    output=None,
-    description="TRIAD check 2: does any group of n-1 passages answer the question alone? (one call, all groups)"))
+        "Decide whether the {n} passage(s) below, and nothing else, answer the question completely and without "
+        "doubt. List in your head every fact and every relation the question relies on (\"directed by\", "
+        "\"capital of\", a date, ...): each must be stated in these passages. Use no outside knowledge and do not "
+        "guess links. If any piece is missing, the passages are not sufficient.\n\n"
+        "Question: {question}\n\n{chunks}\n\n"
+        "Reply with JSON only: {{\"reason\": \"<" + REASON_HINT + ">\", \"sufficient\": true or false}}"),
+    output=GroupVerdict,
+    description="TRIAD check 2: do these passages (one group of n-1) answer the question alone? One call per group."))
 
 def sufficiency_prompt(question: str, chunks: Sequence[Chunk]) -> tuple[Optional[str], str]:
-    "The (system, user) text judging every group of n-1 chunks of `chunks` on its own."
-    groups = sufficiency_groups(len(chunks))
-    text = "\n\n".join(f"=== group {g + 1} ===\n{format_chunks([chunks[i] for i in ix])}\n=== end of group {g + 1} ==="
-                       for g, ix in enumerate(groups))
-    reply = ", ".join(f'"group_{g + 1}": {{"reason": "<{REASON_HINT}>", "sufficient": true or false}}' for g in range(len(groups)))
-    return render_prompt("triad.sufficiency", k=len(groups), question=question, groups=text, reply=reply)
+    "The (system, user) text asking whether `chunks` (one group) alone answer the question."
+    return render_prompt("triad.sufficiency", n=len(chunks), question=question, chunks=format_chunks(chunks))
+
+def sufficiency_prompts(question: str, chunks: Sequence[Chunk]) -> list[tuple[Optional[str], str]]:
+    "One prompt per group of n-1 chunks of `chunks`, each showing only that group's passages."
+    return [sufficiency_prompt(question, [chunks[i] for i in ix]) for ix in sufficiency_groups(len(chunks))]
 
 # %% ../../nbs/23_triad.judge.ipynb #de44fbe7
 def _reason_rule(ctx) -> str:
@@ -199,12 +193,13 @@ async def ajudge(qa: QAPair, chunks: Sequence[Chunk], llm, kind: str, binary: bo
 
 # %% ../../nbs/23_triad.judge.ipynb #0d0d3118
 async def asufficiency(question: str, chunks: Sequence[Chunk], llm) -> list[tuple[tuple[int, ...], Optional[bool], str]]:
-    "Check 2: for each group of n-1 chunks, (its chunk indices, does it answer the question alone?, reason); None if unparseable."
+    "Check 2: for each group of n-1 chunks, judged in its own call, (its chunk indices, does it answer alone?, reason); None if unparseable."
     groups = sufficiency_groups(len(chunks))
-    system, prompt = sufficiency_prompt(question, chunks)
-    out, errs = await _ask(llm, prompt, system, sufficiency_schema(len(groups)), "triad.sufficiency")
-    if out is None: return [(g, None, "; ".join(errs)) for g in groups]
-    return [(g, v.sufficient, v.reason) for g, v in zip(groups, (getattr(out, f"group_{i + 1}") for i in range(len(groups))))]
+    async def one(ix):
+        system, prompt = sufficiency_prompt(question, [chunks[i] for i in ix])
+        out, errs = await _ask(llm, prompt, system, GroupVerdict, "triad.sufficiency")
+        return (ix, None, "; ".join(errs)) if out is None else (ix, out.sufficient, out.reason)
+    return list(await asyncio.gather(*(one(g) for g in groups)))
 
 def judge(qa, chunks, llm, kind, binary=False, bridge_topic=""):
     "Sync wrapper of `ajudge`."

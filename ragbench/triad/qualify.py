@@ -4,27 +4,29 @@
 
 # %% ../../nbs/26_triad.qualify.ipynb #738b84a7
 from __future__ import annotations
-import asyncio, json, sys
+import asyncio, json, re, sys
 from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import Chunk, RunDir, UserError, read_jsonl
 from ..llm import arun
-from ..stats import bootstrap_ci
-from .judge import CRITERIA, ajudge, asufficiency
+from ..text import content_words, mentions
+from .judge import CRITERIA, ajudge, asufficiency, sufficiency_groups
 from .write import QAPair
 
 # %% auto #0
-__all__ = ['QUALIFY_CRITERIA', 'QualifyCase', 'qualify_set_path', 'load_qualify_set', 'aqualify_case', 'flagged', 'defective',
-           'criterion_metrics', 'qualify_metrics', 'qualify_verdict', 'arun_qualify', 'run_qualify', 'qualify_command']
+__all__ = ['QUALIFY_CRITERIA', 'MARGIN_OVER_BASELINE', 'QualifyCase', 'qualify_set_path', 'load_qualify_set', 'aqualify_case',
+           'string_baseline_case', 'wilson', 'flagged', 'defective', 'criterion_metrics', 'decision_breakdown',
+           'qualify_metrics', 'margin', 'qualify_level', 'qualify_verdict', 'arun_qualify', 'run_qualify',
+           'qualify_command']
 
 # %% ../../nbs/26_triad.qualify.ipynb #a479773c
 class QualifyCase(BaseModel):
     "One qualification case: a question with its passages and the verdicts a good judge gives."
     model_config = ConfigDict(extra="ignore")
     id: str
-    case: str                         # valid | single_hop | unanswerable | ambiguous
+    case: str                         # valid, or the flaw: wrong_passage_answer, one_passage_answers, bridge_named, ...
     source: str
     kind: str                         # the question type the judge is told
     binary: bool = False
@@ -32,11 +34,11 @@ class QualifyCase(BaseModel):
     answer: str
     passages: list[dict]
     expected: dict[str, bool]
-    supporting: Optional[str] = None  # single_hop: the title of the passage that answers the question
+    supporting: Optional[str] = None  # the title of the passage that answers the question alone (check-2 defects)
 
     def chunks(self) -> list[Chunk]:
-        "The passages as chunks."
-        return [Chunk(id=f"{self.id}-p{i}", doc_id=p["title"], text=p["text"], meta={"title": p["title"]})
+        "The passages as chunks, with neutral ids (p1, p2, ...): the prompt never carries the case's id or kind."
+        return [Chunk(id=f"p{i + 1}", doc_id=p["title"], text=p["text"], meta={"title": p["title"]})
                 for i, p in enumerate(self.passages)]
 
 # %% ../../nbs/26_triad.qualify.ipynb #c7b62a4d
@@ -57,6 +59,11 @@ def _sufficient(groups) -> Optional[bool]:
     flags = [s for _, s, _ in groups]
     return True if any(flags) else None if any(s is None for s in flags) else False
 
+def _row(case: QualifyCase, got: dict, reasons: dict) -> dict:
+    "One scored case: what it is, what the judge said and why."
+    return {"id": case.id, "case": case.case, "source": case.source, "kind": case.kind, "binary": case.binary,
+            "question": case.question, "expected": case.expected, "got": got, "reasons": reasons}
+
 async def aqualify_case(case: QualifyCase, llm) -> dict:
     "Check 1 and check 2 on one case: the verdicts, TRIAD's decision and the reasons."
     chunks, qa = case.chunks(), QAPair(question=case.question, answer=case.answer)
@@ -65,8 +72,35 @@ async def aqualify_case(case: QualifyCase, llm) -> dict:
     got["sufficient"] = _sufficient(groups)
     got["valid"] = bool(v and not v.failed and got["sufficient"] is False)
     reasons = {c: getattr(v, f"{c}_reason") for c in CRITERIA} if v else {"error": "; ".join(errors)}
-    return {"id": case.id, "case": case.case, "source": case.source, "kind": case.kind, "question": case.question,
-            "expected": case.expected, "got": got, "reasons": {**reasons, "groups": [r for _, _, r in groups]}}
+    return _row(case, got, {**reasons, "groups": [r for _, _, r in groups]})
+
+# %% ../../nbs/26_triad.qualify.ipynb #5b1e7a21
+_PRONOUN = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|them)\b", re.I)
+
+def _covers(question: str, passages: Sequence[dict], share: float = 0.8) -> bool:
+    "Whether the passages write at least `share` of the question's content words."
+    ws = set(content_words(question))
+    text = " ".join(f"{p['title']} {p['text']}" for p in passages).lower()
+    return bool(ws) and sum(w in text for w in ws) / len(ws) >= share
+
+def string_baseline_case(case: QualifyCase) -> dict:
+    "The three string rules' verdicts on one case, scored like a judge's (no model, no call)."
+    text = " ".join(f"{p['title']} {p['text']}" for p in case.passages)
+    a = case.answer.strip().rstrip(".")
+    quality = a.lower() in ("yes", "no") or mentions(text, a)
+    clear = not _PRONOUN.search(case.question)
+    sufficient = any(_covers(case.question, [case.passages[i] for i in g]) for g in sufficiency_groups(len(case.passages)))
+    got = {"quality": quality, "retrievable": clear, "multi_hop": not sufficient, "unambiguous": clear, "sufficient": sufficient}
+    got["valid"] = all(got[c] for c in CRITERIA) and not sufficient
+    return _row(case, got, {"rule": "string baseline"})
+
+# %% ../../nbs/26_triad.qualify.ipynb #5b1e7a23
+def wilson(k: int, n: int, level: float = 0.95) -> dict:
+    "A proportion k/n with its Wilson score interval (None values when n is 0)."
+    if n == 0: return {"k": 0, "n": 0, "mean": None, "lo": None, "hi": None}
+    from scipy.stats import binomtest
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return {"k": int(k), "n": int(n), "mean": k / n, "lo": float(ci.low), "hi": float(ci.high)}
 
 # %% ../../nbs/26_triad.qualify.ipynb #f6941965
 QUALIFY_CRITERIA = (*CRITERIA, "sufficient", "valid")
@@ -81,68 +115,117 @@ def defective(row: dict, c: str) -> bool:
     return row["expected"][c] is (c == "sufficient")
 
 # %% ../../nbs/26_triad.qualify.ipynb #af128104
-def criterion_metrics(rows: Sequence[dict], c: str, n_boot: int = 1000) -> dict:
+def _share(xs) -> dict:
+    "The share of true values with its Wilson interval."
+    xs = [bool(x) for x in xs]
+    return wilson(sum(xs), len(xs))
+
+def criterion_metrics(rows: Sequence[dict], c: str) -> dict:
     "Precision, recall and false-rejection rate (of valid questions) of the judge on criterion `c`, with intervals."
     lab = [r for r in rows if c in r["expected"]]
     pairs = [(flagged(r, c), defective(r, c)) for r in lab]
-    ci = lambda xs: bootstrap_ci([float(x) for x in xs], n_boot=n_boot)
     return {"cases": len(lab), "defects": sum(d for _, d in pairs), "flagged": sum(f for f, _ in pairs),
-            "precision": ci([d for f, d in pairs if f]), "recall": ci([f for f, d in pairs if d]),
-            "false_rejection": ci([flagged(r, c) for r in rows if r["expected"].get("valid")])}
+            "precision": _share([d for f, d in pairs if f]), "recall": _share([f for f, d in pairs if d]),
+            "false_rejection": _share([flagged(r, c) for r in rows if r["expected"].get("valid")])}
 
-def qualify_metrics(rows: Sequence[dict], n_boot: int = 1000) -> dict:
-    "`criterion_metrics` for every criterion of the checks and for the whole decision."
-    return {c: criterion_metrics(rows, c, n_boot) for c in QUALIFY_CRITERIA}
+def _type_of(row: dict) -> str: return "yes/no" if row.get("binary") else row["kind"]
+
+def decision_breakdown(rows: Sequence[dict]) -> dict:
+    "False acceptance per flaw kind and per question type, false rejection per type, and the wrong-rejection share."
+    bad = [r for r in rows if not r["expected"]["valid"]]
+    good = [r for r in rows if r["expected"]["valid"]]
+    types = sorted({_type_of(r) for r in rows})
+    return {"false_acceptance_by_flaw": {f: _share([r["got"]["valid"] is True for r in bad if r["case"] == f])
+                                         for f in sorted({r["case"] for r in bad})},
+            "false_acceptance_by_type": {t: _share([r["got"]["valid"] is True for r in bad if _type_of(r) == t]) for t in types},
+            "false_rejection_by_type": {t: _share([r["got"]["valid"] is not True for r in good if _type_of(r) == t]) for t in types},
+            "wrong_rejection_share": _share([r["expected"]["valid"] for r in rows if r["got"]["valid"] is not True])}
+
+def qualify_metrics(rows: Sequence[dict]) -> dict:
+    "`criterion_metrics` for every criterion of the checks and for the whole decision, and the decision's breakdown."
+    return {**{c: criterion_metrics(rows, c) for c in QUALIFY_CRITERIA}, "decision": decision_breakdown(rows)}
 
 # %% ../../nbs/26_triad.qualify.ipynb #8e99edaf
 def _pct(ci: dict) -> str:
     "A proportion with its interval, e.g. '83% [70–93%]'."
     return "n/a" if ci["mean"] is None else f"{ci['mean']:.0%} [{ci['lo']:.0%}–{ci['hi']:.0%}]"
 
-def qualify_verdict(metrics: dict) -> str:
-    "One line: qualified / usable with care / not qualified, with the recall and false-rejection rate behind it."
+def margin(metrics: dict) -> Optional[float]:
+    "Share of flawed questions rejected minus share of valid ones rejected (None without both)."
     v = metrics["valid"]
+    return None if v["recall"]["mean"] is None or v["false_rejection"]["mean"] is None else v["recall"]["mean"] - v["false_rejection"]["mean"]
+
+MARGIN_OVER_BASELINE = 0.2   # how far a qualified judge's margin must exceed the string baseline's
+
+def qualify_level(metrics: dict, baseline: Optional[dict] = None) -> Optional[str]:
+    "qualified / usable with care / not qualified from the rates (and the margin over the baseline's metrics, if given)."
+    v, worst = metrics["valid"], max((x["mean"] for x in metrics["decision"]["false_acceptance_by_flaw"].values()
+                                      if x["mean"] is not None), default=0.0)
     rec, frr = v["recall"]["mean"], v["false_rejection"]["mean"]
-    if rec is None or frr is None: return "no verdict: the cases run hold no valid or no flawed question"
-    level = ("qualified" if rec >= 0.8 and frr <= 0.2 else "usable with care" if rec >= 0.6 and frr <= 0.35 else "not qualified")
-    return (f"{level}: the judge rejects {_pct(v['recall'])} of the flawed questions and {_pct(v['false_rejection'])} of the "
-            f"valid ones (the paper's judge: 10–15% of the valid ones)")
+    if rec is None or frr is None: return None
+    level = ("qualified" if rec >= 0.8 and frr <= 0.2 and worst <= 0.5 else
+             "usable with care" if rec >= 0.6 and frr <= 0.35 else "not qualified")
+    if baseline is not None and margin(metrics) < (margin(baseline) or 0.0) + MARGIN_OVER_BASELINE: level = "not qualified"
+    return level
+
+def qualify_verdict(metrics: dict, baseline: Optional[dict] = None, who: str = "the judge") -> str:
+    "One line: the level, the rates behind it, the paper's wrong-rejection share and the baseline's figures."
+    level = qualify_level(metrics, baseline)
+    if level is None: return "no verdict: the cases run hold no valid or no flawed question"
+    v, w = metrics["valid"], metrics["decision"]["wrong_rejection_share"]
+    line = (f"{level}: {who} rejects {_pct(v['recall'])} of the flawed questions and {_pct(v['false_rejection'])} of the "
+            f"valid ones; {_pct(w)} of its rejections were valid questions (the paper's judge: 10–15% of its rejections)")
+    if baseline is not None:
+        bv = baseline["valid"]
+        line += (f"; the no-model string baseline rejects {_pct(bv['recall'])} and {_pct(bv['false_rejection'])}, "
+                 f"margin {margin(metrics):+.2f} vs {margin(baseline):+.2f}")
+    return line
 
 # %% ../../nbs/26_triad.qualify.ipynb #9522bf66
 async def arun_qualify(llm, out: Union[str, Path, None] = None, n: Optional[int] = None,
-                       cases: Optional[Sequence[QualifyCase]] = None, n_boot: int = 1000) -> dict:
-    "Run check 1 and check 2 on the qualification cases; the summary (also written to `out`)."
+                       cases: Optional[Sequence[QualifyCase]] = None) -> dict:
+    "Run check 1 and check 2 on the qualification cases, and the string baseline; the summary (also written to `out`)."
     cases = list(cases) if cases is not None else load_qualify_set(n=n)
     rows = list(await asyncio.gather(*(aqualify_case(c, llm) for c in cases)))
-    metrics = qualify_metrics(rows, n_boot)
+    base = [string_baseline_case(c) for c in cases]
+    metrics, bm = qualify_metrics(rows), qualify_metrics(base)
     summary = {"judge": getattr(llm, "spec", str(llm)), "cases": len(rows), "by_case": dict(Counter(r["case"] for r in rows)),
-               "metrics": metrics, "verdict": qualify_verdict(metrics), "llm": llm.meter.totals()}
+               "metrics": metrics, "verdict": qualify_verdict(metrics, bm),
+               "baseline": {"metrics": bm, "verdict": qualify_verdict(bm, who="the string baseline"), "margin": margin(bm)},
+               "margin": margin(metrics), "llm": llm.meter.totals()}
     if out is not None:
         run = RunDir(out)
         run.write("qualify.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        run.write("baseline.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in base))
         run.write("summary.json", summary)
     return summary
 
-def run_qualify(llm, out=None, n: Optional[int] = None, cases=None, n_boot: int = 1000) -> dict:
+def run_qualify(llm, out=None, n: Optional[int] = None, cases=None) -> dict:
     "Sync wrapper of `arun_qualify`."
-    return arun(arun_qualify(llm, out, n, cases, n_boot))
+    return arun(arun_qualify(llm, out, n, cases))
 
 # %% ../../nbs/26_triad.qualify.ipynb #256cf8b8
 def _table(metrics: dict) -> str:
-    "The metrics as a text table."
+    "The metrics as a text table: per criterion, then false acceptance per flaw kind and per type."
     lines = [f"{'criterion':<12} {'cases':>5} {'defects':>7}  {'precision':<16} {'recall':<16} {'false rejection':<16}"]
-    for c, m in metrics.items():
+    for c in QUALIFY_CRITERIA:
+        m = metrics[c]
         lines.append(f"{c:<12} {m['cases']:>5} {m['defects']:>7}  {_pct(m['precision']):<16} {_pct(m['recall']):<16} {_pct(m['false_rejection']):<16}")
+    d = metrics["decision"]
+    lines.append(f"{'false acceptance by flaw':<34} " + "  ".join(f"{f} {_pct(x)} (n={x['n']})" for f, x in d["false_acceptance_by_flaw"].items()))
+    lines.append(f"{'false acceptance by type':<34} " + "  ".join(f"{t} {_pct(x)} (n={x['n']})" for t, x in d["false_acceptance_by_type"].items()))
+    lines.append(f"{'false rejection by type':<34} " + "  ".join(f"{t} {_pct(x)} (n={x['n']})" for t, x in d["false_rejection_by_type"].items()))
+    lines.append(f"{'rejections that were valid (paper: 10-15%)':<34} {_pct(d['wrong_rejection_share'])}")
     return "\n".join(lines)
 
 def qualify_command(
     *,
     judge_llm: str,  # the judge LLM spec to qualify, e.g. gemini:gemini-2.5-flash-lite
-    out: str,  # output folder: qualify.jsonl (every case), summary.json (metrics, verdict), cache/
-    n: Optional[int] = None,  # cases to run (the first N, stratified by kind; default: all 290)
+    out: str,  # output folder: qualify.jsonl (every case), baseline.jsonl, summary.json (metrics, verdict), cache/
+    n: Optional[int] = None,  # cases to run (the first N, stratified by kind; default: all 345)
     concurrency: int = 8,  # LLM requests in flight
 ) -> int:
-    "Qualify a judge model: TRIAD's checks on questions with known right verdicts; precision, recall and false rejections."
+    "Qualify a judge model: TRIAD's checks on questions with known right verdicts, against a no-model string baseline."
     from ragbench.llm import LLMConfigError, make_llm
     from ragbench.triad.run import check_spec
     cases = load_qualify_set(n=n)
@@ -150,6 +233,7 @@ def qualify_command(
     except LLMConfigError as e: raise UserError(str(e)) from e
     s = run_qualify(llm, out, cases=cases)
     print(_table(s["metrics"]))
+    print(f"string baseline (no model): {s['baseline']['verdict']}")
     print(f"{s['cases']} cases ({', '.join(f'{k} {v}' for k, v in s['by_case'].items())}), {s['llm']['calls']} calls "
           f"({s['llm']['cached']} cached) -> {Path(out) / 'summary.json'}")
     print(s["verdict"])

@@ -11,9 +11,10 @@ from typing import Annotated, Any, Optional, Sequence
 from ..core import QAItem, RunDir, UserError, validation_problems
 from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Task, TaskResult, arun_generation,
                                check_resume, index_fingerprint, run_generation)
-from ..llm import BACKENDS, LLMError, LLMParseError, price_for, redact_spec
+from ..llm import LLMError, LLMParseError, price_for, redact_spec
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
+from ..spine import RunResult, RunSpec, by_role, check_spec, comma_items, config_flags, given, open_run, read_config
 from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, precheck_passes, seed_names
 from .config import SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
 from .contexts import ContextPrefetch, acheck_unanswerable, aextract, unanswerable_variant
@@ -23,7 +24,7 @@ from .write import QAPair, draft_item, generation_prompt
 # %% auto #0
 __all__ = ['LLM_ROLES', 'PACE', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed', 'process_seed',
            'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates', 'by_type', 'triad_summary',
-           'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config', 'check_spec', 'triad_llms',
+           'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config', 'triad_inputs',
            'triad_command']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
@@ -57,7 +58,8 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> 
     rec = {"seed": plan.seed_id, "position": plan.position, "kind": plan.kind, "binary": plan.binary}
     bridge = await afind_bridge(plan.seed_id, index, llms["generate"], cfg, plan.kind)
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
-    rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids, precheck=bridge.precheck)
+    rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids, precheck=bridge.precheck,
+               same_document=bridge.same_document)
     chunks = bridge.chunks or await in_thread(index.get_many, bridge.chunk_ids)
     ahead = ContextPrefetch(index, cfg, bridge.chunk_ids, {bridge.seed_id: bridge.seed_hits})
     try: return await _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead)
@@ -216,6 +218,12 @@ def _questions(results: Sequence[TaskResult]) -> list[QAItem]:
     "Every question written (accepted or rejected, dataset or overflow) over all finished seeds."
     return [i for r in results for i in (*r.items, *r.rejected) if i.answerable]
 
+def _pairing(records: Sequence[dict]) -> dict:
+    "How the configurations of these seeds were found (shared / category / fallback) and the share with two chunks of one document."
+    found = [r for r in records if r.get("bridge_via")]
+    return {"bridge_via": dict(Counter(r["bridge_via"] for r in found)),
+            "same_document_share": _rate(sum(bool(r.get("same_document")) for r in found), len(found))}
+
 def by_type(results: Sequence[TaskResult], types: Sequence[str]) -> dict:
     "Per question type: seeds, no bridge, accepted, rejected, attempts and the acceptance rates."
     out = {}
@@ -225,7 +233,8 @@ def by_type(results: Sequence[TaskResult], types: Sequence[str]) -> dict:
         acc, rej = sum(i.status == "accepted" for i in qs), sum(i.status != "accepted" for i in qs)
         att = sum(len(i.attempts) for i in qs)
         out[kind] = {"seeds": len(rs), "no_bridge": sum(r.outcome == "no_bridge" for r in rs), "accepted": acc, "rejected": rej,
-                     "attempts": att, "acceptance_rate": _rate(acc, acc + rej), "acceptance_rate_per_attempt": _rate(acc, att)}
+                     "attempts": att, "acceptance_rate": _rate(acc, acc + rej), "acceptance_rate_per_attempt": _rate(acc, att),
+                     **_pairing([r.record for r in rs])}
     return out
 
 # %% ../../nbs/25_triad.run.ipynb #1a466aaf
@@ -242,6 +251,7 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
         "seeds_tried": len(done), "configurations": sum(r.outcome != "no_bridge" for r in done),
         "seeds_by_outcome": dict(Counter(s["outcome"] for s in seeds)),
         "bridge_via": dict(Counter(r.record.get("bridge_via") for r in done if r.record.get("bridge_via"))),
+        "same_document_share": _pairing([r.record for r in done])["same_document_share"],
         "attempts": len(attempts), "attempts_per_question": _rate(len(attempts), len(qs)),
         "acceptance_rate": _rate(n_ok, len(qs)), "acceptance_rate_per_attempt": _rate(n_ok, len(attempts)),
         "failed_checks": dict(Counter(a.failed_check for a in attempts if a.failed_check)),
@@ -272,10 +282,11 @@ async def arun_triad(index, llms, cfg: TriadConfig, run_dir, *, progress: bool =
     return await arun_generation(TriadMethod(llms, cfg), index, run_dir, executor=executor or LocalExecutor(cfg.in_flight),
                                  max_calls=max_calls, max_usd=max_usd, progress=progress, log=log)
 
-def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> dict:
-    "Sync wrapper of `arun_triad`: run (or resume) TRIAD into `run_dir` and return the summary."
+def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> RunResult:
+    "Sync wrapper of `arun_triad`: run (or resume) TRIAD into `run_dir`; the RunResult reads like its summary."
     from ragbench.llm import arun
-    return arun(arun_triad(index, llms, cfg, run_dir, **kw))
+    s = arun(arun_triad(index, llms, cfg, run_dir, **kw))
+    return RunResult(Path(run_dir), s, Path(run_dir) / "dataset.jsonl", s["stop_reason"])
 
 # %% ../../nbs/25_triad.run.ipynb #ba930436
 ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7,
@@ -301,13 +312,13 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         hood = neighbourhood(sid, index, cfg)
         if len(hood.partners) < cfg.n_chunks - 1: continue
         cs, n = [hood.seed, *map(hit_chunk, hood.partners)], n + 1
-        ent = (not cfg.precheck) or precheck_passes(cs)
+        ent = (not cfg.precheck) or precheck_passes(cs, [h.score for h in hood.partners], cfg.precheck_similarity, hood.skip, need=cfg.n_chunks - 1)
         det = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], seed_names(hood.seed), cfg.n_chunks)
         calls_entity += ent; bridged += bool(det or (ent and r["llm_bridge"] > 0.5))
-        sizes["triad.entities"].append(_tok(*render_prompt("triad.entities", n=len(cs), chunks=format_chunks(cs))))
+        sizes["triad.entities"].append(_tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs))))
         sizes["triad.generate"].append(_tok(*generation_prompt(cs, "topic", cfg.types[0], False, cfg)))
         sizes["triad.judge"].append(_tok(*judge_prompt(q, cs, cfg.types[0], False)))
-        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs)))
+        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs[:-1])))   # one group of n-1
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer, gold=format_chunks(cs),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
         sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
@@ -328,7 +339,7 @@ def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict) -> tuple[dict, dic
     calls = {"triad.entities": (seeds_needed * smp["entity"] / smp["k"], "generate"),
              "triad.generate": (bridged * attempts, "generate"),
              "triad.judge": (bridged * attempts, "judge"),
-             "triad.sufficiency": (bridged * attempts * r["judge_pass"], "judge"),
+             "triad.sufficiency": (bridged * attempts * r["judge_pass"] * cfg.n_chunks, "judge"),   # one call per group
              "triad.labels": (n_acc * math.ceil(cands / cfg.label_batch), "extract"),
              "triad.unanswerable": (n_acc * math.ceil(cfg.unanswerable_k / cfg.label_batch)
                                     if cfg.unanswerable and cfg.unanswerable_check else 0, "judge")}
@@ -339,7 +350,6 @@ def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
     "Output tokens of one call of `stage`."
     per = r["out_tokens"][stage]
     if stage == "triad.labels": return per * cfg.label_batch
-    if stage == "triad.sufficiency": return per * cfg.n_chunks
     return per
 
 # %% ../../nbs/25_triad.run.ipynb #10cd02db
@@ -381,36 +391,14 @@ def read_seeds_file(path: str, index) -> list[str]:
     return [l for _, l in lines]
 
 # %% ../../nbs/25_triad.run.ipynb #a34361f3
-def triad_config(**options) -> TriadConfig:
-    "A TriadConfig from command-line options; a bad value raises UserError naming its flag."
-    from pydantic import ValidationError
-    try: return TriadConfig(**options)
-    except ValidationError as e:
-        loc, msg = validation_problems(e)[0]
-        raise UserError(f"--{loc.replace('.', '-').replace('_', '-') or 'options'}: {msg}") from None
+def triad_config(config=None, **options) -> TriadConfig:
+    "A TriadConfig from a YAML/JSON file (if given) with `options` on top; a bad value raises UserError naming its flag or field."
+    return read_config(TriadConfig, config, **options)
 
-def check_spec(spec: str) -> str:
-    "`spec` if its kind is a known LLM backend, else a UserError naming it (nothing is built or contacted)."
-    kind = (spec or "").strip().partition(":")[0]
-    if kind not in BACKENDS:
-        raise UserError(f"unknown LLM spec {redact_spec(spec)!r}; use gemini:MODEL, openai:BASE_URL@MODEL, local, "
-                        f"local:PATH.gguf, template or fake")
-    return spec
-
-# %% ../../nbs/25_triad.run.ipynb #6aa5c5ea
-def triad_llms(specs: dict, out: Path, concurrency: int = 8, max_usd: Optional[float] = None) -> dict:
-    "{role: LLM} for {role: spec}, one client per distinct spec, all caching in `out/cache`; a bad spec raises UserError."
-    from ragbench.llm import LLMConfigError, make_llm
-    made: dict = {}
-    try:
-        for spec in specs.values():
-            if spec not in made: made[spec] = make_llm(check_spec(spec), cache_dir=Path(out) / "cache", max_concurrency=concurrency)
-    except LLMConfigError as e: raise UserError(str(e)) from e
-    if max_usd is not None:
-        for spec, l in made.items():
-            if getattr(l, "price", None) is None:
-                print(f"ragbench triad: price of {redact_spec(spec)} unknown: --max-usd cannot limit it (use --max-calls)", file=sys.stderr)
-    return {role: made[spec] for role, spec in specs.items()}
+def triad_inputs(index, cfg: TriadConfig, seeds_file: Optional[str] = None) -> TriadConfig:
+    "The run's config once the index is checked (not empty) and the seeds file read against it; bad input raises UserError."
+    _check_index(index)
+    return cfg.model_copy(update={"seeds": read_seeds_file(seeds_file, index)}) if seeds_file else cfg
 
 # %% ../../nbs/25_triad.run.ipynb #269311bf
 def _print_summary(s: dict, out: Path) -> None:
@@ -457,6 +445,7 @@ def _report_stop(s: dict, cfg: TriadConfig) -> int:
     return 0
 
 # %% ../../nbs/25_triad.run.ipynb #1e519887
+@config_flags(TriadConfig, skip=("seeds",))
 def triad_command(
     *,
     db: str,  # LanceDB folder (built with `ragbench index`)
@@ -479,26 +468,17 @@ def triad_command(
     concurrency: int = 8,  # LLM requests in flight (1.5 x as many seeds)
     n_chunks: int = 2,  # chunks per question (2..4)
     ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
+    config: Optional[str] = None,  # YAML/JSON file of TriadConfig settings (the flags given override it)
+    **options,  # every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds, --search-mode ...
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
-    from ragbench.index import open_index, save_index_mapping
-    cfg = triad_config(n=n, max_seeds=max_seeds, types=[t.strip() for t in types.split(",") if t.strip()],
-                       binary_share=binary_share, seed=seed, concurrency=concurrency, n_chunks=n_chunks)
-    specs = {"generate": llm, "judge": judge_llm or llm, "extract": extract_llm or llm}
-    for s in specs.values(): check_spec(s)
-    index = open_index(db, table, embedder=embedder, columns=column, run_dir=None if estimate else out, save=False)
-    _check_index(index)
-    if seeds_file: cfg = cfg.model_copy(update={"seeds": read_seeds_file(seeds_file, index)})
-    if estimate: return _print_estimate(estimate_triad(index, cfg, specs)) or 0
-    save_index_mapping(out, table, index)        # the inputs are checked: a refused command leaves no run directory
-    out = Path(out)
-    llms = triad_llms(specs, out, cfg.concurrency, max_usd)
-    _refuse_mixed_resume(out, index, cfg, llms)
-    import os
-    executor = None
-    if ray or os.environ.get("RAGBENCH_RAY_ADDRESS"):     # the optional Ray extra, looked up by name (80_scale)
-        from importlib import import_module
-        executor = import_module("ragbench.scale.gen").RayExecutor(ray, in_flight=cfg.in_flight)
-    summary = run_triad(index, llms, cfg, out, progress=sys.stderr.isatty(), max_calls=max_calls, max_usd=max_usd, executor=executor)
-    _print_summary(summary, out)
-    return _report_stop(summary, cfg)
+    flags = given(triad_command, n=n, max_seeds=max_seeds, types=types, binary_share=binary_share, seed=seed, n_chunks=n_chunks, concurrency=concurrency)
+    cfg = triad_config(config, defaults={"concurrency": concurrency}, **{**flags, **({"types": comma_items(types)} if "types" in flags else {})}, **options)
+    spec = RunSpec(out=out, db=db, table=table, columns=column, embedder=embedder, models=by_role(llm, judge=judge_llm, extract=extract_llm),
+                   max_calls=max_calls, max_usd=max_usd, ray=ray, concurrency=cfg.concurrency)
+    run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, seeds_file), in_flight=cfg.in_flight, write=not estimate)
+    if estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models)) or 0
+    _refuse_mixed_resume(run.out, run.index, run.inputs, run.llms)
+    result = run_triad(run.index, run.llms, run.inputs, run.out, progress=run.progress, max_calls=max_calls, max_usd=max_usd, executor=run.executor)
+    _print_summary(result.summary, run.out)
+    return _report_stop(result.summary, run.inputs)

@@ -2,7 +2,7 @@
 
 Run: python tests/bench/bench_arch.py   (prints figures; asserts nothing)
 """
-import ast, json, statistics, sys
+import ast, json, re, statistics, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +37,42 @@ def import_edges(mods: dict) -> tuple[dict, list]:
                     private += [f"{m} imports {target}.{a.name}" for a in node.names
                                 if a.name.startswith("_") and not a.name.startswith("__")]
     return edges, private
+
+_REGISTRY_STRING = re.compile(r"^(ragbench(?:\.\w+)*):\w+$")
+
+def _string_target(node, mods: dict):
+    "The module a string import names: `import_module('m')` / `importlib.import_module('m')`, or a `'m:attr'` string."
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module":
+        arg = node.args[0] if node.args else None
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str): return arg.value
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := _REGISTRY_STRING.match(node.value)):
+        return m.group(1)
+    return None
+
+def _listed_modules(node, mods: dict) -> list[str]:
+    "Module names written as elements of a list / tuple / set literal (a plugin list such as `['ragbench.triad', ...]`)."
+    if not isinstance(node, (ast.List, ast.Tuple, ast.Set)): return []
+    return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str) and "." in e.value and e.value in mods]
+
+def string_edges(mods: dict) -> dict:
+    "Imports hidden in strings: `import_module(...)` calls, `'module:attr'` registry strings, listed module names."
+    edges = {m: set() for m in mods}
+    for m, tree in mods.items():
+        for node in ast.walk(tree):
+            for t in [_string_target(node, mods), *_listed_modules(node, mods)]:
+                while t and t not in mods and "." in t: t = t.rsplit(".", 1)[0]
+                if t in mods and t != m: edges[m].add(t)
+    return edges
+
+def all_edges(mods: dict) -> dict:
+    "Import edges counting string imports too."
+    static, strings = import_edges(mods)[0], string_edges(mods)
+    return {m: static[m] | strings[m] for m in mods}
+
+def production_testing_edges(edges: dict) -> list[str]:
+    "Production modules that import (or name) the test doubles."
+    return sorted(f"{m} -> {t}" for m, ts in edges.items() if not m.startswith("ragbench.testing")
+                  for t in ts if t.startswith("ragbench.testing"))
 
 def find_cycles(edges: dict) -> list:
     "Strongly connected components with more than one module (Tarjan)."
@@ -73,7 +109,10 @@ def figures() -> dict:
     edges, private = import_edges(mods)
     sizes = sorted(exported_cell_sizes())
     p90 = sizes[int(0.9 * (len(sizes) - 1))] if sizes else 0
-    return {"modules": len(mods), "cycles": find_cycles(edges), "private_imports": private,
+    strings, every = string_edges(mods), all_edges(mods)
+    return {"modules": len(mods), "cycles": find_cycles(edges), "cycles_counting_string_imports": find_cycles(every),
+            "string_imports": sorted(f"{m} -> {t}" for m, ts in strings.items() for t in ts),
+            "production_to_testing": production_testing_edges(every), "private_imports": private,
             "exported_cells": len(sizes), "median_cell_lines": statistics.median(sizes) if sizes else 0,
             "p90_cell_lines": p90, "cells_over_50": sum(s > 50 for s in sizes)}
 
