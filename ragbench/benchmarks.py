@@ -30,10 +30,13 @@ def _pid(title: str, text) -> Optional[str]:
     except Exception: return None
 
 def _need(q: dict, fields: tuple, where: str) -> None:
-    "Raise StaticFormatError naming the first missing field."
+    "Raise StaticFormatError naming the first missing field, or a question or answer that is not text."
     if not isinstance(q, dict): raise StaticFormatError(f"{where}: expected a question object, got {type(q).__name__}")
     for f in fields:
         if f not in q: raise StaticFormatError(f"{where}: field '{f}' is missing")
+    for f in ("question", "answer"):
+        if f in fields and not isinstance(q[f], str):
+            raise StaticFormatError(f"{where}: field '{f}' must be text, got {'null' if q[f] is None else type(q[f]).__name__} {q[f]!r}"[:300])
 
 def _contexts(paragraphs: list[tuple[str, Any, bool]]) -> tuple[list[str], list[Context], int]:
     "(gold ids, contexts, paragraphs that could not be mapped) from (title, text, is_gold) triples."
@@ -119,7 +122,12 @@ def _columns(v: Any, names: tuple, where: str, field: str) -> Optional[list]:
     "Rows of a Hugging Face column dict {name: [...], ...} (None when `v` is not one)."
     if not isinstance(v, dict): return None
     if not all(n in v for n in names): raise StaticFormatError(f"{where}: field '{field}' needs the lists {', '.join(names)}")
-    return [list(t) for t in zip(*(v[n] for n in names))]
+    cols = [v[n] for n in names]
+    if not all(isinstance(c, (list, tuple)) for c in cols):
+        raise StaticFormatError(f"{where}: field '{field}': {', '.join(names)} must be lists")
+    if len({len(c) for c in cols}) > 1:   # zip would drop the tail silently (a gold paragraph, say)
+        raise StaticFormatError(f"{where}: field '{field}' is damaged: " + ", ".join(f"{n} has {len(c)}" for n, c in zip(names, cols)))
+    return [list(t) for t in zip(*cols)]
 
 def hotpotqa_record(q: dict, where: str = "<hotpotqa>") -> dict:
     "A HotpotQA question in the original layout, from the original or the Hugging Face layout."

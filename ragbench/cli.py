@@ -9,7 +9,7 @@ from typing import Annotated, Any, Callable, Literal, NamedTuple, Optional, Sequ
 
 # %% auto #0
 __all__ = ['COMMANDS', 'split_annotation', 'type_keywords', 'help_text', 'argument', 'command_parser', 'parse_command', 'Command',
-           'plugin_commands', 'command_names', 'usage', 'resolve_command', 'call_command', 'main']
+           'plugin_commands', 'command_names', 'usage', 'resolve_command', 'storage_problem', 'call_command', 'main']
 
 # %% ../nbs/99_cli.ipynb #70270c08
 def _strip_optional(t):
@@ -136,6 +136,33 @@ def resolve_command(name: str) -> Callable:
     module, func = COMMANDS[name].target.split(":")
     return getattr(importlib.import_module(module), func)
 
+# %% ../nbs/99_cli.ipynb #112e9612
+import errno as _errno
+_STORAGE = {_errno.ENOSPC: "no space left on the device", _errno.EDQUOT: "no space left (disk quota exceeded)",
+            _errno.EROFS: "the file system is read-only", _errno.EACCES: "permission denied", _errno.EPERM: "operation not permitted"}
+_STORAGE_TEXT = {"No space left on device": _errno.ENOSPC, "Disk quota exceeded": _errno.EDQUOT,
+                 "Read-only file system": _errno.EROFS, "Permission denied": _errno.EACCES}
+
+def storage_problem(exc: BaseException) -> Optional[str]:
+    "A one-line message for a full disk or an unwritable folder anywhere in `exc`'s chain (LanceDB's included), else None."
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        code = getattr(e, "errno", None) if isinstance(e, OSError) else None
+        code = code if code in _STORAGE else next((c for t, c in _STORAGE_TEXT.items() if t in str(e)), None)
+        if code is not None:
+            where = getattr(e, "filename", None) if isinstance(e, OSError) else None
+            return f"cannot write{f' {where}' if where else ''}: {_STORAGE[code]} ({type(e).__name__}: {str(e)[:300]})"
+        e = e.__cause__ or e.__context__
+    return None
+
+def _stdout_gone() -> int:
+    "The reader of stdout went away: point stdout at /dev/null (so the exit flush is quiet) and return 141."
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY); os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError): pass
+    return 141
+
 # %% ../nbs/99_cli.ipynb #0d6cfddc
 def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] = None) -> int:
     "Run subcommand `name` on `argv` and return its exit status (UserError: 2, Ctrl-C: 130)."
@@ -145,12 +172,21 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
     resume = "Resumable: re-run the same command to continue an interrupted run." if cmd.resumable else None
     try: kwargs = parse_command(func, argv, f"ragbench {name}", resume)
     except SystemExit as e: return e.code if isinstance(e.code, int) else 2        # --help, or argparse's usage error
-    try: rc = func(**kwargs)
+    try: rc = func(**kwargs); sys.stdout.flush()
     except UserError as e:
         print(f"ragbench {name}: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt:
         print(f"ragbench {name}: interrupted" + ("; run the same command again to resume" if cmd.resumable else ""), file=sys.stderr)
         return 130
+    except BrokenPipeError: return _stdout_gone()
+    except Exception as e:
+        said = storage_problem(e)
+        if said is None: raise
+        where = next((f"--{k} {kwargs[k]}" for k in ("out", "db") if isinstance(kwargs.get(k), (str, os.PathLike))), None)
+        print(f"ragbench {name}: {said}{f' (writing to {where})' if where else ''}"
+              + ("; free some space and run the same command again to resume" if cmd.resumable and "no space" in said else
+                 "; choose a folder you can write to" if "no space" not in said else ""), file=sys.stderr)
+        return 1 if "no space" in said else 2
     return int(rc or 0)
 
 # %% ../nbs/99_cli.ipynb #ac74cc65
@@ -159,7 +195,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(usage()); return 0
+        try: print(usage()); sys.stdout.flush(); return 0
+        except BrokenPipeError: return _stdout_gone()
     if argv[0] == "--version":
         from ragbench import __version__; print(__version__); return 0
     if argv[0] not in command_names():

@@ -270,7 +270,9 @@ def atomic_write(path: Union[str, Path], data: Union[str, bytes]) -> Path:
 def read_config_file(path: Union[str, Path], error: type = UserError) -> Any:
     "Parse a YAML, TOML or JSON file (by suffix; YAML otherwise); a syntax error raises `error` naming the file."
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try: text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); save the file as UTF-8") from None
     try:
         if path.suffix.lower() == ".json": return json.loads(text)
         if path.suffix.lower() == ".toml":
@@ -295,7 +297,7 @@ class Dataset:
 # %% ../nbs/00_core.ipynb #3812753e
 @patch
 def card(self: Dataset) -> dict:
-    "Counts per method, kind, style, difficulty and status; models; mean attempts."
+    "Counts per method, kind, style, difficulty and status; how unanswerable variants were checked; models; mean attempts."
     from collections import Counter
     def count(f): return dict(Counter(f(it) for it in self.items if f(it) is not None))
     models = sorted({f"{k}={v}" for it in self.items for k, v in it.models.items()})
@@ -303,6 +305,8 @@ def card(self: Dataset) -> dict:
             "binary": count(lambda i: i.binary), "answerable": count(lambda i: i.answerable),
             "style": count(lambda i: i.style), "difficulty": count(lambda i: i.difficulty),
             "status": count(lambda i: i.final_decision), "split": count(lambda i: i.split), "models": models,
+            "unanswerable_check": count(lambda i: None if i.answerable or "variant_of" not in i.meta else
+                                        "checked against the whole index" if "index_check" in i.meta else "NOT checked against the index"),
             "mean_attempts": (sum(len(i.attempts) for i in self.items) / len(self)) if len(self) else None}
 
 # %% ../nbs/00_core.ipynb #5d95d75d
@@ -344,7 +348,10 @@ def _read_parquet(path: Path) -> list[QAItem]:
     "Read a Parquet written by Dataset.write; errors name the row and field."
     import pandas as pd
     out = []
-    for i, row in enumerate(pd.read_parquet(path).to_dict(orient="records"), 1):
+    try: frame = pd.read_parquet(path)
+    except Exception as e:   # pyarrow's ArrowInvalid / OSError on a damaged or truncated file
+        raise RecordError(f"{path}: not a readable Parquet file ({type(e).__name__}: {str(e)[:200]})") from None
+    for i, row in enumerate(frame.to_dict(orient="records"), 1):
         d = {k: v for k, v in row.items() if not (isinstance(v, float) and v != v)}
         for k in _NESTED:
             if isinstance(d.get(k), str): d[k] = json.loads(d[k])

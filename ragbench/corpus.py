@@ -14,9 +14,9 @@ from .core import Chunk, UserError, make_chunk_id
 
 # %% auto #0
 __all__ = ['DEFAULT_MAX_DOC_MB', 'TEXT_SUFFIXES', 'FORMATS', 'Document', 'CorpusError', 'LoadReport', 'html_to_text',
-           'read_file_document', 'iter_folder', 'iter_jsonl', 'iter_json_items', 'iter_wiki_paragraphs',
-           'detect_format', 'load_documents', 'count_tokens', 'chunk_document', 'chunk_documents', 'paragraph_chunk_id',
-           'sample_corpus_path', 'hotpot_chunks', 'hotpot_sample_path']
+           'read_file_document', 'iter_folder', 'question_file_error', 'iter_jsonl', 'iter_json_items',
+           'iter_wiki_paragraphs', 'detect_format', 'load_documents', 'count_tokens', 'chunk_document',
+           'chunk_documents', 'paragraph_chunk_id', 'sample_corpus_path', 'hotpot_chunks', 'hotpot_sample_path']
 
 # %% ../nbs/10_corpus.ipynb #ba57bcd1
 @dataclass
@@ -177,6 +177,7 @@ def _capped_lines(f, max_bytes: int) -> Iterator[Optional[bytes]]:
 def _record_document(rec: Any, where_id: str, source: str) -> Document:
     "A Document from one JSON record {id?, title?, text, ...}; raises _Skip naming the bad field."
     if not isinstance(rec, dict): raise _Skip(f"expected a JSON object {{id, title?, text}}, got {type(rec).__name__}")
+    if "text" not in rec and "question" in rec and ("context" in rec or "paragraphs" in rec): raise question_file_error(source)
     if "text" not in rec: raise _Skip("field 'text' is missing")
     text = rec["text"]
     if not isinstance(text, str): raise _Skip(f"field 'text' must be a string, got {type(text).__name__}")
@@ -188,6 +189,13 @@ def _record_document(rec: Any, where_id: str, source: str) -> Document:
     if isinstance(rec.get("meta"), dict): meta.update(rec["meta"])
     meta["source"] = source
     return Document(did, str(title) if title else did, text, meta)
+
+# %% ../nbs/10_corpus.ipynb #7a5c356a
+def question_file_error(source: str) -> "CorpusError":
+    "The error for a HotpotQA / MuSiQue question file given as a corpus (the Hugging Face layout included): name the command that reads it."
+    return CorpusError(f"{source}: this is a HotpotQA/MuSiQue question file (records with 'question' and 'context' or 'paragraphs'), "
+                       f"not a corpus of documents; `ragbench static {source} --format hotpotqa --db DB --out dataset.jsonl` "
+                       "reads it (either layout) and indexes its paragraphs")
 
 # %% ../nbs/10_corpus.ipynb #c2f0b68e
 def iter_jsonl(path: Union[str, Path], report: LoadReport,
@@ -362,6 +370,7 @@ def _sniff_json(path: Path) -> str:
         raise CorpusError(f"{path}:{e.line or 1}: {e}") from None
     if isinstance(key, str): return "hotpotqa"
     if isinstance(val, dict):
+        if isinstance(val.get("context"), dict): raise question_file_error(str(path))   # the Hugging Face layout
         if "context" in val: return "hotpotqa"
         if "paragraphs" in val: return "musique"
         if "id" in val and "text" in val: return "records"

@@ -95,6 +95,10 @@ def resolve_columns(table: str, schema, columns: Optional[dict] = None) -> tuple
                 f"table '{table}' has no column '{m[role]}' (the {role} column); its columns are: {', '.join(names)}. "
                 f"Map the right one with columns={{'{role}': '<column>'}} (CLI: --column {role}=<column>)")
         m[role] = None
+    tt = schema.field(m["text"]).type
+    if not (pa.types.is_string(tt) or pa.types.is_large_string(tt)):
+        raise IndexSchemaError(f"table '{table}': column '{m['text']}' (the text column) has type {tt}; it must hold the "
+                               f"passages' text (map another with --column text=<column>)")
     t = schema.field(m["vector"]).type
     if not (pa.types.is_fixed_size_list(t) and pa.types.is_floating(t.value_type)):
         raise IndexSchemaError(f"table '{table}': column '{m['vector']}' (the vector column) has type {t}; "
@@ -369,6 +373,19 @@ def _hit(self: ChunkIndex, row: dict, score: float) -> Hit:
     ch = self._chunk(row)
     return Hit(ch.id, ch.doc_id, ch.text, float(score), ch.meta)
 
+# %% ../nbs/11_index.ipynb #08064b05
+@patch
+def _with_text(self: ChunkIndex, scored: list) -> list:
+    "Rows (with scores) that hold text; rows whose text is null or blank are skipped, counted in `empty_skipped` and reported once."
+    col = self.columns["text"]
+    keep = [(r, s) for r, s in scored if isinstance(r.get(col), str) and r[col].strip()]
+    if len(keep) < len(scored):
+        first = not getattr(self, "empty_skipped", 0)
+        self.empty_skipped = getattr(self, "empty_skipped", 0) + len(scored) - len(keep)
+        if first: print(f"ragbench: table '{self.table_name}': skipping rows whose column '{col}' is empty or null "
+                        "(no passage to show a retriever or a labeller); `empty_skipped` counts them", file=sys.stderr)
+    return keep
+
 # %% ../nbs/11_index.ipynb #2b8779bd
 @patch
 def _key(self: ChunkIndex, i: Any) -> Any:
@@ -490,7 +507,7 @@ def search(self: ChunkIndex, query: str, k: int = 5, mode: str = "dense", exclud
             m = max(4 * k, 50) + len(ex)
             w = self.dense_weight if dense_weight is None else dense_weight
             scored = self._fuse(qv, self._dense_rows(qv, m), self._bm25_rows(query, m, vector=True), w)
-    return [self._hit(r, s) for r, s in scored if str(r[idcol]) not in ex][:k]
+    return [self._hit(r, s) for r, s in self._with_text(scored) if str(r[idcol]) not in ex][:k]
 
 # %% ../nbs/11_index.ipynb #af4d66ff
 @patch
@@ -499,6 +516,7 @@ def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     row = self._rows([chunk_id], vector=True).get(str(chunk_id))
     if row is None: raise KeyError(f"chunk id {chunk_id!r} not in table '{self.table_name}' ({self.db_dir})")
     rows = self._dense_rows(np.asarray(row[self.columns["vector"]], dtype=np.float32), k + 1)
+    rows = [r for r, _ in self._with_text([(r, 0) for r in rows])]
     return [self._hit(r, 1.0 - r["_distance"]) for r in rows if str(r[self.columns["id"]]) != str(chunk_id)][:k]
 
 # %% ../nbs/11_index.ipynb #56cfbc33

@@ -14,8 +14,9 @@ from .jupyter import kernel_config
 __all__ = ['ALIASES', 'NOTEBOOK_MODULES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs',
            'short_name', 'list_notebooks', 'RunError', 'NotebookFailed', 'find_notebook', 'parse_value',
            'require_notebook_extra', 'notebook_parameters', 'with_run_dir', 'check_parameters', 'load_state',
-           'save_state', 'resolve_parameters', 'hide_secrets', 'kernel_env', 'tqdm_widget', 'ProgressMirror',
-           'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks', 'run_command']
+           'save_state', 'process_start', 'resolve_parameters', 'hide_secrets', 'kernel_env', 'tqdm_widget',
+           'ProgressMirror', 'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks',
+           'run_command']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
 ALIASES = {"eval": "eval.run", "review": "review_queue", "generate": "triad"}
@@ -133,13 +134,27 @@ def save_state(run: RunDir, state: dict) -> None:
     state["updated"] = utc_now()
     run.write(RUN_JSON, state)
 
+def process_start(pid: int) -> Optional[str]:
+    "When process `pid` started (clock ticks since boot, from /proc), or None where /proc cannot tell."
+    try: return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError): return None
+
+def _cmdline(pid: int) -> Optional[str]:
+    "The command line of process `pid`, or None."
+    try: return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError: return None
+
 def _alive(rec: dict) -> bool:
-    "Whether the process recorded as running a step still runs (same host only)."
+    "Whether the process recorded as running a step still runs (same host only; a pid reused by another process is not it)."
     pid = rec.get("pid")
     if not pid or rec.get("host") != socket.gethostname() or pid == os.getpid(): return False
-    try: os.kill(pid, 0); return True
+    try: os.kill(pid, 0)
     except ProcessLookupError: return False
-    except PermissionError: return True
+    except PermissionError: pass
+    if rec.get("pid_start") is not None and process_start(pid) is not None:
+        return process_start(pid) == rec["pid_start"]
+    cmd = _cmdline(pid)                       # a record without a start time (older runs): is it a ragbench process at all?
+    return cmd is None or any(w in cmd for w in ("ragbench", "papermill", "ipykernel"))
 
 # %% ../nbs/70_papermill.ipynb #11b878c1
 def resolve_parameters(key: str, rec: Optional[dict], given: Optional[dict], force: bool) -> tuple[dict, bool]:
@@ -296,7 +311,8 @@ def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict
     rec = state["steps"].get(key) or {"name": key, "notebook": str(notebook), "attempts": []}
     if output.exists(): output.rename(output.with_name(f"{key}.attempt{len(rec['attempts'])}.ipynb"))
     rec.update(source=str(src), output=str(output.relative_to(run.path)), parameters=params, status="running",
-               cwd=str(Path(cwd or rec.get("cwd") or os.getcwd()).resolve()), pid=os.getpid(), host=socket.gethostname())
+               cwd=str(Path(cwd or rec.get("cwd") or os.getcwd()).resolve()), pid=os.getpid(), host=socket.gethostname(),
+               pid_start=process_start(os.getpid()))
     attempt = {"started": utc_now(), "status": "running", "resumed": resumed}
     rec["attempts"].append(attempt)
     state["steps"][key] = rec

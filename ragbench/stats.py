@@ -74,10 +74,10 @@ def split_metric(key: str) -> tuple[str, str]:
     return (mode or "retrieved", base)
 
 # %% ../nbs/06_stats.ipynb #48e6938a
-METRIC_ORDER = ("correct", "correct_score", "faithful", "faithful_score", "yes_no_correct", "keypoint_complete",
+METRIC_ORDER = ("correct", "correct_score", "answer_correctness", "semantic_similarity", "faithful", "faithful_score", "yes_no_correct", "keypoint_complete",
                 "keypoint_hallucinated", "keypoint_irrelevant", "rubric_comprehensiveness", "rubric_relevance",
                 "rubric_groundedness", "rubric_verbosity", "rubric_composition", "rubric_clarity", "rubric_alignment", "exact_match", "token_f1", "token_recall", "rougeL_recall", "rouge_l_recall",
-                "bertscore_recall", "length_ratio", "precision@k", "precision_ceiling@k", "recall@k", "hit@k", "mrr",
+                "bertscore_recall", "length_ratio", "precision@k", "precision_ceiling@k", "precision_relevant@k", "recall@k", "recall_relevant@k", "hit@k", "mrr",
                 "ndcg@k", "abstained")
 
 def _order_key(key: str) -> tuple:
@@ -94,6 +94,7 @@ def order_metrics(names: Iterable[str]) -> list[str]:
     return sorted(set(names), key=_order_key)
 
 # %% ../nbs/06_stats.ipynb #940e47b5
-HEADLINE_METRICS = ("correct", "faithful", "keypoint_complete", "token_f1", "recall@k", "precision@k", "hit@k", "mrr",
+HEADLINE_METRICS = ("correct", "faithful", "answer_correctness", "keypoint_complete", "token_f1", "recall@k", "recall_relevant@k",
+                    "precision@k", "precision_relevant@k", "hit@k", "mrr",
                     "exact_match", "rouge_l_recall", "bertscore_recall", "abstained", "oracle/correct",
                     "unanswerable/abstained")

@@ -685,7 +685,7 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
                                 binary: bool = False) -> tuple[list[QAItem], list[QAItem]]:
     "Write, check and finish one TRIAD item on the inspected bridge: (accepted items, rejected items)."
     from ragbench.triad import SeedPlan, draft_item, avalidate, aextract, unanswerable_variant
-    from ragbench.triad.contexts import acheck_unanswerable
+    from ragbench.triad.contexts import acheck_unanswerable, aclassify_temporal
     from ragbench.triad.run import model_label, normalise_llms
     llms, bridge = normalise_llms(llms), inspected_bridge(inspector)
     item = draft_item(bridge, SeedPlan(seed_id=bridge.seed_id, kind=kind, binary=binary))
@@ -695,6 +695,7 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
                            gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg)
     if item.status != "accepted": return [], [item]
     item = await aextract(item, inspector.index, llms["extract"], cfg, gold=bridge.chunks)
+    if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])   # its own classifier, as in a run
     variant = unanswerable_variant(item, cfg) if cfg.unanswerable else None
     if variant is not None and cfg.unanswerable_check: variant = await acheck_unanswerable(variant, item, inspector.index, llms["judge"], cfg)
     if variant is None: return [item], []

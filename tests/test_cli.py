@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragbench.cli import COMMANDS, command_parser, main, parse_command, resolve_command
+from ragbench.cli import COMMANDS, command_names, command_parser, main, parse_command, resolve_command
 
 BEFORE = json.loads((Path(__file__).parent / "cli_flags_before.json").read_text())
 
@@ -39,6 +39,8 @@ ADDED = {
     "report": {"--baseline": "baseline"},           # issue 20: the setup the report's paired decision compares the others with
     "compare": {f: f[2:].replace("-", "_") for f in ("--baseline", "--metrics", "--by", "--all-pairs", "--alpha", "--power",
                                                      "--fail-if-worse", "--setups")},
+    "fake-llm-server": {"--stage-faults": "stage_faults",   # issue 24: hostile replies for one stage (TEXT=FAULT;...)
+                        "--retry-after": "retry_after"},    # issue 24: the wait a 'retry_after' fault (429) asks for
 }
 # positionals made optional on purpose after the snapshot: (command, dest) -> the new nargs, with the reason
 CHANGED_NARGS = {
@@ -84,7 +86,7 @@ NEW_COMMANDS = {"qualify",   # added after the snapshot (issue 10: judge qualifi
                 "plan"}      # issue 20: questions needed for a paired comparison
 
 def test_every_command_is_in_the_snapshot():
-    assert set(COMMANDS) == set(BEFORE) | NEW_COMMANDS
+    assert set(command_names()) == set(BEFORE) | NEW_COMMANDS   # fake-llm-server: a plugin of ragbench.testing (issue 18)
 
 
 @pytest.mark.parametrize("name", list(BEFORE))

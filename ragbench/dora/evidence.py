@@ -163,8 +163,8 @@ register_prompt(PromptTemplate(
 
 # %% ../../nbs/30_dora.evidence.ipynb #12e4b69f
 class LexicalEntailment:
-    "Offline judge from word coverage (no model, no calls)."
-    name = "lexical"
+    "Offline judge from word coverage (no model, no calls): a word-overlap proxy of NLI, named as one."
+    name = "lexical (word-overlap proxy)"
     def __init__(self, entail_at: float = 0.75): self.entail_at = entail_at
 
     def labels(self, pairs: Iterable[tuple]) -> list[Optional[str]]:

@@ -10,17 +10,18 @@ from typing import Callable, Optional, Sequence, Union
 from pydantic import BaseModel, Field
 from ..core import Registry, UserError
 from ..text import content_words, extract_quantities, has_number, list_items, split_sentences, stem, words
-from .styles import METRICS, Style, get_style
+from .styles import METRICS, Style, current_metric_names, get_style
 from .evidence import (AnswerVerdict, answer_core, answer_units, evidence_pairs, lexical_answer_verdict,
                                     lexical_entailment, normalize_text)
 
 # %% auto #0
-__all__ = ['CHECKS', 'register_check', 'check_non_empty', 'check_no_doc_reference', 'check_not_a_question', 'check_max_words',
-           'check_verbatim', 'check_numbers_in_evidence', 'check_has_number', 'check_answer_not_in_question',
-           'check_sentences', 'check_numbered_list', 'check_question_mark', 'supports', 'check_citations', 'GateError',
-           'run_checks', 'entailment_score', 'token_f1', 'best_span_f1', 'span_f1', 'numeric_consistency',
-           'context_recall', 'context_precision', 'qa_relevance', 'entailment_claims', 'lexical_labels',
-           'grounding_metrics', 'quality_score', 'GateResult', 'check_answer', 'gate']
+__all__ = ['CHECKS', 'context_recall', 'context_precision', 'register_check', 'check_non_empty', 'check_no_doc_reference',
+           'check_not_a_question', 'check_max_words', 'check_verbatim', 'check_numbers_in_evidence', 'check_has_number',
+           'check_answer_not_in_question', 'check_sentences', 'check_numbered_list', 'check_question_mark', 'supports',
+           'check_citations', 'GateError', 'run_checks', 'entailment_score', 'token_f1', 'best_span_f1', 'span_f1',
+           'numeric_consistency', 'context_recall_proxy', 'context_precision_proxy', 'qa_relevance',
+           'entailment_claims', 'lexical_labels', 'grounding_metrics', 'quality_score', 'GateResult', 'check_answer',
+           'gate', 'guaranteed_quality', 'tau_binds']
 
 # %% ../../nbs/30_dora.gates.ipynb #7e7b829d
 CHECKS = Registry("hard check", error=UserError)   # name -> fn(question, answer, cited, evidence, **params) -> None | message
@@ -210,21 +211,23 @@ def _unit_support(unit: str, text: str) -> float:
     u = {stem(w) for w in content_words(unit)}
     return len(u & _stems(text)) / len(u) if u else 1.0
 
-def context_recall(answer: str, evidence_texts: Sequence[str], support_at: float = 0.5) -> float:
-    "Share of answer claims mostly supported (>= support_at of content words) by one evidence chunk."
+def context_recall_proxy(answer: str, evidence_texts: Sequence[str], support_at: float = 0.5) -> float:
+    "Word-overlap proxy of context recall: share of answer claims mostly supported (>= support_at of content words) by one evidence chunk."
     units = answer_units(answer)
     if not units or not evidence_texts: return 0.0
     return sum(max(_unit_support(u, t) for t in evidence_texts) >= support_at for u in units) / len(units)
 
 # %% ../../nbs/30_dora.gates.ipynb #42aaa4a6
-def context_precision(answer: str, evidence_texts: Sequence[str], support_at: float = 0.3) -> float:
-    "Share of evidence chunks that are the best support (>= support_at) of at least one answer claim."
+def context_precision_proxy(answer: str, evidence_texts: Sequence[str], support_at: float = 0.3) -> float:
+    "Word-overlap proxy of context precision: share of evidence chunks that are the best support (>= support_at) of at least one answer claim."
     units, used = answer_units(answer), set()
     if not units or not evidence_texts: return 0.0
     for u in units:
         s = [_unit_support(u, t) for t in evidence_texts]
         if max(s) >= support_at: used.add(s.index(max(s)))
     return len(used) / len(evidence_texts)
+
+context_recall, context_precision = context_recall_proxy, context_precision_proxy   # the names they had before
 
 # %% ../../nbs/30_dora.gates.ipynb #60ca6c6a
 def qa_relevance(question: str, answer: str, embed: Optional[Callable] = None) -> float:
@@ -251,10 +254,11 @@ def lexical_labels(answer: str, evidence) -> list[str]:
 def grounding_metrics(weights: dict[str, float], question: str, answer: str, evidence, labels: Optional[Sequence] = None,
                       embed: Optional[Callable] = None, contradiction_penalty: float = 1.0) -> dict[str, Optional[float]]:
     "The metrics named in `weights` (weight > 0) for this item; entailment uses `labels` or the offline judge."
-    texts = [t for _, t in evidence_pairs(evidence)]
+    texts, weights = [t for _, t in evidence_pairs(evidence)], current_metric_names(weights)
     fns = {"entailment": lambda: entailment_score(labels if labels is not None else lexical_labels(answer, evidence), contradiction_penalty),
            "span_f1": lambda: span_f1(answer, texts), "numeric": lambda: numeric_consistency(answer, texts),
-           "context_recall": lambda: context_recall(answer, texts), "context_precision": lambda: context_precision(answer, texts),
+           "context_recall_proxy": lambda: context_recall_proxy(answer, texts),
+           "context_precision_proxy": lambda: context_precision_proxy(answer, texts),
            "qa_relevance": lambda: qa_relevance(question, answer, embed)}
     bad = [m for m in weights if m not in fns]
     if bad: raise GateError(f"unknown metric '{bad[0]}' (known: {', '.join(METRICS)})")
@@ -264,6 +268,7 @@ def grounding_metrics(weights: dict[str, float], question: str, answer: str, evi
 # %% ../../nbs/30_dora.gates.ipynb #ff1f83be
 def quality_score(metrics: dict[str, Optional[float]], weights: dict[str, float]) -> float:
     "Q_s: weighted mean of the available metrics (None ones drop out), floored at 0; 0 when none is available."
+    metrics, weights = current_metric_names(metrics), current_metric_names(weights)
     avail = {m: v for m, v in metrics.items() if v is not None and weights.get(m, 0) > 0}
     tot = sum(weights[m] for m in avail)
     return round(max(0.0, sum(weights[m] * v for m, v in avail.items()) / tot), 4) if tot else 0.0
@@ -301,3 +306,15 @@ def gate(style: Union[str, Style], question: str, answer: str, cited: Sequence[s
     if not failures and score < st.tau: failures["quality"] = f"Q={score:.2f} < tau={st.tau:.2f}"
     return GateResult(passed=not failures, failed_check=next(iter(failures), None), failures=failures, metrics=metrics,
                       score=score, tau=st.tau, answer_verdict=verdict.model_dump() if verdict else None)
+
+# %% ../../nbs/30_dora.gates.ipynb #b898d2be
+def guaranteed_quality(style: Union[str, Style]) -> float:
+    "The Q_s every answer that passes the style's hard checks and answer check reaches (numeric and entailment then fixed at 1): tau_s binds only above it."
+    st = get_style(style)
+    fixed = {"numeric": 1.0 if "numbers_in_evidence" in st.checks else 0.0, "entailment": 1.0 if st.answer_check else 0.0}
+    w = {m: x for m, x in st.weights.items() if x > 0}
+    return round(sum(w[m] * fixed.get(m, 0.0) for m in w) / sum(w.values()), 4)
+
+def tau_binds(style: Union[str, Style]) -> bool:
+    "Whether the style's threshold can reject an answer that passes its checks."
+    return get_style(style).tau > guaranteed_quality(style)

@@ -42,7 +42,7 @@ class DoraConfig(BaseModel):
     max_rounds: int = Field(2, ge=1)                  # top-up rounds for styles still short after dedup
     seed: int = 0
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
-    prefilter: str = "lexical"                        # judge of the prefilter: lexical | llm | cross-encoder:PATH
+    prefilter: str = "auto"                           # judge of the prefilter: auto (the judge LLM) | llm | cross-encoder:PATH (an NLI model) | lexical (word-overlap proxy)
     entailment: str = "auto"                          # judge of the gate: auto (the judge LLM) | llm | lexical | cross-encoder:PATH
     contradiction_penalty: float = Field(1.0, ge=0)
     max_entail_units: int = Field(6, ge=1)
@@ -181,7 +181,8 @@ class DoraMethod(GenerationMethod):
 def models(self: DoraMethod) -> dict:
     "Model spec per role, recorded in the manifest and on every item."
     return {"generate": getattr(self.llm, "spec", str(self.llm)), "judge": getattr(self.judge, "spec", str(self.judge)),
-            "entailment": getattr(self.entail, "name", type(self.entail).__name__)}
+            "entailment": getattr(self.entail, "name", type(self.entail).__name__),
+            "prefilter": getattr(self.prefilter, "name", type(self.prefilter).__name__)}
 
 @patch
 def config(self: DoraMethod) -> dict:
@@ -632,7 +633,7 @@ def dora_command(
     seed: Optional[int] = None,  # seed for sampling seeds and the test documents (default 0)
     overgen: Optional[float] = None,  # candidates per wanted item (default 3)
     entailment: Optional[str] = None,  # gate judge: auto | llm | lexical | cross-encoder:PATH
-    prefilter: Optional[str] = None,  # prefilter judge (relevant and complementary to the seed): lexical | llm | cross-encoder:PATH
+    prefilter: Optional[str] = None,  # prefilter judge (relevant and complementary to the seed): auto (default: the judge LLM) | llm | cross-encoder:PATH | lexical (word-overlap proxy)
     embedder: Optional[str] = None,  # embedder for an index opened without one (e.g. hash)
     embed: bool = True,  # embedding-based dedup and relevance (without: lexical only, no embedding model)
     leak_ngram: float = 0.5,  # n-gram containment that flags a train/test evidence pair

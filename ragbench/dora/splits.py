@@ -4,7 +4,7 @@
 
 # %% ../../nbs/30_dora.splits.ipynb #881d6012
 from __future__ import annotations
-import json, random
+import json, random, re
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
@@ -13,8 +13,9 @@ from ..core import Chunk, QAItem, atomic_write, utc_now
 from ..text import jaccard, ngrams, words
 
 # %% auto #0
-__all__ = ['SFT_SYSTEM', 'read_doc_list', 'split_docs', 'pick_test_docs', 'leakage_check', 'construction_warnings',
-           'context_text', 'sft_example', 'hf_row', 'dataset_card', 'card_markdown', 'export_sft']
+__all__ = ['SFT_SYSTEM', 'read_doc_list', 'split_docs', 'pick_test_docs', 'leakage_check', 'model_family',
+           'construction_warnings', 'context_text', 'sft_example', 'hf_row', 'dataset_card', 'card_markdown',
+           'export_sft']
 
 # %% ../../nbs/30_dora.splits.ipynb #c89c8353
 def read_doc_list(path: Union[str, Path], known: Optional[set] = None) -> list[str]:
@@ -117,15 +118,34 @@ def leakage_check(train_items: Sequence[QAItem], test_items: Sequence[QAItem], t
     return rep
 
 # %% ../../nbs/30_dora.splits.ipynb #ac045284
+_FAMILIES = {"gpt": "gpt", "chatgpt": "gpt", "o": "gpt", "davinci": "gpt", "claude": "claude", "gemini": "gemini",
+             "gemma": "gemma", "llama": "llama", "codellama": "llama", "meta": "llama", "qwen": "qwen", "qwq": "qwen",
+             "mistral": "mistral", "mixtral": "mistral", "ministral": "mistral", "codestral": "mistral",
+             "deepseek": "deepseek", "phi": "phi", "command": "command", "smollm": "smollm"}
+
+def model_family(spec: Optional[str]) -> str:
+    "The model family of an LLM spec: the model name's leading word ('gemini:gemini-2.5-flash' and 'gemini:gemini-2.5-pro' are both 'gemini'; 'openai:URL@qwen2.5' is 'qwen')."
+    s = str(spec or "").strip().lower()
+    provider, sep, rest = s.partition(":")
+    model = rest if sep else s
+    if "@" in model: model = model.rsplit("@", 1)[1]                 # openai:BASE_URL@MODEL
+    model = model.split(":")[0].rsplit("/", 1)[-1]                    # ollama tags, org/model names
+    head = (re.match(r"[a-z]+", model) or [model])[0]
+    if head == "o" and not re.match(r"o\d", model): head = model
+    return _FAMILIES.get(head, head or provider)
+
 def construction_warnings(generator: str, judge: str, test_generator: Optional[str] = None, split: bool = False) -> list[str]:
-    "Plain-language caveats when the judge is the generator's model, or a train/test split has one generator."
-    out = []
-    if judge == generator:
-        out.append(f"The judge is the generator's own model ({generator}): its verdicts may favour its own writing. "
+    "Plain-language caveats when the judge is of the generator's model family, or a train/test split has one generator family."
+    out, fam = [], model_family(generator)
+    if model_family(judge) == fam:
+        same = f"the generator's own model ({generator})" if judge == generator else f"of the generator's model family ({fam}: {judge})"
+        out.append(f"The judge is {same}: its verdicts may favour its own writing. "
                    "The DoRA paper judges with a different model family; pass --judge-llm.")
-    if split and (test_generator is None or test_generator == generator):
-        out.append(f"Train and test were written by the same generator ({generator}): scores on test may reward "
-                   "imitating its style. The DoRA paper writes the test split with a different model family; pass --test-llm.")
+    if split and (test_generator is None or model_family(test_generator) == fam):
+        who = (f"the same generator ({generator})" if test_generator in (None, generator)
+               else f"the same generator family ({fam}: {generator}, {test_generator})")
+        out.append(f"Train and test were written by {who}: scores on test may reward imitating its style. "
+                   "The DoRA paper writes the test split with a different model family; pass --test-llm.")
     return out
 
 # %% ../../nbs/30_dora.splits.ipynb #29ff2684

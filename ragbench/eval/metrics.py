@@ -9,9 +9,11 @@ from collections import Counter
 from typing import Iterable, Optional, Sequence
 
 # %% auto #0
-__all__ = ['DEFAULT_KS', 'precision_at_k', 'precision_ceiling', 'recall_at_k', 'hit_at_k', 'mrr', 'ndcg_at_k',
-           'retrieval_metrics', 'normalize_answer', 'exact_match', 'token_f1', 'token_recall', 'length_ratio', 'yes_no',
-           'rouge_l_recall', 'default_bertscore_model', 'bertscore_recall', 'answer_metrics']
+__all__ = ['DEFAULT_KS', 'RELEVANT_FAMILIES', 'RAGAS_CORRECTNESS_WEIGHTS', 'precision_at_k', 'precision_ceiling', 'recall_at_k',
+           'hit_at_k', 'mrr', 'ndcg_at_k', 'retrieval_metrics', 'relevant_retrieval_metrics', 'normalize_answer',
+           'exact_match', 'token_f1', 'token_recall', 'length_ratio', 'yes_no', 'rouge_l_recall',
+           'default_bertscore_model', 'bertscore_recall', 'answer_metrics', 'semantic_similarity', 'answer_correctness',
+           'model_name', 'bertscore_info']
 
 # %% ../../nbs/40_eval.metrics.ipynb #5a1e7c0f
 def _dedup(ids: Iterable[str]) -> list[str]:
@@ -78,6 +80,17 @@ def retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], top_k: Opti
         for fam, v in _at_k(retrieved, gold, k).items(): out[f"{fam}@{name}"] = None if beyond else v
     out["mrr"] = mrr(retrieved, gold)
     return out
+
+# %% ../../nbs/40_eval.metrics.ipynb #c3459ed2
+RELEVANT_FAMILIES = ("precision", "recall")
+
+def relevant_retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], relevant: Iterable[str] = (),
+                               top_k: Optional[int] = None, ks: Sequence[int] = DEFAULT_KS) -> dict[str, Optional[float]]:
+    "precision and recall counting gold + contexts labelled relevant as relevant: `precision_relevant@k`, `recall_relevant@k`; None without gold ids."
+    gold = list(gold)
+    known = list(dict.fromkeys(gold + list(relevant))) if gold else []
+    m = retrieval_metrics(retrieved, known, top_k=top_k, ks=ks)
+    return {k.replace("@", "_relevant@", 1): v for k, v in m.items() if k.partition("@")[0] in RELEVANT_FAMILIES}
 
 # %% ../../nbs/40_eval.metrics.ipynb #011416af
 _PUNCT = set(string.punctuation)
@@ -188,3 +201,41 @@ def answer_metrics(pred: str, gold: str, *, aliases: Sequence[str] = (), binary:
         ok = float(yes_no(pred) == yn_gold)
         out.update(exact_match=ok, token_f1=ok, token_recall=ok, yes_no_correct=ok)
     return out
+
+# %% ../../nbs/40_eval.metrics.ipynb #7db81320
+RAGAS_CORRECTNESS_WEIGHTS = (0.75, 0.25)   # RAGAS defaults: factuality (claim F1), semantic similarity
+
+def semantic_similarity(preds: Sequence[str], golds: Sequence[str], embedder) -> list[Optional[float]]:
+    "Cosine similarity of each prediction's embedding with its gold answer's (RAGAS answer similarity); None for an empty side."
+    import numpy as np
+    if len(preds) != len(golds): raise ValueError(f"{len(preds)} predictions but {len(golds)} gold answers")
+    idx = [i for i, (p, g) in enumerate(zip(preds, golds)) if (p or "").strip() and (g or "").strip()]
+    out: list[Optional[float]] = [None] * len(preds)
+    if not idx: return out
+    v = np.asarray(embedder.encode([preds[i] for i in idx] + [golds[i] for i in idx]), dtype=float)
+    v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    a, b = v[: len(idx)], v[len(idx):]
+    for i, s in zip(idx, (a * b).sum(axis=1)): out[i] = float(max(-1.0, min(1.0, s)))
+    return out
+
+def answer_correctness(claim_f1: Optional[float], similarity: Optional[float],
+                       weights: Sequence[float] = RAGAS_CORRECTNESS_WEIGHTS) -> Optional[float]:
+    "RAGAS answer correctness: w_f * claim F1 + w_s * semantic similarity (None if either part is missing)."
+    if claim_f1 is None or similarity is None: return None
+    wf, ws = weights
+    return (wf * claim_f1 + ws * similarity) / (wf + ws)
+
+# %% ../../nbs/40_eval.metrics.ipynb #b608e75e
+def model_name(path_or_name: Optional[str]) -> Optional[str]:
+    "A model's readable name: the bundled encoder's name for its folder, a folder's last part, or the name as given."
+    if not path_or_name: return None
+    from pathlib import Path
+    from ragbench.embed import DEFAULT_EMBEDDER, default_model_path
+    s = str(path_or_name).rstrip("/")
+    if Path(s).expanduser().resolve() == default_model_path().resolve(): return DEFAULT_EMBEDDER
+    return Path(s).name if "/" in s else s
+
+def bertscore_info(model: Optional[str] = None, num_layers: int = 6) -> dict:
+    "What BERTScore ran on, for summaries and reports: {model, path, num_layers}."
+    path = model or default_bertscore_model()
+    return {"model": model_name(path), "path": str(path), "num_layers": num_layers}

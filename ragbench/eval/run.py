@@ -11,6 +11,7 @@ from typing import Annotated, Any, Callable, Optional, Sequence, Union
 import numpy as np
 from ..core import Dataset, QAItem, RunDir, RunLock, UserError, short_hash, read_jsonl
 from .metrics import DEFAULT_KS, retrieval_metrics, answer_metrics, bertscore_recall
+from .metrics import relevant_retrieval_metrics, semantic_similarity, answer_correctness, bertscore_info, model_name
 from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
 from .setups import (NOT_APPLICABLE, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
                                   agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind)
@@ -18,11 +19,11 @@ from ..spine import LLMPool, RunResult, file_options, ray_address
 from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
 
 # %% auto #0
-__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'RETRIEVAL_ONLY', 'EvalError', 'metric_names', 'expects_abstention', 'score_batch',
-           'row_key', 'latest_rows', 'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint',
-           'open_index', 'with_columns', 'items_without_gold', 'index_key', 'evaluate', 'format_summary',
-           'answers_setup', 'comma_list', 'report_inputs', 'report_failures', 'evaluate_command', 'cutoffs',
-           'evaluate_options']
+__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'EvalError', 'metric_names',
+           'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key', 'latest_rows', 'summarize',
+           'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint', 'open_index', 'with_columns',
+           'items_without_gold', 'index_key', 'evaluate', 'format_summary', 'metric_notes', 'answers_setup',
+           'comma_list', 'report_inputs', 'report_failures', 'evaluate_command', 'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -30,11 +31,12 @@ class EvalError(UserError):
 
 DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "unanswerable_kind", "retrieval_hit")
 ANSWER_METRICS = ("exact_match", "token_f1", "token_recall", "rouge_l_recall", "bertscore_recall", "length_ratio", "yes_no_correct")
+CORRECTNESS_METRICS = ("answer_correctness", "semantic_similarity")   # RAGAS's graded correctness and its similarity part
 
 def metric_names(ks: Sequence[int] = DEFAULT_KS) -> list[str]:
     "Every metric a row carries, in a stable order."
-    return (list(retrieval_metrics([], [], top_k=1, ks=ks)) + list(ANSWER_METRICS)
-            + [m for j in JUDGES for m in JUDGE_METRICS[j]])
+    return (list(retrieval_metrics([], [], top_k=1, ks=ks)) + list(relevant_retrieval_metrics([], [], top_k=1, ks=ks))
+            + list(ANSWER_METRICS) + [m for j in JUDGES for m in JUDGE_METRICS[j]] + list(CORRECTNESS_METRICS))
 
 # %% ../../nbs/40_eval.run.ipynb #c565fb5c
 def expects_abstention(item: QAItem, mode: str) -> bool:
@@ -69,7 +71,7 @@ def _raise_spent(results) -> None:
 async def _answer(llm, item: QAItem, ctx: SetupContext, setup: Setup) -> str:
     "The setup's answer; an unparseable structured reply falls back to the raw text."
     from ragbench.llm import LLMParseError
-    try: return await agenerate_answer(llm, item.question, ctx, setup.prompt)
+    try: return await agenerate_answer(llm, item.question, ctx, setup.prompt, style=item.style)
     except LLMParseError as e: return (e.raw or "").strip()
 
 # %% ../../nbs/40_eval.run.ipynb #0498e22b
@@ -100,12 +102,24 @@ def _text_metrics(items, answers, mets, idx: list[int], bertscore: bool, bertsco
                                               **({"model": bertscore_model} if bertscore_model else {}))):
             mets[i]["bertscore_recall"] = v
 
+# %% ../../nbs/40_eval.run.ipynb #d59b9833
+def relevant_chunk_ids(item: QAItem) -> list[str]:
+    "The chunks known relevant to `item`: its gold chunks, then its contexts labelled relevant."
+    return list(dict.fromkeys([*item.gold_chunk_ids, *(c.chunk_id for c in item.contexts if c.relevant is True)]))
+
+def _correctness_metrics(items, answers, mets, idx: list[int], similarity) -> None:
+    "Fill semantic_similarity and answer_correctness of the rows `idx` whose correctness judge gave a claim F1."
+    todo = [i for i in idx if mets[i].get("correct_score") is not None]
+    if similarity is None or not todo: return
+    for i, s in zip(todo, semantic_similarity([answers[i] or "" for i in todo], [items[i].answer for i in todo], similarity)):
+        mets[i].update(semantic_similarity=s, answer_correctness=answer_correctness(mets[i]["correct_score"], s))
+
 # %% ../../nbs/40_eval.run.ipynb #da0e2403
 async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index=None, llm=None, judge_llm=None,
                       external: Optional[dict] = None, judges: Sequence[str] = JUDGES, bertscore: bool = True,
                       bertscore_model: Optional[str] = None, keypoint_cache: Optional[dict] = None,
-                      ks: Sequence[int] = DEFAULT_KS) -> list[dict]:
-    "Score `items` for one setup and mode; returns their scores.jsonl rows."
+                      ks: Sequence[int] = DEFAULT_KS, similarity=None) -> list[dict]:
+    "Score `items` for one setup and mode (`similarity`: the embedder of answer correctness); returns their scores.jsonl rows."
     import asyncio
     ctxs, answers = _contexts(items, setup, mode, index, external, llm)
     errors: list[Optional[str]] = [None] * len(items)
@@ -116,7 +130,10 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
         for i, (a, err) in zip(scored, got): answers[i], errors[i] = a, err
     mets = [dict.fromkeys(metric_names(ks)) for _ in items]
     if mode == "retrieved":
-        for i in scored: mets[i].update(retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids, top_k=setup.top_k, ks=ks))
+        for i in scored:
+            mets[i].update(retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids, top_k=setup.top_k, ks=ks))
+            mets[i].update(relevant_retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids, relevant_chunk_ids(items[i]),
+                                                      top_k=setup.top_k, ks=ks))
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
     _text_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], bertscore, bertscore_model)
     fails, details = [[] for _ in items], [{} for _ in items]
@@ -131,6 +148,7 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
         for i, (res, err) in zip(answered, got):
             if err: errors[i] = err
             else: mets[i].update(res[0]); fails[i], details[i] = res[1], res[2]
+        _correctness_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], similarity)
     return [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details, errors)]
 
 # %% ../../nbs/40_eval.run.ipynb #62d2ff7c
@@ -404,10 +422,12 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
              index_factory: Optional[Callable[[Setup], Any]] = None, judges: Sequence[str] = JUDGES,
              bertscore: bool = True, bertscore_model: Optional[str] = None, ks: Sequence[int] = DEFAULT_KS,
              n_boot: int = 1000, seed: int = 0, batch_size: int = 16, parallel_batches: int = 4,
-             max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None) -> RunResult:
-    "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary."
+             max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None,
+             similarity_model: Optional[str] = "default") -> RunResult:
+    "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary (`similarity_model`: embedder of RAGAS answer correctness, None: off)."
     from ragbench.llm import CallMeter, arun, task_usage
     ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
+    similarity = _similarity_embedder(similarity_model)
     if index_factory is None: setups = check_setups(setups, db)
     external, unknown = _read_external(setups, ds)
     indexes = _open_indexes(setups, index_factory)
@@ -427,7 +447,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         def score(items, s, mode):
             return score_batch(items, s, mode, index=indexes.get(index_key(s)), llm=None if s.external else llms.get(s.llm or default_llm),
                                judge_llm=judge, external=external.get(s.name), judges=judges, bertscore=bertscore,
-                               bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks)
+                               bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks, similarity=similarity)
         bar = _progress_bar(sum(len(p[2]) for p in plan), progress)
         with task_usage() as session:
             try:
@@ -438,7 +458,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         summary.update(unknown_answer_ids=unknown, items_without_gold=items_without_gold(dataset, ds),
                        missing_answers={s.name: sum(1 for it in ds for mo in modes if (it.id, mo) not in external[s.name])
                                         for s in setups if s.external},
-                       models=_models(setups, default_llm, judge), stop_reason=stop or "done",
+                       models={**_models(setups, default_llm, judge), **_text_models(bertscore, bertscore_model, similarity)},
+                       stop_reason=stop or "done",
                        dataset_models=sorted({v for it in ds for v in it.models.values()}),
                        usage={"run": meter.totals(), "session": session.totals(), "by_stage": meter.by_stage()},
                        new_rows=n_new, seconds=round(time.time() - t0, 3))
@@ -453,6 +474,19 @@ def _models(setups: Sequence[Setup], default_llm: Optional[str], judge) -> dict:
     return {"answer": {s.name: None if s.external else spec(s.llm or default_llm) for s in setups},
             "judge": getattr(judge, "spec", None) if judge is not None else None}
 
+# %% ../../nbs/40_eval.run.ipynb #d32c0097
+def _similarity_embedder(spec: Optional[str]):
+    "The embedder of answer correctness's similarity part (loaded on first use), or None when `spec` is None."
+    if spec is None: return None
+    from ragbench.embed import make_embedder
+    return make_embedder(None if spec == "default" else spec)
+
+def _text_models(bertscore: bool, bertscore_model: Optional[str], similarity) -> dict:
+    "The encoders behind the text metrics, named in summary.json: BERTScore's model and layer, answer correctness's embedder."
+    return {"bertscore": bertscore_info(bertscore_model) if bertscore else None,
+            "similarity": getattr(similarity, "name", None) if similarity is not None else None,
+            "answer_correctness": "RAGAS: 0.75 x claim F1 (correctness judge) + 0.25 x semantic similarity"}
+
 # %% ../../nbs/40_eval.run.ipynb #fad64687
 def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> str:
     "A plain-text table: one line per setup, mean [lo, hi] of the headline metrics that have values."
@@ -466,9 +500,23 @@ def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> 
             ci = summary["setups"][s].get(c) or {}
             cells.append((f"{ci['mean']:.3f} [{ci['lo']:.2f},{ci['hi']:.2f}]" if ci.get("mean") is not None else "-").rjust(18))
         lines.append(s.ljust(w) + "  " + "  ".join(cells))
+    lines += metric_notes(summary)
     fails = {s: f for s, f in summary.get("judge_failures", {}).items() if f}
     if fails: lines.append("unparseable judge output: " + "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in f.items()) for s, f in fails.items()))
     return "\n".join(lines)
+
+# %% ../../nbs/40_eval.run.ipynb #664c9768
+def metric_notes(summary: dict) -> list[str]:
+    "Lines naming what the metrics mean where two are easily confused: gold-only vs gold + relevant, the BERTScore model."
+    have = {m for st in summary.get("setups", {}).values() for m, v in st.items() if (v or {}).get("n")}
+    out = []
+    if any(m.startswith(("precision_relevant@", "recall_relevant@")) for m in have):
+        out.append("precision@k / recall@k: gold chunks only (as TRIAD's paper); *_relevant@k: gold + contexts labelled relevant")
+    bs = (summary.get("models") or {}).get("bertscore")
+    if bs and "bertscore_recall" in have: out.append(f"bertscore_recall: BERTScore on {bs['model']} (layer {bs['num_layers']})")
+    sim = (summary.get("models") or {}).get("similarity")
+    if sim and "answer_correctness" in have: out.append(f"answer_correctness: RAGAS, 0.75 claim F1 + 0.25 similarity on {sim}")
+    return out
 
 # %% ../../nbs/40_eval.run.ipynb #198bf4b2
 def answers_setup(spec: str, base_dir: Optional[str] = None, top_k: int = 5) -> Setup:

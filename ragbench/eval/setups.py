@@ -14,10 +14,10 @@ from ..stats import MODES
 from ..prompts import PromptTemplate, register_prompt, render_prompt, get_prompt, format_chunks
 
 # %% auto #0
-__all__ = ['RETRIEVAL_MODES', 'NOT_ENOUGH_CONTEXT', 'NOT_APPLICABLE', 'SetupError', 'Setup', 'vary', 'variants_of',
-           'setups_from_dict', 'load_setups', 'setups_file_option', 'RagAnswer', 'table_names', 'check_setups',
-           'SetupContext', 'chunks_in_index', 'unanswerable_kind', 'build_context', 'agenerate_answer',
-           'ExternalAnswer', 'read_answers', 'external_context']
+__all__ = ['RETRIEVAL_MODES', 'NOT_ENOUGH_CONTEXT', 'ANSWER_FORMS', 'NOT_APPLICABLE', 'SetupError', 'Setup', 'vary',
+           'variants_of', 'setups_from_dict', 'load_setups', 'setups_file_option', 'RagAnswer', 'answer_form',
+           'table_names', 'check_setups', 'SetupContext', 'chunks_in_index', 'unanswerable_kind', 'build_context',
+           'agenerate_answer', 'ExternalAnswer', 'read_answers', 'external_context']
 
 # %% ../../nbs/40_eval.setups.ipynb #bffc073a
 class SetupError(UserError):
@@ -86,6 +86,9 @@ def setups_from_dict(data: Any, *, where: str = "<setups>", base_dir: Optional[P
     if bad: raise SetupError(f"{where}: unknown key '{sorted(bad)[0]}' (allowed: {', '.join(sorted(_FILE_KEYS))})")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict): raise SetupError(f"{where}: 'defaults' must be a mapping")
+    j = data.get("judge_llm")
+    if j is not None and not (isinstance(j, str) and j.strip()):
+        raise SetupError(f"{where}: 'judge_llm' must be an LLM spec such as \"openai:http://host/v1@model\", got {type(j).__name__} {j!r}")
 
     def make(d, label):
         if not isinstance(d, dict): raise SetupError(f"{where}: {label}: expected a mapping, got {type(d).__name__}")
@@ -129,14 +132,29 @@ class RagAnswer(BaseModel):
     "Output of the built-in RAG answer prompt (non-empty, so schema-constrained local models must write one)."
     answer: str = Field(min_length=1)
 
+ANSWER_FORMS = {
+    None: ("Give the shortest complete answer: a name, date, number or short phrase when that is what is asked; "
+           "for a yes/no question start with yes or no."),
+    "find": "Give the exact fact asked for, as the shortest phrase that states it (a name, value, option or date).",
+    "provide": "Give the exact figure asked for with its unit, as the short phrase or clause that states it.",
+    "explain": ("Give a complete explanation in two or three sentences: how or why it happens, in the terms the context "
+                "uses, with the reasons or mechanism it states."),
+    "summarize": ("Give a complete overview in two to four sentences: the main points, with the specific names, "
+                  "figures and limits the context states."),
+    "generate": "Give the complete list the question asks for as a numbered list, one item per line (\"1. ...\").",
+}
+
+def answer_form(style: Optional[str]) -> str:
+    "What kind of answer the answering prompt asks for: the shortest one for short-answer items (TRIAD, find, provide), a complete one of the right kind for explain / summarize / generate."
+    return ANSWER_FORMS.get(style, ANSWER_FORMS[None])
+
 register_prompt(PromptTemplate(
     name="rag_answer", output=RagAnswer,
     system="You answer questions using only the context you are given. You reply with JSON only.",
     description="The grounded answer prompt of the built-in minimal RAG.",
     template=(
         "Context:\n{context}\n\nQuestion: {question}\n\n"
-        "Answer the question using only the context above. Give the shortest complete answer: a name, date, "
-        "number or short phrase when that is what is asked; for a yes/no question start with yes or no. "
+        "Answer the question using only the context above. {answer_form} "
         "If the context does not contain what is needed, answer exactly: \"" + NOT_ENOUGH_CONTEXT + "\"\n\n"
         'Reply as {{"answer": "..."}}')))
 
@@ -265,9 +283,9 @@ def build_context(item: QAItem, setup: Setup, mode: str, index) -> SetupContext:
     raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
 
 # %% ../../nbs/40_eval.setups.ipynb #bde6fff8
-async def agenerate_answer(llm, question: str, ctx: SetupContext, prompt: str = "rag_answer") -> str:
-    "The answering LLM's answer to `question` given the setup's contexts (the prompt's output model or plain text)."
-    system, user = render_prompt(prompt, context=ctx.text or "(no context)", question=question)
+async def agenerate_answer(llm, question: str, ctx: SetupContext, prompt: str = "rag_answer", style: Optional[str] = None) -> str:
+    "The answering LLM's answer to `question` given the setup's contexts, in the form `style` calls for (the prompt's output model or plain text)."
+    system, user = render_prompt(prompt, context=ctx.text or "(no context)", question=question, answer_form=answer_form(style))
     out_model = get_prompt(prompt).output
     r = await llm.acomplete(user, schema=out_model, system=system, stage="eval_answer")
     if out_model is None: return str(r).strip()
@@ -287,12 +305,15 @@ def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tupl
     "({(item_id, mode): ExternalAnswer}, unknown item ids) from an answers JSONL; bad lines raise RecordError naming the line."
     path = Path(path)
     if not path.exists(): raise SetupError(f"answers file not found: {path}")
-    out, unknown = {}, []
-    for a in read_jsonl(path, ExternalAnswer):
+    out, unknown, first = {}, [], {}
+    for n, a in enumerate(read_jsonl(path, ExternalAnswer), 1):
         if item_ids is not None and a.item_id not in item_ids:
             if a.item_id not in unknown: unknown.append(a.item_id)
             continue
-        out[(a.item_id, a.mode)] = a
+        if (a.item_id, a.mode) in out:   # which one to score? never the last one silently (issue 24)
+            raise SetupError(f"{path}: item {a.item_id!r} (mode {a.mode}) is answered twice (records {first[(a.item_id, a.mode)]} "
+                             f"and {n}); keep one answer per item and mode")
+        out[(a.item_id, a.mode)] = a; first[(a.item_id, a.mode)] = n
     return out, unknown
 
 def external_context(a: ExternalAnswer, index=None) -> SetupContext:

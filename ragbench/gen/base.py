@@ -15,8 +15,8 @@ from ..core import (QAItem, RunDir, RunLock, UserError, append_jsonl, atomic_wri
 
 # %% auto #0
 __all__ = ['Task', 'TaskResult', 'TaskJournal', 'frontier', 'Selection', 'select_first_n', 'GenerationMethod', 'StopRun',
-           'LocalExecutor', 'config_diff', 'check_resume', 'index_fingerprint', 'run_summary', 'arun_generation',
-           'run_generation', 'QuestionReply', 'OneChunkQuestions']
+           'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume', 'index_fingerprint', 'run_summary',
+           'restore_spent', 'arun_generation', 'run_generation', 'QuestionReply', 'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
@@ -37,6 +37,7 @@ class TaskResult(BaseModel):
     usage: dict[str, Any] = Field(default_factory=dict)
     error: Optional[str] = None
     at: str = Field(default_factory=utc_now)
+    run: dict[str, Any] = Field(default_factory=dict)   # kind, corpus and options of the run (resume checks without manifest.json)
 
     @property
     def counted(self) -> int:
@@ -188,9 +189,19 @@ def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     return out
 
 # %% ../../nbs/17_gen.base.ipynb #213f239b
-def check_resume(run: RunDir, kind: str, fingerprint: str, config: dict) -> None:
-    "Refuse to resume a run of another kind, on another corpus, or with options that shape items differently."
-    m = run.manifest()
+def recorded_run(results: Iterable[TaskResult]) -> Optional[dict]:
+    "The kind, corpus and options the task journal records (its last line that has them), or None."
+    rs = [r for r in results if r.run]
+    return max(rs, key=lambda r: r.at).run if rs else None
+
+def check_resume(run: RunDir, kind: str, fingerprint: str, config: dict, results: Iterable[TaskResult] = ()) -> None:
+    "Refuse to resume a run of another kind, on another corpus, or with options that shape items differently (from the manifest, else the task journal)."
+    m, results = run.manifest(), list(results)
+    if not m.get("kind") and results:
+        m = recorded_run(results)
+        if m is None:
+            raise UserError(f"{run.path}: manifest.json is missing and tasks.jsonl does not record the options of its {len(results)} "
+                            "finished task(s), so resuming could mix items; restore manifest.json or use another output directory")
     if not m.get("kind"): return
     if m["kind"] != kind:
         raise UserError(f"{run.path} holds a {m['kind']} run, not {kind}; use another output directory")
@@ -267,6 +278,17 @@ async def _run_one(method: GenerationMethod, task: Task, index) -> TaskResult:
         if not it.usage: it.usage = u
     return r.model_copy(update={"usage": u})
 
+# %% ../../nbs/17_gen.base.ipynb #5348b7f8
+def restore_spent(meter, results: Iterable[TaskResult], log: Callable[[str], None]) -> int:
+    "Make the meter count at least the calls the task journal says were spent (a damaged `calls.jsonl` gives no budget back)."
+    spent = sum(int((r.usage or {}).get("calls") or 0) for r in results)
+    missing = spent - meter.totals()["calls"]
+    if missing <= 0: return 0
+    meter.restore(missing, "calls.jsonl counts fewer calls than tasks.jsonl")
+    log(f"{meter.journal}: counts {spent - missing} calls but the finished tasks spent {spent} (tasks.jsonl); "
+        f"counting the {missing} missing calls against the budget")
+    return missing
+
 # %% ../../nbs/17_gen.base.ipynb #c4cc145b
 async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls: Optional[int] = None,
                           max_usd: Optional[float] = None, executor=None, progress: bool = True,
@@ -277,16 +299,19 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
     executor = executor or LocalExecutor()
     with RunLock(run.path):
         fp, cfg = index_fingerprint(index), method.config()
-        check_resume(run, method.name, fp, cfg)
-        meter = CallMeter(run / "calls.jsonl", max_calls=max_calls, max_usd=max_usd)
-        for llm in method.llms(): llm.meter = meter
-        run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
         journal = TaskJournal(run / "tasks.jsonl")
         results, seen, stop, t0, new = journal.load(), set(), None, time.monotonic(), 0
+        check_resume(run, method.name, fp, cfg, results.values())
+        stamp = {"kind": method.name, "corpus_fingerprint": fp, "config": cfg}
+        meter = CallMeter(run / "calls.jsonl", max_calls=max_calls, max_usd=max_usd)
+        restore_spent(meter, results.values(), log)
+        for llm in method.llms(): llm.meter = meter
+        run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
         front, last_views = [frontier(results.values(), method.target)], [time.monotonic()]
         bar = _progress_bar(method, results, progress)
         def commit(r: TaskResult) -> None:
             nonlocal new
+            r = r.model_copy(update={"run": stamp})
             journal.commit(r); results[r.task_id] = r; new += 1
             front[0] = frontier(results.values(), method.target)
             bar.update(r)

@@ -19,7 +19,7 @@ _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
 __all__ = ['LLMRequest', 'Completion', 'approx_tokens', 'is_loopback', 'Backend', 'per_loop', 'OpenAIBackend', 'openai_backend',
-           'GeminiBackend', 'default_local_model', 'load_llama', 'cap_arrays', 'LocalBackend']
+           'retry_after_seconds', 'GeminiBackend', 'default_local_model', 'load_llama', 'cap_arrays', 'LocalBackend']
 
 # %% ../../nbs/03_llm.backends.ipynb #773e5e11
 @dataclass
@@ -154,6 +154,10 @@ def _kwargs(self: OpenAIBackend, req: LLMRequest, native: bool) -> dict:
 # %% ../../nbs/03_llm.backends.ipynb #2de3ada2
 def _openai_completion(resp) -> Completion:
     "The Completion in a chat.completion response."
+    if isinstance(resp, (str, bytes)):   # the SDK hands back the body of a page that is not JSON (an HTML page, say)
+        body = resp.decode(errors="replace") if isinstance(resp, bytes) else resp
+        raise ProviderError(f"the server answered HTTP 200 with a page that is not a chat completion (it starts {body.strip()[:80]!r}); "
+                            "is the base URL an OpenAI-compatible /v1 endpoint?", status=200, retryable=False)
     choices = getattr(resp, "choices", None)
     if not choices: raise TransientError("malformed response: no choices")
     msg = choices[0].message
@@ -161,11 +165,26 @@ def _openai_completion(resp) -> Completion:
     u = getattr(resp, "usage", None)
     return Completion(msg.content or "", getattr(u, "prompt_tokens", None), getattr(u, "completion_tokens", None))
 
+# %% ../../nbs/03_llm.backends.ipynb #6eddf2f2
+def retry_after_seconds(headers) -> Optional[float]:
+    "Seconds a `Retry-After` header (seconds or an HTTP date) asks to wait, or None."
+    v = headers.get("retry-after") if headers is not None else None
+    if not v: return None
+    try: return max(0.0, float(v))
+    except ValueError: pass
+    try:
+        from email.utils import parsedate_to_datetime
+        import datetime as _d
+        return max(0.0, (parsedate_to_datetime(v) - _d.datetime.now(_d.timezone.utc)).total_seconds())
+    except (TypeError, ValueError): return None
+
 # %% ../../nbs/03_llm.backends.ipynb #48190563
 @patch
 def _failed(self: OpenAIBackend, exc: Exception, req: LLMRequest, native: bool) -> Exception:
-    "The exception to raise for `exc`: a malformed body is transient; a rejected response_format switches modes."
+    "The exception to raise for `exc`: a malformed body is transient; a rejected response_format switches modes; Retry-After is kept."
     if isinstance(exc, json.JSONDecodeError): return TransientError(f"malformed response body: {exc}")
+    ra = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
+    if ra is not None: exc.retry_after = ra    # the client waits that long (up to its max_backoff)
     if native and req.schema is not None and self.structured == "auto" and http_status(exc) in (400, 422):
         _log.warning("%s rejected response_format (%s); switching to schema-in-prompt mode", redact_spec(self.spec), http_status(exc))
         self._native = False

@@ -8,18 +8,25 @@ import hashlib, json, logging, os, threading
 from pathlib import Path
 from typing import Optional
 from fastcore.basics import patch
+from ..core import UserError
 
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['ResponseCache']
+__all__ = ['CacheError', 'ResponseCache']
 
 # %% ../../nbs/03_llm.cache.ipynb #176882f1
+class CacheError(UserError):
+    "The response cache folder cannot be used (a file where a folder should be); the message names the path."
+
 class ResponseCache:
     "On-disk cache of reply texts, one JSON file per sha256 key under `path`."
     def __init__(self, path):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        try: self.path.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise CacheError(f"cannot use the response cache: {self.path} is a file, not a folder; move it away "
+                             "or point the cache elsewhere") from None
 
     @staticmethod
     def key(backend_id: str, req) -> str:
@@ -50,7 +57,14 @@ def get(self: ResponseCache, key: str) -> Optional[dict]:
 def put(self: ResponseCache, key: str, record: dict) -> None:
     "Store `record` atomically."
     f = self.file(key)
-    f.parent.mkdir(parents=True, exist_ok=True)
+    try: f.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise CacheError(f"cannot use the response cache: {f.parent} (or a folder above it) is a file, not a folder; "
+                         "move it away or point the cache elsewhere") from None
+    if f.is_dir(): raise CacheError(f"cannot use the response cache: entry {f} is a folder, not a file; remove it")
     tmp = f.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, f)
+    try:
+        tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, f)
+    except BaseException:   # a full disk, say: no half-written `.tmp` file is left behind (issue 24)
+        tmp.unlink(missing_ok=True); raise

@@ -76,7 +76,11 @@ def _delay(self: LLM, exc: Exception, attempt: int) -> float:
     if isinstance(exc, StructuredOutputRejected): return 0.0
     d = min(self.max_backoff, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.0)
     ra = getattr(exc, "retry_after", None)
-    return min(self.max_backoff, max(d, ra)) if isinstance(ra, (int, float)) else d
+    if not isinstance(ra, (int, float)): return d
+    if ra > self.max_backoff:
+        _log.warning("%s: the server asks to wait %.0f s before retrying (Retry-After); waiting the cap, max_backoff=%.0f s",
+                     self.spec, ra, self.max_backoff)
+    return min(self.max_backoff, max(d, ra))
 
 # %% ../../nbs/03_llm.client.ipynb #9121a464
 @patch

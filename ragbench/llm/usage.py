@@ -51,6 +51,7 @@ def _apply(rows: dict, kinds: dict, e: dict) -> None:
         if e.get("usd") is None: row["unpriced_calls"] += 1
         else: row["cost_usd"] += e["usd"]
     elif e["e"] in _COUNTERS: row[_COUNTERS[e["e"]]] += 1
+    elif e["e"] == "restore": row["calls"] += e.get("n") or 0   # calls known spent from another journal (see `restore`)
     if e["e"] == "fail": kinds.setdefault(e["s"], collections.Counter())[e.get("k") or "?"] += 1
 
 # %% ../../nbs/03_llm.usage.ipynb #fdd111b6
@@ -129,6 +130,12 @@ def retry(self: CallMeter, stage: str) -> None:
 def repair(self: CallMeter, stage: str) -> None:
     "Count one repair re-ask of `stage` (an unusable structured reply)."
     with self._lock: self._record({"e": "repair", "s": stage})
+
+@patch
+def restore(self: CallMeter, calls: int, why: str = "") -> None:
+    "Count `calls` requests known to be spent but missing from the journal (a truncated or deleted `calls.jsonl`)."
+    if calls <= 0: return
+    with self._lock: self._record({"e": "restore", "s": "restored", "n": int(calls), "why": why[:200]})
 
 # %% ../../nbs/03_llm.usage.ipynb #4ff7a942
 @patch

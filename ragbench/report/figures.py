@@ -62,13 +62,17 @@ _METRIC_LABELS = {"correct": "answer correctness (judge)", "faithful": "faithful
                   "bertscore_recall": "BERTScore recall", "length_ratio": "length ratio",
                   "abstained": "abstention rate", "mrr": "MRR", "correct_score": "correctness (claim F1)",
                   "faithful_score": "faithfulness (claims supported)",
+                  "answer_correctness": "answer correctness (RAGAS: claim F1 + similarity)", "semantic_similarity": "semantic similarity",
+                  "precision@k": "precision@k (gold only)", "recall@k": "recall@k (gold only)",
+                  "precision_relevant@k": "precision@k (gold + labelled relevant)", "recall_relevant@k": "recall@k (gold + labelled relevant)",
                   **{f"rubric_{d}": f"{d} (rubric 1-5)" for d in RUBRIC_DIMENSIONS}}
 _MODE_LABELS = {"oracle": "oracle contexts", "unanswerable": "unanswerable mode"}
 
 def metric_label(m: str) -> str:
     "Readable name of a metric, with its mode when not 'retrieved' (unknown names are shown as they are)."
     mode, base = split_metric(m)
-    lab = _METRIC_LABELS.get(base, base)
+    fam, at, k = base.partition("@")
+    lab = _METRIC_LABELS.get(base) or (_METRIC_LABELS[f"{fam}@k"].replace("@k", f"@{k}", 1) if at and f"{fam}@k" in _METRIC_LABELS else base)
     return lab if mode == "retrieved" else f"{lab} ({_MODE_LABELS.get(mode, mode)})"
 
 # %% ../../nbs/50_report.figures.ipynb #a59c9431

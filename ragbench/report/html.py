@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional, Sequence, Union
 from ..core import Dataset, atomic_write, utc_now
 from ..eval.calibration import JUDGE_FILE, load_calibration
 from ..eval.setups import NOT_APPLICABLE
+from ..eval.run import metric_notes
 from .figures import (ReportError, ReportFigure, demo_eval_dir, demo_generation_dir, load_eval, load_generation,
                                      metric_label, report_figures, value_label)
 from .png import export_pngs, find_chrome
@@ -203,6 +204,7 @@ def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: st
     parts += ["<h2>Means per setup</h2>", "<p class='sub'>Means over the rows where a metric applies, 95% bootstrap "
               "interval in brackets; n/a rows (not applicable, or a judge reply that could not be parsed) are counted, "
               "not averaged as zero.</p>", means_table_html(summary)]
+    if metric_notes(summary): parts += ["<ul class='sub'>", *(f"<li>{_esc(n)}</li>" for n in metric_notes(summary)), "</ul>"]
     if calibration: parts += ["<h2>Judge calibration</h2><p class='sub'>The rubric judge against the reviewers' 1–5 scores "
                               "on the same sampled items.</p>", calibration_html(calibration)]
     if items: parts += ["<h2>Per item</h2>", items]

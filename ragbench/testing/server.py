@@ -13,8 +13,8 @@ from ..llm.template import seeded_rng, template_reply
 from .fake import load_stage_rules
 
 # %% auto #0
-__all__ = ['FAULTS', 'IN_FLIGHT_SETTLE', 'parse_openai_request', 'openai_response', 'parse_gemini_request', 'gemini_response',
-           'FakeLLMServer', 'fake_llm_server_command']
+__all__ = ['HOSTILE_TEXT', 'FAULTS', 'IN_FLIGHT_SETTLE', 'parse_openai_request', 'openai_response', 'parse_gemini_request',
+           'gemini_response', 'FakeLLMServer', 'fake_llm_server_command']
 
 # %% ../../nbs/05_testing.server.ipynb #147840ff
 def _text_of(content) -> str:
@@ -70,7 +70,10 @@ def gemini_response(text: str, req: dict) -> dict:
             "modelVersion": req["model"], "responseId": uuid.uuid4().hex[:16]}
 
 # %% ../../nbs/05_testing.server.ipynb #722a23c7
-FAULTS = ("429", "500", "503", "timeout", "malformed", "badjson", "ok")
+HOSTILE_TEXT = {"badjson": "Sure! Here is the answer: {answer: maybe", "schema": '{"unexpected": true}',
+                "missing": "{}", "empty": ""}   # reply texts of the faults that answer 200 with unusable content
+FAULTS = ("429", "500", "503", "timeout", "malformed", "badjson", "ok",
+          "schema", "missing", "empty", "html", "reset", "retry_after")   # hostile replies (issue 24)
 _GEMINI_PATH = re.compile(r"^/(?:v1|v1beta|v1alpha)/models/([^/:]+):generateContent$")
 
 class _Handler(BaseHTTPRequestHandler):
@@ -81,16 +84,25 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args): pass
 
-    def _send(self, status: int, body, headers=None):
+    def _send(self, status: int, body, headers=None, content_type: str = "application/json"):
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for k, v in (headers or {}).items(): self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError): pass
+
+    def _reset(self):
+        "Drop the connection without a reply (a TCP reset)."
+        import socket, struct
+        try: self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError: pass
+        self.close_connection = True
+        try: self.connection.close()
+        except OSError: pass
 
     def do_GET(self):
         path = urlsplit(self.path).path
@@ -106,14 +118,16 @@ class FakeLLMServer:
     "Fake OpenAI + Gemini server on 127.0.0.1 (`port=0` picks a free port); use as a context manager."
     def __init__(self, port: int = 0, latency: float = 0.0, error_rate: float = 0.0, seed: int = 0,
                  faults=None, timeout_sleep: float = 3.0, fault_kinds=("429", "500", "timeout", "malformed"),
-                 openai_structured: bool = True):
+                 openai_structured: bool = True, stage_faults: Optional[dict] = None, retry_after: float = 2.0):
         if not 0.0 <= error_rate <= 1.0: raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
-        bad = [f for f in [*(faults or []), *fault_kinds] if f not in FAULTS]
+        bad = [f for f in [*(faults or []), *fault_kinds, *(stage_faults or {}).values()] if f not in FAULTS]
         if bad: raise ValueError(f"unknown fault {bad[0]!r}; known: {', '.join(FAULTS)}")
         load_stage_rules()
         self.port, self.latency, self.error_rate, self.seed = port, latency, error_rate, seed
         self.timeout_sleep, self.fault_kinds = timeout_sleep, tuple(fault_kinds)
         self.openai_structured = openai_structured  # False: reject response_format with 400, like servers without it
+        self.stage_faults = dict(stage_faults or {})  # {text in the system prompt: fault served to every such request}
+        self.retry_after = retry_after                # seconds a 'retry_after' fault asks for (429 with Retry-After)
         self._faults = collections.deque(faults or [])
         self._lock = threading.Lock()
         self._seen = collections.Counter()
@@ -185,6 +199,8 @@ def _pick_fault(self: FakeLLMServer, header: Optional[str], req: dict) -> str:
     with self._lock:
         if header: return header.strip()
         if self._faults: return self._faults.popleft()
+        hit = next((f for k, f in self.stage_faults.items() if k in (req["system"] or "")), None)
+        if hit: return hit
         if self.error_rate <= 0: return "ok"
         key = hashlib.sha256(f"{req['system']}\x1f{req['prompt']}".encode()).hexdigest()
         n = self._seen[key]; self._seen[key] += 1
@@ -253,7 +269,10 @@ def _reply(self: FakeLLMServer, h: _Handler, api: str, req: dict, fault: Optiona
     if fault in ("429", "500", "503"): return h._send(int(fault), _error_body(api, int(fault)), {"Retry-After": "0"} if fault == "429" else None)
     if fault == "timeout": time.sleep(self.timeout_sleep)
     if fault == "malformed": return h._send(200, b'{"choices": [{"message": {"content": "trunc')
-    text = "Sure! Here is the answer: {answer: maybe" if fault == "badjson" else template_reply(req["prompt"], req["system"], req["schema"], self.seed)
+    if fault == "retry_after": return h._send(429, _error_body(api, 429), {"Retry-After": f"{self.retry_after:g}"})
+    if fault == "html": return h._send(200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", content_type="text/html")
+    if fault == "reset": return h._reset()
+    text = HOSTILE_TEXT.get(fault) if fault in HOSTILE_TEXT else template_reply(req["prompt"], req["system"], req["schema"], self.seed)
     h._send(200, openai_response(text, req) if api == "openai" else gemini_response(text, req))
 
 # %% ../../nbs/05_testing.server.ipynb #ca795ea4
@@ -265,13 +284,17 @@ def fake_llm_server_command(
     seed: int = 0,  # seed for answers and fault draws
     faults: str = "",  # comma-separated faults served first, from: 429,500,503,timeout,malformed,badjson,ok
     timeout_sleep: float = 3.0,  # seconds a 'timeout' fault stalls
+    stage_faults: str = "",  # TEXT=FAULT;... : FAULT for every request whose system prompt contains TEXT (one stage)
+    retry_after: float = 2.0,  # seconds a 'retry_after' fault (429) asks the client to wait
     duration: float = 0.0,  # stop after this many seconds (0: run until Ctrl-C)
 ) -> None:
     "Fake OpenAI + Gemini LLM server on 127.0.0.1 for tests and benchmarks, until Ctrl-C (or `--duration` seconds)."
     from ragbench.core import UserError
     try:
         srv = FakeLLMServer(port=port, latency=latency, error_rate=error_rate, seed=seed,
-                            faults=[f for f in faults.split(",") if f], timeout_sleep=timeout_sleep).start()
+                            faults=[f for f in faults.split(",") if f], timeout_sleep=timeout_sleep,
+                            stage_faults=dict(p.rsplit("=", 1) for p in stage_faults.split(";") if "=" in p),
+                            retry_after=retry_after).start()
     except (ValueError, OSError) as e: raise UserError(str(e)) from e
     print(f"fake LLM server on {srv.url}  (OpenAI base_url {srv.url}/v1, Gemini base_url {srv.url}); Ctrl-C stops", flush=True)
     try:

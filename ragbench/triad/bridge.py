@@ -133,9 +133,9 @@ def precheck_passes(chunks: Sequence[Chunk], similarities: Optional[Sequence[flo
 # %% ../../nbs/21_triad.bridge.ipynb #8f35c824
 class BridgeEntities(BaseModel):
     "Output of the entity prompt: entities per chunk, the candidates picked, the shared entities, a shared kind and the best bridging topic."
-    entities_per_chunk: list[list[str]] = Field(default_factory=list)
+    entities_per_chunk: list[list[str]]   # required: a reply lacking them is a failure (repaired, counted),
     partners: list[int] = Field(default_factory=list)
-    shared: list[str] = Field(default_factory=list)
+    shared: list[str]                     # never read as "nothing shared" (issue 24)
     category: str = ""
     bridge_topic: str = ""
 
@@ -230,9 +230,8 @@ def _clean(xs) -> list[str]:
     return list(dict.fromkeys(x.strip() for x in xs if isinstance(x, str) and x.strip()))
 
 async def _ask_entities(chunks, llm, kind=None, k: int = 1) -> BridgeEntities:
-    "The entity call; an unparseable reply counts as 'nothing shared'."
-    try: return await aentities(chunks, llm, kind, k)
-    except LLMParseError: return BridgeEntities()
+    "The entity call; a reply that never parses (after the LLM layer's repairs) fails the seed, it is not 'nothing shared'."
+    return await aentities(chunks, llm, kind, k)
 
 # %% ../../nbs/21_triad.bridge.ipynb #8078ec6e
 def _picked(first: list, ents: BridgeEntities, k: int, shared: Sequence[str]) -> list:
@@ -245,9 +244,9 @@ def _picked(first: list, ents: BridgeEntities, k: int, shared: Sequence[str]) ->
 def _same_document(chunks) -> bool: return len({c.doc_id for c in chunks}) < len(chunks)
 
 def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], k: int = 1, **kw) -> Optional[BridgeConfig]:
-    "The configuration the entity call found: the picked partners with a shared entity (not boilerplate), or a shared kind (not for composition)."
+    "The configuration the entity call found: the picked partners with a shared entity (not boilerplate), or a shared kind (comparison only; `kind` None: not yet decided)."
     shared, category = [s for s in _clean(ents.shared) if s not in hood.skip], (ents.category or "").strip()
-    if not shared and (not category or kind == "composition"): return None
+    if not shared and (not category or kind not in ("comparison", None)): return None
     chosen = _picked(first, ents, k, shared)
     topic = (ents.bridge_topic or "").strip()
     topic = topic if topic and topic not in hood.skip else (shared[0] if shared else category)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20_triad.config.ipynb #ed5b55e7
 from __future__ import annotations
-import asyncio, random
+import asyncio, math, random
 from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -15,7 +15,7 @@ __all__ = ['QUESTION_TYPES', 'DEFAULT_ROLE', 'TriadConfig', 'in_thread', 'SeedPl
 QUESTION_TYPES = ("comparison", "intersection", "composition")
 
 DEFAULT_ROLE = ("You write questions for evaluating a retrieval-augmented question answering system over a "
-                "general-knowledge document collection. Your questions are short, precise and unambiguous.")
+                "document collection. Your questions are short, precise and unambiguous.")   # neutral: no domain assumed
 
 # %% ../../nbs/20_triad.config.ipynb #5a06793c
 class TriadConfig(BaseModel):
@@ -40,7 +40,7 @@ class TriadConfig(BaseModel):
     boilerplate_share: float = Field(0.5, gt=0.0, le=1.0, description="a name in at least this share of the documents is boilerplate: it never bridges")
     fallback_n: int = Field(50, ge=1, description="neighbours searched for a candidate entity in the fallback")
     role: str = Field(DEFAULT_ROLE, description="persona line of the generator")
-    temporal: bool = Field(True, description="ask the judge whether the question needs temporal reasoning")
+    temporal: bool = Field(True, description="label accepted questions temporal or not (one classifier call each)")
     # validation
     max_rounds: int = Field(2, ge=1, description="generation attempts in all (first + revisions)")
     # contexts
@@ -52,7 +52,7 @@ class TriadConfig(BaseModel):
     easy_min: int = Field(3, ge=1, description="at least this many relevant non-gold contexts -> easy")
     unanswerable: bool = Field(True, description="add an unanswerable variant of each accepted question")
     partial_share: float = Field(0.5, ge=0.0, le=1.0, description="share of variants that keep one gold chunk")
-    unanswerable_check: bool = Field(False, description="check the variant against the whole index")
+    unanswerable_check: bool = Field(True, description="check the variant against the whole index (the card counts the unchecked)")
     unanswerable_k: int = Field(10, ge=1, description="chunks retrieved for the whole-index check")
 
     @field_validator("types")
@@ -95,10 +95,13 @@ def pick_seeds(index, cfg: TriadConfig) -> list[str]:
     if cfg.seeds: return list(dict.fromkeys(cfg.seeds))[: cfg.seed_cap]
     return list(index.sample_ids(len(index), seed=cfg.seed))[: cfg.seed_cap]
 
+def _binary_flags(n: int, share: float, offset: float) -> list[bool]:
+    "n yes/no flags whose every prefix of length m holds m x share of them, to within one (a seeded offset in [0, 1))."
+    return [math.floor((j + 1) * share + offset) > math.floor(j * share + offset) for j in range(n)]
+
 def plan_seeds(seed_ids: Sequence[str], cfg: TriadConfig) -> list[SeedPlan]:
-    "Assign each seed a type (round-robin over `cfg.types`) and a binary flag (seeded draw)."
-    out = []
-    for i, sid in enumerate(seed_ids):
-        r = random.Random(f"{cfg.seed}:{sid}:binary").random()
-        out.append(SeedPlan(seed_id=sid, kind=cfg.types[i % len(cfg.types)], binary=r < cfg.binary_share, position=i))
-    return out
+    "Assign each seed a type (round-robin over `cfg.types`) and a binary flag: within each type, `binary_share` of every prefix of the plan, to within one."
+    kinds = [cfg.types[i % len(cfg.types)] for i in range(len(seed_ids))]
+    flags = {k: iter(_binary_flags(kinds.count(k), cfg.binary_share, random.Random(f"{cfg.seed}:{k}:binary").random()))
+             for k in cfg.types}
+    return [SeedPlan(seed_id=sid, kind=k, binary=next(flags[k]), position=i) for i, (sid, k) in enumerate(zip(seed_ids, kinds))]

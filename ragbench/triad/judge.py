@@ -79,7 +79,7 @@ Reason = Annotated[str, AfterValidator(real_reason)]
 CRITERIA = ("quality", "retrievable", "multi_hop", "unambiguous")
 
 class JudgeVerdict(BaseModel):
-    "Output of the judge: for each criterion its reason, then its verdict; and a temporal label."
+    "Output of the judge: for each criterion its reason, then its verdict (the temporal label has its own classifier)."
     quality_reason: Reason
     quality: bool
     retrievable_reason: Reason
@@ -88,7 +88,6 @@ class JudgeVerdict(BaseModel):
     multi_hop: bool
     unambiguous_reason: Reason
     unambiguous: bool
-    temporal: bool = False
 
     @property
     def failed(self) -> list[str]:
@@ -122,13 +121,11 @@ register_prompt(PromptTemplate(
         "fully, multi_hop is false.\n"
         "4. unambiguous: the question can be read only one way and exactly one answer is correct. Judge the "
         "question as written: do not resolve an ambiguity by reading the passages.\n"
-        "If you are unsure, the verdict is false. When a verdict is false, its reason says what to change.\n"
-        "Finally, temporal: does answering need reasoning about time (dates, periods, durations, the order of "
-        "events, what was true when)? This is a label, not a criterion.\n\n"
+        "If you are unsure, the verdict is false. When a verdict is false, its reason says what to change.\n\n"
         "Question: {question}\nAnswer: {answer}\n\n{chunks}\n\n"
-        "Reply with JSON only: {{" + _JSON_REPLY.replace("{", "{{").replace("}", "}}") + ", \"temporal\": true or false}}"),
+        "Reply with JSON only: {{" + _JSON_REPLY.replace("{", "{{").replace("}", "}}") + "}}"),
     output=JudgeVerdict,
-    description="TRIAD check 1: per criterion a reason then a verdict (quality, retrievable, multi-hop, unambiguous), and a temporal label."))
+    description="TRIAD check 1: per criterion a reason then a verdict (quality, retrievable, multi-hop, unambiguous)."))
 
 # %% ../../nbs/23_triad.judge.ipynb #cf3c4c5a
 def judge_prompt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary: bool, bridge_topic: str = "") -> tuple[Optional[str], str]:
@@ -176,8 +173,7 @@ def _reason_rule(ctx) -> str:
     cid, t, x = ctx.chunk
     return f"The passage {t or cid} states: {opening_words(x, 14)}."
 
-register_template_rules({**{f"{c}_reason": _reason_rule for c in CRITERIA}, **{c: (lambda ctx: True) for c in CRITERIA},
-                         "temporal": lambda ctx: False}, name="triad")
+register_template_rules({**{f"{c}_reason": _reason_rule for c in CRITERIA}, **{c: (lambda ctx: True) for c in CRITERIA}}, name="triad")
 
 # %% ../../nbs/23_triad.judge.ipynb #9e8db41d
 async def _ask(llm, prompt: str, system: Optional[str], schema, stage: str) -> tuple[Optional[BaseModel], list[str]]:
@@ -267,9 +263,8 @@ async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm
         attempts.append(await acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm))
         if attempts[-1].accepted: break
     last = attempts[-1]
-    temporal = (last.judge or {}).get("temporal") if last.accepted and cfg.temporal else None
     return item.model_copy(update={"question": last.question, "answer": last.answer, "attempts": attempts,
-                                   "temporal": temporal, "status": "accepted" if last.accepted else "rejected"})
+                                   "status": "accepted" if last.accepted else "rejected"})   # temporal: its own classifier (contexts)
 
 def validate(item, chunks, *, gen_llm, judge_llm, cfg, on_draft=None) -> QAItem:
     "Sync wrapper of `avalidate`."

@@ -17,15 +17,15 @@ from ..prompts import format_chunks, render_prompt
 from ..spine import RunResult, RunSpec, by_role, check_spec, comma_items, config_flags, given, open_run, read_config
 from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, precheck_passes, seed_names
 from .config import SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
-from .contexts import ContextPrefetch, acheck_unanswerable, aextract, unanswerable_variant
+from .contexts import ContextPrefetch, acheck_unanswerable, aclassify_temporal, aextract, unanswerable_variant
 from .judge import avalidate, judge_prompt, sufficiency_prompt
 from .write import QAPair, draft_item, generation_prompt
 
 # %% auto #0
-__all__ = ['LLM_ROLES', 'PACE', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed', 'process_seed',
-           'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates', 'by_type', 'triad_summary',
-           'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config', 'triad_inputs',
-           'triad_command']
+__all__ = ['LLM_ROLES', 'PACE', 'NEVER_PARSES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed',
+           'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates', 'by_type',
+           'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
+           'triad_inputs', 'triad_command']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
 LLM_ROLES = ("generate", "judge", "extract")
@@ -75,6 +75,7 @@ async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: 
     if item.status != "accepted": return {**rec, "outcome": "rejected"}, [], [item.model_copy(update={"models": models})]
     known, hits = await ahead.results(item.question)
     item = await aextract(item, index, llms["extract"], cfg, gold=chunks, known=known, question_hits=hits)
+    if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])
     item = item.model_copy(update={"models": models})
     variant = await _variant(item, index, llms, cfg)
     if variant is None: return {**rec, "outcome": "accepted"}, [item], []
@@ -135,6 +136,7 @@ class TriadMethod(GenerationMethod):
         self.stop_after = stop_after or cfg.in_flight               # failed seeds, none finished: the LLM is unusable
         self._plan: Optional[list[Task]] = None
         self._failed = self._finished = 0
+        self._unparseable, self._parsed = 0, 0                      # seeds whose every reply failed to parse / parsed once
         self.pacer = SeedPacer(cfg.n)
 
     def config(self) -> dict:
@@ -164,12 +166,31 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
         accepted = r.counted
     except LLMError as e:
         self._failed += 1
-        if not isinstance(e, LLMParseError) and not self._finished and self._failed >= self.stop_after:
+        if isinstance(e, LLMParseError): self._never_parses(str(e))
+        elif not self._finished and self._failed >= self.stop_after:
             raise StopRun(f"every task failed, e.g. {type(e).__name__}: {e}"[:500]) from None
         raise
     finally: self.pacer.leave(task.position, accepted)
     self._finished += 1
+    if r.outcome != "no_bridge":
+        if _all_unparseable(keep + drop): self._never_parses("every reply of the generator or the judge was unparseable")
+        else: self._parsed += 1
     return r
+
+NEVER_PARSES = "the model's replies never parse as the JSON asked for"
+
+def _all_unparseable(items) -> bool:
+    "Whether every attempt of these items failed because a reply never parsed."
+    atts = [a for i in items for a in i.attempts]
+    return bool(atts) and all((a.failed_check or "").endswith("_unparseable") for a in atts)
+
+def _never_parses(self: TriadMethod, example: str) -> None:
+    "Count a seed whose replies never parsed; stop the run once `stop_after` did and none parsed (issue 24)."
+    self._unparseable += 1
+    if not self._parsed and self._unparseable >= self.stop_after:
+        raise StopRun(f"{NEVER_PARSES} ({self._unparseable} seeds in a row; e.g. {example})"[:600])
+
+TriadMethod._never_parses = _never_parses
 
 TriadMethod.plan, TriadMethod.run_task = _plan, _run_task
 
@@ -291,7 +312,7 @@ def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> RunResult:
 # %% ../../nbs/25_triad.run.ipynb #ba930436
 ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7,
            "out_tokens": {"triad.entities": 150, "triad.generate": 60, "triad.judge": 220, "triad.sufficiency": 40,
-                          "triad.labels": 30, "triad.unanswerable": 40}}  # sufficiency: per group; labels: per candidate
+                          "triad.labels": 30, "triad.unanswerable": 40, "triad.temporal": 30}}  # sufficiency: per group; labels: per candidate
 
 def _tok(*texts) -> int:
     "Rough token count (4 characters a token)."
@@ -322,6 +343,7 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer, gold=format_chunks(cs),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
         sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
+        sizes["triad.temporal"].append(_tok(*render_prompt("triad.temporal", question=q.question, answer=q.answer)))
     mean = {s: (sum(v) / len(v) if v else 0) for s, v in sizes.items()}
     return {"k": max(len(seeds), 1), "entity": calls_entity, "bridged": bridged, "mean_in": mean}
 
@@ -341,6 +363,7 @@ def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict) -> tuple[dict, dic
              "triad.judge": (bridged * attempts, "judge"),
              "triad.sufficiency": (bridged * attempts * r["judge_pass"] * cfg.n_chunks, "judge"),   # one call per group
              "triad.labels": (n_acc * math.ceil(cands / cfg.label_batch), "extract"),
+             "triad.temporal": (n_acc if cfg.temporal else 0, "extract"),
              "triad.unanswerable": (n_acc * math.ceil(cfg.unanswerable_k / cfg.label_batch)
                                     if cfg.unanswerable and cfg.unanswerable_check else 0, "judge")}
     return calls, {"p_bridge": p_bridge, "seeds_needed": seeds_needed, "n_acc": n_acc}
@@ -365,7 +388,7 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
         price = _spec_price(spec)
         i_t, o_t = n * smp["mean_in"][stage], n * _out_tokens(stage, cfg, r)
         cost = None if price is None else (i_t * price[0] + o_t * price[1]) / 1e6
-        rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t), "llm": spec,
+        rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t), "llm": redact_spec(spec),
                        "cost_usd": None if cost is None else round(cost, 4)}
         tot = {"calls": tot["calls"] + n, "input_tokens": tot["input_tokens"] + int(i_t), "output_tokens": tot["output_tokens"] + int(o_t),
                "cost_usd": None if cost is None or tot["cost_usd"] is None else tot["cost_usd"] + cost}
@@ -436,8 +459,13 @@ def _refuse_mixed_resume(out: Path, index, cfg: TriadConfig, llms: dict) -> None
 def _report_stop(s: dict, cfg: TriadConfig) -> int:
     "Say why the run stopped; the exit status (1: every seed failed)."
     stop = s["stop_reason"]
+    if stop.startswith(NEVER_PARSES):
+        print(f"ragbench triad: stopped early: {stop}; check the model and its JSON mode (see summary.json)", file=sys.stderr); return 1
     if s["tasks"]["finished"] == 0 and s["tasks"]["errors"]:
         print(f"ragbench triad: every seed failed; first error: {s['first_error'] or stop}", file=sys.stderr); return 1
+    if s["tasks"]["errors"] and s["accepted"] < cfg.n and not stop.startswith("budget"):
+        print(f"ragbench triad: {s['tasks']['errors']} seed(s) failed, first error: {s['first_error']}; "
+              "re-run the same command to retry them", file=sys.stderr); return 1
     if stop.startswith("budget"):
         print(f"stopped: {stop}; re-run the same command with a larger budget to continue", file=sys.stderr)
     elif stop == "plan exhausted" and s["accepted"] < cfg.n:
