@@ -585,6 +585,16 @@ def test_compare_two_evaluations(server, statics, setups_file, work):
     assert c["kendall_tau"] is None or -1 <= c["kendall_tau"] <= 1
     assert p.stdout.startswith("recall@k: 2 setups;") and "Kendall tau" in p.stdout
     fails_with(ragbench("compare", dirs[0], work / "no_eval"), "no scores.jsonl")
+    # issue 20: the paired comparison of one evaluation's setups against a baseline, rows as DESIGN.md fixes them
+    p = ok(ragbench("compare", "--baseline", "dense5", dirs[0], "--metrics", "recall@k,mrr", "--n-boot", 200, "--json", work / "paired.json"))
+    rows = json.loads((work / "paired.json").read_text())
+    assert [(r["setup"], r["baseline"], r["metric"]) for r in rows] == [("bm25-3", "dense5", "recall@k"), ("bm25-3", "dense5", "mrr")]
+    assert all({"n", "n_missing", "diff", "ci_low", "ci_high", "p", "test", "p_holm", "mde"} <= set(r) for r in rows)
+    assert all(r["n"] + r["n_missing"] <= 5 and r["ci_low"] <= r["diff"] <= r["ci_high"] for r in rows) and "bm25-3" in p.stdout
+    gate = ragbench("compare", "--baseline", "dense5", dirs[0], "--fail-if-worse", "recall@k:-1")
+    fails_with(gate, "--fail-if-worse: expected METRIC:MARGIN")
+    fails_with(ragbench("compare", "--baseline", "nope", dirs[0]), "unknown baseline setup 'nope'")
+    fails_with(ragbench("compare", dirs[0]), "give two evaluation folders")
 
 
 def test_export_ragas(triad, evaluation, hash_db, work):

@@ -19,7 +19,8 @@ __all__ = ['ABSTENTION_GROUPS', 'ReportError', 'MissingData', 'norm_value', 'val
            'load_generation', 'summarize_scores', 'demo_eval_dir', 'demo_generation_dir', 'setup_colors',
            'metric_by_type', 'metric_by_dimension', 'difficulty_breakdown', 'setup_comparison',
            'precision_with_ceiling', 'retrieval_hit_split', 'abstention_by_model', 'rubric_by_style', 'keypoint_shares',
-           'generation_funnel', 'acceptance_by_type', 'ReportFigure', 'shows_something', 'report_figures']
+           'generation_funnel', 'acceptance_by_type', 'forest_figure', 'ReportFigure', 'shows_something',
+           'report_figures']
 
 # %% ../../nbs/50_report.figures.ipynb #c87fbacc
 class ReportError(UserError):
@@ -555,6 +556,32 @@ def acceptance_by_type(gen_summary: dict):
     fig = go.Figure(go.Bar(x=[t for t, _, _ in rows], y=[a / n for _, a, n in rows], marker_color="#4C72B0",
                            text=[f"{a:g}/{n:g}" for _, a, n in rows], textposition="outside", name="accepted"))
     return _layout(fig, "Acceptance rate by question type", "accepted / (accepted + rejected)", True, height=400)
+
+# %% ../../nbs/50_report.figures.ipynb #9b6bca67
+_DECISION_COLOURS = {"better": "#2a9d8f", "worse": "#c44e52", "no difference detectable": "#7f7f7f"}
+
+def forest_figure(rows: Sequence[dict], title: str = "Paired differences (setup − baseline), 95% bootstrap intervals"):
+    "Forest plot of paired comparison rows: each difference with its interval, coloured by the decision, a line at 0."
+    import plotly.graph_objects as go
+    rows = [r for r in rows if r.get("diff") is not None and r.get("by", "all") == "all"]
+    if not rows: raise MissingData("no paired difference to show")
+    label = lambda r: f"{r['setup']} − {r['baseline']}: {metric_label(r['metric'])}"
+    fig = go.Figure()
+    for decision, colour in _DECISION_COLOURS.items():
+        mine = [r for r in rows if r["decision"] == decision]
+        if not mine: continue
+        fig.add_trace(go.Scatter(
+            x=[r["diff"] for r in mine], y=[label(r) for r in mine], mode="markers", name=decision, marker=dict(color=colour, size=10),
+            error_x=dict(type="data", symmetric=False, array=[r["ci_high"] - r["diff"] for r in mine],
+                         arrayminus=[r["diff"] - r["ci_low"] for r in mine]),
+            customdata=[[r["n"], r["p"], r["p_holm"], r["mde"], r["test"]] for r in mine],
+            hovertemplate="%{y}<br>diff %{x:+.3f}<br>n %{customdata[0]}, p %{customdata[1]:.4f}, p_holm %{customdata[2]:.4f}"
+                          "<br>MDE %{customdata[3]:.3f} (%{customdata[4]})<extra></extra>"))
+    fig.add_vline(x=0, line_dash="dash", line_color="#444")
+    fig.update_layout(title=title, xaxis_title="difference of means (setup − baseline)", template="plotly_white",
+                      height=min(900, max(320, 26 * len(rows) + 160)), legend_title_text="decision")
+    fig.update_yaxes(categoryorder="array", categoryarray=[label(r) for r in rows][::-1])
+    return fig
 
 # %% ../../nbs/50_report.figures.ipynb #fdd38c63
 class ReportFigure(NamedTuple):

@@ -19,7 +19,8 @@ from ..stats import order_metrics, split_metric
 
 # %% auto #0
 __all__ = ['STAND_INS', 'ITEM_SCORES', 'dataset_counts', 'means_table_html', 'stand_in', 'model_roles', 'stand_in_banner',
-           'items_table_html', 'calibration_html', 'render_report_html', 'build_report', 'report_command']
+           'items_table_html', 'calibration_html', 'render_report_html', 'paired_table_html', 'paired_lead',
+           'build_report', 'report_command']
 
 # %% ../../nbs/50_report.html.ipynb #8b01bf59
 def dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = None) -> dict:
@@ -195,12 +196,12 @@ def _rows_sections(summary: dict) -> list[str]:
 def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
                        counts: Optional[dict] = None, notes: Sequence[str] = (), extra: Optional[dict] = None,
                        gen_summary: Optional[dict] = None, banner: str = "", items: str = "",
-                       calibration: Optional[Sequence[dict]] = None) -> str:
+                       calibration: Optional[Sequence[dict]] = None, lead: str = "") -> str:
     "The whole report as one self-contained HTML string (plotly.js inline once, then reused by every figure)."
     import plotly.io as pio
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>",
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head><body>",
-             f"<h1>{_esc(title)}</h1><p class='sub'>generated {_esc(utc_now())} by ragbench</p>", banner,
+             f"<h1>{_esc(title)}</h1><p class='sub'>generated {_esc(utc_now())} by ragbench</p>", banner, lead,
              "<h2>Dataset and setups</h2>", _counts_html(counts or {}, list(summary.get("setups") or {}), extra or {})]
     parts.append("<h2>Figures</h2>" if figs else "<h2>Figures</h2><p>No figure could be drawn from these files.</p>")
     config = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -237,23 +238,59 @@ def _manifest(eval_dir) -> dict:
     try: return json.loads((Path(eval_dir) / "manifest.json").read_text())
     except (OSError, ValueError): return {}
 
+# %% ../../nbs/50_report.html.ipynb #6d9d780e
+def paired_table_html(rows: Sequence[dict]) -> str:
+    "HTML table of paired comparison rows: difference with interval, n, missing, p, p_holm, MDE, test, decision."
+    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "n", "missing", "diff [95% CI]", "p", "p_holm", "MDE", "test", "decision"))
+    f = lambda v, fmt: "–" if v is None else format(v, fmt)
+    body = "".join(f"<tr><td>{_esc(r['setup'])} − {_esc(r['baseline'])}</td><td>{_esc(metric_label(r['metric']))}</td><td>{r['n']}</td>"
+                   f"<td title='{_esc(', '.join(r['missing'] or []))}'>{r['n_missing']}</td>"
+                   f"<td>{f(r['diff'], '+.3f')} [{f(r['ci_low'], '+.3f')}, {f(r['ci_high'], '+.3f')}]</td><td>{f(r['p'], '.4f')}</td>"
+                   f"<td>{f(r['p_holm'], '.4f')}</td><td>{f(r['mde'], '.3f')}</td><td>{_esc(r['test'] or '–')}</td><td>{_esc(r['decision'])}</td></tr>"
+                   for r in rows)
+    return f"<table class='paired'><tr>{head}</tr>{body}</table>"
+
+def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Optional[str] = None,
+                n_boot: int = 1000) -> tuple[str, Optional[ReportFigure], list[str]]:
+    "(lead HTML, forest figure, notes): every setup against `baseline` (default: the first configured setup) on the headline metrics."
+    from ragbench.eval.compare import configured_order
+    from ragbench.eval.paired import decision_sentence, paired_rows
+    from ragbench.eval.run import EvalError
+    from ragbench.report.figures import forest_figure
+    setups = configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in scores)))
+    if len(setups) < 2 and baseline is None: return "", None, []
+    try: rows = paired_rows(scores, baseline or setups[0], order=setups, n_boot=n_boot)
+    except EvalError as e:
+        if baseline is not None: raise
+        return "", None, [f"paired comparison skipped: {e}"]
+    sentence = "".join(f"<p class='decision'><b>{_esc(s)}</b></p>" for s in decision_sentence(rows).split("\n"))
+    html_text = ("<h2>Decision</h2>" + sentence + "<p class='sub'>Paired on the items both setups scored: mean difference with a "
+                 "95% paired bootstrap interval; exact McNemar (binary metrics) or sign-flip test, Holm-adjusted over the rows "
+                 "below; MDE = smallest difference detectable with 80% power at this n. Missing: items one setup scored and the "
+                 "other did not (hover for their ids).</p>" + paired_table_html(rows))
+    fig = ReportFigure("paired_differences", forest_figure(rows), "Every setup minus the baseline on the headline metrics: "
+                       "mean paired difference with its 95% bootstrap interval, coloured by the Holm-adjusted decision.")
+    return html_text, fig, []
+
 # %% ../../nbs/50_report.html.ipynb #572b131e
 def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generation_dir: Union[str, Path, None] = None,
                  title: Optional[str] = None, png_dir: Union[str, Path, None] = None, width: int = 1100,
-                 height: Optional[int] = None) -> Path:
+                 height: Optional[int] = None, baseline: Optional[str] = None) -> Path:
     "Write one self-contained HTML report of an evaluation run (and optionally its generation run); PNGs too if `png_dir`."
     summary, scores = load_eval(eval_dir)
     notes = []
     gen, ds, cal = _generation(generation_dir, notes)
     if not scores: notes.append(f"{eval_dir}: no scores.jsonl; per-type figures use the one-dimensional breakdowns")
     figs, fig_notes = report_figures(summary, scores, gen)
+    lead, forest, lead_notes = paired_lead(eval_dir, scores, baseline) if scores else ("", None, [])
+    figs, fig_notes = ([forest] if forest else []) + figs, lead_notes + fig_notes
     if png_dir is not None: export_pngs({f.name: f.fig for f in figs}, png_dir, width=width, height=height)
     extra = {"evaluation": str(eval_dir), **({"generation": str(generation_dir)} if generation_dir is not None else {})}
     counts = dataset_counts(scores, ds) if scores or ds is not None else {k: summary[k] for k in ("n_items", "n_rows", "modes") if k in summary}
     banner = stand_in_banner(model_roles(summary, _manifest(eval_dir), ds, gen))
     html_text = render_report_html(figs, summary, title=title or f"ragbench report — {Path(eval_dir).name}", counts=counts,
                                    notes=notes + fig_notes, extra=extra, gen_summary=gen, banner=banner,
-                                   items=items_table_html(scores, ds) if scores else "", calibration=cal)
+                                   items=items_table_html(scores, ds) if scores else "", calibration=cal, lead=lead)
     return atomic_write(out_html, html_text)
 
 # %% ../../nbs/50_report.html.ipynb #e1c605e5
@@ -265,10 +302,11 @@ def report_command(
     png_dir: Annotated[Optional[str], {"metavar": "DIR"}] = None,  # also write every figure as DIR/NAME.png (needs Chromium)
     title: Optional[str] = None,  # the report's title
     width: int = 1100,  # PNG width in pixels
+    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = None,  # setup the report's paired decision compares the others with (default: the first)
 ) -> None:
     "Write a self-contained HTML report of an evaluation run (EVAL_DIR with summary.json and scores.jsonl)."
     out = Path(out) if out else Path(eval_dir) / "report.html"
     if png_dir: find_chrome()                             # fail before writing anything
-    path = build_report(eval_dir, out, generation_dir=generation, title=title, png_dir=png_dir, width=width)
+    path = build_report(eval_dir, out, generation_dir=generation, title=title, png_dir=png_dir, width=width, baseline=baseline)
     print(path)
     if png_dir: print(f"PNG figures in {png_dir}")
