@@ -64,10 +64,11 @@ def stand_in_generator(cache_dir=None):
 # %% ../nbs/90_demo.ipynb #87ac4bd5
 def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress: bool = False,
                log: Callable = print) -> dict:
-    "Generate up to `n` TRIAD questions into `out/triad` with `gen_llm`; returns the generation summary."
+    "Generate up to `n` TRIAD questions into `out/triad` with `gen_llm` (partners from other pages, so bridges join two pages); returns the generation summary."
     from ragbench.triad import TriadConfig, run_triad
     with query_threads():
-        gen = run_triad(idx, gen_llm, TriadConfig(n=n, max_seeds=max_seeds, concurrency=2), out / "triad", progress=progress,
+        gen = run_triad(idx, gen_llm, TriadConfig(n=n, max_seeds=max_seeds, concurrency=2,
+                                                other_documents=True), out / "triad", progress=progress,
                         log=lambda m: None)
     made = (f"{gen.get('drafts', 0)} drafts, none accepted (a rule-based stand-in wrote and judged them: they show the steps run, "
             f"they are no benchmark)" if gen.get("drafts") else f"{gen['accepted']} accepted")
