@@ -107,6 +107,7 @@ def test_extras_are_declared():
     extras = got["extras_require"]
     assert {"notebooks", "png", "local", "dev"} <= set(extras)
     assert set(extras["notebooks"]) | set(extras["png"]) <= set(extras["dev"]) and not set(extras["local"]) & set(extras["dev"])
+    assert set(extras["langchain"]) | set(extras["llamaindex"]) <= set(extras["dev"])   # tests/test_systems.py runs real objects of both
     base = {re.split(r"[<>=!~]", r)[0] for r in got["install_requires"]}
     assert not base & {"jupyterlab", "papermill", "ipykernel", "kaleido", "ranx", "nbdev", "playwright", "llama-cpp-python"}
 

@@ -149,3 +149,60 @@ def test_sigkill_mid_run_resumes_without_loss_or_duplicates(hotpot):
         assert 12 <= len(reqs) <= 12 + 2                                   # at most the requests in flight at the kill are asked again
         assert json.loads((out / "summary.json").read_text())["usage"]["run"]["calls"] >= len(reqs)   # counted before sent: never under
     finally: slow.stop()
+
+
+@pytest.fixture(scope="module")
+def git_sample(tmp_path_factory):
+    "Eight chunks of the bundled Git docs sample indexed with the bundled embedder, and one question per chunk (its opening words, gold: that chunk)."
+    from itertools import islice
+    from ragbench.core import Dataset, QAItem
+    from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
+    from ragbench.embed import make_embedder
+    from ragbench.index import ChunkIndex
+    work, emb = tmp_path_factory.mktemp("systems-git"), make_embedder()
+    chunks = list(islice(chunk_documents(load_documents(sample_corpus_path()), target_tokens=256, min_tokens=60, max_tokens=512), 8))
+    ChunkIndex.build(work / "db", chunks, emb)
+    ds = Dataset(QAItem(id=f"git-{i}", method="static", kind="single-hop", question=" ".join(c.text.split()[:14]),
+                        answer=" ".join(c.text.split()[14:30]), gold_chunk_ids=[c.id]) for i, c in enumerate(chunks))
+    ds.write(work / "dataset.jsonl")
+    return {"work": work, "dataset": work / "dataset.jsonl", "db": work / "db", "chunks": chunks, "embedder": emb}
+
+
+def llama_index_over(git_sample):
+    "A real LlamaIndex VectorStoreIndex over the chunks' texts, embedded by a BaseEmbedding that wraps the bundled embedder."
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import BaseEmbedding
+    from llama_index.core.schema import TextNode
+    emb = git_sample["embedder"]
+
+    class Bundled(BaseEmbedding):
+        def _get_text_embeddings(self, texts): return [[float(x) for x in v] for v in emb.encode(list(texts))]
+        def _get_text_embedding(self, text): return self._get_text_embeddings([text])[0]
+        def _get_query_embedding(self, query): return self._get_text_embedding(query)
+        async def _aget_query_embedding(self, query): return self._get_query_embedding(query)
+
+    nodes = [TextNode(text=c.text, metadata={"source": c.doc_id}, excluded_embed_metadata_keys=["source"]) for c in git_sample["chunks"]]
+    return VectorStoreIndex(nodes, embed_model=Bundled())
+
+
+def test_llamaindex_retriever_and_query_engine(git_sample):
+    "A real LlamaIndex retriever (retrieval only) and query engine (MockLLM answering) evaluated like the built-in dense search."
+    from llama_index.core.llms import MockLLM
+    from ragbench.eval import Setup, evaluate
+    index = llama_index_over(git_sample)
+    li = Setup(name="llamaindex", function=index.as_retriever(similarity_top_k=3), top_k=3)
+    qe = Setup(name="llamaindex-qe", function=index.as_query_engine(llm=MockLLM(max_tokens=8), similarity_top_k=3), top_k=3)
+    summ = evaluate(git_sample["dataset"], [li, qe, Setup(name="dense-top3", top_k=3)], git_sample["work"] / "eval-li", db=git_sample["db"],
+                    judges=(), bertscore=False, n_boot=50)
+    n = len(git_sample["chunks"])
+    for name in ("llamaindex", "llamaindex-qe"):
+        assert summ["context_mapping"][name] == {"id": 0, "exact": 3 * n, "overlap": 0, "document": 0, "unmapped": 0}
+        assert summ["setups"][name]["recall@k"]["mean"] == summ["setups"]["dense-top3"]["recall@k"]["mean"] > 0.5
+    scores = [json.loads(l) for l in (git_sample["work"] / "eval-li" / "scores.jsonl").read_text().splitlines()]
+    by = lambda s: {r["item_id"]: r["retrieved_chunk_ids"] for r in scores if r["setup"] == s}
+    assert by("llamaindex") == by("llamaindex-qe") == by("dense-top3")       # the same chunks, in the same order
+    assert summ["setups"]["llamaindex"]["token_f1"]["n"] == 0                 # a retriever gives no answer: retrieval metrics only
+    assert summ["setups"]["llamaindex-qe"]["token_f1"]["n"] == n              # the query engine's (MockLLM's) answers are scored
+    assert all(r["answer"] == "text " * 7 + "text" for r in scores if r["setup"] == "llamaindex-qe"), [r.get("answer") for r in scores][:3]
+    assert summ["models"]["answer"]["llamaindex"] == "function:llama_index.core.indices.vector_store.retrievers.retriever:VectorIndexRetriever"
+    assert summ["models"]["answer"]["llamaindex-qe"].endswith(":RetrieverQueryEngine")

@@ -151,8 +151,8 @@ def function_name(target: Any) -> str:
 
 def as_async(obj: Any) -> Callable:
     "An async `question -> result` for a callable (sync or async), a LangChain retriever or runnable, or a LlamaIndex retriever or query engine."
+    if hasattr(obj, "aquery") and hasattr(obj, "query"): return obj.aquery               # LlamaIndex query engine (it has retrieve too)
     if hasattr(obj, "aretrieve") and hasattr(obj, "retrieve"): return obj.aretrieve      # LlamaIndex retriever
-    if hasattr(obj, "aquery") and hasattr(obj, "query"): return obj.aquery               # LlamaIndex query engine
     if hasattr(obj, "ainvoke") and hasattr(obj, "invoke"): return obj.ainvoke            # LangChain retriever / chain
     if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(getattr(obj, "__call__", None)): return obj
     if callable(obj): return lambda q: asyncio.to_thread(obj, q)
