@@ -476,7 +476,10 @@ def test_real_calls_per_accepted_question_at_most_8(git_index, tmp_path):
     # and (issue 19 #4/#5) the temporal label (its own classifier call) and the whole-index check of the unanswerable
     # variant (on by default) cost about one call each per accepted question on top: counted apart
     extra = sum((s["usage_by_stage"].get(k) or {}).get("calls", 0) for k in ("triad.temporal", "triad.unanswerable"))
-    assert s["accepted"] == 12 and (served - extra) / 12 <= 10 and served / 12 <= 12, (served, s["usage_by_stage"])
+    # and (issue 24) a labelling reply that leaves candidates out is asked again, never read as "not relevant": with the
+    # fake server's labels that adds about one call per accepted question (measured after the merges: 147-150 requests,
+    # 10.1-10.6 core and 12.3-12.5 in all per accepted; labels 30 calls for 12 items): pins 10 -> 12 and 12 -> 14
+    assert s["accepted"] == 12 and (served - extra) / 12 <= 12 and served / 12 <= 14, (served, s["usage_by_stage"])
     assert set(s["by_type"]["comparison"]) >= {"bridge_via", "same_document_share"} and "same_document_share" in s
 
 
