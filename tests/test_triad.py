@@ -498,6 +498,9 @@ def test_resume_after_kill_no_duplicates_cache_hits(index, tmp_path):
         assert p.poll() is None, f"finished before the kill: {p.communicate()}"
         p.send_signal(signal.SIGKILL); p.wait()
         before = len(tasks.read_text().splitlines())
+        # replies the killed run received for seeds it had not finished: those, and only those, the resume can hit in the cache
+        finished = sum(json.loads(l)["usage"]["calls"] for l in tasks.read_text().splitlines())
+        replied = sum('"e":"reply"' in l for l in (out / "calls.jsonl").read_text().splitlines())
         assert 3 <= before
         r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
         served = srv.stats()["requests"]
@@ -509,7 +512,9 @@ def test_resume_after_kill_no_duplicates_cache_hits(index, tmp_path):
     assert len(ids) == len(set(ids)) and len(seed_ids) == len(set(seed_ids))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["accepted"] == sum(i["answerable"] for i in items) == 6
-    assert summary["llm"]["cached"] > 0                        # killed seeds' calls came from the cache
+    # killed seeds' calls come from the cache when the kill caught replies of unfinished seeds (timing: under load the
+    # kill can land when every unfinished seed is still waiting for its first reply)
+    assert summary["llm"]["cached"] > 0 or replied <= finished, (replied, finished)
     assert summary["llm"]["calls"] >= served                   # counted before sending: may over-count a kill, never under
 
 
