@@ -6,7 +6,7 @@
 from __future__ import annotations
 import asyncio, importlib, inspect, json, os, re, sys
 from typing import Any, Callable, Optional, Sequence
-from ..core import UserError
+from ..core import UserError, arun
 from ..text import content_words, words
 from ..llm.backends import Backend, Completion, LLMRequest
 from ..llm.errors import LLMConfigError, ProviderError
@@ -169,7 +169,7 @@ class FunctionBackend(Backend):
     async def acall(self, req: LLMRequest) -> Completion:
         try: return Completion(json.dumps(system_reply(await self.fn(req.prompt))))
         except TypeError as e: raise ProviderError(f"{self.spec}: {e}", retryable=False) from None
-    def call(self, req: LLMRequest) -> Completion: return asyncio.run(self.acall(req))
+    def call(self, req: LLMRequest) -> Completion: return arun(self.acall(req))   # also where a loop runs (JupyterLab)
 
 # %% ../../nbs/40_eval.systems.ipynb #554a52e3
 class RagSystem:
