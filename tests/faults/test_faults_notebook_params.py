@@ -36,6 +36,8 @@ NON_DEFAULT = {
     "62_review_queue.ipynb": {"run_dir": "{triad_run}", "reviewer": "ana", "db": "{db}"},
     "90_demo.ipynb": {"llm": S, "n_questions": 1, "max_seeds": 4, "max_docs": 4},
     "tutorials/tour.ipynb": {"llm_spec": S, "n_docs": 8, "n_items": 2, "reviewer": "ana"},
+    "tutorials/decisions.ipynb": {"n_label": 12, "labeller": "ana"},        # issue 20: plan -> evaluate -> label -> PPI
+    "tutorials/own_rag.ipynb": {"embedder_spec": "default"},               # issue 21: the team's own RAG three ways
     "steps/index.ipynb": {"source": str(SAMPLE), "embedder": "hash", "max_docs": 6},
     "steps/triad.ipynb": {"llm": S, "n": 2, "types": "comparison,composition", "max_seeds": 12, "max_calls": 300, "seed": 1},
     "steps/evaluate.ipynb": {"llm": S, "judge_llm": S, "modes": "retrieved,oracle", "n_boot": 50},
