@@ -4,7 +4,7 @@
 
 # %% ../../nbs/42_eval.ppi.ipynb #5ed6897e
 from __future__ import annotations
-import math
+import json, math
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 import numpy as np
@@ -13,7 +13,7 @@ from .run import EvalError, read_scores
 
 # %% auto #0
 __all__ = ['LABELS', 'LABEL_KEYS', 'MOVE_KEYS', 'PPI_KEYS', 'mean_estimates', 'simulate_judged', 'row_key', 'stratified_order',
-           'label_candidates', 'read_labels', 'LabelQueue', 'ppi_rows', 'ppi_estimates']
+           'label_candidates', 'read_labels', 'LabelQueue', 'ppi_rows', 'setup_order', 'ppi_estimates']
 
 # %% ../../nbs/42_eval.ppi.ipynb #38468ba9
 def _interval(lo, hi) -> tuple[float, float]: return float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
@@ -138,9 +138,16 @@ def ppi_rows(rows: Sequence[dict], labels: dict[tuple, dict], *, metric: str = "
         out.append(flat)
     return out
 
+def setup_order(eval_dir: Union[str, Path]) -> list[str]:
+    "The setups in the order the evaluation was given them (its summary.json); [] when it has none yet."
+    p = Path(eval_dir) / "summary.json"
+    return list(json.loads(p.read_text()).get("setups", {})) if p.exists() else []
+
 def ppi_estimates(eval_dir: Union[str, Path], *, metric: str = "correct", label: Optional[str] = None, mode: str = "retrieved",
                   alpha: float = 0.05):
     "The corrected scores of an evaluation folder (its scores.jsonl and labels.jsonl) as a DataFrame (columns PPI_KEYS)."
     import pandas as pd
-    return pd.DataFrame(ppi_rows(read_scores(eval_dir), read_labels(eval_dir), metric=metric, label=label, mode=mode, alpha=alpha),
-                        columns=list(PPI_KEYS))
+    rows = ppi_rows(read_scores(eval_dir), read_labels(eval_dir), metric=metric, label=label, mode=mode, alpha=alpha)
+    order = setup_order(eval_dir)
+    rows.sort(key=lambda r: order.index(r["setup"]) if r["setup"] in order else len(order))
+    return pd.DataFrame(rows, columns=list(PPI_KEYS))
