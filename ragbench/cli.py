@@ -107,6 +107,7 @@ COMMANDS: dict[str, Command] = {
     "evaluate": Command("ragbench.eval.run:evaluate_command", "score RAG setups on a dataset (retrieval, answers, judges)", True),
     "compare": Command("ragbench.eval.paired:compare_command", "paired comparison of setups against a baseline (--baseline; a CI gate), or ranking agreement of two evaluations"),
     "plan": Command("ragbench.eval.paired:plan_command", "how many questions (per type) a paired comparison needs to detect a difference"),
+    "validity": Command("ragbench.eval.validity:validity_command", "the share of a run's accepted items that are truly valid, from human verdicts on a sample (PPI)"),
     "export-ragas": Command("ragbench.eval.export:export_ragas_command", "export a dataset (and answers) with ragas column names"),
     "report": Command("ragbench.report.html:report_command", "self-contained HTML report with plotly figures (and PNGs)"),
     "run": Command("ragbench.papermill:run_command", "execute a stage notebook headless with papermill into a run directory", True),

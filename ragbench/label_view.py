@@ -7,11 +7,18 @@ from __future__ import annotations
 import html
 from typing import Callable, Optional
 from .eval.ppi import LABEL_KEYS, MOVE_KEYS, LabelQueue, row_key
+from .eval.validity import VALIDITY_KEYS_HELP, ValidityQueue
 from .review import chunk_lookup
 from .widgets import CSS, is_headless, static, styled
 
 # %% auto #0
-__all__ = ['label_row_html', 'LabelView', 'label_widget']
+__all__ = ['typed_keys', 'label_row_html', 'LabelView', 'label_widget', 'validity_item_html', 'ValidityView', 'validity_widget']
+
+# %% ../nbs/63_label_view.ipynb #2758ed97
+def typed_keys(before: str, after: str) -> str:
+    "The keys a shortcut field gained: what `after` adds to `before` (a field that never clears cannot replay keys)."
+    return after[len(before):] if after.startswith(before) else after[-1:] if len(after) > len(before) else ""
+
 
 # %% ../nbs/63_label_view.ipynb #07c6870f
 def label_row_html(queue: LabelQueue, lookup: Callable = lambda ids: {}) -> str:
@@ -54,10 +61,8 @@ class LabelView:
         self.refresh(); return done
 
     def _on_key(self, change):
-        v = change["new"]
-        if not v: return
-        self.keys.value = ""
-        if v[-1].lower() in {**LABEL_KEYS, **MOVE_KEYS}: self.press(v[-1])
+        for k in typed_keys(change["old"], change["new"]):   # several keys can arrive in one update
+            if k.lower() in {**LABEL_KEYS, **MOVE_KEYS}: self.press(k)
 
     def refresh(self): self.body.value = label_row_html(self.q, self.lookup)
 
@@ -65,3 +70,56 @@ def label_widget(queue: LabelQueue, headless: Optional[bool] = None, chunks=None
     "The labelling view, or the current row as static HTML when no live front end can show widgets."
     if headless if headless is not None else is_headless(): return static(label_row_html(queue, chunk_lookup(None, chunks)))
     return LabelView(queue, chunks).widget
+
+# %% ../nbs/63_label_view.ipynb #c19417e8
+def validity_item_html(queue: ValidityQueue, lookup: Callable = lambda ids: {}) -> str:
+    "The current sampled item: progress, question, answer, gold passages and the pending verdicts (not the judge's)."
+    it, e, p = queue.current, html.escape, queue.progress()
+    texts = lookup(list(it.gold_chunk_ids)) if it.gold_chunk_ids else {}
+    gold = "".join(f"<div class='rb-chunk'><b>{e(i)}</b> {e(getattr(texts.get(i), 'text', '') or '')[:1200]}</div>"
+                   for i in it.gold_chunk_ids)
+    mark = lambda c: "–" if c not in queue.pending else ("✓" if queue.pending[c] else "✗")
+    marks = " · ".join(f"{k} {c.replace('_', '-')} {mark(c)}" for k, c in VALIDITY_KEYS_HELP.items())
+    return (CSS + f"<div class='rb-item rb-validity'><div>item {p['position'] + 1} of {p['total']} · {p['validated']} validated · "
+            f"{e(it.kind)} · <code>{e(it.id)}</code></div><div class='rb-q'>{e(it.question)}</div>"
+            f"<div>answer: <b>{e(str(it.answer))}</b></div><div class='rb-verdicts'>your verdicts: {marks}</div>"
+            f"<details open><summary>gold passages ({len(it.gold_chunk_ids)})</summary>{gold}</details></div>")
+
+
+# %% ../nbs/63_label_view.ipynb #b46183d5
+class ValidityView:
+    "ipywidgets view of a ValidityQueue: the item, buttons and a keyboard field (1-4 v s n p), redrawn after each key."
+    def __init__(self, queue: ValidityQueue, chunks=None):
+        import ipywidgets as W
+        self.q, self.lookup = queue, chunk_lookup(queue.run_dir, chunks)
+        self.body, self.message = styled(W.HTML(), "rb-validity-row"), W.HTML()
+        def btn(label, key):
+            b = styled(W.Button(description=label), f"rb-validity-{key}")
+            b.on_click(lambda _: self.press(key)); return b
+        names = [(k, c.replace("_", "-")) for k, c in VALIDITY_KEYS_HELP.items()] + [("v", "all valid"), ("s", "save"),
+                                                                                     ("p", "prev"), ("n", "next")]
+        self.buttons = [btn(f"{l} ({k})", k) for k, l in names]
+        self.keys = styled(W.Text(placeholder="shortcuts: click, then 1-4 v s n p", continuous_update=True), "rb-keys")
+        self.keys.observe(self._on_key, names="value")
+        self.widget = W.VBox([W.HBox(self.buttons + [self.keys]), self.message, self.body])
+        self.refresh()
+
+    def press(self, key: str) -> Optional[str]:
+        "Do what `key` does in the queue, then redraw."
+        done = self.q.key(key)
+        self.message.value = f"<span class='rb-msg'>{html.escape(done or '')}</span>"
+        self.refresh(); return done
+
+    def _on_key(self, change):
+        for k in typed_keys(change["old"], change["new"]).lower():   # several keys can arrive in one update
+            if k in {*VALIDITY_KEYS_HELP, "v", "s", "n", "p"}: self.press(k)
+
+    def refresh(self): self.body.value = validity_item_html(self.q, self.lookup)
+
+def validity_widget(run_dir, reviewer: str = "anonymous", n: int = 60, seed: int = 0, headless: Optional[bool] = None,
+                    chunks=None):
+    "The validity view over a run's seeded sample of accepted items, or the current item as static HTML when headless."
+    q = ValidityQueue(run_dir, reviewer, n=n, seed=seed)
+    if headless if headless is not None else is_headless(): return static(validity_item_html(q, chunk_lookup(run_dir, chunks)))
+    return ValidityView(q, chunks).widget
+

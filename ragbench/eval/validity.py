@@ -5,15 +5,15 @@
 # %% ../../nbs/43_eval.validity.ipynb #babbb45e
 from __future__ import annotations
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Annotated, Optional, Sequence, Union
 import numpy as np
-from ..core import QAItem, RunDir, UserError, read_jsonl, utc_now
+from ..core import QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
 from .ppi import mean_estimates
 
 # %% auto #0
-__all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS', 'accepted_items', 'judge_verdicts', 'sample_order',
-           'share_estimates', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate',
-           'validity_rows', 'validity_estimates', 'simulate_validity']
+__all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS_HELP', 'VALIDITY_KEYS', 'accepted_items', 'judge_verdicts',
+           'sample_order', 'share_estimates', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate',
+           'ValidityQueue', 'validity_rows', 'validity_estimates', 'validity_command', 'simulate_validity']
 
 # %% ../../nbs/43_eval.validity.ipynb #3cf8ccf5
 VALIDITY = "validity.jsonl"
@@ -81,6 +81,68 @@ def next_to_validate(run_dir: Union[str, Path], n: int = 60, seed: int = 0) -> O
     done = read_validity(run_dir)
     return next((it for it in validity_sample(run_dir, n, seed) if set(CRITERIA) - set(done.get(it.id, {}))), None)
 
+# %% ../../nbs/43_eval.validity.ipynb #7cfd631b
+VALIDITY_KEYS_HELP = {"1": "answerable", "2": "correct", "3": "multi_hop", "4": "unambiguous"}
+
+class ValidityQueue:
+    "A reviewer's pass over a run's validity sample: verdicts per criterion, saved to validity.jsonl, resuming at the first gap."
+    def __init__(self, run_dir: Union[str, Path], reviewer: str = "anonymous", n: int = 60, seed: int = 0):
+        self.run_dir, self.reviewer = Path(run_dir), reviewer
+        self.items = validity_sample(run_dir, n, seed)
+        if not self.items: raise UserError(f"{self.run_dir / 'dataset.jsonl'}: no accepted items to validate")
+        self.pos, self.pending = 0, {}
+        self.go(self.first_open())
+
+    def first_open(self) -> int:
+        "Position of the first sampled item missing a verdict on some criterion (the last item when all are done)."
+        done = read_validity(self.run_dir)
+        return next((i for i, it in enumerate(self.items) if set(CRITERIA) - set(done.get(it.id, {}))), len(self.items) - 1)
+
+    @property
+    def current(self) -> QAItem: return self.items[self.pos]
+
+    def saved(self) -> dict[str, bool]: return read_validity(self.run_dir).get(self.current.id, {})
+
+    def go(self, pos: int):
+        "Move to item `pos` (clamped), its verdicts so far as the pending ones."
+        self.pos = min(max(pos, 0), len(self.items) - 1)
+        self.pending = dict(self.saved())
+
+    def cycle(self, criterion: str) -> Optional[bool]:
+        "Cycle one criterion's pending verdict: unset -> valid -> invalid -> valid ..."
+        if criterion not in CRITERIA: raise UserError(f"unknown validity criterion '{criterion}' (criteria: {', '.join(CRITERIA)})")
+        self.pending[criterion] = not self.pending[criterion] if criterion in self.pending else True
+        return self.pending[criterion]
+
+    def save(self) -> str:
+        "Record the pending verdicts once every criterion has one, then move to the next open item."
+        missing = [c for c in CRITERIA if c not in self.pending]
+        if missing: return f"not saved: no verdict yet on {', '.join(missing)}"
+        record_validity(self.run_dir, self.current.id, self.reviewer, **self.pending)
+        item = self.current.id
+        self.go(self.first_open())
+        return f"saved {item}"
+
+    def all_valid(self) -> str:
+        "Every criterion valid for the current item, saved."
+        self.pending = {c: True for c in CRITERIA}
+        return self.save()
+
+    def key(self, k: str) -> Optional[str]:
+        "One keystroke: 1-4 cycle a criterion, v all valid and save, s save, n / p next / previous."
+        if k in VALIDITY_KEYS_HELP: return f"{VALIDITY_KEYS_HELP[k]}: {'valid' if self.cycle(VALIDITY_KEYS_HELP[k]) else 'invalid'}"
+        if k == "v": return self.all_valid()
+        if k == "s": return self.save()
+        if k in ("n", "p"): self.go(self.pos + (1 if k == "n" else -1)); return None
+        return None
+
+    def progress(self) -> dict:
+        "Position, sample size and how many sampled items have a verdict on every criterion."
+        done = read_validity(self.run_dir)
+        full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in self.items)
+        return {"position": self.pos, "total": len(self.items), "validated": full}
+
+
 # %% ../../nbs/43_eval.validity.ipynb #734dfadb
 VALIDITY_KEYS = ("criterion", "n_accepted", "n_labelled", "judge", "human", "human_lo", "human_hi",
                  "ppi", "ppi_lo", "ppi_hi", "bias", "bias_lo", "bias_hi")
@@ -112,6 +174,41 @@ def validity_estimates(run_dir: Union[str, Path], alpha: float = 0.05):
     unknown = sorted(set(labels) - {it.id for it in items})
     if unknown: raise UserError(f"{Path(run_dir) / VALIDITY}: item '{unknown[0]}' is not an accepted item of dataset.jsonl")
     return pd.DataFrame(validity_rows(items, labels, alpha), columns=list(VALIDITY_KEYS))
+
+# %% ../../nbs/43_eval.validity.ipynb #b212d8ab
+def _verdict(text: str) -> tuple[str, bool]:
+    "CRITERION=yes|no (also true/false, 1/0, valid/invalid) as (criterion, verdict)."
+    name, _, v = text.partition("=")
+    truth = {"yes": True, "true": True, "1": True, "valid": True, "no": False, "false": False, "0": False, "invalid": False}
+    if v.lower() not in truth: raise UserError(f"verdict '{text}': write CRITERION=yes or CRITERION=no (criteria: {', '.join(CRITERIA)})")
+    return name, truth[v.lower()]
+
+def validity_command(
+    run_dir: str,  # a TRIAD run directory (its dataset.jsonl)
+    *,
+    record: Annotated[Optional[str], {"metavar": "ITEM"}] = None,  # record verdicts (--verdict) on this accepted item first
+    verdict: Annotated[Optional[list[str]], {"metavar": "CRITERION=yes/no"}] = None,  # one verdict (repeat it), e.g. --verdict correct=no
+    reviewer: str = "anonymous",  # who gives the verdicts (with --record)
+    n: int = 60,  # size of the seeded random sample of accepted items to validate
+    seed: int = 0,  # seed of the sample
+    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = None,  # also write the table as JSON
+) -> None:
+    "The share of a run's accepted items that are truly valid, per criterion, from human verdicts on a random sample (PPI)."
+    if record:
+        row = record_validity(run_dir, record, reviewer, **dict(_verdict(v) for v in verdict or []))
+        print(f"recorded {row['item_id']}: " + ", ".join(f"{c}={'yes' if row[c] else 'no'}" for c in CRITERIA if c in row))
+    t = validity_estimates(run_dir)
+    nxt = next_to_validate(run_dir, n, seed)
+    done = read_validity(run_dir)
+    full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in validity_sample(run_dir, n, seed))
+    print(f"{full} of {min(n, int(t.n_accepted.iloc[0]))} sampled items validated" + (f"; next: {nxt.id}" if nxt else "; sample done"))
+    print(f"{'criterion':<12} {'judge':>6} {'human':>6} {'PPI':>6}  {'95% interval':<15} {'labelled':>8}")
+    f = lambda v, s=".2f": "–" if v is None or v != v else format(v, s)
+    for r in t.to_dict("records"):
+        print(f"{r['criterion']:<12} {f(r['judge']):>6} {f(r['human']):>6} {f(r['ppi']):>6}  "
+              f"[{f(r['ppi_lo'])}, {f(r['ppi_hi'])}]{'':<3} {r['n_labelled']:>8}")
+    if json_file: atomic_write(json_file, t.to_json(orient="records", indent=2))
+
 
 # %% ../../nbs/43_eval.validity.ipynb #15540e69
 def simulate_validity(rng: np.random.Generator, n_items: int = 400, n_labels: int = 60, valid: float = 0.8,
