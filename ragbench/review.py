@@ -159,7 +159,7 @@ def run_index_spec(run_dir) -> Optional[dict]:
     idx, corpus = m.get("index") or {}, m.get("corpus") or {}
     db = run / "db" if (run / "db").is_dir() else Path(idx.get("db") or corpus.get("db") or run / "db")
     if not db.is_dir(): return None
-    return {"db": db, "table": idx.get("table") or corpus.get("table") or "chunks", "columns": idx.get("columns") or None,
+    return {"db": db, "table": idx.get("table") or corpus.get("table") or "chunks", "columns": {r: c for r, c in (idx.get("columns") or {}).items() if c} or None,
             "embedder": idx.get("embedder")}
 
 def run_index_dir(run_dir) -> Optional[Path]:
@@ -196,7 +196,7 @@ def chunk_lookup(run_dir=None, chunks=None) -> Callable[[Sequence[str]], dict]:
     "A function ids -> {id: Chunk} from `chunks` (index, dict or function), else the run's chunks.jsonl or index."
     if chunks is None and run_dir is not None:
         if (Path(run_dir) / "chunks.jsonl").exists(): chunks = {c.id: c for c in read_jsonl(Path(run_dir) / "chunks.jsonl", Chunk)}
-        elif (spec := run_index_spec(run_dir)) is not None: return lazy_index_lookup(**spec)
+        elif (spec := run_index_spec(run_dir)) is not None: return lazy_index_lookup(spec["db"], spec["table"], spec["columns"], spec["embedder"])
     if chunks is None: return lambda ids: {}
     if isinstance(chunks, dict): return lambda ids: {i: chunks[i] for i in ids if i in chunks}
     if hasattr(chunks, "get_many"): return index_lookup(chunks)

@@ -19,10 +19,10 @@ __all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE',
            'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html', 'table_line',
            'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
            'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker', 'seeds_summary_html',
-           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'seed_records_of', 'generate_from_seeds',
-           'seeds_result_html', 'is_graph_label', 'whole_word_in', 'chunk_names', 'norm_name', 'shared_entities',
-           'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge', 'add_to_run', 'names_html',
-           'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
+           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'seed_records_of', 'run_triad_config',
+           'generate_from_seeds', 'seeds_result_html', 'is_graph_label', 'whole_word_in', 'chunk_names', 'norm_name',
+           'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge',
+           'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
 
 # %% ../nbs/61_widgets.ipynb #7e002885
 def is_headless() -> bool:
@@ -548,10 +548,17 @@ def seed_records_of(run_dir) -> list[dict]:
     p = Path(run_dir) / "seeds.jsonl"
     return sorted(read_jsonl(p), key=lambda r: r["position"]) if p.exists() else []
 
+def run_triad_config(run_dir):
+    "The TriadConfig a TRIAD run was made with (its manifest's `config`: a resume must match it), else the defaults."
+    from ragbench.triad import TriadConfig
+    p = Path(run_dir) / "manifest.json"
+    c = json.loads(p.read_text()).get("config") if p.exists() else None
+    return TriadConfig(**c) if c else TriadConfig()
+
 def generate_from_seeds(picker: SeedPicker, llms, cfg=None, run_dir=None, **kw):
     "Run (or resume) TRIAD on the ticked seeds the run has not tried: the target rises by their number, so ticks after a first run are used."
-    from ragbench.triad import TriadConfig, run_triad
-    run_dir = Path(run_dir or picker.run_dir); cfg = cfg or TriadConfig()
+    from ragbench.triad import run_triad
+    run_dir = Path(run_dir or picker.run_dir); cfg = cfg or run_triad_config(run_dir)
     recs = seed_records_of(run_dir); tried = [r["seed"] for r in recs]
     new = [s for s in picker.seed_ids if s not in set(tried)]
     if not new:
@@ -760,7 +767,7 @@ def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = 
     with RunLock(run.path):
         meter = CallMeter(run.path / "calls.jsonl")          # the run's budget and journal count these calls too
         for l in llms.values(): pool.attach(meter, l)
-        keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or TriadConfig(), kind, binary))
+        keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or run_triad_config(run.path), kind, binary))
         have = {i.id for i in load_items(run.path)}
         new = [i for i in keep + drop if i.id not in have]
         if new: run.append(INSPECTED, *new)
