@@ -136,7 +136,7 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
 # %% ../nbs/19_spine.ipynb #6c51bc94
 def record_index_db(out, db) -> None:
     "Add the index's LanceDB folder (absolute) to the manifest's `index`, so a review of the run finds its chunk texts."
-    from .core import RunDir, RunLock
+    from ragbench.core import RunDir, RunLock
     with RunLock(out):
         run = RunDir(out); run.write_manifest(index={**(run.manifest().get("index") or {}), "db": str(Path(db).resolve())})
 
