@@ -4,7 +4,7 @@
 
 # %% ../nbs/60_review.ipynb #5a86ed9b
 from __future__ import annotations
-import json
+import json, weakref
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
@@ -12,11 +12,11 @@ from .core import Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, read
 from .eval.calibration import rubric_agreement
 
 # %% auto #0
-__all__ = ['DEMO_CHUNKS', 'REVIEWS', 'INSPECTED', 'SOURCES', 'SHORTCUTS', 'FILTERS', 'demo_chunks', 'demo_attempt', 'demo_item',
-           'demo_items', 'demo_run_dir', 'load_items', 'review_of', 'apply_decisions', 'apply_reviews',
-           'write_reviewed', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup', 'ReviewQueue',
-           'check_edit', 'review_row', 'failed_checks', 'ratio', 'accept_reject_stats', 'judge_scores',
-           'calibration_pair', 'JudgeCalibration']
+__all__ = ['DEMO_CHUNKS', 'REVIEWS', 'INSPECTED', 'SOURCES', 'SHORTCUTS', 'FILTERS', 'OPEN_QUEUES', 'demo_chunks', 'demo_attempt',
+           'demo_item', 'demo_items', 'demo_run_dir', 'load_items', 'review_of', 'apply_decisions', 'apply_reviews',
+           'write_reviewed', 'run_index_spec', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup',
+           'resolve_run_dir', 'ReviewQueue', 'check_edit', 'review_row', 'reload_open_queues', 'failed_checks', 'ratio',
+           'accept_reject_stats', 'judge_scores', 'calibration_pair', 'JudgeCalibration']
 
 # %% ../nbs/60_review.ipynb #7870b4cb
 DEMO_CHUNKS = [
@@ -153,12 +153,18 @@ def write_reviewed(run_dir, items: Optional[list[QAItem]] = None, reviews: Optio
             "unknown_item_reviews": sum(r["item_id"] not in known for r in reviews)}
 
 # %% ../nbs/60_review.ipynb #a446a852
+def run_index_spec(run_dir) -> Optional[dict]:
+    "How to open the index a run was built on: {db, table, columns, embedder} from RUN/db or the run's manifest, or None."
+    run = Path(run_dir); m = RunDir(run).manifest() if (run / "manifest.json").exists() else {}
+    idx, corpus = m.get("index") or {}, m.get("corpus") or {}
+    db = run / "db" if (run / "db").is_dir() else Path(idx.get("db") or corpus.get("db") or run / "db")
+    if not db.is_dir(): return None
+    return {"db": db, "table": idx.get("table") or corpus.get("table") or "chunks", "columns": {r: c for r, c in (idx.get("columns") or {}).items() if c} or None,
+            "embedder": idx.get("embedder")}
+
 def run_index_dir(run_dir) -> Optional[Path]:
     "The LanceDB folder a run was built on: RUN/db, else the `db` in its manifest (if that folder exists)."
-    run = RunDir(run_dir)
-    if (run / "db").is_dir(): return run / "db"
-    db = (run.manifest().get("corpus") or {}).get("db")
-    return Path(db) if db and Path(db).is_dir() else None
+    spec = run_index_spec(run_dir); return spec["db"] if spec else None
 
 # %% ../nbs/60_review.ipynb #4e64d561
 def index_lookup(index) -> Callable[[Sequence[str]], dict]:
@@ -174,13 +180,14 @@ def _get_or_none(index, chunk_id) -> list[Chunk]:
     except KeyError: return []
 
 # %% ../nbs/60_review.ipynb #5520b992
-def lazy_index_lookup(db_dir, table: str = "chunks") -> Callable[[Sequence[str]], dict]:
-    "An `index_lookup` over the LanceDB folder `db_dir`, opened on the first call."
+def lazy_index_lookup(db_dir, table: str = "chunks", columns: Optional[dict] = None,
+                      embedder: Optional[str] = None) -> Callable[[Sequence[str]], dict]:
+    "An `index_lookup` over table `table` of the LanceDB folder `db_dir` (a user's table read through `columns`), opened on the first call."
     opened = []
     def lookup(ids):
         if not opened:
             from ragbench.index import ChunkIndex
-            opened.append(index_lookup(ChunkIndex.open(db_dir, table=table)))
+            opened.append(index_lookup(ChunkIndex.open(db_dir, table=table, columns=columns, embedder=embedder)))
         return opened[0](ids)
     return lookup
 
@@ -189,32 +196,49 @@ def chunk_lookup(run_dir=None, chunks=None) -> Callable[[Sequence[str]], dict]:
     "A function ids -> {id: Chunk} from `chunks` (index, dict or function), else the run's chunks.jsonl or index."
     if chunks is None and run_dir is not None:
         if (Path(run_dir) / "chunks.jsonl").exists(): chunks = {c.id: c for c in read_jsonl(Path(run_dir) / "chunks.jsonl", Chunk)}
-        elif run_index_dir(run_dir) is not None: return lazy_index_lookup(run_index_dir(run_dir))
+        elif (spec := run_index_spec(run_dir)) is not None: return lazy_index_lookup(spec["db"], spec["table"], spec["columns"], spec["embedder"])
     if chunks is None: return lambda ids: {}
     if isinstance(chunks, dict): return lambda ids: {i: chunks[i] for i in ids if i in chunks}
     if hasattr(chunks, "get_many"): return index_lookup(chunks)
     return lambda ids: {c.id: c for c in chunks(list(ids))}
 
+# %% ../nbs/60_review.ipynb #04577057
+def resolve_run_dir(run_dir, start=None) -> Path:
+    "A relative `run_dir` from the working directory, else from its nearest parent holding it (a notebook in nbs/ finds runs/ of the repo); FileNotFoundError names where it looked."
+    p = Path(run_dir).expanduser()
+    if p.is_absolute(): places = [p]
+    else:
+        here = Path(start or Path.cwd()).resolve()
+        places = [d / p for d in (here, *here.parents)]
+    for q in places:
+        if q.is_dir(): return q.resolve()
+    raise FileNotFoundError(f"no run directory {str(run_dir)!r}: looked in " + ", ".join(str(q) for q in places[:4])
+                            + (" and their parents" if len(places) > 4 else "") + " (give an absolute path, or one relative "
+                            "to the folder you ran ragbench in)")
+
 # %% ../nbs/60_review.ipynb #6a143042
 SHORTCUTS = {"a": "accept", "r": "reject", "e": "edit", "n": "next", "j": "next", "p": "prev", "k": "prev",
              "u": "next_undecided"}
 FILTERS = ("kind", "verdict", "failed_check", "decision", "answerable")
+OPEN_QUEUES = weakref.WeakSet()        # the queues open in this process: items generated into their run appear in them
 
 class ReviewQueue:
     "The items of a run directory, the filters, the current item, and the human decisions (appended to reviews.jsonl)."
     def __init__(self, run_dir, reviewer: str = "anonymous", *, chunks=None, sources: Sequence[str] = SOURCES,
                  advance: bool = True, sync: bool = True):
-        self.run, self.reviewer, self.sources = RunDir(run_dir), reviewer, tuple(sources)
-        self.advance, self.sync = advance, sync
+        self.run = RunDir(resolve_run_dir(run_dir))      # a relative path from the working folder or a parent; never created
+        self.reviewer, self.sources, self.advance, self.sync = reviewer, tuple(sources), advance, sync
         self.items = load_items(self.run.path, self.sources)
         self.by_id = {it.id: it for it in self.items}
+        OPEN_QUEUES.add(self)
         self.reviews: list[dict] = self.run.read(REVIEWS)
         self.chunks = chunk_lookup(self.run.path, chunks)
         self.filters: dict = {}
         self.order = [it.id for it in self.items]
         self.pos = 0
         self.listeners: list[Callable[[dict], None]] = []   # called with each new review row (the widgets redraw)
-        if sync and not (self.run / "dataset.reviewed.jsonl").exists():
+        self.reloaders: list[Callable[[], None]] = []       # called after new items were read in (`reload`)
+        if sync and self.items and not (self.run / "dataset.reviewed.jsonl").exists():
             try: write_reviewed(self.run.path, self.items, self.reviews, sources=self.sources)
             except OSError: pass                                  # a read-only run: reviewing still works, saving will say why
         self.next_undecided(from_start=True)
@@ -230,6 +254,13 @@ class ReviewQueue:
     def latest(self) -> dict[str, dict]:
         "The latest review row of each reviewed item."
         return {r["item_id"]: r for r in self.reviews}
+
+    @property
+    def empty_reason(self) -> str:
+        "Why no item is shown: the run has none (naming the files read), or the filters match none."
+        if self.items: return f"no item matches the filters {self.filters}" if self.filters else ""
+        return (f"{self.run.path} has no items: none of {', '.join(self.sources)} is there or holds one "
+                "(is this the run's output folder?)")
 
     def decision(self, item_id: str) -> Optional[str]:
         "The latest human decision on an item, or None."
@@ -265,7 +296,7 @@ def decide(self: ReviewQueue, decision: str, *, note: str = "", question: Option
            scores: Optional[dict] = None, item: Optional[str] = None) -> dict:
     "Record a decision on the current item (or `item`): appended to reviews.jsonl at once, then the dataset is rewritten."
     it = self.by_id[item] if item else self.current
-    if it is None: raise IndexError("the queue is empty (check the filters)")
+    if it is None: raise IndexError(f"nothing to decide: {self.empty_reason}")
     if decision == "edit": question, answer = check_edit(it, question, answer)
     else: question = answer = None
     row = review_row(it, decision, self.reviewer, note, question, answer, scores)
@@ -275,6 +306,24 @@ def decide(self: ReviewQueue, decision: str, *, note: str = "", question: Option
     if self.advance and not item: self.next_undecided()
     for listen in self.listeners: listen(row)
     return row
+
+# %% ../nbs/60_review.ipynb #110d51c1
+@patch
+def reload(self: ReviewQueue) -> list[str]:
+    "Read the run's items again (items generated into it since); keeps the filters and the current item; returns the new ids."
+    cur, new = self.current.id if self.current else None, [it for it in load_items(self.run.path, self.sources) if it.id not in self.by_id]
+    if not new: return []
+    self.items += new; self.by_id.update({it.id: it for it in new})
+    self.order = [it.id for it in self.items if self.matches(it, **self.filters)]
+    self.pos = self.order.index(cur) if cur in self.order else 0
+    if self.sync: write_reviewed(self.run.path, self.items, self.reviews, sources=self.sources)
+    for redraw in self.reloaders: redraw()
+    return [it.id for it in new]
+
+def reload_open_queues(run_dir) -> list[str]:
+    "Reload every queue open on `run_dir` in this process (after items were generated into it); the new item ids."
+    path = Path(run_dir).resolve()
+    return [i for q in list(OPEN_QUEUES) if q.run.path.resolve() == path for i in q.reload()]
 
 # %% ../nbs/60_review.ipynb #1259a28a
 @patch

@@ -16,8 +16,8 @@ from .llm import BACKENDS, LLMError, make_llm, redact_spec
 from .scale.cluster import ray_address
 
 # %% auto #0
-__all__ = ['RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'RunResult', 'comma_items',
-           'field_argument', 'config_flags', 'given', 'read_config', 'file_options', 'build_index',
+__all__ = ['RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'record_index_db', 'RunResult',
+           'comma_items', 'field_argument', 'config_flags', 'given', 'read_config', 'file_options', 'build_index',
            'print_index_summary', 'index_command']
 
 # %% ../nbs/19_spine.ipynb #c2c9be8b
@@ -125,12 +125,20 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     run = Run(spec, name, out, index, inputs, progress=progress)
     if out is None: return run
     if index is not None: save_index_mapping(out, spec.table, index)   # the inputs are checked: a refused run leaves no directory
+    if index is not None: record_index_db(out, spec.db)
     run.pool = LLMPool(out / "cache", spec.concurrency)
     run.llms = run.pool.by_role(by_role(spec.models.get("generate"), **{r: s for r, s in spec.models.items() if r != "generate"}))
     if spec.max_usd is not None:
         for s in run.pool.unpriced(): run.say(f"price of {s} unknown: --max-usd cannot limit it (use --max-calls)")
     run.executor = choose_executor(spec.ray, in_flight)
     return run
+
+# %% ../nbs/19_spine.ipynb #6c51bc94
+def record_index_db(out, db) -> None:
+    "Add the index's LanceDB folder (absolute) to the manifest's `index`, so a review of the run finds its chunk texts."
+    from ragbench.core import RunDir, RunLock
+    with RunLock(out):
+        run = RunDir(out); run.write_manifest(index={**(run.manifest().get("index") or {}), "db": str(Path(db).resolve())})
 
 # %% ../nbs/19_spine.ipynb #6fbf44d0
 @dataclass

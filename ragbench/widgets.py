@@ -4,14 +4,14 @@
 
 # %% ../nbs/61_widgets.ipynb #7e535e0b
 from __future__ import annotations
-import html, os, re, sys
+import html, json, os, re, sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
-from .core import Chunk, QAItem, RunDir, RunLock, as_draft, utc_now
+from .core import Chunk, QAItem, RunDir, RunLock, as_draft, item_id, read_jsonl, utc_now
 from .text import candidate_names
 from .review import (REVIEWS, SOURCES, INSPECTED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items, failed_checks,
-                             judge_scores, demo_chunks, demo_run_dir, write_reviewed)
+                             judge_scores, demo_chunks, demo_run_dir, write_reviewed, reload_open_queues)
 
 # %% auto #0
 __all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE', 'is_headless', 'static', 'span_pattern',
@@ -19,10 +19,10 @@ __all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE',
            'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html', 'table_line',
            'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
            'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker', 'seeds_summary_html',
-           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'is_graph_label', 'whole_word_in',
-           'chunk_names', 'norm_name', 'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge',
-           'agenerate_from_bridge', 'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html',
-           'bridge_widget']
+           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'seed_records_of', 'run_triad_config',
+           'generate_from_seeds', 'seeds_result_html', 'is_graph_label', 'whole_word_in', 'chunk_names', 'norm_name',
+           'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge',
+           'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
 
 # %% ../nbs/61_widgets.ipynb #7e002885
 def is_headless() -> bool:
@@ -267,6 +267,7 @@ class ReviewQueueView:
                                      styled(W.VBox([self.head]), "rb-item"), self.actions, self.edit_box,
                                      styled(W.VBox([self.body]), "rb-item")] + ([self.calibration] if calibration else [])),
                              "rb-review-queue")
+        queue.reloaders.append(self.refresh)              # items generated into the run appear at once
         self.refresh()
 
     def _dropdown(self, name, label):
@@ -354,7 +355,7 @@ def _on_key(self: ReviewQueueView, change):
 def refresh(self: ReviewQueueView):
     "Redraw the progress line, the item table, the current item and the calibration."
     p, it = self.q.progress(), self.q.current
-    pos = f"item {self.q.pos + 1} of {len(self.q)}" if it else "no item matches the filters"
+    pos = f"item {self.q.pos + 1} of {len(self.q)}" if it else html.escape(self.q.empty_reason)
     self.status.value = (f"<b>{pos}</b> · {p['decided']}/{p['items']} decided (accept {p['accept']}, edit {p['edit']}, "
                          f"reject {p['reject']}) · reviewer <b>{html.escape(self.q.reviewer)}</b>")
     self._picking = True
@@ -494,8 +495,8 @@ def chunk_detail_html(picker: SeedPicker, chunk_id: str) -> str:
 # %% ../nbs/61_widgets.ipynb #480f0b12
 class SeedPickerView:
     "ipywidgets view of a SeedPicker: search box and mode, hit rows with tick boxes, detail pane, seeds line."
-    def __init__(self, picker: SeedPicker):
-        self.p = picker
+    def __init__(self, picker: SeedPicker, llms=None, cfg=None):
+        self.p, self.llms, self.cfg = picker, llms, cfg
         self.query = styled(W.Text(placeholder="search the corpus", layout=W.Layout(width="50%")), "rb-seed-query")
         self.mode = W.Dropdown(options=["hybrid", "dense", "bm25"], value=picker.mode, layout=W.Layout(width="110px"))
         self.go = styled(W.Button(description="Search"), "rb-seed-search")
@@ -503,14 +504,26 @@ class SeedPickerView:
         self.go.on_click(self.search)
         self.query.continuous_update = False
         self.query.observe(lambda ch: self.search(), names="value")
-        self.widget = styled(W.VBox([W.HTML(CSS), W.HBox([self.query, self.mode, self.go]), self.results, self.summary,
-                                     self.detail]), "rb-seed-picker")
+        kids = [W.HTML(CSS), W.HBox([self.query, self.mode, self.go]), self.results, self.summary, self.detail]
+        if llms is not None and picker.run_dir is not None:
+            self.generate = styled(W.Button(description="Generate from the ticked seeds", button_style="primary",
+                                            layout=W.Layout(width="auto")), "rb-seed-generate")
+            self.result = styled(W.HTML(), "rb-seed-result")
+            self.generate.on_click(self.on_generate)
+            kids += [self.generate, self.result]
+        self.widget = styled(W.VBox(kids), "rb-seed-picker")
 
     def search(self, _=None):
         "Run the search in the box and list the hits."
         self.p.search(self.query.value, mode=self.mode.value)
         self.results.children = [self.row(h) for h in self.p.results]
         self.summary.value = seeds_summary_html(self.p)
+
+    def on_generate(self, _=None):
+        "Run TRIAD on the ticked seeds the run has not tried; show what came of them, or why nothing ran."
+        self.result.value = "<i>generating and validating…</i>"
+        try: self.result.value = seeds_result_html(generate_from_seeds(self.p, self.llms, self.cfg))
+        except Exception as e: self.result.value = f"<span class='rb-bad'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 
     def row(self, hit):
         "One hit: tick box, label and score, a 'show' button, the opening of its text."
@@ -524,10 +537,47 @@ class SeedPickerView:
         return W.HBox([cb, more, W.HTML(html.escape(hit.text[:160]) + "…", layout=W.Layout(flex="1 1 auto"))])
 
 # %% ../nbs/61_widgets.ipynb #adc6f2a6
-def seed_picker_widget(picker: SeedPicker, headless: Optional[bool] = None):
-    "The seed picker as a live widget (ticks saved to the picker's run directory), or a static summary when headless."
+def seed_picker_widget(picker: SeedPicker, headless: Optional[bool] = None, llms=None, cfg=None):
+    "The seed picker as a live widget (ticks saved to the picker's run directory; with `llms`, a Generate button), or a static summary when headless."
     if headless if headless is not None else is_headless(): return static(CSS + seeds_summary_html(picker))
-    return SeedPickerView(picker).widget
+    return SeedPickerView(picker, llms, cfg).widget
+
+# %% ../nbs/61_widgets.ipynb #4058d421
+def seed_records_of(run_dir) -> list[dict]:
+    "The seed records of a TRIAD run (RUN/seeds.jsonl) in plan order; [] before its first run."
+    p = Path(run_dir) / "seeds.jsonl"
+    return sorted(read_jsonl(p), key=lambda r: r["position"]) if p.exists() else []
+
+def run_triad_config(run_dir):
+    "The TriadConfig a TRIAD run was made with (its manifest's `config`: a resume must match it), else the defaults."
+    from ragbench.triad import TriadConfig
+    p = Path(run_dir) / "manifest.json"
+    c = json.loads(p.read_text()).get("config") if p.exists() else None
+    return TriadConfig(**c) if c else TriadConfig()
+
+def generate_from_seeds(picker: SeedPicker, llms, cfg=None, run_dir=None, **kw):
+    "Run (or resume) TRIAD on the ticked seeds the run has not tried: the target rises by their number, so ticks after a first run are used."
+    from ragbench.triad import run_triad
+    run_dir = Path(run_dir or picker.run_dir); cfg = cfg or run_triad_config(run_dir)
+    recs = seed_records_of(run_dir); tried = [r["seed"] for r in recs]
+    new = [s for s in picker.seed_ids if s not in set(tried)]
+    if not new:
+        raise ValueError(f"every ticked seed ({len(picker.seed_ids)}) was tried in {run_dir} already"
+                         if picker.seed_ids else "no seed is ticked: search and tick the chunks to start from")
+    done = sum(r["outcome"] in ("accepted", "draft", "overflow") for r in recs)
+    seeds = tried + new
+    res = run_triad(picker.index, llms, cfg.model_copy(update={"seeds": seeds, "max_seeds": len(seeds), "n": done + len(new)}),
+                    run_dir, **{"progress": False, **kw})
+    res.summary["new_seeds"] = new
+    reload_open_queues(run_dir)
+    return res
+
+def seeds_result_html(res) -> str:
+    "What a Generate click on the ticked seeds produced: per new seed its outcome, and where the items are."
+    out = {r["seed"]: r["outcome"] for r in seed_records_of(res.out)}
+    rows = "".join(f"<li>{html.escape(s)}: {html.escape(out.get(s, 'not reached'))}</li>" for s in res.summary["new_seeds"])
+    return (f"<div class='rb-item'>{len(res.summary['new_seeds'])} new seed(s) run:<ul>{rows}</ul>"
+            f"<div class='rb-ok'>items in {html.escape(str(res.out / 'dataset.jsonl'))}</div></div>")
 
 # %% ../nbs/61_widgets.ipynb #bdb9bdf5
 def is_graph_label(name: str) -> bool:
@@ -611,6 +661,7 @@ def _plan(self: BridgeInspector, seed, neighbours, entities):
 @patch
 def choose_neighbour(self: BridgeInspector, chunk_id: Optional[str]) -> None:
     "Override the neighbour (None, or the automatic choice, goes back to the automatic choice)."
+    if chunk_id is not None and chunk_id == self.seed.id: raise ValueError(f"{chunk_id} is the seed: a chunk cannot bridge to itself")
     if chunk_id is not None and chunk_id not in self._text: raise KeyError(f"{chunk_id} is not a neighbour of {self.seed.id}")
     self._neighbour = None if chunk_id == self.auto_neighbour else chunk_id
 
@@ -677,6 +728,9 @@ def inspected_bridge(inspector: BridgeInspector):
     c = inspector.config()
     if len(c["chunk_ids"]) < 2 or not c["bridge_topic"]:
         raise ValueError(f"seed {inspector.seed.id}: choose a neighbour and a bridge topic first ({c['why']})")
+    a, b = inspector._text[c["chunk_ids"][0]], inspector._text[c["chunk_ids"][1]]
+    if c["chunk_ids"][0] == c["chunk_ids"][1] or " ".join(a.split()) == " ".join(b.split()):
+        raise ValueError(f"seed {inspector.seed.id} is paired with itself ({c['chunk_ids'][1]} has its text): choose another neighbour")
     return BridgeConfig(seed_id=c["seed_id"], chunk_ids=c["chunk_ids"], bridge_topic=c["bridge_topic"], shared=c["shared"],
                         via="shared" if c["shared"] else "fallback", chunks=list(inspector.index.get_many(c["chunk_ids"])))
 
@@ -689,6 +743,7 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
     from ragbench.triad.run import model_label, normalise_llms
     llms, bridge = normalise_llms(llms), inspected_bridge(inspector)
     item = draft_item(bridge, SeedPlan(seed_id=bridge.seed_id, kind=kind, binary=binary))
+    item = item.model_copy(update={"id": item_id("triad", bridge.seed_id, *bridge.chunk_ids, kind, binary, bridge.bridge_topic)})
     meta = {**item.meta, "bridge_from": "inspector", "overridden": inspector.overridden}
     models = {r: model_label(l) for r, l in llms.items()}
     item = await avalidate(item.model_copy(update={"meta": meta, "models": models}), bridge.chunks,
@@ -703,7 +758,7 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
 
 # %% ../nbs/61_widgets.ipynb #d7a595c1
 def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison", binary: bool = False) -> QAItem:
-    "Generate from the inspected bridge (LLMs or specs, by role), validate, append to RUN/inspected.jsonl; calls count in RUN/calls.jsonl."
+    "Generate from the inspected bridge (LLMs or specs, by role), validate, append to RUN/inspected.jsonl (the run's dataset for review, beside dataset.jsonl); calls count in RUN/calls.jsonl."
     from ragbench.llm import CallMeter, arun
     from ragbench.spine import LLMPool
     from ragbench.triad import TriadConfig
@@ -712,11 +767,12 @@ def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = 
     with RunLock(run.path):
         meter = CallMeter(run.path / "calls.jsonl")          # the run's budget and journal count these calls too
         for l in llms.values(): pool.attach(meter, l)
-        keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or TriadConfig(), kind, binary))
+        keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or run_triad_config(run.path), kind, binary))
         have = {i.id for i in load_items(run.path)}
         new = [i for i in keep + drop if i.id not in have]
         if new: run.append(INSPECTED, *new)
         if (run / "dataset.reviewed.jsonl").exists(): write_reviewed(run.path)   # keep the reviewed dataset current
+    reload_open_queues(run.path)                                # and the review queues open on the run show it
     return (keep + drop)[0]
 
 # %% ../nbs/61_widgets.ipynb #66479d55
@@ -775,14 +831,17 @@ class BridgeInspectorView:
         self.view.value = bridge_html(self.bi)
 
 # %% ../nbs/61_widgets.ipynb #9415a9b4
-def generated_html(item: QAItem, run_dir) -> str:
-    "What a Generate click produced: the verdict, the question and answer, where it was saved."
+def generated_html(item: QAItem, run_dir, existed: bool = False) -> str:
+    "What a Generate click produced: the verdict, the question and answer, where it was saved (or that the run had it)."
     fails = failed_checks(item)
     n = len(item.attempts)
+    where = (f"already in {html.escape(str(Path(run_dir)))}: this configuration was generated before (change the neighbour, "
+             "the topic, the type or yes/no for a new item)" if existed else
+             f"added to {html.escape(str(Path(run_dir) / INSPECTED))}, reviewed with the run's dataset")
     return (f"<div class='rb-item'>{badges(f'validator: {item.status}', item.kind, f'{n} attempt' + ('s' if n != 1 else ''))}"
             + (f" failed: {html.escape(', '.join(fails))}" if fails else "")
             + f"<div class='rb-q'>{html.escape(item.question)}</div><div>Answer: <mark>{html.escape(item.answer)}</mark></div>"
-            f"<div class='rb-ok'>added to {html.escape(str(Path(run_dir) / INSPECTED))}</div></div>")
+            f"<div class='rb-ok'>{where}</div></div>")
 
 # %% ../nbs/61_widgets.ipynb #88986b83
 @patch
@@ -790,8 +849,10 @@ def on_generate(self: BridgeInspectorView, _=None):
     "Generate from the current configuration into the run; show the item, or the error."
     self.result.value = "<i>generating and validating…</i>"
     try:
+        self.update()                                        # the topic box as it stands, even before its last sync
+        have = {i.id for i in load_items(self.run_dir)} if Path(self.run_dir).is_dir() else set()
         item = add_to_run(self.bi, self.run_dir, self.llms, self.cfg, kind=self.kind.value, binary=self.binary.value)
-        self.result.value = generated_html(item, self.run_dir)
+        self.result.value = generated_html(item, self.run_dir, existed=item.id in have)
     except Exception as e:
         self.result.value = f"<span class='rb-bad'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 

@@ -1,0 +1,113 @@
+"""The curator's loop around the widgets (issue 25): the review queue opens a CLI run, or a run over the user's own
+LanceDB table, from its run directory alone, with chunk texts; a relative or wrong run_dir says what it is (the tour
+keeps its run across a kernel restart and opens on an undecided item: its own test cell). The whole loop in a browser is
+in tests/test_curator_loop_browser.py (real JupyterLab, headless Chromium)."""
+import json, os, re, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+OWN_COLUMNS = ["--column", "id=doc_key", "--column", "text=content", "--column", "vector=embedding"]
+
+
+def cli(*args, cwd=None):
+    "Run the ragbench CLI in a child process; fail with its stderr."
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT)] + sys.path)}
+    p = subprocess.run([sys.executable, "-m", "ragbench.cli", *map(str, args)], capture_output=True, text=True, env=env,
+                       timeout=300, cwd=cwd)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def own_table(db, n=40, dim=64):
+    "A LanceDB table made by plain lancedb code with its own column names (doc_key, content, page, embedding)."
+    import lancedb, pyarrow as pa
+    from ragbench.embed import HashEmbedder
+    paras = []
+    for line in (ROOT / "ragbench" / "data" / "gitdocs_sample.jsonl").read_text().splitlines():
+        doc = json.loads(line)
+        paras += [(doc["title"], p.strip()) for p in doc["text"].split("\n\n") if 200 < len(p.strip()) < 1500]
+    texts = [f"{t}: {p}" for t, p in paras[:n]]
+    vecs = HashEmbedder(dim).encode(texts)
+    lancedb.connect(str(db)).create_table("kb", data=pa.table({
+        "doc_key": [f"row-{i}" for i in range(len(texts))], "content": texts, "page": [t for t, _ in paras[:n]],
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel()), dim)}))
+    return texts
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    "A `ragbench triad` run whose index lives outside the run directory (as `--db runs/db --out runs/triad` makes it)."
+    from ragbench.index import ChunkIndex
+    from ragbench.review import demo_chunks
+    tmp = tmp_path_factory.mktemp("cli")
+    ChunkIndex.build(tmp / "db", demo_chunks(), embedder="hash:256", progress=False)
+    cli("triad", "--db", "db", "--out", "runs/triad", "--llm", "fake", "--n", "2", "--seed", "1", cwd=tmp)
+    return tmp / "runs" / "triad"
+
+
+@pytest.fixture(scope="module")
+def own_run(tmp_path_factory):
+    "A `ragbench triad` run over the user's own table, read through --column options."
+    tmp = tmp_path_factory.mktemp("own")
+    own_table(tmp / "own")
+    cli("triad", "--db", tmp / "own", "--table", "kb", "--out", tmp / "run", "--llm", "fake", "--n", "2", "--seed", "1",
+        "--embedder", "hash:64", *OWN_COLUMNS)
+    return tmp / "run"
+
+
+def test_queue_of_a_cli_run_shows_chunk_texts(cli_run):
+    "Fix: the manifest did not record --db, so the queue of a normal CLI run showed no chunk text."
+    from ragbench.review import ReviewQueue
+    m = json.loads((cli_run / "manifest.json").read_text())
+    assert Path(m["index"]["db"]) == (cli_run.parents[1] / "db").resolve() and m["index"]["table"] == "chunks"
+    q = ReviewQueue(cli_run)
+    assert q.items and all(ch is not None and ch.text for it in q.items for _, ch in q.contexts(it))
+
+
+def test_queue_of_a_run_over_your_own_table(own_run):
+    "Fix: on the user's own table (own column names) the queue raised IndexSchemaError; the manifest's mapping is used."
+    from ragbench.review import ReviewQueue
+    from ragbench.widgets import ReviewQueueView
+    q = ReviewQueue(own_run)
+    ctx = [ch for it in q.items for _, ch in q.contexts(it)]
+    assert ctx and all(ch is not None and ch.id.startswith("row-") and ch.text for ch in ctx)
+    assert "not found" not in ReviewQueueView(q).body.value
+
+
+def test_review_notebook_takes_a_columns_mapping(own_run, tmp_path):
+    "62_review_queue with db/table/columns given (the run's manifest aside): chunk texts, no IndexSchemaError."
+    import papermill as pm
+    m = json.loads((own_run / "manifest.json").read_text()); idx = m["index"]
+    (own_run / "manifest.json").rename(tmp_path / "manifest.json")          # the parameters alone must do
+    try:
+        pm.execute_notebook(str(ROOT / "nbs" / "62_review_queue.ipynb"), str(tmp_path / "out.ipynb"), progress_bar=False,
+                            parameters={"run_dir": str(own_run), "db": idx["db"], "table": "kb", "embedder": "hash:64",
+                                        "columns": {"id": "doc_key", "text": "content", "vector": "embedding"}},
+                            kernel_name="python3", cwd=str(ROOT / "nbs"))
+    finally:
+        (tmp_path / "manifest.json").rename(own_run / "manifest.json")
+    outs = [o for c in json.loads((tmp_path / "out.ipynb").read_text())["cells"] for o in c.get("outputs", [])]
+    text = "".join("".join(o.get("text", "")) for o in outs if o["output_type"] == "stream")
+    assert not [o for o in outs if o["output_type"] == "error"]
+    found = re.search(r"contexts: (\d+) of (\d+)", text)
+    assert found and found[1] == found[2] != "0", text
+
+
+def test_relative_run_dir_and_empty_queue(cli_run, tmp_path, monkeypatch):
+    "Fix: `runs/triad` was resolved from nbs/, the queue said 'check the filters' and wrote empty files into nbs/runs/."
+    from ragbench.review import ReviewQueue
+    repo = cli_run.parents[1]; (repo / "nbs").mkdir(exist_ok=True)
+    monkeypatch.chdir(repo / "nbs")                                    # where a notebook's kernel starts
+    q = ReviewQueue("runs/triad")
+    assert q.run.path == cli_run.resolve() and q.items
+    with pytest.raises(FileNotFoundError, match="no run directory 'runs/nope'"): ReviewQueue("runs/nope")
+    assert not (repo / "nbs" / "runs").exists()
+    empty = tmp_path / "empty"; empty.mkdir()
+    q = ReviewQueue(empty)
+    assert "has no items" in q.empty_reason and q.current is None
+    with pytest.raises(IndexError, match="has no items"): q.accept()
+    assert list(empty.iterdir()) == []                                # no empty reviewed files written
