@@ -14,7 +14,7 @@ from .errors import BudgetExceeded, LLMConfigError
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['PRICES', 'price_for', 'cost_usd', 'CallMeter', 'Budget', 'task_usage', 'task_meters']
+__all__ = ['PRICES', 'price_for', 'cost_usd', 'CallMeter', 'Budget', 'task_usage', 'task_meters', 'count_event']
 
 # %% ../../nbs/03_llm.usage.ipynb #bbe4d7b8
 PRICES: dict[str, tuple[float, float]] = {
@@ -40,11 +40,12 @@ def cost_usd(price, input_tokens, output_tokens) -> Optional[float]:
 
 # %% ../../nbs/03_llm.usage.ipynb #a105c891
 _ROW = dict(calls=0, cached=0, input_tokens=0, output_tokens=0, cost_usd=0.0, unpriced_calls=0,
-            failures=0, retries=0, repairs=0)
-_COUNTERS = {"send": "calls", "cached": "cached", "retry": "retries", "repair": "repairs", "fail": "failures"}
+            failures=0, retries=0, repairs=0, partials=0)
+_COUNTERS = {"send": "calls", "cached": "cached", "retry": "retries", "repair": "repairs", "fail": "failures",
+             "partial": "partials"}
 
 def _apply(rows: dict, kinds: dict, e: dict) -> None:
-    "Count event `e` (`{'e': send|reply|fail|cached|retry|repair, 's': stage, ...}`) into `rows` and `kinds`."
+    "Count event `e` (`{'e': send|reply|fail|cached|retry|repair|partial, 's': stage, ...}`) into `rows` and `kinds`."
     row = rows.setdefault(e["s"], dict(_ROW))
     if e["e"] == "reply":
         row["input_tokens"] += e.get("in") or 0; row["output_tokens"] += e.get("out") or 0
@@ -132,6 +133,11 @@ def repair(self: CallMeter, stage: str) -> None:
     with self._lock: self._record({"e": "repair", "s": stage})
 
 @patch
+def partial(self: CallMeter, stage: str) -> None:
+    "Count one reply of `stage` that parsed but left part of the work out, which is asked again (not a failure)."
+    with self._lock: self._record({"e": "partial", "s": stage})
+
+@patch
 def restore(self: CallMeter, calls: int, why: str = "") -> None:
     "Count `calls` requests known to be spent but missing from the journal (a truncated or deleted `calls.jsonl`)."
     if calls <= 0: return
@@ -140,7 +146,7 @@ def restore(self: CallMeter, calls: int, why: str = "") -> None:
 # %% ../../nbs/03_llm.usage.ipynb #4ff7a942
 @patch
 def by_stage(self: CallMeter) -> dict:
-    "`{stage: {calls, cached, input_tokens, output_tokens, cost_usd, unpriced_calls, failures, retries, repairs}}`."
+    "`{stage: {calls, cached, input_tokens, output_tokens, cost_usd, unpriced_calls, failures, retries, repairs, partials}}`."
     with self._lock: return {s: dict(r) for s, r in self._rows.items()}
 
 @patch
@@ -199,3 +205,8 @@ def task_usage() -> Iterator[CallMeter]:
 def task_meters() -> tuple:
     "The meters of the `task_usage` blocks the current code runs in (innermost last)."
     return _TASK_METERS.get()
+
+def count_event(llm, event: str, stage: str, *args) -> None:
+    "Send one CallMeter event to `llm`'s meter (if it has one) and the current task meters, as the LLM layer does."
+    meter = getattr(llm, "meter", None)
+    for m in ((meter,) if meter is not None else ()) + task_meters(): getattr(m, event)(stage, *args)

@@ -112,6 +112,8 @@ def cached(self: MeterProxy, stage: str) -> None: self._send("cached", stage)
 def retry(self: MeterProxy, stage: str) -> None: self._send("retry", stage)
 @patch
 def repair(self: MeterProxy, stage: str) -> None: self._send("repair", stage)
+@patch
+def partial(self: MeterProxy, stage: str) -> None: self._send("partial", stage)
 
 # %% ../../nbs/18_scale.gen.ipynb #aba37cf9
 @patch

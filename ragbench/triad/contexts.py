@@ -8,7 +8,8 @@ import asyncio, random
 from typing import Optional, Sequence
 from pydantic import BaseModel, Field
 from ..core import Chunk, Context, QAItem, item_id
-from ..llm import LLMParseError, arun
+from ..llm import LLMError, LLMParseError, arun
+from ..llm.usage import count_event
 from ..llm.template import register_template_rules
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
 from .bridge import hit_chunk
@@ -16,9 +17,9 @@ from .config import TriadConfig, in_thread
 
 # %% auto #0
 __all__ = ['ABSTAIN_ANSWER', 'candidate_chunks', 'candidates', 'ContextPrefetch', 'RelevanceLabel', 'RelevanceLabels',
-           'alabel_contexts', 'label_contexts', 'LabelCase', 'hotpotqa_label_cases', 'alabelling_accuracy',
-           'labelling_accuracy', 'difficulty', 'aextract', 'extract', 'TemporalLabel', 'aclassify_temporal',
-           'unanswerable_variant', 'Answerability', 'acheck_unanswerable', 'check_unanswerable']
+           'alabel_contexts', 'LabelsIncomplete', 'label_contexts', 'LabelCase', 'hotpotqa_label_cases',
+           'alabelling_accuracy', 'labelling_accuracy', 'difficulty', 'aextract', 'extract', 'TemporalLabel',
+           'aclassify_temporal', 'unanswerable_variant', 'Answerability', 'acheck_unanswerable', 'check_unanswerable']
 
 # %% ../../nbs/24_triad.contexts.ipynb #18e9f6d7
 async def candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optional[dict] = None,
@@ -129,18 +130,29 @@ async def alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, cf
     todo = [texts[c.chunk_id] for c in cands if c.chunk_id in texts]
     labels: dict[str, RelevanceLabel] = {}
     errors: list = []
-    for _ in range(2):
+    for last in (False, True):
         batches = [todo[i:i + cfg.label_batch] for i in range(0, len(todo), cfg.label_batch)]
-        for got, err in await asyncio.gather(*(_label_batch(item, gold, b, llm) for b in batches)):
+        for b, (got, err) in zip(batches, await asyncio.gather(*(_label_batch(item, gold, b, llm) for b in batches))):
             labels.update(got); errors += [err] if err else []
+            if not err and len(got) < len(b): _count_partial(llm, last)
         todo = [c for c in todo if c.id not in labels]
         if not todo: break
     if todo: raise _labelling_failed(item, len(todo), len(cands), errors)
     return [_labelled(c, labels) for c in cands]
 
-def _labelling_failed(item: QAItem, missing: int, total: int, errors: list) -> LLMParseError:
+def _count_partial(llm, last: bool) -> None:
+    "Count a reply that parsed but left labels out: `partial` when they are asked again, a failure ('incomplete') when not."
+    if last: count_event(llm, "failure", "triad.labels", "incomplete")
+    else: count_event(llm, "partial", "triad.labels")
+
+class LabelsIncomplete(LLMError):
+    "Replies that parsed but left labels out, even when asked again (not 'never parses': the model did reply in JSON)."
+
+def _labelling_failed(item: QAItem, missing: int, total: int, errors: list) -> LLMError:
     "The error of an item whose labelling failed: it is not accepted with unlabelled contexts (issue 24)."
     why = f"; last error: {errors[-1]}" if errors else " (the replies left them out)"
+    if not errors: return LabelsIncomplete(f"stage 'triad.labels': no relevance label for {missing} of {total} candidate "
+                                           f"contexts of item {item.id}, even when asked again{why}", stage="triad.labels")
     return LLMParseError(f"stage 'triad.labels': no usable relevance label for {missing} of {total} candidate contexts "
                          f"of item {item.id}, even when asked again{why}"[:800], raw=getattr(errors[-1], "raw", "") if errors else "",
                          stage="triad.labels")
