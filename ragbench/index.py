@@ -16,9 +16,9 @@ from .embed import EmbedderError, make_embedder
 
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'VECTOR_INDEX_MIN_ROWS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError',
-           'sidecar_path', 'resolve_columns', 'ChunkIndex', 'is_local', 'table_lock', 'vector_index_params',
-           'in_source', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index', 'save_index_mapping',
-           'search_command']
+           'sidecar_path', 'resolve_columns', 'ChunkIndex', 'is_local', 'db_location', 'db_exists', 'read_stored_text',
+           'write_stored_text', 'table_lock', 'vector_index_params', 'in_source', 'minmax', 'fuse_hybrid',
+           'changes_line', 'parse_columns', 'open_index', 'save_index_mapping', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -37,14 +37,14 @@ class IndexSchemaError(UserError):
 ROLES = ("id", "text", "vector", "doc_id", "meta")
 DEFAULT_COLUMNS = {r: r for r in ROLES}
 
-def sidecar_path(db_dir: Union[str, Path], table: str) -> Path:
-    "Path of the JSON file that records how a ragbench table was built."
-    return Path(db_dir) / f"{table}.ragbench.json"
+def sidecar_path(db_dir: Union[str, Path], table: str) -> Union[Path, str]:
+    "Path (or object-store URI) of the JSON file that records how a ragbench table was built."
+    return db_location(db_dir) / f"{table}.ragbench.json" if is_local(db_dir) else f"{db_location(db_dir)}/{table}.ragbench.json"
 
 def _read_sidecar(db_dir, table) -> Optional[dict]:
     "The sidecar of `table`, or None."
-    p = sidecar_path(db_dir, table)
-    return json.loads(p.read_text()) if p.exists() else None
+    text = read_stored_text(sidecar_path(db_dir, table))
+    return json.loads(text) if text is not None else None
 
 PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
 
@@ -110,7 +110,7 @@ def resolve_columns(table: str, schema, columns: Optional[dict] = None) -> tuple
 class ChunkIndex:
     "Chunks with vectors in a LanceDB table: dense / BM25 / hybrid search, neighbours, lookups, resumable builds."
     def __init__(self, db_dir, table_name: str, tbl, embedder, columns: dict, dim: int, dense_weight: float = 0.7):
-        self.db_dir, self.table_name, self.tbl, self.embedder = Path(db_dir), table_name, tbl, embedder
+        self.db_dir, self.table_name, self.tbl, self.embedder = db_location(db_dir), table_name, tbl, embedder
         self.columns, self.dim, self.dense_weight = columns, dim, dense_weight
         self.last_build: dict = {}
         self._fts_ready = False
@@ -134,6 +134,33 @@ def is_local(db_dir: Union[str, Path]) -> bool:
     s = str(db_dir)
     return "://" not in s or s.startswith("file://")
 
+def db_location(db_dir: Union[str, Path]) -> Union[Path, str]:
+    "A local database folder as a Path; an object-store URI (s3://bucket/db) as a string (a Path would mangle its //)."
+    return Path(db_dir) if is_local(db_dir) else str(db_dir).rstrip("/")
+
+def db_exists(db_dir: Union[str, Path]) -> bool:
+    "Whether a database can be read: a local folder that exists, or any object-store URI (its listing says what it holds)."
+    return Path(db_dir).is_dir() if is_local(db_dir) else True
+
+def _object_store(uri: str):
+    "(pyarrow filesystem, path) of an object-store URI; credentials and endpoint come from the environment (AWS_*, ...)."
+    import pyarrow.fs as pafs
+    return pafs.FileSystem.from_uri(uri)
+
+def read_stored_text(loc: Union[Path, str]) -> Optional[str]:
+    "The text of a local file or object-store object, or None when it does not exist."
+    if is_local(loc): return Path(loc).read_text() if Path(loc).exists() else None
+    fs, path = _object_store(str(loc))
+    import pyarrow.fs as pafs
+    if fs.get_file_info(path).type == pafs.FileType.NotFound: return None
+    with fs.open_input_stream(path) as f: return f.read().decode()
+
+def write_stored_text(loc: Union[Path, str], text: str) -> None:
+    "Write a local file atomically, or put an object (an object-store put is atomic)."
+    if is_local(loc): return atomic_write(loc, text)
+    fs, path = _object_store(str(loc))
+    with fs.open_output_stream(path) as f: f.write(text.encode())
+
 def table_lock(db_dir: Union[str, Path], table: str):
     "The exclusive lock on writing `table` of a local database; a no-op on object storage (ids stay unique by `merge_insert`)."
     if not is_local(db_dir): return contextlib.nullcontext()
@@ -148,11 +175,11 @@ def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex
     db = _connect(db_dir); side = _read_sidecar(db_dir, table)
     exists = table in _table_names(db)
     if exists and side is None:
-        raise IndexSchemaError(f"table '{table}' in {db_dir} was not built by ragbench (no {sidecar_path(db_dir, table).name}); "
+        raise IndexSchemaError(f"table '{table}' in {db_dir} was not built by ragbench (no {table}.ragbench.json); "
                                f"open it with ChunkIndex.open(..., columns=...) or build into another table")
     _check_embedder(table, side, emb)
     if side is None:
-        atomic_write(sidecar_path(db_dir, table), json.dumps({
+        write_stored_text(sidecar_path(db_dir, table), json.dumps({
             "format": "ragbench-chunks/1", "table": table, "created": utc_now(),
             "embedder": {"name": emb.name, "spec": emb.spec, "dim": emb.dim}, "columns": DEFAULT_COLUMNS}, indent=2))
     tbl = db.open_table(table) if exists else db.create_table(table, schema=_schema(emb.dim), exist_ok=True)
@@ -165,10 +192,10 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`)."
     emb = make_embedder(embedder)
     chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
-    db_dir = Path(db_dir)
-    if not first and not (db_dir.is_dir() and table in _table_names(_connect(db_dir))):
+    db_dir = db_location(db_dir)
+    if not first and not (db_exists(db_dir) and table in _table_names(_connect(db_dir))):
         raise IndexSchemaError(f"no chunks to index; nothing was created in {db_dir}")
-    db_dir.mkdir(parents=True, exist_ok=True)
+    if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):
         idx = cls.create_or_open(db_dir, table, emb)
         if source is None: idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress,
@@ -323,8 +350,8 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
 def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embedder=None,
          columns: Optional[dict] = None, dense_weight: float = 0.7, allow_empty: bool = False) -> ChunkIndex:
     "Open a ragbench table, or a user's LanceDB table with `columns` mapping id/text/vector/doc_id/meta; an empty table is an error."
-    db_dir = Path(db_dir)
-    if not db_dir.is_dir():
+    db_dir = db_location(db_dir)
+    if not db_exists(db_dir):
         raise IndexSchemaError(f"no LanceDB database at {db_dir} (build one with: ragbench index SOURCE --db {db_dir})")
     db = _connect(db_dir); names = _table_names(db)
     if table not in names:
@@ -518,7 +545,7 @@ def _record_version(self: ChunkIndex, source=None) -> None:
     side.setdefault("versions", []).append({"version": b["version"], "previous": b["previous_version"], "at": utc_now(),
                                             "source": str(source) if source is not None else None,
                                             "documents": b["documents"], "chunks": b["chunks_diff"], "embedded": b["embedded"]})
-    atomic_write(sidecar_path(self.db_dir, self.table_name), json.dumps(side, indent=2))
+    write_stored_text(sidecar_path(self.db_dir, self.table_name), json.dumps(side, indent=2))
 
 @patch
 def build_history(self: ChunkIndex) -> list[dict]:

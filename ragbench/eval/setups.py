@@ -199,6 +199,7 @@ def table_names(db: Union[str, Path]) -> list[str]:
 
 def check_setups(setups: Sequence[Setup], db: Optional[Union[str, Path]] = None) -> list[Setup]:
     "Setups with their `db` filled from the default; raises SetupError for a missing db folder, table or answers file."
+    from ragbench.index import db_exists   # a folder, or an object-store URI (s3://bucket/db)
     out, tables = [], {}
     _check_unique(setups)
     for s in setups:
@@ -213,14 +214,14 @@ def check_setups(setups: Sequence[Setup], db: Optional[Union[str, Path]] = None)
                 try: as_async(resolve_function(s.function))
                 except UserError as e: raise SetupError(f"setup '{s.name}': {e}") from None
             path = s.db or (str(db) if db is not None else None)
-            if path is not None and Path(path).is_dir():
+            if path is not None and db_exists(path):
                 if path not in tables: tables[path] = table_names(path)
                 if s.table not in tables[path]: path = None
             else: path = None
             out.append(s.model_copy(update={"db": path})); continue
         path = s.db or (str(db) if db is not None else None)
         if path is None: raise SetupError(f"setup '{s.name}': no database folder (set 'db' in the setup or pass --db)")
-        if not Path(path).is_dir(): raise SetupError(f"setup '{s.name}': database folder not found: {path}")
+        if not db_exists(path): raise SetupError(f"setup '{s.name}': database folder not found: {path}")
         if path not in tables: tables[path] = table_names(path)
         if s.table not in tables[path]:
             raise SetupError(f"setup '{s.name}': table '{s.table}' not found in {path} "

@@ -9,8 +9,8 @@ from typing import Optional
 from ..core import UserError
 
 # %% auto #0
-__all__ = ['RAY_EXTRA', 'ADDRESS_ENV', 'RayUnavailable', 'require_ray', 'ray_address', 'connect', 'cluster_cpus', 'cluster_gpus',
-           'disconnect']
+__all__ = ['RAY_EXTRA', 'ADDRESS_ENV', 'OBJECT_STORE_ENV', 'RayUnavailable', 'require_ray', 'ray_address', 'object_store_env',
+           'connect', 'cluster_cpus', 'cluster_gpus', 'disconnect']
 
 # %% ../../nbs/18_scale.cluster.ipynb #1d761863
 RAY_EXTRA = 'pip install -e ".[ray]"'
@@ -49,12 +49,22 @@ def _start_local(ray, num_cpus: Optional[int], kw: dict, tries: int = 3) -> None
             if "timed out during startup" not in str(e) or i == tries - 1: raise
             ray.shutdown()
 
+OBJECT_STORE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+                    "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ALLOW_HTTP", "GOOGLE_APPLICATION_CREDENTIALS",
+                    "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY")
+
+def object_store_env(environ=None) -> dict:
+    "The driver's object-store settings (endpoint, region, credentials) that workers need to read an s3:// / gs:// / az:// --db."
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in OBJECT_STORE_ENV if k in environ}
+
 def connect(address: Optional[str] = None, *, num_cpus: Optional[int] = None, quiet: bool = True):
     "Connect this process to Ray: 'local' (the default) starts a cluster here, 'auto' or HOST:PORT joins one; returns `ray`."
     ray = require_ray()
     if not ray.is_initialized():
         address = ray_address(address) or "local"
         kw = dict(logging_level=logging.WARNING if quiet else logging.INFO, log_to_driver=not quiet)
+        if object_store_env(): kw["runtime_env"] = {"env_vars": object_store_env()}   # workers open the same --db URI
         try:
             if address == "local": _start_local(ray, num_cpus, kw)
             else: ray.init(address=address, **kw)

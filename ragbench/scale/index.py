@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..corpus import (DEFAULT_MAX_DOC_MB, CorpusError, Document, LoadReport, chunk_document, chunk_documents,
                              detect_format, load_documents, read_file_document)
 from ..embed import make_embedder
-from ..index import ChunkIndex, table_lock
+from ..index import ChunkIndex, db_location, is_local, table_lock
 from .cluster import cluster_cpus, cluster_gpus, connect
 
 # %% auto #0
@@ -192,7 +192,8 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     report = LoadReport() if report is None else report
     rows, folder = source_rows(source, fmt, report, max_doc_mb)
     emb = make_embedder(embedder)
-    db_dir = Path(db); db_dir.mkdir(parents=True, exist_ok=True)
+    db_dir = db_location(db)
+    if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):                                         # one writer per table, as in `ChunkIndex.build`
         idx = ChunkIndex.create_or_open(db_dir, table, emb)
         removed = idx.remove_duplicates()                                  # a table written twice by an old build: repaired first
