@@ -181,9 +181,9 @@ def index_static(path: Union[str, Path], fmt: str, db: Union[str, Path], *, tabl
         idx = ChunkIndex.open(db, table=table, embedder=embedder, allow_empty=True)
         if len(idx): return idx
     docs = load_documents(path, fmt, LoadReport()) if corpus else question_documents(path, fmt)
-    chunks = (c for d in docs for c in chunk_document(d, mode="paragraph"))
-    if only_ids is not None: chunks = (c for c in chunks if c.id in only_ids)
-    return ChunkIndex.build(db, chunks, embedder, table=table, progress=progress)
+    chunks = [c for d in docs for c in chunk_document(d, mode="paragraph") if only_ids is None or c.id in only_ids]
+    # the bar gets its total (the chunks are counted first: paragraphs are cheap; embedding them is where the time goes)
+    return ChunkIndex.build(db, chunks, embedder, table=table, progress=progress, total=len(chunks))
 
 def missing_gold(ds: Dataset, index) -> list[str]:
     "Gold chunk ids of the dataset that the index does not hold."

@@ -505,6 +505,8 @@ class RunLock:
             f.seek(0); holder = f.read().strip() or "unknown"; f.close()
             raise UserError(f"{self.label or self.path.parent} is in use by another ragbench process ({holder}); "
                             f"wait for it to finish{'' if self.label else ', or use another output directory'}") from None
+        if not self.path.exists() or os.stat(self.path).st_ino != os.fstat(f.fileno()).st_ino:
+            f.close(); return self.acquire()   # its holder removed the file as we opened it: lock the new one
         f.seek(0); f.truncate()                 # the command name only: its arguments may hold a key
         f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now(),
                             "command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:2]))})); f.flush()
@@ -512,8 +514,8 @@ class RunLock:
         return self
 
     def release(self) -> None:
-        "Let go of the lock (also released by the OS if the process dies)."
-        if self._f is not None: self._f.close(); self._f = None
+        "Let go of the lock and remove its file (no stale lock left behind; the OS also releases it if the process dies)."
+        if self._f is not None: self.path.unlink(missing_ok=True); self._f.close(); self._f = None
 
     def __enter__(self): return self.acquire()
     def __exit__(self, *exc): self.release()

@@ -188,7 +188,7 @@ def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex
 @patch(cls_method=True)
 def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
           batch_size: int = 256, progress: bool = True, source=None,
-          vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> ChunkIndex:
+          vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None) -> ChunkIndex:
     "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`)."
     emb = make_embedder(embedder)
     chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
@@ -199,7 +199,7 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     with table_lock(db_dir, table):
         idx = cls.create_or_open(db_dir, table, emb)
         if source is None: idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress,
-                                   vector_index_min_rows=vector_index_min_rows)
+                                   vector_index_min_rows=vector_index_min_rows, total=total)
         else: idx.sync(itertools.chain(first, chunks), source, batch_size=batch_size, progress=progress,
                        vector_index_min_rows=vector_index_min_rows)
     return idx
@@ -323,13 +323,13 @@ def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: Optional[int
 
 @patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False,
-        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> int:
+        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None) -> int:
     "Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how many were added."
     from tqdm.auto import tqdm
     removed = self.remove_duplicates()
     stored = set(self._all_ids()); new_ids: set = set()
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "duplicates_removed": removed}
-    bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
+    bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr, total=total)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored, new_ids, st)

@@ -157,15 +157,19 @@ def _alive(rec: dict) -> bool:
     return cmd is None or any(w in cmd for w in ("ragbench", "papermill", "ipykernel"))
 
 # %% ../nbs/70_papermill.ipynb #11b878c1
-def resolve_parameters(key: str, rec: Optional[dict], given: Optional[dict], force: bool) -> tuple[dict, bool]:
-    "Parameters for this execution and whether it resumes an earlier one."
+def resolve_parameters(key: str, rec: Optional[dict], given: Optional[dict], force: bool,
+                       given_by: Optional[str] = None) -> tuple[dict, bool]:
+    "Parameters for this execution and whether it resumes an earlier one; `given_by` names where `given` came from."
     if rec is None or force: return dict(given or {}), False
     recorded = rec.get("parameters", {})
     bad = {k: v for k, v in (given or {}).items() if k not in recorded or recorded[k] != v}
     if bad:
         k = next(iter(bad))
-        raise RunError(f"step '{key}' of this run was started with {k}={recorded.get(k, '<unset>')!r}, not {bad[k]!r}; "
-                       f"re-run without -p to resume it with its recorded parameters, or pass --force to start it over")
+        fix = (f"set it back to {recorded[k]!r} in {given_by} to resume" if given_by and k in recorded else
+               f"remove it from {given_by} to resume" if given_by else
+               "re-run without -p to resume it with its recorded parameters")
+        raise RunError(f"step '{key}' of this run was started with {k}={recorded.get(k, '<unset>')!r}, not {bad[k]!r}"
+                       f"{' (from ' + given_by + ')' if given_by else ''}; {fix}, or pass --force to start the step over")
     return dict(recorded), True
 
 # %% ../nbs/70_papermill.ipynb #10ddf72a
@@ -324,7 +328,8 @@ def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict
 # %% ../nbs/70_papermill.ipynb #0b970974
 def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, out: Union[str, Path, None] = None, *,
                  name: Optional[str] = None, force: bool = False, cwd: Union[str, Path, None] = None,
-                 progress: bool = True, log_output: bool = False, quiet: bool = False) -> dict:
+                 progress: bool = True, log_output: bool = False, quiet: bool = False,
+                 given_by: Optional[str] = None) -> dict:
     "Execute a notebook with papermill into run dir `out`, recording it in run.json; resume or skip a recorded step."
     src = find_notebook(notebook)
     key = name or short_name(src)
@@ -334,7 +339,7 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     if rec and rec.get("status") == "running" and _alive(rec):
         raise RunError(f"step '{key}' of {run.path} is being run by process {rec['pid']}; wait for it or stop it first")
     given, secrets = hide_secrets(parameters) if parameters else (parameters, {})      # keys stay out of files
-    params, resumed = resolve_parameters(key, rec, given, force)
+    params, resumed = resolve_parameters(key, rec, given, force, given_by)
     if rec and rec.get("status") == "completed" and not force:
         if not quiet: print(f"{key}: already completed in {run.path} (use --force to run it again)", file=sys.stderr)
         return {**rec, "run_dir": str(run.path)}

@@ -67,6 +67,10 @@ def step_parameters(step: dict, shared: dict) -> dict:
     declared = notebook_parameters(find_notebook(step["notebook"]))
     return {**{k: v for k, v in shared.items() if k in declared}, **step["parameters"]}
 
+def _given_by(config, step: dict) -> str:
+    "Where a step's parameters come from, for a refusal: the config file and the step's name."
+    return f"the pipeline config {config}" if not isinstance(config, dict) else f"the pipeline config (step '{step['name']}')"
+
 def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = None, *, force: bool = False,
                  progress: bool = True, log=None, ray: Optional[str] = None) -> list[dict]:
     "Run a pipeline's steps in order into one run directory; completed steps are skipped, an interrupted one resumes."
@@ -86,7 +90,7 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
         t0 = time.time()
         shared = {**cfg["parameters"], **({"ray": ray} if ray else {})}     # --ray: for the steps that declare `ray`
         recs.append(run_notebook(s["notebook"], step_parameters(s, shared), run.path, name=s["name"], force=force,
-                                 progress=progress, quiet=True))
+                                 progress=progress, quiet=True, given_by=_given_by(config, s)))
         log(f"[{i}/{n}] {s['name']}: done in {time.time() - t0:.1f} s")
     log(f"pipeline done: {n} steps in {time.time() - t_all:.1f} s; records in {run.path / 'notebooks'}")
     return recs

@@ -14,10 +14,10 @@ from .review import (REVIEWS, SOURCES, INSPECTED, SHORTCUTS, ReviewQueue, JudgeC
                              judge_scores, demo_chunks, demo_run_dir, write_reviewed, reload_open_queues)
 
 # %% auto #0
-__all__ = ['CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE', 'is_headless', 'static', 'span_pattern',
-           'highlight', 'answer_spans', 'badges', 'chunk_label', 'flag', 'judge_criteria', 'judge_reason',
-           'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html', 'table_line',
-           'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
+__all__ = ['NO_MATH', 'CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE', 'is_headless', 'static',
+           'span_pattern', 'highlight', 'answer_spans', 'badges', 'chunk_label', 'flag', 'judge_criteria',
+           'judge_reason', 'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html',
+           'table_line', 'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
            'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker', 'seeds_summary_html',
            'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'seed_records_of', 'run_triad_config',
            'generate_from_seeds', 'seeds_result_html', 'is_graph_label', 'whole_word_in', 'chunk_names', 'norm_name',
@@ -36,10 +36,12 @@ def is_headless() -> bool:
     return not any(os.environ.get(k) for k in ("JPY_SESSION_NAME", "VSCODE_PID", "VSCODE_CWD"))
 
 # %% ../nbs/61_widgets.ipynb #389b3786
+NO_MATH = "tex2jax_ignore mathjax_ignore"   # MathJax 2 / 3 skip elements of these classes: `$ git ...` stays text
+
 def static(html_text: str):
-    "An `IPython.display.HTML` object (the headless stand-in for a widget)."
+    "An `IPython.display.HTML` object (the headless stand-in for a widget); its dollar signs are not typeset as LaTeX."
     from IPython.display import HTML
-    return HTML(html_text)
+    return HTML(f'<div class="{NO_MATH}">{html_text}</div>')
 
 # %% ../nbs/61_widgets.ipynb #a2f03218
 CSS = """<style>

@@ -63,6 +63,8 @@ CHANGED_DEFAULTS = {
     # issue 20: no default in the signature, so --metric can name the metric to pair with --baseline; the ranking of
     # two folders still uses recall@5 when it is not given
     ("compare", "metric"): None,
+    # issue 25: an answers file listing 3 ids is scored at k = 3, not 5 (the most ids one of its answers lists)
+    ("evaluate", "answers_top_k"): None,
 }
 
 

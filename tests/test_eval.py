@@ -681,3 +681,21 @@ def test_hugging_face_export(tiny, tmp_path):
     assert json.loads(hf[1]["meta"]) == {"variant_of": "q1", "partial_chunk_id": "c0"} and hf[1]["unanswerable_kind"] == "context"
     assert [it.model_dump() for it in read_hf(tmp_path / "a.parquet")] == [it.model_dump() for it in a]
     assert to_hf(b).num_rows == 2 and to_hf(b).features == hf.features
+
+
+def test_answers_file_scored_at_the_ids_it_lists(tmp_path):
+    "issue 25: an --answers file listing 3 ids per answer gets k = 3 (precision@3), not the old fixed k = 5."
+    from ragbench.eval.run import answers_setup
+    p = tmp_path / "mine.jsonl"
+    p.write_text('{"item_id": "q1", "retrieved_chunk_ids": ["a", "b", "c"]}\n{"item_id": "q2", "retrieved_chunk_ids": ["a"]}\n')
+    assert answers_setup(str(p)).top_k == 3
+    assert answers_setup(f"x={p}", top_k=7).top_k == 7
+
+
+def test_static_index_bar_has_a_total(tmp_path, capsys):
+    "issue 25: `static`'s indexing bar shows N/TOTAL (it ran 9 minutes on 300 questions with no total)."
+    from ragbench.embed import HashEmbedder
+    ds = load_static(HOTPOT, "hotpotqa", limit=3)
+    only = {c.chunk_id for it in ds for c in it.contexts}
+    index_static(HOTPOT, "hotpotqa", tmp_path / "db", embedder=HashEmbedder(), only_ids=only, progress=True)
+    assert f"{len(only)}/{len(only)}" in capsys.readouterr().err

@@ -222,3 +222,12 @@ def test_pipeline_shows_the_kernels_item_progress(tmp_path):
     quiet = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(cfg), "--out", str(tmp_path / "q"),
                             "--no-progress"], env=ENV, capture_output=True, text=True, timeout=240)
     assert quiet.returncode == 0 and "scoring" not in quiet.stderr
+
+
+def test_stage_notebook_run_honours_out(tmp_path):
+    "issue 25: `ragbench run triad.run --out D` writes the walk-through's index and run into D, not a temporary folder."
+    out = tmp_path / "D"
+    proc = subprocess.run(RUN + ["triad.run", "--out", str(out), "--no-progress"], env=ENV, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "run" / "dataset.jsonl").exists() and (out / "db").is_dir(), sorted(p.name for p in out.iterdir())

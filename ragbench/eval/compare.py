@@ -13,7 +13,7 @@ from .run import EvalError, read_scores
 from ..stats import resample_means, resample_weights, split_metric
 
 # %% auto #0
-__all__ = ['scored_versions', 'configured_order', 'compare', 'print_comparison', 'compare_command']
+__all__ = ['TWO_SETUPS_NOTE', 'scored_versions', 'configured_order', 'compare', 'print_comparison', 'compare_command']
 
 # %% ../../nbs/40_eval.compare.ipynb #f249c7f1
 def _metric_matrix(rows: Sequence[dict], metric: str, where: str = "") -> tuple[list[str], list[str], np.ndarray]:
@@ -91,6 +91,9 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
             "n_boot": n_boot, "n_boot_valid": len(taus), "dataset_version": scored_versions(dir_a, dir_b)}
 
 # %% ../../nbs/40_eval.compare.ipynb #44eb7816
+TWO_SETUPS_NOTE = ("note: with 2 setups tau can only be +1 (same order) or -1 (swapped); it says whether the two "
+                   "datasets order them alike, not how strongly they agree: compare 3 or more setups for an informative tau")
+
 def print_comparison(c: dict) -> None:
     "The comparison as a small table: each setup's mean and rank in A and B, then tau with its interval."
     w = max(len(s) for s in c["setups"] + ["setup"])
@@ -105,6 +108,7 @@ def print_comparison(c: dict) -> None:
     tau = "n/a" if c["kendall_tau"] is None else f"{c['kendall_tau']:.3f}"
     ci = "" if c["lo"] is None else f", {100 * (1 - c['alpha']):.0f}% bootstrap interval [{c['lo']:.3f}, {c['hi']:.3f}]"
     print(f"Kendall tau = {tau}{ci} (p = {c['p_value'] if c['p_value'] is None else round(c['p_value'], 4)}, {c['n_boot_valid']} valid resamples)")
+    if len(c["setups"]) < 3: print(TWO_SETUPS_NOTE)
 
 # %% ../../nbs/40_eval.compare.ipynb #60784670
 def compare_command(

@@ -14,7 +14,8 @@ from .metrics import DEFAULT_KS, retrieval_metrics, answer_metrics, bertscore_re
 from .metrics import relevant_retrieval_metrics, semantic_similarity, answer_correctness, bertscore_info, model_name
 from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
 from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
-                                  agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind)
+                                  agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind,
+                                  listed_top_k)
 from ..spine import LLMPool, RunResult, file_options, ray_address
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
 from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
@@ -598,10 +599,10 @@ def metric_notes(summary: dict) -> list[str]:
     return out
 
 # %% ../../nbs/40_eval.run.ipynb #198bf4b2
-def answers_setup(spec: str, base_dir: Optional[str] = None, top_k: int = 5) -> Setup:
-    "A Setup for `--answers [NAME=]FILE` (the name defaults to the file's stem)."
+def answers_setup(spec: str, base_dir: Optional[str] = None, top_k: Optional[int] = None) -> Setup:
+    "A Setup for `--answers [NAME=]FILE` (the name defaults to the file's stem); k defaults to the most ids an answer lists."
     name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
-    return Setup(name=name or Path(path).stem, answers=path, db=base_dir, top_k=top_k)
+    return Setup(name=name or Path(path).stem, answers=path, db=base_dir, top_k=top_k or listed_top_k(path))
 
 def comma_list(s: Optional[str]) -> tuple[str, ...]:
     "The items of a comma-separated option; `none` or empty gives ()."
@@ -652,7 +653,7 @@ def evaluate_command(
     column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table, for setups that map none; repeatable
     setups: Optional[str] = None,  # setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)
     answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = (),  # JSONL of {item_id, answer, retrieved_chunk_ids} from your own RAG; repeatable
-    answers_top_k: int = 5,  # cut-off k of retrieval metrics for --answers
+    answers_top_k: Optional[int] = None,  # cut-off k of retrieval metrics for --answers (default: the most ids an answer lists)
     judge_llm: Optional[str] = None,  # LLM spec for the judges (default: judge_llm of the setups file; none: no judges)
     llm: Optional[str] = None,  # answering LLM for setups that name none (none anywhere: retrieval metrics only)
     modes: str = "retrieved",  # comma-separated: retrieved,oracle,unanswerable

@@ -17,7 +17,7 @@ from ..prompts import PromptTemplate, register_prompt, render_prompt, get_prompt
 __all__ = ['RETRIEVAL_MODES', 'NOT_ENOUGH_CONTEXT', 'ANSWER_FORMS', 'NOT_APPLICABLE', 'SetupError', 'Setup', 'vary',
            'variants_of', 'setups_from_dict', 'load_setups', 'setups_file_option', 'RagAnswer', 'answer_form',
            'table_names', 'check_setups', 'SetupContext', 'chunks_in_index', 'unanswerable_kind', 'build_context',
-           'agenerate_answer', 'ExternalAnswer', 'read_answers', 'external_context']
+           'agenerate_answer', 'ExternalAnswer', 'read_answers', 'listed_top_k', 'external_context']
 
 # %% ../../nbs/40_eval.setups.ipynb #bffc073a
 class SetupError(UserError):
@@ -353,6 +353,13 @@ def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tupl
                              f"and {n}); keep one answer per item and mode")
         out[(a.item_id, a.mode)] = a; first[(a.item_id, a.mode)] = n
     return out, unknown
+
+def listed_top_k(path: Union[str, Path], default: int = 5) -> int:
+    "The cut-off k for an answers file: the most ids (or contexts) one of its answers lists; `default` for none or no file."
+    if not Path(path).exists(): return default
+    n = max((max(len(a.retrieved_chunk_ids), len(a.retrieved_contexts or ())) for a in read_jsonl(path, ExternalAnswer)),
+            default=0)
+    return n or default
 
 def external_context(a: ExternalAnswer, index=None) -> SetupContext:
     "The SetupContext of a user's answer: its ids, and chunk texts from the file or (if given) the index."

@@ -25,7 +25,7 @@ from .write import QAPair, draft_item, generation_prompt
 __all__ = ['LLM_ROLES', 'PACE', 'NEVER_PARSES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed',
            'drafted', 'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates',
            'by_type', 'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
-           'triad_inputs', 'triad_command']
+           'triad_inputs', 'remove_unstarted', 'triad_command']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
 LLM_ROLES = ("generate", "judge", "extract")
@@ -486,6 +486,12 @@ def _report_stop(s: dict, cfg: TriadConfig) -> int:
 
 # %% ../../nbs/25_triad.run.ipynb #1e519887
 @config_flags(TriadConfig, skip=("seeds",))
+def remove_unstarted(out: Path) -> bool:
+    "Remove a run folder this command created when no task was recorded in it (a refused start); whether it did."
+    import shutil
+    if (out / "tasks.jsonl").exists() and (out / "tasks.jsonl").stat().st_size: return False
+    shutil.rmtree(out, ignore_errors=True); return True
+
 def triad_command(
     *,
     db: str,  # LanceDB folder (built with `ragbench index`)
@@ -516,9 +522,14 @@ def triad_command(
     cfg = triad_config(config, defaults={"concurrency": concurrency}, **{**flags, **({"types": comma_items(types)} if "types" in flags else {})}, **options)
     spec = RunSpec(out=out, db=db, table=table, columns=column, embedder=embedder, models=by_role(llm, judge=judge_llm, extract=extract_llm),
                    max_calls=max_calls, max_usd=max_usd, ray=ray, concurrency=cfg.concurrency)
+    fresh = not Path(out).exists()
     run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, seeds_file), in_flight=cfg.in_flight, write=not estimate)
     if estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models)) or 0
     _refuse_mixed_resume(run.out, run.index, run.inputs, run.llms)
-    result = run_triad(run.index, run.llms, run.inputs, run.out, progress=run.progress, max_calls=max_calls, max_usd=max_usd, executor=run.executor)
+    try: result = run_triad(run.index, run.llms, run.inputs, run.out, progress=run.progress, max_calls=max_calls, max_usd=max_usd,
+                            executor=run.executor)
+    except UserError:
+        if fresh: remove_unstarted(run.out)      # a refused start leaves no half-made run folder
+        raise
     _print_summary(result.summary, run.out)
     return _report_stop(result.summary, run.inputs)
