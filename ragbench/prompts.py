@@ -92,7 +92,7 @@ def render_prompt(name: str, **vars: Any) -> tuple[Optional[str], str]:
     "Render the effective template `name` (its user override applied) with `vars`: `(system, user_text)`."
     return render_template(get_prompt(name), **vars)
 
-# %% ../nbs/02_prompts.ipynb #91c19f52
+# %% ../nbs/02_prompts.ipynb #db4f2c62
 _RENDERED: collections.OrderedDict = collections.OrderedDict()   # sha256 of a rendered user text -> (name, inputs)
 _RENDERED_MAX, _RENDERED_LOCK = 4096, threading.Lock()
 

@@ -220,7 +220,7 @@ def schema_in_prompt(prompt: str) -> Optional[dict]:
     except ValueError: return None
     return obj if isinstance(obj, dict) else None
 
-# %% ../../nbs/03_llm.template.ipynb #c40daf92
+# %% ../../nbs/03_llm.template.ipynb #92d963fc
 _ADDED_NOTES = re.compile(r"\n\n(?:Reply with only a JSON object|Your previous reply could not be used)")
 
 def _asked_text(prompt: str) -> str:
