@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_prompts.ipynb #789dc2dd
 from __future__ import annotations
-import collections, hashlib, html, json, re, string, threading
+import collections, functools, hashlib, html, json, re, string, threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -13,8 +13,8 @@ from .core import Registry, UserError, read_config_file
 
 # %% auto #0
 __all__ = ['PROMPTS', 'PromptError', 'PromptTemplate', 'template_variables', 'register_prompt', 'get_prompt', 'list_prompts',
-           'render_template', 'render_prompt', 'rendered_from', 'override_prompt', 'set_stand_in', 'reset_prompts',
-           'load_prompt_overrides', 'format_chunks', 'parse_chunks', 'SmokeReply']
+           'render_template', 'render_prompt', 'rendered_from', 'match_rendered', 'override_prompt', 'set_stand_in',
+           'reset_prompts', 'load_prompt_overrides', 'format_chunks', 'parse_chunks', 'SmokeReply']
 
 # %% ../nbs/02_prompts.ipynb #982df458
 class PromptError(UserError):
@@ -106,8 +106,30 @@ def _remember(text: str, name: str, inputs: dict) -> None:
         while len(_RENDERED) > _RENDERED_MAX: _RENDERED.popitem(last=False)
 
 def rendered_from(text: str) -> Optional[tuple[str, dict]]:
-    "`(prompt name, inputs)` that rendered user text `text` in this process, or None (never parsed from the wording)."
-    with _RENDERED_LOCK: return _RENDERED.get(_text_key(text))
+    "`(prompt name, inputs)` that rendered user text `text`: as noted in this process, else as a registered template reads it."
+    with _RENDERED_LOCK: found = _RENDERED.get(_text_key(text))
+    return found or match_rendered(text)
+
+@functools.lru_cache(maxsize=1024)
+def _template_regex(template: str) -> Optional[re.Pattern]:
+    "A regex for what `template` renders to, one named group per placeholder (None: a template it cannot read back)."
+    out, seen = [], set()
+    for lit, fld, spec, conv in string.Formatter().parse(template):
+        out.append(re.escape(lit))
+        if fld is None: continue
+        if not fld.isidentifier() or spec or conv: out.append(".*?"); continue
+        out.append(f"(?P={fld})" if fld in seen else f"(?P<{fld}>.*?)"); seen.add(fld)
+    try: return re.compile("".join(out), re.S)
+    except re.error: return None
+
+def _literal_size(t: PromptTemplate) -> int: return sum(len(lit) for lit, *_ in string.Formatter().parse(t.template))
+
+def match_rendered(text: str) -> Optional[tuple[str, dict]]:
+    "`(name, inputs as text)` of the registered prompt whose effective template renders `text` (most literal text first)."
+    for t in sorted((get_prompt(n) for n in PROMPTS), key=_literal_size, reverse=True):
+        m = (rx := _template_regex(t.template)) and rx.fullmatch(text)
+        if m: return t.name, m.groupdict()
+    return None
 
 
 # %% ../nbs/02_prompts.ipynb #a39b5e90
