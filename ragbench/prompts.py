@@ -4,8 +4,8 @@
 
 # %% ../nbs/02_prompts.ipynb #789dc2dd
 from __future__ import annotations
-import html, json, re, string
-from dataclasses import dataclass, replace
+import collections, functools, hashlib, html, json, re, string, threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 from pydantic import BaseModel
@@ -13,8 +13,8 @@ from .core import Registry, UserError, read_config_file
 
 # %% auto #0
 __all__ = ['PROMPTS', 'PromptError', 'PromptTemplate', 'template_variables', 'register_prompt', 'get_prompt', 'list_prompts',
-           'render_template', 'render_prompt', 'override_prompt', 'reset_prompts', 'load_prompt_overrides',
-           'format_chunks', 'parse_chunks', 'SmokeReply']
+           'render_template', 'render_prompt', 'rendered_from', 'match_rendered', 'override_prompt', 'set_stand_in',
+           'reset_prompts', 'load_prompt_overrides', 'format_chunks', 'parse_chunks', 'SmokeReply']
 
 # %% ../nbs/02_prompts.ipynb #982df458
 class PromptError(UserError):
@@ -23,12 +23,14 @@ class PromptError(UserError):
 # %% ../nbs/02_prompts.ipynb #5a86b418
 @dataclass(frozen=True)
 class PromptTemplate:
-    "A named prompt: `system` and user `template` (str.format placeholders) and the pydantic `output` model."
+    "A named prompt: `system` and user `template` (str.format placeholders), the pydantic `output` model, a stand-in."
     name: str
     system: Optional[str]
     template: str
     output: Optional[type] = None
     description: str = ""
+    # the offline stand-in's writer: {output field: rule(ctx)}, fed the inputs the prompt was rendered with (ctx.inputs)
+    stand_in: Optional[dict] = field(default=None, repr=False, compare=False)
 
     @property
     def variables(self) -> list[str]:
@@ -82,11 +84,53 @@ def render_template(t: PromptTemplate, **vars: Any) -> tuple[Optional[str], str]
         try: return text.format_map(vars)
         except (AttributeError, IndexError, KeyError) as e:
             raise PromptError(f"prompt '{name}' ({part}): cannot fill placeholder: {e!r}") from None
-    return fill(t.system, "system"), fill(t.template, "template")
+    system, user = fill(t.system, "system"), fill(t.template, "template")
+    _remember(user, t.name, vars)
+    return system, user
 
 def render_prompt(name: str, **vars: Any) -> tuple[Optional[str], str]:
     "Render the effective template `name` (its user override applied) with `vars`: `(system, user_text)`."
     return render_template(get_prompt(name), **vars)
+
+# %% ../nbs/02_prompts.ipynb #db4f2c62
+_RENDERED: collections.OrderedDict = collections.OrderedDict()   # sha256 of a rendered user text -> (name, inputs)
+_RENDERED_MAX, _RENDERED_LOCK = 4096, threading.Lock()
+
+def _text_key(text: str) -> str: return hashlib.sha256(text.encode()).hexdigest()
+
+def _remember(text: str, name: str, inputs: dict) -> None:
+    "Note that `text` is prompt `name` rendered with `inputs` (the latest few thousand renders are kept)."
+    with _RENDERED_LOCK:
+        _RENDERED[_text_key(text)] = (name, dict(inputs))
+        _RENDERED.move_to_end(_text_key(text))
+        while len(_RENDERED) > _RENDERED_MAX: _RENDERED.popitem(last=False)
+
+def rendered_from(text: str) -> Optional[tuple[str, dict]]:
+    "`(prompt name, inputs)` that rendered user text `text`: as noted in this process, else as a registered template reads it."
+    with _RENDERED_LOCK: found = _RENDERED.get(_text_key(text))
+    return found or match_rendered(text)
+
+@functools.lru_cache(maxsize=1024)
+def _template_regex(template: str) -> Optional[re.Pattern]:
+    "A regex for what `template` renders to, one named group per placeholder (None: a template it cannot read back)."
+    out, seen = [], set()
+    for lit, fld, spec, conv in string.Formatter().parse(template):
+        out.append(re.escape(lit))
+        if fld is None: continue
+        if not fld.isidentifier() or spec or conv: out.append(".*?"); continue
+        out.append(f"(?P={fld})" if fld in seen else f"(?P<{fld}>.*?)"); seen.add(fld)
+    try: return re.compile("".join(out), re.S)
+    except re.error: return None
+
+def _literal_size(t: PromptTemplate) -> int: return sum(len(lit) for lit, *_ in string.Formatter().parse(t.template))
+
+def match_rendered(text: str) -> Optional[tuple[str, dict]]:
+    "`(name, inputs as text)` of the registered prompt whose effective template renders `text` (most literal text first)."
+    for t in sorted((get_prompt(n) for n in PROMPTS), key=_literal_size, reverse=True):
+        m = (rx := _template_regex(t.template)) and rx.fullmatch(text)
+        if m: return t.name, m.groupdict()
+    return None
+
 
 # %% ../nbs/02_prompts.ipynb #a39b5e90
 def override_prompt(name: str, template: Optional[str] = None, system: Optional[str] = None) -> None:
@@ -95,6 +139,13 @@ def override_prompt(name: str, template: Optional[str] = None, system: Optional[
     if template is not None: template_variables(template, name); ov["template"] = template
     if system is not None: template_variables(system, name); ov["system"] = system
     if ov: _OVERRIDES[name] = ov
+
+def set_stand_in(name: str, rules: dict) -> PromptTemplate:
+    "Add stand-in field rules `{output field: rule(ctx)}` to the registered prompt `name` (merged with its own)."
+    bad = [k for k, r in rules.items() if not callable(r)]
+    if bad: raise TypeError(f"stand-in rule for field {bad[0]!r} of prompt '{name}' is not callable")
+    t = PROMPTS[name]
+    return register_prompt(replace(t, stand_in={**(t.stand_in or {}), **rules}))
 
 def reset_prompts(name: Optional[str] = None) -> None:
     "Drop the override of `name`, or all overrides when `name` is None."

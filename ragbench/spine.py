@@ -253,7 +253,8 @@ def print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: Lo
     print(f"table '{table}' in {db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
     if "documents" in st and st["version"] != st["previous_version"] and st["chunks_diff"]["unchanged"] + st["removed"]:
         print(changes_line(st))
-    if idx.vector_index(): print(f"vector index: IVF-PQ, {idx.vector_index()['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
+    if ann := idx.vector_index():
+        print(f"vector index: IVF-PQ, {ann['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if st["duplicates_removed"]: print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
     if report.skipped:

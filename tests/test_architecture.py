@@ -22,13 +22,7 @@ MODS = module_trees(ROOT / "ragbench")
 EDGES, PRIVATE = import_edges(MODS)
 ALL_EDGES = all_edges(MODS)
 
-# Known exceptions to the string-import rules: none. (The executor choice's `import_module("ragbench.scale.*")` strings,
-# the last ones, went with the run spine: `ragbench.spine` imports `ragbench.scale` like any module.)
-KNOWN_STRING_IMPORTS: set = set()
-
-
-def _without_known(edges: dict) -> dict:
-    return {m: {t for t in ts if (m, t) not in KNOWN_STRING_IMPORTS} for m, ts in edges.items()}
+# String imports have no exceptions: the cycle and order checks below read ALL_EDGES as they are.
 
 
 def test_no_import_cycle():
@@ -36,13 +30,7 @@ def test_no_import_cycle():
 
 
 def test_no_import_cycle_counting_string_imports():
-    assert find_cycles(_without_known(ALL_EDGES)) == []
-
-
-def test_known_string_imports_are_still_there():
-    "An exception that no longer exists is removed from KNOWN_STRING_IMPORTS (so the list only shrinks)."
-    strings = string_edges(MODS)
-    assert sorted(e for e in KNOWN_STRING_IMPORTS if e[1] not in strings.get(e[0], ())) == []
+    assert find_cycles(ALL_EDGES) == []
 
 
 def test_string_imports_are_read():
@@ -117,7 +105,6 @@ def later_imports(owners: dict, edges: dict) -> list[str]:
         for used, where in [(u, "exports") for u in exported] + [(u, "tests") for u in tests - exported]:
             u = _owner(used, owners)
             if u is None or u == mod or (where == "tests" and u.startswith("ragbench.testing")): continue
-            if (mod, u) in KNOWN_STRING_IMPORTS: continue
             if key[u] > key[mod]: late.append(f"{nb} {where} import {u} ({owners[u][1]})")
     return sorted(set(late))
 

@@ -11,7 +11,7 @@ from ragbench.core import Chunk, Dataset, QAItem
 from ragbench.dora.styles import get_style, Style, register_style, list_styles
 from ragbench.dora.gates import run_checks, gate, span_f1, numeric_consistency, context_recall, context_precision, qa_relevance
 from ragbench.text import split_sentences
-from ragbench.dora import run_dora, load_config, dora_fake_rules, DoraConfig
+from ragbench.dora import run_dora, load_config, DoraConfig
 from ragbench.cli import main
 from ragbench.dora.splits import leakage_check, export_sft
 
@@ -123,15 +123,11 @@ def spec(srv): return f"openai:{srv.url}/v1@fake"
 # ---------------------------------------------------------------------------------------------- end to end
 
 def _script(req):
-    "A scripted model that follows the DoRA contracts using the chunks of each prompt."
-    from ragbench.prompts import parse_chunks
+    "A scripted model that follows the DoRA contracts: the stand-in's items for the style and chunks of each prompt."
     if req.stage == "dora_bundle": return {"completeness": 4, "complementarity": 4, "coherence": 4, "task_fit": 4}
     if req.stage == "dora_entail": return {"label": "entailment"}
-    from ragbench.llm.template import FieldContext
-    import random
-    ctx = FieldContext("", {}, parse_chunks(req.prompt), req.prompt, req.system or "", random.Random(0))
-    rules = dora_fake_rules()
-    return {"question": rules["question"](ctx), "answer": rules["answer"](ctx), "cited_chunk_ids": rules["cited_chunk_ids"](ctx)}
+    from ragbench.llm.template import template_reply
+    return template_reply(req.prompt, req.system, req.schema)
 
 
 def test_e2e_scripted_llm(corpus, tmp_path):
@@ -179,13 +175,16 @@ def test_e2e_fake_server_cli_resumable(corpus, server, tmp_path, capsys):
 
 def test_fake_server_without_dora_rules_degrades_to_rejections(corpus, server, tmp_path):
     "The generic fake answers ('What does the text say about ...') fail the gates: rejections, not crashes."
-    from ragbench.llm.template import register_template_rules, unregister_template_rules
+    from dataclasses import replace
+    from ragbench.prompts import PROMPTS, register_prompt
     out = tmp_path / "run"
-    unregister_template_rules("dora")
+    saved = [PROMPTS[get_style(s).prompt_name] for s in ("find", "explain")]
+    for t in saved: register_prompt(replace(t, stand_in=None))
     try:
         rc = dora_cli(["--db", str(corpus["db"]), "--out", str(out), "--per-style", "1", "--styles", "find,explain",
                        "--llm", spec(server), "--no-progress", "--no-embed"])
-    finally: register_template_rules(dora_fake_rules(), name="dora", priority=10)
+    finally:
+        for t in saved: register_prompt(t)
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
     assert sum(s["candidates"].values()) > 0 and s["gate_failures"]
@@ -398,3 +397,21 @@ def test_split_by_test_fraction_seeded_and_caveats(corpus, server, tmp_path, cap
 def test_cli_test_fraction_bad_input(corpus, tmp_path, capsys, extra, msg):
     rc = dora_cli(["--db", str(corpus["db"]), "--out", str(tmp_path / "r"), "--per-style", "1", "--llm", "fake", *extra])
     assert rc == 2 and msg in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def test_stand_in_writes_the_same_items_for_a_reworded_generation_prompt(corpus):
+    "The stand-in reads the style and chunks a generation prompt was rendered with, not its wording (a user override)."
+    from ragbench.dora.styles import DoraQA, render_generation
+    from ragbench.llm.template import template_reply
+    from ragbench.prompts import override_prompt, reset_prompts
+    chunks, schema = corpus["chunks"][:2], DoraQA.model_json_schema()
+    def items(): return {s: json.loads(template_reply(render_generation(s, chunks)[1], schema=schema)) for s in ALL}
+    before = items()
+    for s in ALL:
+        override_prompt(get_style(s).prompt_name, template="Passages:\n{chunks}\n\nWrite one question of the kind "
+                        "'{style}', citing at least {min_cite} of the passages.")
+    try: after = items()
+    finally:
+        for s in ALL: reset_prompts(get_style(s).prompt_name)
+    assert after == before
+    assert before["find"]["question"].startswith("Which words come just before") and before["find"]["cited_chunk_ids"]

@@ -62,3 +62,19 @@ def test_the_fake_server_command_is_still_shipped(capsys):
     from ragbench.cli import main
     assert main(["fake-llm-server", "--port", "0", "--duration", "0.05"]) == 0
     assert "fake LLM server on http://127.0.0.1:" in capsys.readouterr().out
+
+
+def test_the_stand_in_reply_and_cache_key_do_not_depend_on_imported_stages():
+    "A prompt outside TRIAD gets the same stand-in reply and cache key whether or not TRIAD's modules are imported."
+    code = ("import json, sys\n"
+            "if sys.argv[1] == 'triad': import ragbench.triad\n"
+            "from ragbench.llm.template import TemplateBackend, template_reply\n"
+            "from ragbench.prompts import PromptTemplate, format_chunks, register_prompt, render_prompt\n"
+            "register_prompt(PromptTemplate('mine', None, 'Label each passage for {question}.\\n{chunks}'))\n"
+            "ch = [('a', 'Paris', 'Paris is in France.'), ('b', 'Seine', 'The Seine flows.'), ('c', 'Loire', 'The Loire.')]\n"
+            "schema = {'type': 'object', 'properties': {'question': {'type': 'string'}, 'labels': {'type': 'array', "
+            "'items': {'type': 'object', 'properties': {'chunk_id': {'type': 'string'}, 'relevant': {'type': 'boolean'}}}}}}\n"
+            "text = render_prompt('mine', question='rivers', chunks=format_chunks(ch))[1]\n"
+            "print(json.dumps([TemplateBackend().cache_id, json.loads(template_reply(text, schema=schema))]))\n")
+    run = lambda arg: subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, check=True).stdout
+    assert run("none") == run("triad")

@@ -399,12 +399,14 @@ def test_garbage_everywhere_is_rejection_not_crash(index, tmp_path):
 
 @contextlib.contextmanager
 def fake_rules(judge_pass: float = 1.0, sufficient_p: float = 0.0):
-    "Template rules over TRIAD's own: a tunable judge and sufficiency (removed on exit)."
-    from ragbench.llm.template import register_template_rules, unregister_template_rules
-    register_template_rules({"multi_hop": lambda ctx: ctx.rng.random() < judge_pass,
-                             "sufficient": lambda ctx: ctx.rng.random() < sufficient_p}, name="test_triad", priority=100)
+    "Stand-in rules over TRIAD's own: a tunable judge and sufficiency (the prompts restored on exit)."
+    from ragbench.prompts import PROMPTS, register_prompt, set_stand_in
+    saved = [PROMPTS["triad.judge"], PROMPTS["triad.sufficiency"]]
+    set_stand_in("triad.judge", {"multi_hop": lambda ctx: ctx.rng.random() < judge_pass})
+    set_stand_in("triad.sufficiency", {"sufficient": lambda ctx: ctx.rng.random() < sufficient_p})
     try: yield
-    finally: unregister_template_rules("test_triad")
+    finally:
+        for t in saved: register_prompt(t)
 
 
 def triad_cli(argv): return main(["triad", *argv])

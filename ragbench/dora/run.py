@@ -15,8 +15,7 @@ from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError,
                            short_hash, validation_problems)
 from ..gen.base import GenerationMethod, LocalExecutor, Selection, Task, TaskResult, run_generation
 from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError
-from ..llm.template import DEFER, chunk_entities, register_template_rules
-from ..prompts import parse_chunks
+from ..prompts import parse_chunks, set_stand_in
 from ..spine import RunResult, RunSpec, by_role, config_flags, open_run, read_config
 from ..text import content_words, has_number, jaccard, split_sentences, stem
 from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, tuned_style, update_style
@@ -27,8 +26,8 @@ from .splits import construction_warnings, dataset_card, export_sft, leakage_che
 
 # %% auto #0
 __all__ = ['DEFAULT_STYLES', 'DoraRun', 'DoraConfig', 'load_config', 'run_styles', 'group_by_doc', 'seed_order', 'dora_task',
-           'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'template_item', 'dora_fake_rules',
-           'dora_options', 'dora_inputs', 'dora_command', 'split_warnings', 'finish_splits']
+           'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'dora_fake_rules', 'dora_options',
+           'dora_inputs', 'dora_command', 'split_warnings', 'finish_splits']
 
 # %% ../../nbs/30_dora.run.ipynb #b0721522
 DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
@@ -436,126 +435,33 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
     return RunResult(out, summary, out / "dataset.jsonl", summary.get("stopped") or "done", items=list(read_jsonl(out / "dataset.jsonl", QAItem)),
                      candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)))
 
-# %% ../../nbs/30_dora.run.ipynb #d0684b74
-def _prose(text: str) -> list[str]:
-    "Sentences of a chunk that look like prose (4-40 words, no markup lines)."
-    out = []
-    for s in split_sentences(text):
-        s = " ".join(s.split())
-        if 4 <= len(s.split()) <= 40 and re.search(r"[a-z]", s) and not re.search(r"(={3,}|-{3,}|\|)", s) and not s.endswith("?"):
-            out.append(s)
-    return out
-
-# %% ../../nbs/30_dora.run.ipynb #4b04453b
-def _subject(chunks) -> str:
-    "The first chunk's title (or id), with the first other name it mentions."
-    cid, title, _ = chunks[0]
-    names = [e for e in chunk_entities(chunks[:1]) if e != title]
-    return f"{title or cid} ({names[0]})" if names else (title or cid)
-
-# %% ../../nbs/30_dora.run.ipynb #3a00dd59
-def _cloze_find(chunks) -> Optional[dict]:
-    "A find item: the opening words of a prose sentence, asked for by the rest of that sentence."
-    for cid, _, text in chunks:
-        for s in _prose(text):
-            w = s.rstrip(".").split()
-            if len(w) < 7: continue
-            k = min(5, len(w) - 5)
-            return {"question": f'Which words come just before "{" ".join(w[k:k + 14])}"?',
-                    "answer": " ".join(w[:k]).rstrip(".,;:"), "cited_chunk_ids": [cid]}
-    return None
-
-# %% ../../nbs/30_dora.run.ipynb #ea284262
-def _figure_at(words: list[str]) -> Optional[int]:
-    "Index of the first figure among `words` (a number with an optional unit suffix, else any token with a digit)."
-    tests = (lambda x: re.fullmatch(r"[(\[]?\d[\d.,:/%]*\w{0,3}[)\],.;:]?", x), lambda x: re.search(r"\d", x))
-    return next((i for t in tests for i, x in enumerate(words) if t(x)), None)
-
-def _cloze_provide(chunks) -> Optional[dict]:
-    "A provide item: the figure of a prose sentence with its neighbouring words, asked for by its context."
-    for cid, _, text in chunks:
-        for s in _prose(text):
-            w = s.rstrip(".").split()
-            i = _figure_at(w)
-            if i is None: continue
-            lo, hi = max(0, i - 2), min(len(w), i + 2)
-            left, right = " ".join(w[max(0, lo - 8): lo]), " ".join(w[hi: hi + 8])
-            if len(left.split()) + len(right.split()) < 3: continue
-            return {"question": f'Which figure completes "{left} ... {right}"?', "answer": " ".join(w[lo:hi]).rstrip(".,;:"),
-                    "cited_chunk_ids": [cid]}
-    return None
-
-# %% ../../nbs/30_dora.run.ipynb #d92e6cd6
-def _long_form(style: str, chunks) -> dict:
-    "An explain / summarize / generate item made of the chunks' prose sentences, citing the chunks it used."
-    per = [(cid, _prose(t)) for cid, _, t in chunks]
-    if style == "generate":
-        rows = itertools.zip_longest(*[[(cid, s) for s in ss] for cid, ss in per if ss])
-        pairs = [p for row in rows for p in row if p][:4]
-        answer = "\n".join(f"{i + 1}. {s}" for i, (_, s) in enumerate(pairs))
-    else:
-        pairs = [(cid, ss[0]) for cid, ss in per if ss][: 3 if style == "explain" else 4]
-        answer = " ".join(s for _, s in pairs)
-    q = {"explain": "How does {} work?", "summarize": "What are the main points about {}?",
-         "generate": "Which points are listed about {}?"}.get(style, "What is stated about {}?").format(_subject(chunks))
-    return {"question": q, "answer": answer or "unknown", "cited_chunk_ids": list(dict.fromkeys(c for c, _ in pairs)) or ["none"]}
-
-# %% ../../nbs/30_dora.run.ipynb #7b1fd5f7
-@lru_cache(maxsize=512)
-def template_item(prompt: str) -> Optional[dict]:
-    "The stand-in's reply to a DoRA generation prompt (None: not one)."
-    m, chunks = re.search(r"^Answer style: (\w+)", prompt, re.M), parse_chunks(prompt)
-    if not m or not chunks: return None
-    st = m.group(1)
-    made = _cloze_find(chunks) if st == "find" else _cloze_provide(chunks) if st == "provide" else None
-    return made or (_long_form(st, chunks) if st not in ("find", "provide") else
-                    {"question": f"What is stated about {_subject(chunks)}?", "answer": "unknown", "cited_chunk_ids": [chunks[0][0]]})
-
-# %% ../../nbs/30_dora.run.ipynb #62a8e7a6
-def _field(name: str):
-    "A template rule giving field `name` of `template_item` for DoRA generation prompts (DEFER for other prompts)."
-    def rule(ctx):
-        it = template_item(ctx.prompt)
-        return DEFER if it is None else (list(it[name]) if isinstance(it[name], list) else it[name])
-    return rule
-
 # %% ../../nbs/30_dora.run.ipynb #4754aeb8
-def _answer_check(ctx) -> Optional[AnswerVerdict]:
-    "The offline answer check of a dora_answer_check prompt (None: not one)."
-    q, a = re.search(r"^Question: (.*)$", ctx.prompt, re.M), re.search(r"^Proposed answer: (.*)$", ctx.prompt, re.M)
-    if not (q and a): return None
-    return lexical_answer_verdict(q.group(1), a.group(1), [(c[0], c[2]) for c in ctx.chunks])
+def _answer_check(ctx) -> AnswerVerdict:
+    "The offline answer check of a dora_answer_check prompt."
+    chunks = parse_chunks(ctx.inputs.get("evidence", ""))
+    return lexical_answer_verdict(ctx.inputs.get("question", ""), ctx.inputs.get("answer", ""), [(c[0], c[2]) for c in chunks])
 
-def _claim_label(ctx):
+def _claim_label(ctx) -> str:
     "The offline entailment label of a dora_entailment prompt."
-    m = re.search(r"^Evidence:\n(.*)\n\nThe claim answers this question: .*\nClaim: (.*)$", ctx.prompt, re.S | re.M)
-    return lexical_entailment(m.group(1), m.group(2).split("\n\n")[0])[0] if m else DEFER
+    return lexical_entailment(ctx.inputs.get("evidence", ""), ctx.inputs.get("claim", ""))[0]
 
 # %% ../../nbs/30_dora.run.ipynb #6f0220cc
-def _prefilter_parts(ctx) -> Optional[tuple[str, str]]:
-    "(seed, candidate) of a dora_prefilter prompt."
-    m = re.search(r"Seed passage:\n(.*)\n\nCandidate passage:\n(.*)\n\n- relevance", ctx.prompt, re.S)
-    return (m.group(1), m.group(2)) if m else None
-
-def _relevance(ctx):
-    p = _prefilter_parts(ctx)
-    if p is None: return DEFER
-    r = LexicalEntailment().relevance(p[0], [p[1]])[0]
+def _relevance(ctx) -> str:
+    "The offline relevance of a dora_prefilter prompt's candidate passage to its seed passage."
+    r = LexicalEntailment().relevance(ctx.inputs.get("seed", ""), [ctx.inputs.get("candidate", "")])[0]
     return "same_subject" if r >= 0.3 else "related" if r >= 0.1 else "unrelated"
 
 # %% ../../nbs/30_dora.run.ipynb #bb2aa559
-def _adds(ctx):
-    p = _prefilter_parts(ctx)
-    return DEFER if p is None else len(_qset(p[1]) - _qset(p[0])) >= 3
+def _adds(ctx) -> bool:
+    "Whether a dora_prefilter prompt's candidate adds three or more content words to its seed."
+    return len(_qset(ctx.inputs.get("candidate", "")) - _qset(ctx.inputs.get("seed", ""))) >= 3
 
 def dora_fake_rules() -> dict:
-    "Template-model field rules that answer DoRA's prompts (generation by style contract, offline judges); others DEFER."
-    return {"question": _field("question"), "answer": _field("answer"), "cited_chunk_ids": _field("cited_chunk_ids"),
-            "label": _claim_label, "relevance": _relevance, "adds_information": _adds,
-            "verdict": lambda ctx: v.verdict if (v := _answer_check(ctx)) else DEFER,
-            "reason": lambda ctx: v.reason if (v := _answer_check(ctx)) else DEFER}
+    "The stand-in rules of DoRA's judge prompts, `{prompt name: {field: rule(ctx)}}` (generation: `GEN_STAND_IN`)."
+    return {"dora_entailment": {"label": _claim_label}, "dora_prefilter": {"relevance": _relevance, "adds_information": _adds},
+            "dora_answer_check": {"verdict": lambda ctx: _answer_check(ctx).verdict, "reason": lambda ctx: _answer_check(ctx).reason}}
 
-register_template_rules(dora_fake_rules(), name="dora", priority=10)
+for _name, _rules in dora_fake_rules().items(): set_stand_in(_name, _rules)
 
 # %% ../../nbs/30_dora.run.ipynb #4429b326
 def _check_split_options(split: Optional[str], test_docs: Optional[str], test_fraction: Optional[float]) -> None:

@@ -4,19 +4,23 @@
 
 # %% ../../nbs/30_dora.styles.ipynb #214493f6
 from __future__ import annotations
+import itertools, re
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Union
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from ..core import Registry, UserError, read_config_file, validation_problems
-from ..prompts import PromptTemplate, format_chunks, get_prompt, register_prompt, render_prompt, render_template
+from ..llm.template import DEFER, chunk_entities
+from ..prompts import PromptTemplate, format_chunks, get_prompt, parse_chunks, register_prompt, render_prompt, render_template
+from ..text import split_sentences
 
 # %% auto #0
-__all__ = ['METRICS', 'LEGACY_METRICS', 'BUNDLE_DIMS', 'GEN_SYSTEM', 'GEN_WRAPPER', 'MULTI_DIRECTIVE', 'BUILTIN_STYLES',
-           'current_metric_names', 'StyleError', 'Style', 'DoraQA', 'literal_braces', 'register_style', 'get_style',
-           'list_styles', 'tuned_style', 'update_style', 'generation_template', 'render_generation', 'style_from_dict',
-           'load_styles']
+__all__ = ['METRICS', 'LEGACY_METRICS', 'BUNDLE_DIMS', 'GEN_SYSTEM', 'GEN_WRAPPER', 'MULTI_DIRECTIVE', 'GEN_STAND_IN',
+           'BUILTIN_STYLES', 'current_metric_names', 'StyleError', 'Style', 'DoraQA', 'literal_braces', 'template_item',
+           'register_style', 'get_style', 'list_styles', 'tuned_style', 'update_style', 'generation_template',
+           'render_generation', 'style_from_dict', 'load_styles']
 
 # %% ../../nbs/30_dora.styles.ipynb #1742e668
 METRICS = ("entailment", "span_f1", "numeric", "context_recall_proxy", "context_precision_proxy", "qa_relevance")
@@ -128,6 +132,89 @@ def literal_braces(text: str, keep=("k", "min_cite")) -> str:
     for k in keep: text = text.replace("{{" + k + "}}", "{" + k + "}")
     return text
 
+# %% ../../nbs/30_dora.styles.ipynb #d0684b74
+def _prose(text: str) -> list[str]:
+    "Sentences of a chunk that look like prose (4-40 words, no markup lines)."
+    out = []
+    for s in split_sentences(text):
+        s = " ".join(s.split())
+        if 4 <= len(s.split()) <= 40 and re.search(r"[a-z]", s) and not re.search(r"(={3,}|-{3,}|\|)", s) and not s.endswith("?"):
+            out.append(s)
+    return out
+
+# %% ../../nbs/30_dora.styles.ipynb #4b04453b
+def _subject(chunks) -> str:
+    "The first chunk's title (or id), with the first other name it mentions."
+    cid, title, _ = chunks[0]
+    names = [e for e in chunk_entities(chunks[:1]) if e != title]
+    return f"{title or cid} ({names[0]})" if names else (title or cid)
+
+# %% ../../nbs/30_dora.styles.ipynb #3a00dd59
+def _cloze_find(chunks) -> Optional[dict]:
+    "A find item: the opening words of a prose sentence, asked for by the rest of that sentence."
+    for cid, _, text in chunks:
+        for s in _prose(text):
+            w = s.rstrip(".").split()
+            if len(w) < 7: continue
+            k = min(5, len(w) - 5)
+            return {"question": f'Which words come just before "{" ".join(w[k:k + 14])}"?',
+                    "answer": " ".join(w[:k]).rstrip(".,;:"), "cited_chunk_ids": [cid]}
+    return None
+
+# %% ../../nbs/30_dora.styles.ipynb #ea284262
+def _figure_at(words: list[str]) -> Optional[int]:
+    "Index of the first figure among `words` (a number with an optional unit suffix, else any token with a digit)."
+    tests = (lambda x: re.fullmatch(r"[(\[]?\d[\d.,:/%]*\w{0,3}[)\],.;:]?", x), lambda x: re.search(r"\d", x))
+    return next((i for t in tests for i, x in enumerate(words) if t(x)), None)
+
+def _cloze_provide(chunks) -> Optional[dict]:
+    "A provide item: the figure of a prose sentence with its neighbouring words, asked for by its context."
+    for cid, _, text in chunks:
+        for s in _prose(text):
+            w = s.rstrip(".").split()
+            i = _figure_at(w)
+            if i is None: continue
+            lo, hi = max(0, i - 2), min(len(w), i + 2)
+            left, right = " ".join(w[max(0, lo - 8): lo]), " ".join(w[hi: hi + 8])
+            if len(left.split()) + len(right.split()) < 3: continue
+            return {"question": f'Which figure completes "{left} ... {right}"?', "answer": " ".join(w[lo:hi]).rstrip(".,;:"),
+                    "cited_chunk_ids": [cid]}
+    return None
+
+# %% ../../nbs/30_dora.styles.ipynb #d92e6cd6
+def _long_form(style: str, chunks) -> dict:
+    "An explain / summarize / generate item made of the chunks' prose sentences, citing the chunks it used."
+    per = [(cid, _prose(t)) for cid, _, t in chunks]
+    if style == "generate":
+        rows = itertools.zip_longest(*[[(cid, s) for s in ss] for cid, ss in per if ss])
+        pairs = [p for row in rows for p in row if p][:4]
+        answer = "\n".join(f"{i + 1}. {s}" for i, (_, s) in enumerate(pairs))
+    else:
+        pairs = [(cid, ss[0]) for cid, ss in per if ss][: 3 if style == "explain" else 4]
+        answer = " ".join(s for _, s in pairs)
+    q = {"explain": "How does {} work?", "summarize": "What are the main points about {}?",
+         "generate": "Which points are listed about {}?"}.get(style, "What is stated about {}?").format(_subject(chunks))
+    return {"question": q, "answer": answer or "unknown", "cited_chunk_ids": list(dict.fromkeys(c for c, _ in pairs)) or ["none"]}
+
+# %% ../../nbs/30_dora.styles.ipynb #7b1fd5f7
+@lru_cache(maxsize=512)
+def template_item(style: str, chunks: tuple) -> Optional[dict]:
+    "The stand-in's DoRA item in `style` over `chunks` (`(id, title, text)` tuples); None without chunks."
+    if not chunks: return None
+    made = _cloze_find(chunks) if style == "find" else _cloze_provide(chunks) if style == "provide" else None
+    return made or (_long_form(style, chunks) if style not in ("find", "provide") else
+                    {"question": f"What is stated about {_subject(chunks)}?", "answer": "unknown", "cited_chunk_ids": [chunks[0][0]]})
+
+def _gen_field(name: str):
+    "A stand-in rule: field `name` of `template_item` for the style and chunks the generation prompt was rendered with."
+    def rule(ctx):
+        it = template_item(ctx.inputs.get("style", ""), tuple(parse_chunks(ctx.inputs.get("chunks", ""))))
+        return DEFER if it is None else (list(it[name]) if isinstance(it[name], list) else it[name])
+    return rule
+
+GEN_STAND_IN = {k: _gen_field(k) for k in ("question", "answer", "cited_chunk_ids")}
+
+
 # %% ../../nbs/30_dora.styles.ipynb #fa783c11
 _STYLES = Registry("DoRA style", error=StyleError)
 
@@ -139,7 +226,7 @@ def register_style(style: Style, *, prompt: bool = True) -> Style:
         register_prompt(PromptTemplate(
             name=style.prompt_name, system=GEN_SYSTEM, output=DoraQA,
             template=GEN_WRAPPER.replace("{contract}", literal_braces(style.template)),
-            description=f"DoRA generation, style '{style.name}': {style.description}"))
+            description=f"DoRA generation, style '{style.name}': {style.description}", stand_in=GEN_STAND_IN))
     return style
 
 # %% ../../nbs/30_dora.styles.ipynb #65dcf485

@@ -4,17 +4,16 @@
 
 # %% ../../nbs/03_llm.template.ipynb #96de107d
 from __future__ import annotations
-import collections, hashlib, itertools, json, math, random, re
-from dataclasses import dataclass, field
+import collections, hashlib, json, math, random, re
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 from .backends import Backend, Completion, LLMRequest, approx_tokens
-from ..prompts import parse_chunks
+from ..prompts import PROMPTS, parse_chunks, rendered_from
 from ..text import candidate_names, opening_words
 
 # %% auto #0
-__all__ = ['FIELD_RULES', 'DEFER', 'TEMPLATE_MODEL', 'FieldContext', 'chunk_entities', 'register_template_rules',
-           'unregister_template_rules', 'template_layers', 'build_instance', 'seeded_rng', 'schema_in_prompt',
-           'template_reply', 'TemplateBackend']
+__all__ = ['FIELD_RULES', 'DEFER', 'TEMPLATE_MODEL', 'FieldContext', 'chunk_entities', 'build_instance', 'seeded_rng',
+           'schema_in_prompt', 'template_reply', 'TemplateBackend']
 
 # %% ../../nbs/03_llm.template.ipynb #ad1a4fdc
 @dataclass
@@ -27,6 +26,8 @@ class FieldContext:
     system: str = ""
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     index: int = 0  # position inside an enclosing array (picks a chunk per item)
+    inputs: dict = field(default_factory=dict)  # the variables the prompt was rendered with (empty: not known)
+    rules: dict = field(default_factory=dict)   # the prompt's own stand-in rules, asked before FIELD_RULES
 
     @property
     def chunk(self) -> Optional[tuple]:
@@ -97,37 +98,17 @@ FIELD_RULES: dict[str, Callable[[FieldContext], Any]] = {
 
 # %% ../../nbs/03_llm.template.ipynb #4f6f3b05
 class _Defer:
-    "What a rule returns when the prompt is not its business: ask the next rule for this field."
+    "What a rule returns when it has nothing to say: ask the next rule for this field."
     def __repr__(self): return "DEFER"
 
 DEFER = _Defer()
-_LAYERS: dict[str, tuple[int, int, dict]] = {}   # name -> (priority, registration order, rules)
-_ORDER = itertools.count()
-
-def register_template_rules(rules: dict, *, name: str = "user", priority: int = 0) -> None:
-    "Add field rules `{field name: rule(ctx)}` to layer `name` of the template engine (re-registering merges)."
-    bad = [k for k, r in rules.items() if not callable(r)]
-    if bad: raise TypeError(f"template rule for field {bad[0]!r} is not callable")
-    _, order, old = _LAYERS.get(name) or (priority, next(_ORDER), {})
-    _LAYERS[name] = (priority, order, {**old, **rules})
-
-# %% ../../nbs/03_llm.template.ipynb #badbf5ec
-def unregister_template_rules(name: str) -> None:
-    "Remove layer `name` (a no-op if it is not registered)."
-    _LAYERS.pop(name, None)
-
-def template_layers() -> list[str]:
-    "Names of the registered rule layers, in lookup order."
-    return [n for n, _ in sorted(_LAYERS.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))]
 
 # %% ../../nbs/03_llm.template.ipynb #dd15562d
 def _rule_value(name: str, ctx: FieldContext):
-    "The value of the first rule for field `name` that does not DEFER (DEFER if none)."
-    for layer in template_layers():
-        rule = _LAYERS[layer][2].get(name)
+    "The value of the prompt's own rule for field `name`, else of `FIELD_RULES`' (DEFER if none applies)."
+    for rule in (ctx.rules.get(name), FIELD_RULES.get(name)):
         if rule is not None and (v := rule(ctx)) is not DEFER: return v
-    rule = FIELD_RULES.get(name)
-    return rule(ctx) if rule is not None else DEFER
+    return DEFER
 
 # %% ../../nbs/03_llm.template.ipynb #f77381b7
 def _resolve(schema: dict, root: dict) -> dict:
@@ -177,7 +158,7 @@ def build_instance(schema: dict, ctx: FieldContext, root: Optional[dict] = None)
     root = root if root is not None else schema
     s = _resolve(schema, root)
     if "const" in s: return s["const"]
-    v = _rule_value(ctx.name, FieldContext(ctx.name, s, ctx.chunks, ctx.prompt, ctx.system, ctx.rng, ctx.index)) if ctx.name else DEFER
+    v = _rule_value(ctx.name, replace(ctx, schema=s)) if ctx.name else DEFER
     if v is not DEFER:
         if _type_of(s) == "array" and not isinstance(v, list) and v is not None: v = [v]
         if _type_of(s) == "string" and isinstance(v, list): v = ", ".join(map(str, v))
@@ -191,7 +172,7 @@ def _clip_array(v, s, ctx, root):
     if not isinstance(v, list): return v
     lo, hi = int(s.get("minItems", 0) or 0), s.get("maxItems")
     v = v[: int(hi)] if hi is not None else v
-    while len(v) < lo: v.append(build_instance(s.get("items", {}), FieldContext("", {}, ctx.chunks, ctx.prompt, ctx.system, ctx.rng, len(v)), root))
+    while len(v) < lo: v.append(build_instance(s.get("items", {}), replace(ctx, name="", schema={}, index=len(v)), root))
     return v
 
 # %% ../../nbs/03_llm.template.ipynb #be8d6f8a
@@ -208,14 +189,14 @@ def _default_value(s: dict, ctx: FieldContext, root: dict) -> Any:
     t, rng = _type_of(s), ctx.rng
     if s.get("enum"): return s["enum"][rng.randrange(len(s["enum"]))]
     if t == "object":
-        return {k: build_instance(v, FieldContext(k, {}, ctx.chunks, ctx.prompt, ctx.system, rng, ctx.index), root)
+        return {k: build_instance(v, replace(ctx, name=k, schema={}), root)
                 for k, v in (s.get("properties") or {}).items()}
     if t == "array":
         items = s.get("items", {})
         lo, hi = int(s.get("minItems", 0) or 0), s.get("maxItems")
         n = len(ctx.chunks) if _type_of(_resolve(items, root)) == "object" and ctx.chunks else 2
         n = max(lo, n if hi is None else min(int(hi), n))
-        return [build_instance(items, FieldContext(ctx.name, {}, ctx.chunks, ctx.prompt, ctx.system, rng, i), root) for i in range(n)]
+        return [build_instance(items, replace(ctx, schema={}, index=i), root) for i in range(n)]
     if t == "boolean": return rng.random() < 0.5
     if t in ("integer", "number"): return _default_number(s, t, rng)
     if t == "null": return None
@@ -239,13 +220,22 @@ def schema_in_prompt(prompt: str) -> Optional[dict]:
     except ValueError: return None
     return obj if isinstance(obj, dict) else None
 
+# %% ../../nbs/03_llm.template.ipynb #92d963fc
+_ADDED_NOTES = re.compile(r"\n\n(?:Reply with only a JSON object|Your previous reply could not be used)")
+
+def _asked_text(prompt: str) -> str:
+    "The rendered prompt inside `prompt`: without the schema note or repair note the LLM layer appends."
+    return _ADDED_NOTES.split(prompt, 1)[0]
+
 # %% ../../nbs/03_llm.template.ipynb #59dcc93e
 def template_reply(prompt: str, system: Optional[str] = None, schema: Optional[dict] = None, seed: int = 0) -> str:
     "The template model's reply: a JSON instance of `schema` (or of a schema in the prompt) built from the prompt's chunks, or plain text."
     chunks = parse_chunks(prompt)
     schema = schema or schema_in_prompt(prompt)
     if schema:
-        ctx = FieldContext("", {}, chunks, prompt, system or "", seeded_rng(seed, system, prompt))
+        name, inputs = rendered_from(_asked_text(prompt)) or ("", {})
+        rules = (PROMPTS[name].stand_in or {}) if name in PROMPTS else {}
+        ctx = FieldContext("", {}, chunks, prompt, system or "", seeded_rng(seed, system, prompt), inputs=inputs, rules=rules)
         return json.dumps(build_instance(schema, ctx), ensure_ascii=False)
     if chunks:
         cid, t, x = chunks[0]
@@ -263,7 +253,7 @@ class TemplateBackend(Backend):
         self.seed, self.spec = seed, spec or "template"
 
     @property
-    def cache_id(self): return f"template:{self.seed}:{','.join(template_layers())}"
+    def cache_id(self): return f"template:{self.seed}"   # replies depend on the request alone, not on imports
 
     def default_price(self): return (0.0, 0.0)
 

@@ -18,7 +18,7 @@ __all__ = ['load_stage_rules', 'FakeBackend', 'FakeLLM', 'fake_backend']
 
 # %% ../../nbs/05_testing.fake.ipynb #26537749
 def load_stage_rules() -> None:
-    "Import the stages whose prompts and template rules the stand-in answers (TRIAD, DoRA)."
+    "Import the stages whose prompts (with their stand-ins) the fake reads back from another process's requests."
     import ragbench.triad, ragbench.dora.run  # noqa: F401  (visible imports, not a list of module names)
 
 # %% ../../nbs/05_testing.fake.ipynb #845ffd13

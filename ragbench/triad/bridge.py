@@ -9,8 +9,7 @@ from typing import Any, Literal, NamedTuple, Optional, Sequence
 from pydantic import BaseModel, Field
 from ..core import Chunk
 from ..llm import LLMParseError, arun
-from ..llm.template import DEFER, register_template_rules
-from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
+from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, set_stand_in
 from ..text import candidate_names, content_words, mentions, stem
 from .config import TriadConfig, in_thread
 
@@ -191,14 +190,12 @@ def _template_shared(ctx) -> list[str]:
     return [e for e in candidate_names(x0, t0, parts=False) if len(e) > 3
             and all(mentions(f"{t}\n{x}", e) for _, t, x in others)][:3]
 
-def _entity_prompt(ctx) -> bool: return "named entities it mentions" in ctx.prompt
-
-register_template_rules({
+set_stand_in("triad.entities", {
     "entities_per_chunk": lambda ctx: [candidate_names(x, t, parts=False)[:12] for _, t, x in ctx.chunks],
-    "partners": lambda ctx: _template_partners(ctx) if _entity_prompt(ctx) else DEFER,
+    "partners": _template_partners,
     "shared": _template_shared,
-    "category": lambda ctx: "" if _entity_prompt(ctx) else DEFER,
-    "bridge_topic": lambda ctx: (_template_shared(ctx) or [""])[0]}, name="triad")
+    "category": lambda ctx: "",
+    "bridge_topic": lambda ctx: (_template_shared(ctx) or [""])[0]})
 
 # %% ../../nbs/21_triad.bridge.ipynb #5abb13f3
 def fallback_config(seed: Chunk, hits, entities: Sequence[str], n_chunks: int) -> Optional[tuple[list[str], str]]:

@@ -10,8 +10,7 @@ from pydantic import BaseModel, Field
 from ..core import Chunk, Context, QAItem, item_id
 from ..llm import LLMError, LLMParseError, arun
 from ..llm.usage import count_event
-from ..llm.template import register_template_rules
-from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
+from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, set_stand_in
 from .bridge import hit_chunk
 from .config import TriadConfig, in_thread
 
@@ -103,7 +102,7 @@ register_prompt(PromptTemplate(
     output=RelevanceLabels,
     description="TRIAD contexts: relevance labels for a batch of candidate contexts."))
 
-register_template_rules({"relevant": lambda ctx: ctx.index % 3 == 0}, name="triad")   # the stand-in: every third
+set_stand_in("triad.labels", {"relevant": lambda ctx: ctx.index % 3 == 0})   # the stand-in: every third
 
 # %% ../../nbs/24_triad.contexts.ipynb #a60b7cf9
 async def _label_batch(item: QAItem, gold: Sequence[Chunk], batch: Sequence[Chunk], llm):
@@ -253,7 +252,7 @@ register_prompt(PromptTemplate(
     output=TemporalLabel,
     description="TRIAD temporal label: does answering need temporal reasoning?"))
 
-register_template_rules({"temporal": lambda ctx: False}, name="triad")
+set_stand_in("triad.temporal", {"temporal": lambda ctx: False})
 
 async def aclassify_temporal(item: QAItem, llm) -> QAItem:
     "`item` with `temporal` set by the classifier (None when its reply could not be read) and its reason in meta."
@@ -300,7 +299,7 @@ register_prompt(PromptTemplate(
     output=Answerability,
     description="TRIAD unanswerable variant: does the rest of the corpus answer the question?"))
 
-register_template_rules({"answers_question": lambda ctx: False}, name="triad")
+set_stand_in("triad.unanswerable_check", {"answers_question": lambda ctx: False})
 
 # %% ../../nbs/24_triad.contexts.ipynb #aab1205c
 async def _answers(question: str, batch: Sequence[Chunk], llm) -> Optional[Answerability]:

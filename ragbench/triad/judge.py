@@ -9,8 +9,7 @@ from typing import Annotated, Any, Callable, Optional, Sequence
 from pydantic import AfterValidator, BaseModel, create_model
 from ..core import Attempt, Chunk, QAItem
 from ..llm import LLMParseError, arun
-from ..llm.template import DEFER, register_template_rules
-from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
+from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, set_stand_in
 from ..text import candidate_names, mentions, not_a_name, opening_words
 from .config import TriadConfig
 from .write import QAPair, agenerate_qa, type_rule
@@ -173,7 +172,7 @@ def _reason_rule(ctx) -> str:
     cid, t, x = ctx.chunk
     return f"The passage {t or cid} states: {opening_words(x, 14)}."
 
-register_template_rules({**{f"{c}_reason": _reason_rule for c in CRITERIA}, **{c: (lambda ctx: True) for c in CRITERIA}}, name="triad")
+set_stand_in("triad.judge", {**{f"{c}_reason": _reason_rule for c in CRITERIA}, **{c: (lambda ctx: True) for c in CRITERIA}})
 
 # %% ../../nbs/23_triad.judge.ipynb #9e8db41d
 async def _ask(llm, prompt: str, system: Optional[str], schema, stage: str) -> tuple[Optional[BaseModel], list[str]]:

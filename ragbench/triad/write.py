@@ -8,8 +8,7 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, Field
 from ..core import Attempt, Chunk, QAItem, item_id
 from ..llm import arun
-from ..llm.template import register_template_rules
-from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
+from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, rendered_from, set_stand_in
 from ..text import opening_words
 from .bridge import BridgeConfig
 from .config import SeedPlan, TriadConfig
@@ -135,22 +134,27 @@ def generate_qa(chunks, bridge_topic, kind, binary, llm, cfg, previous=None) -> 
     return arun(agenerate_qa(chunks, bridge_topic, kind, binary, llm, cfg, previous))
 
 # %% ../../nbs/22_triad.write.ipynb #55221a71
+def _rendered_name(text) -> str:
+    "The name of the prompt that rendered `text` (an input of triad.generate), else ''."
+    return (rendered_from(text) or ("",))[0] if isinstance(text, str) else ""
+
 def _template_question(ctx) -> str:
     "A question over the chunk titles; reworded for a revision; a composition question never names the hidden entity."
     ts = [t or opening_words(x, 3) for _, t, x in ctx.chunks] or ["A", "B"]
     if len(set(ts)) < len(ts): ts = [f"{t} ({opening_words(x, 4)})" for (_, _, x), t in zip(ctx.chunks, ts)]  # same document twice
-    binary = 'exactly "yes" or "no"' in ctx.prompt
-    if "Question type: COMPOSITION" in ctx.prompt:
+    binary = _rendered_name(ctx.inputs.get("binary_rules")) == "triad.binary"
+    if _rendered_name(ctx.inputs.get("type_rules")) == "triad.type.composition":
         return "Does the earlier work share its central figure with a later one?" if binary else "Which earlier work shares its central figure with a later one?"
-    if "rejected your previous attempt" in ctx.prompt:
+    if ctx.inputs.get("revision"):
         return f"Was {ts[-1]} recorded after {ts[0]}?" if binary else f"Which is the earlier of {ts[0]} and {ts[-1]}?"
     return f"Was {ts[0]} recorded before {ts[-1]}?" if binary else f"Which came first, {ts[0]} or {ts[-1]}?"
 
 def _template_answer(ctx) -> str:
-    if 'exactly "yes" or "no"' in ctx.prompt: return "yes"
+    "'yes' for a yes/no question, else the last chunk's opening words."
+    if _rendered_name(ctx.inputs.get("binary_rules")) == "triad.binary": return "yes"
     return opening_words(ctx.chunks[-1][2], 4) if ctx.chunks else "unknown"
 
-register_template_rules({"question": _template_question, "answer": _template_answer}, name="triad")
+set_stand_in("triad.generate", {"question": _template_question, "answer": _template_answer})
 
 # %% ../../nbs/22_triad.write.ipynb #4e5cae51
 def draft_item(bridge: BridgeConfig, plan: SeedPlan, qa: Optional[QAPair] = None) -> QAItem:
