@@ -489,15 +489,6 @@ def get(self: ChunkIndex, id: str) -> Chunk:
     "The chunk with this id (KeyError if there is none)."
     return self.get_many([id])[0]
 
-# %% ../nbs/11_index.ipynb #present01
-@patch
-def present_ids(self: ChunkIndex, ids: Iterable[str]) -> set[str]:
-    "The ids of `ids` that are in the table (a position-based id of an old run counts when its chunk is still stored)."
-    ids = {str(i) for i in ids}
-    found = set(self._rows(ids)) & ids if ids else set()
-    return found | (set(self.legacy_ids(ids - found)) if ids - found else set())
-
-
 # %% ../nbs/11_index.ipynb #c99772cf
 def in_source(row_source: Optional[str], source: Union[str, Path, None]) -> bool:
     "Whether a stored chunk's meta `source` is `source` itself or a file under it (re-indexing a source removes only its own documents)."
@@ -615,6 +606,15 @@ def legacy_ids(self: ChunkIndex, ids: Iterable[str]) -> dict[str, str]:
             old = make_chunk_id(str(r[c["doc_id"]]), pos, r[c["text"]]) if pos is not None else None
             if old in want: out[old] = str(r[c["id"]])
     return out
+
+# %% ../nbs/11_index.ipynb #present01
+@patch
+def present_ids(self: ChunkIndex, ids: Iterable[str]) -> set[str]:
+    "The ids of `ids` that are in the table (a position-based id of an old run counts when its chunk is still stored)."
+    ids = {str(i) for i in ids}
+    found = set(self._rows(ids)) & ids if ids else set()
+    return found | (set(self.legacy_ids(ids - found)) if ids - found else set())
+
 
 # %% ../nbs/11_index.ipynb #810c36be
 @patch
