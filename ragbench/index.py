@@ -769,6 +769,9 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
     cols, saved = parse_columns(columns), _saved_index(run_dir)
     if saved and not cols: cols = parse_columns(saved.get("columns") or {})
     embedder = embedder or saved.get("embedder")
+    if saved.get("columns") and any(saved["columns"].get(r) != c for r, c in cols.items()):   # before the table is read
+        raise UserError(f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
+                        f"{_mapping(cols)}; resume with the same --column options (or none: the saved ones are used)")
     try: idx = ChunkIndex.open(db, table, embedder=embedder, columns=cols)
     except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
     if saved and saved.get("columns") and saved["columns"] != idx.columns:

@@ -536,12 +536,12 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     similarity = _similarity_embedder(similarity_model)
     if index_factory is None: setups = check_setups(setups, db)
     external, unknown = _read_external(setups, ds)
+    out = Path(out_dir); _check_out(out, ds, setups)
     indexes = _open_indexes(setups, index_factory)
     check_gold_in_index(ds, setups, indexes)
     if llm_factory is None:               # check every LLM spec before writing anything
         for spec in {s.llm or default_llm for s in setups if not s.external and not s.calls_system} | ({judge_llm} if isinstance(judge_llm, str) else set()):
             if spec is not None: LLMPool().get(spec)
-    out = Path(out_dir); _check_out(out, ds, setups)
     with RunLock(out):
         run, t0 = RunDir(out), time.time()
         meter = CallMeter(out / "calls.jsonl", max_calls=max_calls)
