@@ -15,10 +15,12 @@ from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_docu
 from .embed import EmbedderError, make_embedder
 
 # %% auto #0
-__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'VECTOR_INDEX_MIN_ROWS', 'SEARCH_MODES', 'Hit', 'IndexSchemaError',
-           'sidecar_path', 'resolve_columns', 'ChunkIndex', 'is_local', 'db_location', 'db_exists', 'read_stored_text',
-           'write_stored_text', 'table_lock', 'vector_index_params', 'in_source', 'minmax', 'fuse_hybrid',
-           'changes_line', 'parse_columns', 'open_index', 'save_index_mapping', 'search_command']
+__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'VECTOR_CHECK_ROWS',
+           'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path', 'detect_columns',
+           'resolve_columns', 'detected_line', 'ChunkIndex', 'is_local', 'db_location', 'db_exists', 'read_stored_text',
+           'write_stored_text', 'table_lock', 'vector_index_params', 'stored_vs_embedded', 'check_vectors', 'in_source',
+           'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index', 'save_index_mapping',
+           'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -82,20 +84,50 @@ def _batched(it: Iterable, n: int) -> Iterator[list]:
     if buf: yield buf
 
 # %% ../nbs/11_index.ipynb #5b17bfc9
+COLUMN_NAMES = {"id": ("id", "chunk_id", "doc_chunk_id", "_id", "uid", "uuid", "key", "pk", "row_id"),
+                "text": ("text", "content", "chunk", "chunk_text", "passage", "body", "page_content", "contents"),
+                "vector": ("vector", "embedding", "embeddings", "vec", "emb", "dense_vector"),
+                "doc_id": ("doc_id", "doc", "document_id", "docid", "source", "source_id", "parent_id"),
+                "meta": ("meta", "metadata")}   # obvious names of each role, tried when the role's own name is absent
+
+def _fits(role: str, t) -> bool:
+    "Whether a column of Arrow type `t` can hold `role`."
+    import pyarrow as pa
+    if role == "vector": return pa.types.is_fixed_size_list(t) and pa.types.is_floating(t.value_type)
+    if role == "meta": return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_struct(t)
+    if role == "text": return pa.types.is_string(t) or pa.types.is_large_string(t)
+    return not (pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_struct(t))
+
+def detect_columns(schema, columns: Optional[dict] = None) -> tuple[dict, dict, list[str]]:
+    "(mapping, {role: column detected}, problems) for the roles `columns` leaves out: its own name, else one obvious name (vector: the only vector column)."
+    names, m, picked, problems = list(schema.names), dict(columns or {}), {}, []
+    for role in ROLES:
+        if role in m: continue
+        if role in names: m[role] = role; continue
+        taken = set(m.values())
+        cands = [n for n in names if n.lower() in COLUMN_NAMES[role] and n not in taken and _fits(role, schema.field(n).type)]
+        if role == "vector" and not cands: cands = [n for n in names if n not in taken and _fits("vector", schema.field(n).type)]
+        if len(cands) == 1: m[role] = picked[role] = cands[0]; continue
+        m[role] = None
+        if cands: problems.append(f"the {role} column is ambiguous: it could be {', '.join(cands)} (--column {role}=<one of them>)")
+        elif role in ("id", "text", "vector"):
+            problems.append(f"no {role} column found (tried {', '.join(COLUMN_NAMES[role])}; --column {role}=<column>)")
+    return m, picked, problems
+
 def resolve_columns(table: str, schema, columns: Optional[dict] = None) -> tuple[dict, int]:
-    "Map roles to the table's columns and return (mapping, vector dim); raise IndexSchemaError naming what is missing."
+    "Map roles to the table's columns (obvious names detected) and return (mapping, vector dim); one IndexSchemaError names every role missing or ambiguous."
     import pyarrow as pa
     columns = dict(columns or {})
     unknown = sorted(set(columns) - set(ROLES))
     if unknown: raise IndexSchemaError(f"unknown column role(s) {unknown}; the roles are {', '.join(ROLES)}")
-    m = {**DEFAULT_COLUMNS, **columns}; names = list(schema.names)
-    for role in ROLES:
-        if m[role] in names: continue
-        if role in ("id", "text", "vector") or role in columns:
-            raise IndexSchemaError(
-                f"table '{table}' has no column '{m[role]}' (the {role} column); its columns are: {', '.join(names)}. "
-                f"Map the right one with columns={{'{role}': '<column>'}} (CLI: --column {role}=<column>)")
-        m[role] = None
+    names = list(schema.names)
+    problems = [f"table '{table}' has no column '{c}' (the {r} column)" for r, c in columns.items() if c not in names]
+    m, picked, more = detect_columns(schema, {r: c for r, c in columns.items() if c in names})
+    problems += more
+    if problems:
+        raise IndexSchemaError(f"cannot map the columns of table '{table}': " + "; ".join(problems)
+                               + f"; its columns are: {', '.join(names)}. Map them with columns={{'role': '<column>'}} "
+                               "(CLI: --column ROLE=NAME, one per role)")
     tt = schema.field(m["text"]).type
     if not (pa.types.is_string(tt) or pa.types.is_large_string(tt)):
         raise IndexSchemaError(f"table '{table}': column '{m['text']}' (the text column) has type {tt}; it must hold the "
@@ -105,6 +137,12 @@ def resolve_columns(table: str, schema, columns: Optional[dict] = None) -> tuple
         raise IndexSchemaError(f"table '{table}': column '{m['vector']}' (the vector column) has type {t}; "
                                f"vector search needs a fixed-size list of floats")
     return m, t.list_size
+
+def detected_line(table: str, picked: dict) -> str:
+    "What `detect_columns` picked, as a line for stderr."
+    return (f"ragbench: table '{table}': detected columns {' '.join(f'{r}={c}' for r, c in picked.items())} by their names "
+            "(pass --column ROLE=NAME to choose others)")
+
 
 # %% ../nbs/11_index.ipynb #300a9945
 class ChunkIndex:
@@ -346,10 +384,31 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
     return st["added"]
 
 # %% ../nbs/11_index.ipynb #80983abf
+VECTOR_CHECK_ROWS, VECTOR_CHECK_MIN_COSINE = 8, 0.3   # rows re-embedded when a table's vectors are not ragbench's own
+
+def stored_vs_embedded(tbl, columns: dict, emb, n: int = VECTOR_CHECK_ROWS) -> Optional[float]:
+    "Median cosine between `n` rows' stored vectors and their texts embedded by `emb` (same model: near 1), or None without text."
+    rows = [r for r in tbl.search().select([columns["text"], columns["vector"]]).limit(4 * n).to_list()
+            if isinstance(r[columns["text"]], str) and r[columns["text"]].strip() and r[columns["vector"]] is not None][:n]
+    if not rows: return None
+    stored = np.asarray([r[columns["vector"]] for r in rows], dtype=np.float32)
+    fresh = np.asarray(emb.encode([r[columns["text"]] for r in rows]), dtype=np.float32)
+    norms = np.linalg.norm(stored, axis=1) * np.linalg.norm(fresh, axis=1)
+    return float(np.median(np.where(norms > 0, (stored * fresh).sum(1) / np.where(norms > 0, norms, 1), 0.0)))
+
+def check_vectors(table: str, tbl, columns: dict, emb) -> None:
+    "Refuse an embedder whose vectors of the table's own texts are unlike the stored ones (another model: search would be silently wrong)."
+    cos = stored_vs_embedded(tbl, columns, emb)
+    if cos is not None and cos < VECTOR_CHECK_MIN_COSINE:
+        raise IndexSchemaError(
+            f"table '{table}': the vectors in column '{columns['vector']}' look made by another model than embedder "
+            f"'{emb.name}': {VECTOR_CHECK_ROWS} of its texts embedded again have median cosine {cos:.2f} to their stored "
+            f"vectors (the same model gives about 1.0); pass the embedder the table was built with (--embedder SPEC)")
+
 @patch(cls_method=True)
 def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embedder=None,
          columns: Optional[dict] = None, dense_weight: float = 0.7, allow_empty: bool = False) -> ChunkIndex:
-    "Open a ragbench table, or a user's LanceDB table with `columns` mapping id/text/vector/doc_id/meta; an empty table is an error."
+    "Open a ragbench table, or a user's LanceDB table (`columns` maps id/text/vector/doc_id/meta; obvious names are detected, its vectors checked against the embedder); an empty table is an error."
     db_dir = db_location(db_dir)
     if not db_exists(db_dir):
         raise IndexSchemaError(f"no LanceDB database at {db_dir} (build one with: ragbench index SOURCE --db {db_dir})")
@@ -366,7 +425,11 @@ def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embed
         raise IndexSchemaError(f"table '{table}' stores {dim}-dimensional vectors in column '{cols['vector']}' but "
                                f"embedder '{emb.name}' makes {emb.dim}-dimensional ones; pass the embedder the "
                                f"table was built with (embedder=... / --embedder ...)")
-    return cls(db_dir, table, tbl, emb, cols, dim, dense_weight)
+    if side is None or side["embedder"]["name"] != emb.name: check_vectors(table, tbl, cols, emb)
+    idx = cls(db_dir, table, tbl, emb, cols, dim, dense_weight)
+    idx.detected = detect_columns(tbl.schema, {r: c for r, c in (columns or {}).items() if c in tbl.schema.names})[1]
+    return idx
+
 
 # %% ../nbs/11_index.ipynb #18f4e692
 def _scalar(t) -> bool:
@@ -572,6 +635,15 @@ def legacy_ids(self: ChunkIndex, ids: Iterable[str]) -> dict[str, str]:
             if old in want: out[old] = str(r[c["id"]])
     return out
 
+# %% ../nbs/11_index.ipynb #present01
+@patch
+def present_ids(self: ChunkIndex, ids: Iterable[str]) -> set[str]:
+    "The ids of `ids` that are in the table (a position-based id of an old run counts when its chunk is still stored)."
+    ids = {str(i) for i in ids}
+    found = set(self._rows(ids)) & ids if ids else set()
+    return found | (set(self.legacy_ids(ids - found)) if ids - found else set())
+
+
 # %% ../nbs/11_index.ipynb #810c36be
 @patch
 def sample_ids(self: ChunkIndex, n: int, seed: int = 0) -> list[str]:
@@ -607,23 +679,44 @@ def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False)
 
 @patch
 def ensure_fts(self: ChunkIndex, log=None) -> bool:
-    "Build the full-text index on the text column if the table has none (saying so); rows and vectors are not changed."
+    "Make BM25 search ready: a ragbench table gets its full-text index; a user's table is never written (an in-memory copy of its ids and texts is indexed instead)."
     if self._fts_ready or self._has_fts(): self._fts_ready = True; return False
     from lancedb.index import FTS
-    (log or (lambda m: print(m, file=sys.stderr)))(
-        f"ragbench: building a full-text index on column '{self.columns['text']}' of table '{self.table_name}' "
-        f"(BM25 search needs one; your rows and vectors are not changed)")
-    with table_lock(self.db_dir, self.table_name):
-        self.tbl.create_index(self.columns["text"], config=FTS(), replace=True)
+    say = log or (lambda m: print(m, file=sys.stderr))
+    if _read_sidecar(self.db_dir, self.table_name) is None:
+        self._fts_copy = _memory_fts(self.tbl, self.columns["id"], self.columns["text"])
+        say(f"ragbench: table '{self.table_name}' has no full-text index: BM25 runs on an in-memory index of its "
+            f"{len(self)} texts (your table folder is not changed)")
+    else:
+        say(f"ragbench: building a full-text index on column '{self.columns['text']}' of table '{self.table_name}' "
+            f"(BM25 search needs one; your rows and vectors are not changed)")
+        with table_lock(self.db_dir, self.table_name):
+            self.tbl.create_index(self.columns["text"], config=FTS(), replace=True)
     self._fts_ready = True
     return True
 
+def _memory_fts(tbl, idcol: str, textcol: str):
+    "An in-memory LanceDB table of `tbl`'s ids and texts with a full-text index (nothing is written to disk)."
+    import lancedb
+    from lancedb.index import FTS
+    data = tbl.search().select([idcol, textcol]).limit(None).to_arrow()
+    copy = lancedb.connect("memory://").create_table("fts", data=data)
+    copy.create_index(textcol, config=FTS())
+    return copy
+
 @patch
 def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> list[dict]:
-    "Top-n rows by BM25 (LanceDB full-text search), creating the FTS index on first use if missing."
+    "Top-n rows by BM25 (LanceDB full-text search), on the table's own index or on the in-memory one of `ensure_fts`."
     self.ensure_fts()
-    q = self.tbl.search(query, query_type="fts", fts_columns=self.columns["text"])
-    return q.limit(n).select(self._select(vector) + ["_score"]).to_list()
+    copy, text = getattr(self, "_fts_copy", None), self.columns["text"]
+    if copy is None:
+        q = self.tbl.search(query, query_type="fts", fts_columns=text)
+        return q.limit(n).select(self._select(vector) + ["_score"]).to_list()
+    idcol = self.columns["id"]
+    scored = copy.search(query, query_type="fts", fts_columns=text).limit(n).select([idcol, "_score"]).to_list()
+    rows = self._rows([r[idcol] for r in scored], vector=vector)
+    return [{**rows[str(r[idcol])], "_score": r["_score"]} for r in scored if str(r[idcol]) in rows]
+
 
 # %% ../nbs/11_index.ipynb #940591a7
 @patch
@@ -704,11 +797,15 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
     cols, saved = parse_columns(columns), _saved_index(run_dir)
     if saved and not cols: cols = parse_columns(saved.get("columns") or {})
     embedder = embedder or saved.get("embedder")
+    if saved.get("columns") and any(saved["columns"].get(r) != c for r, c in cols.items()):   # before the table is read
+        raise UserError(f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
+                        f"{_mapping(cols)}; resume with the same --column options (or none: the saved ones are used)")
     try: idx = ChunkIndex.open(db, table, embedder=embedder, columns=cols)
     except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
     if saved and saved.get("columns") and saved["columns"] != idx.columns:
         raise UserError(f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
                         f"{_mapping(idx.columns)}; resume with the same --column options (or none: the saved ones are used)")
+    if getattr(idx, "detected", None): (log or (lambda m: print(m, file=sys.stderr)))(detected_line(table, idx.detected))
     if fts: idx.ensure_fts(log)
     if run_dir is not None and save: save_index_mapping(run_dir, table, idx)
     return idx
@@ -719,28 +816,50 @@ def save_index_mapping(run_dir, table: str, idx: ChunkIndex) -> None:
         RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec,
                                                "version": idx.tbl.version})
 
-def search_command(
-    query: str,  # what to search for
-    *,
-    db: str,  # LanceDB folder
-    table: str = "chunks",  # table name
-    k: Annotated[int, "-k"] = 5,  # number of hits
-    mode: Literal[SEARCH_MODES] = "dense",  # dense (vectors), bm25 (full text) or hybrid (both, fused)
-    as_json: Annotated[bool, "--json"] = False,  # print a JSON list of {chunk_id, doc_id, text, score}
-    embedder: Optional[str] = None,  # embedder (default: the one the index was built with)
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
-) -> None:
-    "Search a ragbench index or your own LanceDB table and print the top hits."
-    if k < 1: raise UserError(f"-k must be at least 1 (got {k})")
-    idx = open_index(db, table, embedder=embedder, columns=column, fts=mode != "dense")
-    try: hits = idx.search(query, k=k, mode=mode)
-    except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
-    if as_json:
-        print(json.dumps([{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}
-                          for h in hits], ensure_ascii=False, indent=2))
-        return
+def _queries(query: Optional[str], queries: Optional[str]) -> list[str]:
+    "The queries to run: the one given and the non-blank lines of the --queries file ('-': stdin)."
+    out = [query] if query else []
+    if queries:
+        if queries != "-" and not Path(queries).is_file(): raise UserError(f"--queries: file not found: {queries}")
+        text = sys.stdin.read() if queries == "-" else Path(queries).read_text(encoding="utf-8")
+        out += [q.strip() for q in text.splitlines() if q.strip()]
+    if not out: raise UserError("give a query, or --queries FILE (one query a line; '-' reads stdin)")
+    return out
+
+def _print_hits(hits: list[Hit]) -> None:
+    "Hits as numbered lines with a snippet."
     for i, h in enumerate(hits, 1):
         where = " / ".join(str(x) for x in (h.meta.get("title"), h.meta.get("section")) if x)
         snippet = " ".join(h.text.split())
         print(f"{i}. {h.score:.4f}  {h.chunk_id}  {where}\n   {snippet[:200]}{'...' if len(snippet) > 200 else ''}")
     if not hits: print("no hits")
+
+def _hit_json(h: Hit) -> dict: return {"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}
+
+def search_command(
+    query: Optional[str] = None,  # what to search for
+    *,
+    db: str,  # LanceDB folder
+    table: str = "chunks",  # table name
+    k: Annotated[int, "-k"] = 5,  # number of hits
+    mode: Literal[SEARCH_MODES] = "dense",  # dense (vectors), bm25 (full text) or hybrid (both, fused)
+    as_json: Annotated[bool, "--json"] = False,  # print a JSON list of {chunk_id, doc_id, text, score} ({query, hits} per query with --queries)
+    embedder: Optional[str] = None,  # embedder (default: the one the index was built with)
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
+    queries: Annotated[Optional[str], {"metavar": "FILE"}] = None,  # more queries, one a line ('-': stdin), searched with one embedder load
+) -> None:
+    "Search a ragbench index or your own LanceDB table and print the top hits. Most of a single search's time is loading the embedding model (seconds); search many queries at once with --queries FILE."
+    if k < 1: raise UserError(f"-k must be at least 1 (got {k})")
+    qs = _queries(query, queries)
+    idx = open_index(db, table, embedder=embedder, columns=column, fts=mode != "dense")
+    try: found = [(q, idx.search(q, k=k, mode=mode)) for q in qs]
+    except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
+    if as_json:
+        res = ([_hit_json(h) for h in found[0][1]] if queries is None else
+               [{"query": q, "hits": [_hit_json(h) for h in hits]} for q, hits in found])
+        print(json.dumps(res, ensure_ascii=False, indent=2))
+        return
+    for q, hits in found:
+        if queries is not None: print(f"\n## {q}")
+        _print_hits(hits)
+

@@ -378,16 +378,17 @@ def test_own_table_dora_with_column_mapping(tmp_path, capsys, fake_server):
             "--per-style", "1", "--styles", "find,explain", "--llm", spec, "--no-embed", "--no-progress"]
     rc, stdout, err = run_cli(args, capsys)
     assert rc == 0, err[-3000:]
-    assert "building a full-text index on column 'content' of table 'kb'" in err     # said, once
+    assert "BM25 runs on an in-memory index of its 60 texts (your table folder is not changed)" in err   # said, once
     items = [json.loads(l) for l in (out / "dataset.jsonl").read_text().splitlines()]
     assert items and all(i["gold_chunk_ids"] and all(g.startswith("row-") for g in i["gold_chunk_ids"]) for i in items)
     assert all(i["meta"]["doc_id"].startswith("row-") for i in items)                 # no doc id column: a row is a document
     saved = json.loads((out / "manifest.json").read_text())["index"]
     assert saved["columns"] == {"id": "doc_key", "text": "content", "vector": "embedding", "doc_id": None, "meta": None}
-    # the vectors are the user's, untouched; the table gained only its full-text index
+    # the vectors are the user's, untouched; the table gained no index either (issue 25: a read never writes it)
     import lancedb
     tbl = lancedb.connect(str(db)).open_table("kb")
     assert tbl.schema.names == ["doc_key", "content", "page", "embedding"] and tbl.count_rows() == 60
+    assert tbl.list_indices() == []
     # resume without --column: the saved mapping (and embedder) are used, no new request
     before = fake_server.stats()["requests"]
     resume = [a for a in args if a not in OWN_COLUMNS and a != "hash:64" and a != "--embedder"]

@@ -28,11 +28,12 @@ def _setup_rows(scores: Sequence[dict], setup: Optional[str], mode: str) -> dict
 
 def ragas_rows(dataset: Dataset, *, index=None, scores: Optional[Sequence[dict]] = None, setup: Optional[str] = None,
                mode: str = "retrieved", include_ids: bool = False) -> list[dict]:
-    "One ragas-style dict per item; with `scores` and `setup`, the setup's response and retrieved contexts."
+    "One ragas-style dict per answerable item (ragas has no field for an abstention target: unanswerable items are left out); with `scores` and `setup`, the setup's response and retrieved contexts."
     by_item = _setup_rows(scores, setup, mode) if scores is not None else {}
     texts = lambda ids: [t for _, _, t in chunks_in_index(index, ids)] if (index is not None and ids) else []
     out = []
     for it in dataset:
+        if not it.answerable: continue
         r = by_item.get(it.id)
         if r is not None and (r.get("skipped") or "").startswith(NOT_APPLICABLE): continue
         gold = list(it.gold_chunk_ids) or [c.chunk_id for c in it.contexts if c.relevant]
@@ -135,6 +136,8 @@ def export_ragas_command(
     db: str,  # LanceDB folder holding the chunks
     out: str,  # output .jsonl or .parquet
     table: str = "chunks",  # table name
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
+    embedder: Optional[str] = None,  # embedder of the table (default: the one it was built with)
     scores: Annotated[Optional[str], {"metavar": "DIR"}] = None,  # evaluation folder whose answers to include (with --setup)
     setup: Optional[str] = None,  # setup name in --scores
     mode: Literal[MODES] = "retrieved",  # which mode's answers to include
@@ -142,6 +145,9 @@ def export_ragas_command(
 ) -> None:
     "Export a dataset in ragas's column names (user_input, reference, reference_contexts, retrieved_contexts, response) as JSONL or Parquet."
     if bool(scores) != bool(setup): raise EvalError("--scores and --setup go together")
-    from ragbench.index import ChunkIndex
-    idx = ChunkIndex.open(db, table=table)
-    print(f"wrote {export_ragas(dataset, out, index=idx, scores_dir=scores, setup=setup, mode=mode, include_ids=with_ids)}")
+    from ragbench.index import open_index
+    ds = _dataset(dataset)
+    idx = open_index(db, table, embedder=embedder, columns=column, fts=False)
+    print(f"wrote {export_ragas(ds, out, index=idx, scores_dir=scores, setup=setup, mode=mode, include_ids=with_ids)}")
+    n = sum(not it.answerable for it in ds)
+    if n: print(f"{n} unanswerable item(s) left out (ragas has no field for an answer that should be an abstention)")

@@ -21,12 +21,13 @@ from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, 
 from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
 
 # %% auto #0
-__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'EvalError',
-           'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key', 'latest_rows',
-           'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint', 'scored_dataset_version',
-           'open_index', 'with_columns', 'items_without_gold', 'index_key', 'evaluate', 'format_summary',
-           'metric_notes', 'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures',
-           'evaluate_command', 'cutoffs', 'evaluate_options']
+__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'GOLD_WARN_SHARE',
+           'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key',
+           'latest_rows', 'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint',
+           'scored_dataset_version', 'open_index', 'with_columns', 'items_without_gold', 'index_key', 'gold_share',
+           'check_gold_in_index', 'with_table', 'evaluate', 'format_summary', 'metric_notes', 'answers_setup',
+           'comma_list', 'mapping_note', 'report_inputs', 'report_failures', 'evaluate_command', 'cutoffs',
+           'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -419,6 +420,34 @@ def _open_indexes(setups: Sequence[Setup], index_factory: Optional[Callable]) ->
 
 def index_key(s: Setup) -> tuple: return (s.db, s.table, s.embedder, json.dumps(s.columns, sort_keys=True))
 
+# %% ../../nbs/40_eval.run.ipynb #goldidx1
+GOLD_WARN_SHARE = 0.5   # below this share of the dataset's gold ids in a setup's index, evaluate warns
+
+def gold_share(ds: Dataset, index) -> tuple[int, int, list[str]]:
+    "(found, total, a few missing) of the dataset's gold chunk ids in `index` (total 0: nothing to check)."
+    gold = sorted({g for it in ds if it.answerable for g in it.gold_chunk_ids})
+    if not gold or not hasattr(index, "present_ids"): return 0, 0, []
+    found = index.present_ids(gold)
+    return len(found), len(gold), [g for g in gold if g not in found][:3]
+
+def check_gold_in_index(ds: Dataset, setups: Sequence[Setup], indexes: dict) -> None:
+    "Refuse an index holding none of the dataset's gold chunk ids (every recall would be 0.0); warn below GOLD_WARN_SHARE."
+    for key, index in indexes.items():
+        found, total, missing = gold_share(ds, index)
+        if not total or found >= GOLD_WARN_SHARE * total: continue
+        names = ", ".join(s.name for s in setups if index_key(s) == key)
+        where = f"table '{key[1]}' of {key[0]}"
+        msg = (f"{found} of the dataset's {total} gold chunk ids are in {where} (setups: {names}; missing e.g. "
+               f"{', '.join(missing)}): is it the index the dataset was made from?")
+        if not found: raise EvalError(msg + " Every retrieval score would be 0.0; pass the right --db / --table")
+        _say(msg + " Retrieval scores count the missing ones as misses")
+
+def with_table(setups: Sequence[Setup], table: Optional[str]) -> list:
+    "Setups reading the default table 'chunks' read `table` (--table) instead."
+    if not table: return list(setups)
+    return [s.model_copy(update={"table": table}) if s.table == "chunks" else s for s in setups]
+
+
 # %% ../../nbs/40_eval.run.ipynb #c22f0d00
 def _manifest(run: RunDir, dataset, ds: Dataset, setups, modes, judges, judge, unknown, max_calls) -> None:
     "Record what this evaluation is (specs redacted)."
@@ -508,11 +537,12 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     similarity = _similarity_embedder(similarity_model)
     if index_factory is None: setups = check_setups(setups, db)
     external, unknown = _read_external(setups, ds)
+    out = Path(out_dir); _check_out(out, ds, setups)
     indexes = _open_indexes(setups, index_factory)
+    check_gold_in_index(ds, setups, indexes)
     if llm_factory is None:               # check every LLM spec before writing anything
         for spec in {s.llm or default_llm for s in setups if not s.external and not s.calls_system} | ({judge_llm} if isinstance(judge_llm, str) else set()):
             if spec is not None: LLMPool().get(spec)
-    out = Path(out_dir); _check_out(out, ds, setups)
     with RunLock(out):
         run, t0 = RunDir(out), time.time()
         meter = CallMeter(out / "calls.jsonl", max_calls=max_calls)
@@ -650,6 +680,7 @@ def evaluate_command(
     dataset: str,  # dataset .jsonl or .parquet
     out: str,  # evaluation folder (created; an existing one is resumed)
     db: Optional[str] = None,  # LanceDB folder for setups that name none
+    table: Optional[str] = None,  # table for setups that name none (or the default 'chunks') and for --answers
     column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table, for setups that map none; repeatable
     setups: Optional[str] = None,  # setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)
     answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = (),  # JSONL of {item_id, answer, retrieved_chunk_ids} from your own RAG; repeatable
@@ -678,11 +709,12 @@ def cutoffs(ks) -> tuple[int, ...]:
     try: return tuple(int(k) for k in (ks if isinstance(ks, (list, tuple)) else comma_list(str(ks))))
     except ValueError: raise EvalError(f"--ks expects comma-separated whole numbers, got {ks!r}") from None
 
-def evaluate_options(*, dataset, out, db, column, setups, answers, answers_top_k, judge_llm, llm, modes, judges, bertscore, n_boot,
+def evaluate_options(*, dataset, out, db, column, table=None, setups, answers, answers_top_k, judge_llm, llm, modes, judges, bertscore, n_boot,
                      seed, ks, bertscore_model, batch_size, parallel_batches, max_calls, quiet, ray) -> int:
     "`ragbench evaluate` on its options (flags and --config merged): score, print the table, the exit status."
     if not setups and not answers: raise EvalError("give --setups FILE and/or --answers FILE")
-    runs = with_columns((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers], column, out)
+    runs = with_columns(with_table((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers],
+                                   table), column, out)
     judge = judge_llm or (setups_file_option(setups, "judge_llm") if setups else None)
     if judge in ("none", ""): judge = None
     if judge is None: _say("no --judge-llm: LLM judges are skipped (their metrics are empty)")
