@@ -52,7 +52,7 @@ def test_s3_db_end_to_end(cluster, s3, tmp_path):
     assert len(hits) == 5 and any(h["doc_id"].startswith("page3") or "Item 3" in h["text"] for h in hits)
     _ragbench("triad", "--db", db, "--out", "gen", "--llm", "fake", "--n", "3", "--seed", "1", cwd=tmp_path)
     items = [json.loads(l) for l in (tmp_path / "gen" / "dataset.jsonl").read_text().splitlines() if l.strip()]
-    assert len(items) == 3
+    assert sum(i.get("answerable", True) for i in items) == 3      # plus their unanswerable variants
     (tmp_path / "setups.yaml").write_text("setups:\n  - {name: dense-top3, retrieval: dense, top_k: 3}\n")
     _ragbench("evaluate", "--dataset", "gen/dataset.jsonl", "--db", db, "--setups", "setups.yaml", "--out", "eval",
               "--llm", "template", "--judges", "none", "--no-bertscore", "--n-boot", "20", "--quiet", cwd=tmp_path)
