@@ -616,3 +616,29 @@ def test_local_model_smoke_run(index, tmp_path):
     s = json.loads((tmp_path / "local" / "summary.json").read_text())
     assert s["seeds_tried"] == 2 or s["stop_reason"].startswith("budget")
     assert "dataset:" in r.stdout
+
+
+def test_plan_numbers_become_the_target_per_type(git_index, tmp_path):
+    "issue 20: `ragbench triad --n-from-plan PLAN.json` takes `ragbench plan --json`'s n per type as its target per type."
+    from ragbench.eval.paired import plan_questions
+    from ragbench.testing import FakeLLMServer
+    row = plan_questions(1.4, by=None)[0]                       # worst case, one group: the same n for every type
+    (tmp_path / "all.json").write_text(json.dumps([row]))
+    by_kind = [{**row, "group": "composition", "n_needed": 3}, {**row, "group": "comparison", "n_needed": 1}]
+    (tmp_path / "kinds.json").write_text(json.dumps(by_kind))
+    with FakeLLMServer() as srv:
+        llm = f"openai:{srv.url}/v1@fake-model"
+        out = tmp_path / "run"
+        assert triad_cli(["--db", str(git_index.db_dir), "--out", str(out), "--llm", llm, "--n-from-plan", str(tmp_path / "kinds.json"),
+                          "--no-unanswerable", "--seed", "2"]) == 0
+        items = [json.loads(l) for l in open(out / "dataset.jsonl")]
+        assert sorted(i["kind"] for i in items) == ["comparison", "composition", "composition", "composition"], [i["kind"] for i in items]
+        c = json.loads((out / "manifest.json").read_text())["config"]
+        assert c["n_per_type"] == {"composition": 3, "comparison": 1} and c["types"] == ["composition", "comparison"]
+        from ragbench.triad.run import plan_targets
+        assert plan_targets(tmp_path / "all.json") == {t: row["n_needed"] for t in ("comparison", "intersection", "composition")}
+        assert triad_cli(["--db", str(git_index.db_dir), "--out", str(tmp_path / "both"), "--llm", llm, "--n", "2",
+                          "--n-from-plan", str(tmp_path / "kinds.json")]) == 2
+        (tmp_path / "styles.json").write_text(json.dumps([{**row, "group": "summarize"}]))
+        assert triad_cli(["--db", str(git_index.db_dir), "--out", str(tmp_path / "styles"), "--llm", llm,
+                          "--n-from-plan", str(tmp_path / "styles.json")]) == 2

@@ -14,10 +14,10 @@ from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, 
                            read_jsonl, short_hash, utc_now)
 
 # %% auto #0
-__all__ = ['Task', 'TaskResult', 'TaskJournal', 'frontier', 'Selection', 'select_first_n', 'GenerationMethod', 'StopRun',
-           'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume', 'index_fingerprint', 'run_summary',
-           'drafts_of_stand_in', 'restore_spent', 'arun_generation', 'run_generation', 'QuestionReply',
-           'OneChunkQuestions']
+__all__ = ['Task', 'TaskResult', 'TaskJournal', 'result_group', 'capped_counts', 'frontier', 'Selection', 'select_first_n',
+           'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume',
+           'index_fingerprint', 'run_summary', 'drafts_of_stand_in', 'restore_spent', 'arun_generation',
+           'run_generation', 'QuestionReply', 'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
@@ -74,14 +74,28 @@ def _cut_torn_tail(path: Path) -> bool:
         return True
 
 # %% ../../nbs/17_gen.base.ipynb #6d75d3b2
-def frontier(results: Iterable[TaskResult], n: Optional[int]) -> Optional[int]:
-    "Position of the task that brings the accepted count to `n`, in plan order (None: not reached, or no target)."
-    if n is None: return None
-    got = 0
+def result_group(r: TaskResult) -> Optional[str]:
+    "The question type of the items a task counts towards a target (None when it counts none)."
+    return next((i.kind for i in r.items if i.answerable and i.status in ("accepted", "draft")), None)
+
+def capped_counts(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None):
+    "In plan order: each result, whether it fits (its group's quota not yet met) and the capped total so far."
+    got, total = {}, 0
     for r in sorted(results, key=lambda r: r.position):
-        got += r.counted
-        if got >= n: return r.position
+        g = result_group(r)
+        fits = quotas is None or g is None or got.get(g, 0) < quotas.get(g, 0)
+        if fits and r.counted:
+            got[g] = got.get(g, 0) + r.counted
+            total += r.counted if quotas is None else min(r.counted, quotas.get(g, 0) - got[g] + r.counted)
+        yield r, fits, total
+
+def frontier(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> Optional[int]:
+    "Position of the task that brings the accepted count to `n` (with `quotas`: every type to its quota), in plan order (None: not reached)."
+    if n is None: return None
+    for r, _, total in capped_counts(results, quotas):
+        if total >= n: return r.position
     return None
+
 
 # %% ../../nbs/17_gen.base.ipynb #0628edd0
 class Selection(BaseModel):
@@ -90,13 +104,14 @@ class Selection(BaseModel):
     rejected: list[QAItem] = Field(default_factory=list)
     overflow: list[QAItem] = Field(default_factory=list)
 
-def select_first_n(results: Sequence[TaskResult], n: Optional[int]) -> Selection:
-    "Items of the first tasks by position until `n` are accepted; later accepted items go to overflow."
-    sel, got = Selection(), 0
-    for r in sorted(results, key=lambda r: r.position):
+def select_first_n(results: Sequence[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> Selection:
+    "Items of the first tasks by position until `n` are accepted (with `quotas`: per type); later accepted items go to overflow."
+    sel, before = Selection(), 0
+    for r, fits, total in capped_counts(results, quotas):
         sel.rejected += r.rejected
-        if n is None or got < n: sel.dataset += r.items; got += r.counted
+        if (n is None or before < n) and fits: sel.dataset += r.items
         else: sel.overflow += r.items
+        before = total
     return sel
 
 # %% ../../nbs/17_gen.base.ipynb #faff5552
@@ -104,6 +119,7 @@ class GenerationMethod:
     "Base of a generation method: plan tasks, run one, select the dataset, summarize."
     name: str = "method"
     target: Optional[int] = None                       # accepted items wanted (None: run every planned task)
+    quotas: Optional[dict[str, int]] = None            # accepted items wanted per question type (their sum is the target)
     task_errors: tuple = ()                            # exceptions recorded as a failed task (others stop the run)
 
     def config(self) -> dict:
@@ -127,8 +143,8 @@ class GenerationMethod:
         raise NotImplementedError
 
     def select(self, results: Sequence[TaskResult]) -> Selection:
-        "The dataset, rejected and overflow items (default: first `target` accepted in plan order)."
-        return select_first_n(results, self.target)
+        "The dataset, rejected and overflow items (default: first `target` accepted in plan order, `quotas` per type)."
+        return select_first_n(results, self.target, self.quotas)
 
     def views(self, results: Sequence[TaskResult], selection: Selection) -> dict[str, Any]:
         "Extra files for the run directory: {file name: list of JSON records or a dict}."
@@ -244,7 +260,7 @@ def _stop_reason(results: dict, method: GenerationMethod, stop: Optional[str], s
     rs = sorted(results.values(), key=lambda r: r.position)
     said = method.finished(rs, sel)
     if said: return said
-    if frontier(rs, method.target) is not None: return "target reached"
+    if frontier(rs, method.target, method.quotas) is not None: return "target reached"
     if rs and all(r.outcome == "error" for r in rs): return f"every task failed, e.g. {rs[0].error}"
     return "plan exhausted"
 
@@ -316,13 +332,13 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         restore_spent(meter, results.values(), log)
         for llm in method.llms(): llm.meter = meter
         run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
-        front, last_views = [frontier(results.values(), method.target)], [time.monotonic()]
+        front, last_views = [frontier(results.values(), method.target, method.quotas)], [time.monotonic()]
         bar = _progress_bar(method, results, progress)
         def commit(r: TaskResult) -> None:
             nonlocal new
             r = r.model_copy(update={"run": stamp})
             journal.commit(r); results[r.task_id] = r; new += 1
-            front[0] = frontier(results.values(), method.target)
+            front[0] = frontier(results.values(), method.target, method.quotas)
             bar.update(r)
             if time.monotonic() - last_views[0] > view_every: _write_views(run, method, results); last_views[0] = time.monotonic()
         wanted = lambda t: front[0] is None or t.position <= front[0]

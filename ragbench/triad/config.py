@@ -9,7 +9,7 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # %% auto #0
-__all__ = ['QUESTION_TYPES', 'DEFAULT_ROLE', 'TriadConfig', 'in_thread', 'SeedPlan', 'pick_seeds', 'plan_seeds']
+__all__ = ['QUESTION_TYPES', 'DEFAULT_ROLE', 'TriadConfig', 'in_thread', 'SeedPlan', 'pick_seeds', 'weighted_kinds', 'plan_seeds']
 
 # %% ../../nbs/20_triad.config.ipynb #c8d90db9
 QUESTION_TYPES = ("comparison", "intersection", "composition")
@@ -23,6 +23,7 @@ class TriadConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # run
     n: int = Field(10, ge=1, description="target number of accepted questions")
+    n_per_type: dict[str, int] = Field(default_factory=dict, description="accepted questions wanted per type (`ragbench plan`'s n per type); sets n and types")
     max_seeds: Optional[int] = Field(None, ge=1, description="cap on seeds tried (default: 10 x n)")
     seeds: Optional[list[str]] = Field(None, description="explicit seed chunk ids (else random)")
     seed: int = Field(0, description="random seed for seed sampling and type/binary assignment")
@@ -62,6 +63,16 @@ class TriadConfig(BaseModel):
         if bad or not v: raise ValueError(f"unknown question type {bad[0] if bad else '(none)'!r}; choose from {', '.join(QUESTION_TYPES)}")
         return list(dict.fromkeys(v))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _quotas(cls, data):
+        "With per-type targets, the types are theirs and n their sum."
+        q = data.get("n_per_type") if isinstance(data, dict) else None
+        if not q: return data
+        bad = [(k, v) for k, v in q.items() if k not in QUESTION_TYPES or not isinstance(v, int) or v < 1]
+        if bad: raise ValueError(f"n_per_type: {bad[0][0]!r}: {bad[0][1]!r} (a question type of {', '.join(QUESTION_TYPES)} and a count >= 1)")
+        return {**data, "types": list(q), "n": sum(q.values())}
+
     @model_validator(mode="after")
     def _thresholds(self):
         if self.hard_max >= self.easy_min: raise ValueError(f"hard_max ({self.hard_max}) must be below easy_min ({self.easy_min})")
@@ -99,9 +110,17 @@ def _binary_flags(n: int, share: float, offset: float) -> list[bool]:
     "n yes/no flags whose every prefix of length m holds m x share of them, to within one (a seeded offset in [0, 1))."
     return [math.floor((j + 1) * share + offset) > math.floor(j * share + offset) for j in range(n)]
 
+def weighted_kinds(n: int, quotas: dict[str, int]) -> list[str]:
+    "n types in turn, each as often as its quota's share (the type furthest behind its share next; ties in quota order)."
+    kinds, got = [], dict.fromkeys(quotas, 0)
+    for _ in range(n):
+        k = min(quotas, key=lambda t: got[t] / quotas[t]); kinds.append(k); got[k] += 1
+    return kinds
+
 def plan_seeds(seed_ids: Sequence[str], cfg: TriadConfig) -> list[SeedPlan]:
-    "Assign each seed a type (round-robin over `cfg.types`) and a binary flag: within each type, `binary_share` of every prefix of the plan, to within one."
-    kinds = [cfg.types[i % len(cfg.types)] for i in range(len(seed_ids))]
+    "Assign each seed a type (round-robin over `cfg.types`, weighted by `n_per_type`) and a binary flag: within each type, `binary_share` of every prefix of the plan, to within one."
+    n = len(seed_ids)
+    kinds = weighted_kinds(n, cfg.n_per_type) if cfg.n_per_type else [cfg.types[i % len(cfg.types)] for i in range(n)]
     flags = {k: iter(_binary_flags(kinds.count(k), cfg.binary_share, random.Random(f"{cfg.seed}:{k}:binary").random()))
              for k in cfg.types}
     return [SeedPlan(seed_id=sid, kind=k, binary=next(flags[k]), position=i) for i, (sid, k) in enumerate(zip(seed_ids, kinds))]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any, Optional, Sequence, Union
 from ..core import QAItem, RunDir, UserError, as_draft, validation_problems
 from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Task, TaskResult, arun_generation,
                                check_resume, index_fingerprint, run_generation)
@@ -16,7 +16,7 @@ from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
 from ..spine import RunResult, RunSpec, by_role, check_spec, comma_items, config_flags, given, open_run, read_config
 from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, precheck_passes, seed_names
-from .config import SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
+from .config import QUESTION_TYPES, SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
 from .contexts import ContextPrefetch, acheck_unanswerable, aclassify_temporal, aextract, unanswerable_variant
 from .judge import avalidate, judge_prompt, sufficiency_prompt
 from .write import QAPair, draft_item, generation_prompt
@@ -25,7 +25,7 @@ from .write import QAPair, draft_item, generation_prompt
 __all__ = ['LLM_ROLES', 'PACE', 'NEVER_PARSES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed',
            'drafted', 'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates',
            'by_type', 'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
-           'triad_inputs', 'remove_unstarted', 'triad_command']
+           'triad_inputs', 'remove_unstarted', 'plan_targets', 'triad_command']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
 LLM_ROLES = ("generate", "judge", "extract")
@@ -139,6 +139,7 @@ class TriadMethod(GenerationMethod):
 
     def __init__(self, llms, cfg: TriadConfig, stop_after: Optional[int] = None):
         self.roles, self.cfg, self.target = normalise_llms(llms), cfg, cfg.n
+        self.quotas = dict(cfg.n_per_type) or None                  # per-type targets (`ragbench plan`'s n per type)
         self.stop_after = stop_after or cfg.in_flight               # failed seeds, none finished: the LLM is unusable
         self._plan: Optional[list[Task]] = None
         self._failed = self._finished = 0
@@ -147,7 +148,8 @@ class TriadMethod(GenerationMethod):
 
     def config(self) -> dict:
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
-        return self.cfg.model_dump(exclude={"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds"})
+        skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds"} | ({"n_per_type"} if not self.cfg.n_per_type else set())
+        return self.cfg.model_dump(exclude=skip)
 
     def models(self) -> dict: return {r: model_label(l) for r, l in self.roles.items()}
     def llms(self) -> list: return list({id(l): l for l in self.roles.values()}.values())
@@ -485,18 +487,32 @@ def _report_stop(s: dict, cfg: TriadConfig) -> int:
     return 0
 
 # %% ../../nbs/25_triad.run.ipynb #1e519887
-@config_flags(TriadConfig, skip=("seeds",))
 def remove_unstarted(out: Path) -> bool:
     "Remove a run folder this command created when no task was recorded in it (a refused start); whether it did."
     import shutil
     if (out / "tasks.jsonl").exists() and (out / "tasks.jsonl").stat().st_size: return False
     shutil.rmtree(out, ignore_errors=True); return True
 
+def plan_targets(path: Union[str, Path]) -> dict[str, int]:
+    "Accepted questions wanted per type from a `ragbench plan --json` file (its `n_needed` per question-type group)."
+    p = Path(path)
+    if not p.exists(): raise UserError(f"{p}: no such plan file (write one with: ragbench plan --d D --json {p})")
+    try: rows = json.loads(p.read_text())
+    except json.JSONDecodeError as e: raise UserError(f"{p}: not JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "group" in r and "n_needed" in r for r in rows):
+        raise UserError(f"{p}: expected the list of rows `ragbench plan --json` writes (each with 'group' and 'n_needed')")
+    if [r["group"] for r in rows] == ["all"]: return {t: int(rows[0]["n_needed"]) for t in ("comparison", "intersection", "composition")}
+    bad = [r["group"] for r in rows if r["group"] not in QUESTION_TYPES]
+    if bad: raise UserError(f"{p}: group '{bad[0]}' is not a TRIAD question type (plan with --by kind, or without --by)")
+    return {r["group"]: int(r["n_needed"]) for r in rows}
+
+@config_flags(TriadConfig, skip=("seeds",))
 def triad_command(
     *,
     db: str,  # LanceDB folder (built with `ragbench index`)
     out: str,  # run directory (re-run the same command to resume)
-    n: int,  # accepted questions wanted
+    n: Optional[int] = None,  # accepted questions wanted (or --n-from-plan)
+    n_from_plan: Annotated[Optional[str], {"metavar": "PLAN.json"}] = None,  # a `ragbench plan --json` file: its n needed per question type becomes the target per type
     table: str = "chunks",  # table name
     column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
     embedder: Optional[str] = None,  # embedder of your own table's vectors (default: the one the index was built with)
@@ -518,6 +534,8 @@ def triad_command(
     **options,  # every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds, --search-mode ...
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
+    if (n is None) == (n_from_plan is None): raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
+    if n_from_plan: options = {**options, "n_per_type": plan_targets(n_from_plan)}
     flags = given(triad_command, n=n, max_seeds=max_seeds, types=types, binary_share=binary_share, seed=seed, n_chunks=n_chunks, concurrency=concurrency)
     cfg = triad_config(config, defaults={"concurrency": concurrency}, **{**flags, **({"types": comma_items(types)} if "types" in flags else {})}, **options)
     spec = RunSpec(out=out, db=db, table=table, columns=column, embedder=embedder, models=by_role(llm, judge=judge_llm, extract=extract_llm),
