@@ -109,7 +109,7 @@ def test_structured_output_parses(env, api):
     llm = llm_for(api, env)
     q = llm.complete(PROMPT, Question, system="You write questions.", stage="gen")
     assert isinstance(q, Question)
-    assert q.question == "Which came first, Ada Lovelace or Analytical Engine?"
+    assert q.question == "What connects Ada Lovelace and Analytical Engine?"   # the generic stand-in (no TRIAD prompt here; issue 18)
     assert q.sufficient is False and q.kind in ("bridge", "comparison")
     assert [l.chunk_id for l in q.labels] == ["hp#1", "hp#2"]
     assert "Analytical Engine" in q.entities
