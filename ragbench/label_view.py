@@ -12,7 +12,8 @@ from .review import chunk_lookup
 from .widgets import CSS, is_headless, static, styled
 
 # %% auto #0
-__all__ = ['typed_keys', 'label_row_html', 'LabelView', 'label_widget', 'validity_item_html', 'ValidityView', 'validity_widget']
+__all__ = ['typed_keys', 'label_row_html', 'ShortcutView', 'LabelView', 'label_widget', 'validity_item_html', 'ValidityView',
+           'validity_widget']
 
 # %% ../nbs/63_label_view.ipynb #2758ed97
 def typed_keys(before: str, after: str) -> str:
@@ -38,20 +39,20 @@ def label_row_html(queue: LabelQueue, lookup: Callable = lambda ids: {}) -> str:
             f"<details open><summary>contexts ({len(ids)})</summary>{ctx}</details></div>")
 
 # %% ../nbs/63_label_view.ipynb #01710c9d
-class LabelView:
-    "ipywidgets view of a LabelQueue: the row, buttons and a keyboard field (c x f u n p), redrawn after each label."
-    def __init__(self, queue: LabelQueue, chunks=None):
+class ShortcutView:
+    "An ipywidgets view of a keyed queue: buttons, a shortcut field (every key of an update is read) and the current row."
+    name, keys, placeholder = "view", (), ""                 # CSS name, (key, label) buttons, shortcut hint
+    def __init__(self, queue, lookup: Callable):
         import ipywidgets as W
-        self.q, self.lookup = queue, chunk_lookup(None, chunks)
-        self.body, self.message = styled(W.HTML(), "rb-label-row"), W.HTML()
+        self.q, self.lookup = queue, lookup
+        self.body, self.message = styled(W.HTML(), f"rb-{self.name}-row"), W.HTML()
         def btn(label, key):
-            b = styled(W.Button(description=label), f"rb-label-{key}")
+            b = styled(W.Button(description=label), f"rb-{self.name}-{key}")
             b.on_click(lambda _: self.press(key)); return b
-        self.buttons = [btn(f"{l} ({k})", k) for k, l in (("c", "correct"), ("x", "incorrect"), ("f", "faithful"),
-                                                          ("u", "unfaithful"), ("p", "prev"), ("n", "next"))]
-        self.keys = styled(W.Text(placeholder="shortcuts: click, then c x f u n p", continuous_update=True), "rb-keys")
-        self.keys.observe(self._on_key, names="value")
-        self.widget = W.VBox([W.HBox(self.buttons + [self.keys]), self.message, self.body])
+        self.buttons = [btn(f"{l} ({k})", k) for k, l in self.keys]
+        self.field = styled(W.Text(placeholder=f"shortcuts: click, then {self.placeholder}", continuous_update=True), "rb-keys")
+        self.field.observe(self._on_key, names="value")
+        self.widget = W.VBox([W.HBox(self.buttons + [self.field]), self.message, self.body])
         self.refresh()
 
     def press(self, key: str) -> Optional[str]:
@@ -61,10 +62,21 @@ class LabelView:
         self.refresh(); return done
 
     def _on_key(self, change):
-        for k in typed_keys(change["old"], change["new"]):   # several keys can arrive in one update
-            if k.lower() in {**LABEL_KEYS, **MOVE_KEYS}: self.press(k)
+        known = self.shortcuts()
+        for k in typed_keys(change["old"], change["new"]).lower():   # several keys can arrive in one update
+            if k in known: self.press(k)
 
-    def refresh(self): self.body.value = label_row_html(self.q, self.lookup)
+    def shortcuts(self) -> set[str]: return {k for k, _ in self.keys}
+    def render(self) -> str: raise NotImplementedError
+    def refresh(self): self.body.value = self.render()
+
+class LabelView(ShortcutView):
+    "ipywidgets view of a LabelQueue: the row, buttons and a keyboard field (c x f u n p), redrawn after each label."
+    name, placeholder = "label", "c x f u n p"
+    keys = (("c", "correct"), ("x", "incorrect"), ("f", "faithful"), ("u", "unfaithful"), ("p", "prev"), ("n", "next"))
+    def __init__(self, queue: LabelQueue, chunks=None): super().__init__(queue, chunk_lookup(None, chunks))
+    def shortcuts(self) -> set[str]: return {*LABEL_KEYS, *MOVE_KEYS}
+    def render(self) -> str: return label_row_html(self.q, self.lookup)
 
 def label_widget(queue: LabelQueue, headless: Optional[bool] = None, chunks=None):
     "The labelling view, or the current row as static HTML when no live front end can show widgets."
@@ -87,34 +99,13 @@ def validity_item_html(queue: ValidityQueue, lookup: Callable = lambda ids: {}) 
 
 
 # %% ../nbs/63_label_view.ipynb #b46183d5
-class ValidityView:
+class ValidityView(ShortcutView):
     "ipywidgets view of a ValidityQueue: the item, buttons and a keyboard field (1-4 v s n p), redrawn after each key."
-    def __init__(self, queue: ValidityQueue, chunks=None):
-        import ipywidgets as W
-        self.q, self.lookup = queue, chunk_lookup(queue.run_dir, chunks)
-        self.body, self.message = styled(W.HTML(), "rb-validity-row"), W.HTML()
-        def btn(label, key):
-            b = styled(W.Button(description=label), f"rb-validity-{key}")
-            b.on_click(lambda _: self.press(key)); return b
-        names = [(k, c.replace("_", "-")) for k, c in VALIDITY_KEYS_HELP.items()] + [("v", "all valid"), ("s", "save"),
-                                                                                     ("p", "prev"), ("n", "next")]
-        self.buttons = [btn(f"{l} ({k})", k) for k, l in names]
-        self.keys = styled(W.Text(placeholder="shortcuts: click, then 1-4 v s n p", continuous_update=True), "rb-keys")
-        self.keys.observe(self._on_key, names="value")
-        self.widget = W.VBox([W.HBox(self.buttons + [self.keys]), self.message, self.body])
-        self.refresh()
-
-    def press(self, key: str) -> Optional[str]:
-        "Do what `key` does in the queue, then redraw."
-        done = self.q.key(key)
-        self.message.value = f"<span class='rb-msg'>{html.escape(done or '')}</span>"
-        self.refresh(); return done
-
-    def _on_key(self, change):
-        for k in typed_keys(change["old"], change["new"]).lower():   # several keys can arrive in one update
-            if k in {*VALIDITY_KEYS_HELP, "v", "s", "n", "p"}: self.press(k)
-
-    def refresh(self): self.body.value = validity_item_html(self.q, self.lookup)
+    name, placeholder = "validity", "1-4 v s n p"
+    keys = tuple((k, c.replace("_", "-")) for k, c in VALIDITY_KEYS_HELP.items()) + (("v", "all valid"), ("s", "save"),
+                                                                                    ("p", "prev"), ("n", "next"))
+    def __init__(self, queue: ValidityQueue, chunks=None): super().__init__(queue, chunk_lookup(queue.run_dir, chunks))
+    def render(self) -> str: return validity_item_html(self.q, self.lookup)
 
 def validity_widget(run_dir, reviewer: str = "anonymous", n: int = 60, seed: int = 0, headless: Optional[bool] = None,
                     chunks=None):

@@ -144,3 +144,20 @@ def problems(report: dict) -> list[str]:
         skipped = [c["index"] for c in report["cells"] if c["count"] is None and c["source"].strip()]
         if skipped: out.append(f"cells never run: {skipped}")
     return out
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    "One JupyterLab for the test module, serving a fresh folder (import it into a browser test module to use it)."
+    tmp = tmp_path_factory.mktemp("lab"); root = tmp / "root"; root.mkdir()
+    with jupyterlab(tmp, root) as server: yield server
+
+
+@pytest.fixture(scope="module")
+def browser():
+    "One headless Chromium for the test module."
+    sync_playwright = need_browser()
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield b
+        b.close()

@@ -8,25 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import ARGS, CHROMIUM, ROOT, jupyterlab, need_browser, wait_for
+from lab import ROOT, browser, lab, wait_for   # noqa: F401 (browser, lab: the shared fixtures)
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    "One JupyterLab for the module, serving a fresh folder."
-    tmp = tmp_path_factory.mktemp("lab"); root = tmp / "root"; root.mkdir()
-    with jupyterlab(tmp, root) as server: yield server
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_playwright = need_browser()
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

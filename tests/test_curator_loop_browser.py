@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from test_curator_loop import OWN_COLUMNS, cli, own_table
+from lab import browser, lab   # noqa: F401 (the shared fixtures)
 
 
 LOOP_CELLS = [
@@ -115,22 +116,6 @@ def loop_own_run(tmp_path_factory):
     cli("triad", "--db", tmp / "own", "--table", "kb", "--out", tmp / "run", "--llm", "fake", "--n", "4", "--seed", "1",
         "--embedder", "hash:64", *OWN_COLUMNS)
     return tmp / "run"
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    from lab import jupyterlab
-    tmp = tmp_path_factory.mktemp("lab"); root = tmp / "root"; root.mkdir()
-    with jupyterlab(tmp, root) as server: yield server
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from lab import ARGS, CHROMIUM, need_browser
-    with need_browser()() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def test_curator_loop_in_a_real_browser(browser, lab, loop_cli_run, loop_own_run, tmp_path):

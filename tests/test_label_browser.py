@@ -7,23 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import ARGS, CHROMIUM, jupyterlab, need_browser, wait_for
+from lab import browser, lab, wait_for   # noqa: F401 (browser, lab: the shared fixtures)
 from test_browser import failing, jsonl, run_in_lab, write_notebook
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lab"); root = tmp / "root"; root.mkdir()
-    with jupyterlab(tmp, root) as server: yield server
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_playwright = need_browser()
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def eval_dir(d: Path) -> Path:
