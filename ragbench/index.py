@@ -16,9 +16,9 @@ from .embed import EmbedderError, make_embedder
 
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'VECTOR_CHECK_ROWS',
-           'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'sidecar_path', 'detect_columns',
-           'resolve_columns', 'detected_line', 'ChunkIndex', 'is_local', 'db_location', 'db_exists', 'read_stored_text',
-           'write_stored_text', 'table_lock', 'vector_index_params', 'stored_vs_embedded', 'check_vectors', 'in_source',
+           'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'is_local', 'db_location', 'db_exists',
+           'read_stored_text', 'write_stored_text', 'table_lock', 'sidecar_path', 'detect_columns', 'resolve_columns',
+           'detected_line', 'ChunkIndex', 'vector_index_params', 'stored_vs_embedded', 'check_vectors', 'in_source',
            'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index', 'save_index_mapping',
            'search_command']
 
@@ -34,6 +34,44 @@ class Hit:
 
 class IndexSchemaError(UserError):
     "A LanceDB table is missing, or lacks the columns / vector size ragbench needs (the message says which)."
+
+# %% ../nbs/11_index.ipynb #dc171c16
+def is_local(db_dir: Union[str, Path]) -> bool:
+    "Whether a database location is a local folder (not an object-store URI such as s3://bucket/db)."
+    s = str(db_dir)
+    return "://" not in s or s.startswith("file://")
+
+def db_location(db_dir: Union[str, Path]) -> Union[Path, str]:
+    "A local database folder as a Path; an object-store URI (s3://bucket/db) as a string (a Path would mangle its //)."
+    return Path(db_dir) if is_local(db_dir) else str(db_dir).rstrip("/")
+
+def db_exists(db_dir: Union[str, Path]) -> bool:
+    "Whether a database can be read: a local folder that exists, or any object-store URI (its listing says what it holds)."
+    return Path(db_dir).is_dir() if is_local(db_dir) else True
+
+def _object_store(uri: str):
+    "(pyarrow filesystem, path) of an object-store URI; credentials and endpoint come from the environment (AWS_*, ...)."
+    import pyarrow.fs as pafs
+    return pafs.FileSystem.from_uri(uri)
+
+def read_stored_text(loc: Union[Path, str]) -> Optional[str]:
+    "The text of a local file or object-store object, or None when it does not exist."
+    if is_local(loc): return Path(loc).read_text() if Path(loc).exists() else None
+    fs, path = _object_store(str(loc))
+    import pyarrow.fs as pafs
+    if fs.get_file_info(path).type == pafs.FileType.NotFound: return None
+    with fs.open_input_stream(path) as f: return f.read().decode()
+
+def write_stored_text(loc: Union[Path, str], text: str) -> None:
+    "Write a local file atomically, or put an object (an object-store put is atomic)."
+    if is_local(loc): return atomic_write(loc, text)
+    fs, path = _object_store(str(loc))
+    with fs.open_output_stream(path) as f: f.write(text.encode())
+
+def table_lock(db_dir: Union[str, Path], table: str):
+    "The exclusive lock on writing `table` of a local database; a no-op on object storage (ids stay unique by `merge_insert`)."
+    if not is_local(db_dir): return contextlib.nullcontext()
+    return RunLock(db_dir, name=f"{table}.ragbench.lock", label=f"table '{table}' in {db_dir}")
 
 # %% ../nbs/11_index.ipynb #c973d910
 ROLES = ("id", "text", "vector", "doc_id", "meta")
@@ -165,44 +203,6 @@ def _check_embedder(table: str, side: Optional[dict], emb) -> None:
         e = side["embedder"]
         raise IndexSchemaError(f"table '{table}' was built with embedder '{e['name']}' (dim {e['dim']}), not "
                                f"'{emb.name}' (dim {emb.dim}); use the same embedder or another table name")
-
-# %% ../nbs/11_index.ipynb #dc171c16
-def is_local(db_dir: Union[str, Path]) -> bool:
-    "Whether a database location is a local folder (not an object-store URI such as s3://bucket/db)."
-    s = str(db_dir)
-    return "://" not in s or s.startswith("file://")
-
-def db_location(db_dir: Union[str, Path]) -> Union[Path, str]:
-    "A local database folder as a Path; an object-store URI (s3://bucket/db) as a string (a Path would mangle its //)."
-    return Path(db_dir) if is_local(db_dir) else str(db_dir).rstrip("/")
-
-def db_exists(db_dir: Union[str, Path]) -> bool:
-    "Whether a database can be read: a local folder that exists, or any object-store URI (its listing says what it holds)."
-    return Path(db_dir).is_dir() if is_local(db_dir) else True
-
-def _object_store(uri: str):
-    "(pyarrow filesystem, path) of an object-store URI; credentials and endpoint come from the environment (AWS_*, ...)."
-    import pyarrow.fs as pafs
-    return pafs.FileSystem.from_uri(uri)
-
-def read_stored_text(loc: Union[Path, str]) -> Optional[str]:
-    "The text of a local file or object-store object, or None when it does not exist."
-    if is_local(loc): return Path(loc).read_text() if Path(loc).exists() else None
-    fs, path = _object_store(str(loc))
-    import pyarrow.fs as pafs
-    if fs.get_file_info(path).type == pafs.FileType.NotFound: return None
-    with fs.open_input_stream(path) as f: return f.read().decode()
-
-def write_stored_text(loc: Union[Path, str], text: str) -> None:
-    "Write a local file atomically, or put an object (an object-store put is atomic)."
-    if is_local(loc): return atomic_write(loc, text)
-    fs, path = _object_store(str(loc))
-    with fs.open_output_stream(path) as f: f.write(text.encode())
-
-def table_lock(db_dir: Union[str, Path], table: str):
-    "The exclusive lock on writing `table` of a local database; a no-op on object storage (ids stay unique by `merge_insert`)."
-    if not is_local(db_dir): return contextlib.nullcontext()
-    return RunLock(db_dir, name=f"{table}.ragbench.lock", label=f"table '{table}' in {db_dir}")
 
 # %% ../nbs/11_index.ipynb #6511457c
 VECTOR_INDEX_MIN_ROWS = 100_000   # a table this large gets an IVF-PQ vector index when it is built; below it, exact search
