@@ -26,8 +26,8 @@ def browser_files() -> list:
 
 
 def pytest(*args) -> list:
-    "A pytest command line."
-    return [PY, "-m", "pytest", "-q", *args]
+    "A pytest command line (it ends by listing the 15 slowest steps, so a suite near its budget shows where the time went)."
+    return [PY, "-m", "pytest", "-q", "--durations=15", *args]
 
 
 # name: (command, budget in seconds). Measured on the 2-core machine (2026-12-01): notebooks 270 s, main 593 s,
