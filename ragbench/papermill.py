@@ -226,39 +226,64 @@ def _plain(html_text: str) -> str:
     return html.unescape(html_text or "").replace("\u2007", " ").strip()
 
 def tqdm_widget(box: dict, widgets: dict, width: int = 10) -> Optional[dict]:
-    "{text, done} of a tqdm notebook bar (an HBox of label, progress, status): its line as tqdm draws it in a terminal."
+    "{text, done, frac} of a tqdm notebook bar (an HBox of label, progress, status): its line as tqdm draws it in a terminal."
     if box.get("_model_name") != "HBoxModel": return None
     kids = [widgets.get(str(c).removeprefix("IPY_MODEL_"), {}) for c in box.get("children") or []]
     if len(kids) != 3 or kids[1].get("_model_name") not in ("FloatProgressModel", "IntProgressModel"): return None
     left, bar, right = _plain(kids[0].get("value")), kids[1], _plain(kids[2].get("value"))
-    style = bar.get("bar_style") or ""
+    style, frac = bar.get("bar_style") or "", None
     if style == "info" or not left or "/?" in right: text = " ".join(filter(None, (left, right)))   # no total: no bar
     else:
         frac = min(max((bar.get("value") or 0) / (bar.get("max") or 1), 0), 1)
         text = f"{left}|{'█' * int(frac * width):<{width}}| {right}"
-    return {"text": text, "done": style in ("success", "danger")}
+    return {"text": text, "done": style in ("success", "danger"), "frac": frac}
 
 # %% ../nbs/70_papermill.ipynb #c5996039
+def _is_terminal(f) -> bool:
+    "Whether the stream `f` is an interactive terminal."
+    try: return f.isatty()
+    except (AttributeError, ValueError): return False
+
 class ProgressMirror:
-    "Text bars on this process's stderr that follow the kernel's tqdm widgets, one line each."
-    def __init__(self, file=None): self.file, self.bars, self.closed = file, {}, set()
+    "Bars on this process's stderr that follow the kernel's tqdm widgets: live tqdm lines on a terminal, plain lines in a log."
+    def __init__(self, file=None, live: Optional[bool] = None, step: float = 0.1):
+        self.file, self.bars, self.closed, self.printed = file, {}, set(), {}
+        self.live = _is_terminal(file or sys.stderr) if live is None else live
+        self.step = step                         # in a log: a line each time a bar passes another `step` of its total
 
     def update(self, widgets: dict) -> None:
         "Bring every mirrored bar up to the widgets' state (called on each widget message)."
-        from tqdm import tqdm
         for wid, box in widgets.items():
             w = None if wid in self.closed else tqdm_widget(box, widgets)
             if w is None: continue
-            bar = self.bars.get(wid)
-            if bar is None: bar = self.bars[wid] = tqdm(bar_format="{desc}", file=self.file or sys.stderr, leave=True)
-            if bar.desc != w["text"]: bar.set_description_str(w["text"])
-            if w["done"]: bar.close(); self.closed.add(wid)
+            (self._draw if self.live else self._log)(wid, w)
+            if w["done"]: self._close(wid)
+
+    def _draw(self, wid, w: dict) -> None:
+        "A terminal: one tqdm line per kernel bar, redrawn in place."
+        from tqdm import tqdm
+        bar = self.bars.get(wid)
+        if bar is None: bar = self.bars[wid] = tqdm(bar_format="{desc}", file=self.file or sys.stderr, leave=True)
+        if bar.desc != w["text"]: bar.set_description_str(w["text"])
+
+    def _log(self, wid, w: dict) -> None:
+        "A log or a pipe: a whole line when a bar starts, passes another step of its total, and ends; no carriage returns."
+        last = self.printed.get(wid)
+        bucket = None if w["frac"] is None else int(w["frac"] / self.step + 1e-9)
+        if last is not None and not w["done"] and (bucket is None or bucket <= last[1]): return
+        if last is not None and last[0] == w["text"]: return
+        print(w["text"], file=self.file or sys.stderr, flush=True)
+        self.bars.setdefault(wid, None); self.printed[wid] = (w["text"], bucket if bucket is not None else -1)
+
+    def _close(self, wid) -> None:
+        "Close one bar (a live one keeps its last line)."
+        if self.bars.get(wid) is not None: self.bars[wid].close()
+        self.closed.add(wid)
 
     def close(self) -> None:
         "Close the bars still open (the notebook ended or failed)."
-        for wid, bar in self.bars.items():
-            if wid not in self.closed: bar.close()
-        self.closed |= set(self.bars)
+        for wid in list(self.bars):
+            if wid not in self.closed: self._close(wid)
 
 # %% ../nbs/70_papermill.ipynb #c939c22a
 @functools.cache
@@ -299,10 +324,12 @@ def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = Tr
     "Execute notebook `src` into `output` with papermill in the headless kernel environment (plus `env`), kernel progress bars mirrored."
     import papermill as pm
     mirror = ProgressMirror() if progress else None
+    # papermill's own cell bar only on a terminal: in a log its redraws are a line of carriage returns amid the mirror's lines
+    cell_bar = progress and mirror.live
     try:
         with kernel_env(**(env or {})):
             pm.execute_notebook(str(src), str(output), parameters=params, kernel_name=_kernel_name(src), language="python",
-                                cwd=cwd, progress_bar=progress, log_output=log_output, engine_name=mirror_engine(),
+                                cwd=cwd, progress_bar=cell_bar, log_output=log_output, engine_name=mirror_engine(),
                                 mirror=mirror, config=kernel_config())
     finally:
         if mirror is not None: mirror.close()

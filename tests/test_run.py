@@ -219,6 +219,10 @@ def test_pipeline_shows_the_kernels_item_progress(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "scoring: 100%" in proc.stderr and "6/6" in proc.stderr, proc.stderr[-3000:]
     assert proc.stderr.index("[1/1] items: running") < proc.stderr.index("scoring: 100%") < proc.stderr.index("[1/1] items: done")
+    # issue 25: stderr here is a pipe, as in a log or CI: whole lines, no carriage returns or cursor moves (they were garbled)
+    assert "\r" not in proc.stderr and "\x1b[" not in proc.stderr, repr(proc.stderr[-1500:])
+    scoring = [l for l in proc.stderr.splitlines() if l.startswith("scoring")]
+    assert scoring[-1].startswith("scoring: 100%") and len(scoring) == len(set(scoring)) <= 12, scoring
     quiet = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(cfg), "--out", str(tmp_path / "q"),
                             "--no-progress"], env=ENV, capture_output=True, text=True, timeout=240)
     assert quiet.returncode == 0 and "scoring" not in quiet.stderr
