@@ -4,7 +4,7 @@
 
 # %% ../../nbs/18_scale.gen.ipynb #a863a1fd
 from __future__ import annotations
-import asyncio, io, math, pickle, queue, threading, time, weakref
+import asyncio, io, math, os, pickle, queue, threading, time, weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +17,9 @@ from ..llm import Backend, BudgetExceeded, CallMeter, RateLimiter, ResponseCache
 from .cluster import cluster_cpus, connect
 
 # %% auto #0
-__all__ = ['plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute', 'index_location',
-           'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events', 'first_unwanted',
-           'amap_on_ray', 'map_on_ray']
+__all__ = ['plan_shards', 'shard_size', 'process_alive', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute',
+           'index_location', 'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events',
+           'first_unwanted', 'amap_on_ray', 'map_on_ray']
 
 # %% ../../nbs/18_scale.gen.ipynb #d22f91d1
 def plan_shards(tasks: Sequence[Task], workers: int, size: int) -> list[list[Task]]:
@@ -37,10 +37,19 @@ def shard_size(n_tasks: int, workers: int, in_flight: int) -> int:
     return max(1, min(4 * in_flight, math.ceil(n_tasks / max(1, workers))))
 
 # %% ../../nbs/18_scale.gen.ipynb #7a9c282b
+def process_alive(pid: Optional[int]) -> bool:
+    "Whether process `pid` of this host still runs (True for None: nothing to watch)."
+    if pid is None: return True
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True          # it runs, as another user
+    return True
+
 class RunCoordinator:
     "The cluster-wide state of one run (a Ray actor): call meters with their budgets, rate limiters, the cut-off."
-    def __init__(self):
+    def __init__(self, driver_pid: Optional[int] = None):
         self.meters, self.limiters, self.events, self.cutoff = {}, {}, [], None
+        self.driver_pid = driver_pid             # the actor runs on the driver's node, so it can see whether the driver lives
 
     def add_meter(self, key: int, journal: Optional[str], max_calls: Optional[int], max_usd: Optional[float]) -> None:
         "A meter replaying (and then appending to) `journal`, with the run's budget."
@@ -51,7 +60,9 @@ class RunCoordinator:
         if key not in self.limiters: self.limiters[key] = RateLimiter(rpm, tpm)
 
     def count(self, key: int, event: str, stage: str, *args) -> Optional[str]:
-        "Apply one CallMeter event; for `before_send` return why the budget is spent instead of booking it (None: go)."
+        "Apply one CallMeter event; for `before_send` return why the budget is spent, or that the driver is gone, instead of booking it (None: go)."
+        if event == "before_send" and not process_alive(self.driver_pid):
+            return f"the run's driver (process {self.driver_pid}) has exited: no more requests are sent"
         try: getattr(self.meters[key], event)(stage, *args)
         except BudgetExceeded as e: return str(e.args[0]) if e.args else "budget spent"
         self.events.append((key, event, stage, args))
@@ -288,11 +299,11 @@ class RayExecutor:
 # %% ../../nbs/18_scale.gen.ipynb #dddbe817
 @patch
 def _make_coordinator(self: RayExecutor, ray):
-    "This executor's coordinator actor, on the driver's node."
+    "This executor's coordinator actor, on the driver's node (it refuses to book requests once this process is gone)."
     if self.coord is None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-        self.coord = ray.remote(RunCoordinator).options(num_cpus=0, max_concurrency=1, scheduling_strategy=here).remote()
+        self.coord = ray.remote(RunCoordinator).options(num_cpus=0, max_concurrency=1, scheduling_strategy=here).remote(os.getpid())
     return self.coord
 
 def _register(ray, coord, shipped: Shipment) -> None:

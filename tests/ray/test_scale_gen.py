@@ -98,14 +98,39 @@ def test_kill_the_driver_and_resume(cluster, tmp_path):
         journal, deadline = tmp_path / "ray" / "tasks.jsonl", time.time() + 120
         while time.time() < deadline and (not journal.exists() or len(journal.read_text().splitlines()) < 8): time.sleep(0.2)
         p.send_signal(signal.SIGKILL); p.wait()
+        at_kill = srv.stats()["requests"]
         done_before = len(journal.read_text().splitlines())
         assert 8 <= done_before < 40
         time.sleep(1.0)
+        assert srv.stats()["requests"] - at_kill <= 8                            # at most what was in flight (2 workers x 4)
         subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "db"), spec, str(tmp_path / "ray")], env=env, check=True, timeout=300)
         seen = srv.stats()["requests"]
     ids = _ids(tmp_path / "ray")
     assert ids == _ids(tmp_path / "one") and len(ids) == len(set(ids)) == 40
     assert seen <= _sends(tmp_path / "ray")                                      # every request was booked before it was sent
+
+
+def test_workers_of_a_killed_local_driver_stop_sending(tmp_path):
+    "issue 24: kill -9 of `ragbench triad --ray local` (the driver started the cluster): its workers send nothing more (before: seconds more)."
+    from ragbench.corpus import sample_corpus_path
+    with FakeLLMServer(latency=0.2) as srv:
+        spec = f"openai:{srv.url}/v1@fake"
+        env = {k: v for k, v in os.environ.items() if k != "RAGBENCH_RAY_ADDRESS"} | {"PYTHONPATH": str(ROOT)}
+        cli = str(Path(sys.executable).parent / "ragbench")
+        subprocess.run([cli, "index", str(sample_corpus_path()), "--db", str(tmp_path / "db"), "--embedder", "hash", "--quiet"], env=env, check=True)
+        p = subprocess.Popen([cli, "triad", "--db", str(tmp_path / "db"), "--out", str(tmp_path / "run"), "--n", "30", "--llm", spec,
+                              "--ray", "local", "--concurrency", "8"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+        deadline = time.time() + 180
+        while time.time() < deadline and srv.stats()["requests"] < 30 and p.poll() is None: time.sleep(0.1)
+        assert p.poll() is None, "the run ended before the kill"
+        os.kill(p.pid, signal.SIGKILL); p.wait()
+        at_kill = srv.stats()["requests"]
+        time.sleep(4.0)
+        late = srv.stats()["requests"] - at_kill
+    try: os.killpg(p.pid, signal.SIGKILL)             # the Ray processes the driver started (they outlive it a while)
+    except ProcessLookupError: pass
+    print(f"\nrequests after the local driver's kill: {late}")
+    assert late <= 16, f"{late} requests reached the server after the driver was killed (at most 2 workers x 8 were in flight)"
 
 
 def _cli(*args):
