@@ -15,7 +15,7 @@ __all__ = ['short_hash', 'make_chunk_id', 'content_chunk_id', 'utc_now', 'Record
            'is_stand_in', 'QAItem', 'as_draft', 'item_id', 'UserError', 'RecordError', 'validation_problems',
            'Registry', 'parse_record', 'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset',
            'item_digest', 'dataset_version', 'dataset_diff', 'package_dir', 'package_versions', 'corpus_fingerprint',
-           'RunDir', 'RunLock', 'arun']
+           'RunDir', 'RunLock', 'process_alive', 'arun']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -519,6 +519,15 @@ class RunLock:
 
     def __enter__(self): return self.acquire()
     def __exit__(self, *exc): self.release()
+
+# %% ../nbs/00_core.ipynb #be1ac04b
+def process_alive(pid: Optional[int]) -> bool:
+    "Whether process `pid` of this host still runs (True for None: nothing to watch; a process of another user counts)."
+    if pid is None: return True
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    return True
 
 # %% ../nbs/00_core.ipynb #eaac0f87
 def arun(coro):

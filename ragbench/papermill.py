@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib, functools, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
-from .core import RunDir, UserError, utc_now, package_versions
+from .core import RunDir, UserError, utc_now, package_versions, process_alive
 from .jupyter import kernel_config
 
 # %% auto #0
@@ -148,9 +148,7 @@ def _alive(rec: dict) -> bool:
     "Whether the process recorded as running a step still runs (same host only; a pid reused by another process is not it)."
     pid = rec.get("pid")
     if not pid or rec.get("host") != socket.gethostname() or pid == os.getpid(): return False
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: pass
+    if not process_alive(pid): return False
     if rec.get("pid_start") is not None and process_start(pid) is not None:
         return process_start(pid) == rec["pid_start"]
     cmd = _cmdline(pid)                       # a record without a start time (older runs): is it a ragbench process at all?
@@ -247,7 +245,7 @@ def _is_terminal(f) -> bool:
 class ProgressMirror:
     "Bars on this process's stderr that follow the kernel's tqdm widgets: live tqdm lines on a terminal, plain lines in a log."
     def __init__(self, file=None, live: Optional[bool] = None, step: float = 0.1):
-        self.file, self.bars, self.closed, self.printed = file, {}, set(), {}
+        self.file, self.bars, self.closed, self.printed = file, {}, set(), {}   # printed: a logged bar's last (text, tenth)
         self.live = _is_terminal(file or sys.stderr) if live is None else live
         self.step = step                         # in a log: a line each time a bar passes another `step` of its total
 
@@ -268,21 +266,20 @@ class ProgressMirror:
 
     def _log(self, wid, w: dict) -> None:
         "A log or a pipe: a whole line when a bar starts, passes another step of its total, and ends; no carriage returns."
+        step = -1 if w["frac"] is None else int(w["frac"] / self.step + 1e-9)
         last = self.printed.get(wid)
-        bucket = None if w["frac"] is None else int(w["frac"] / self.step + 1e-9)
-        if last is not None and not w["done"] and (bucket is None or bucket <= last[1]): return
-        if last is not None and last[0] == w["text"]: return
+        if last is not None and (last[0] == w["text"] or not w["done"] and step <= last[1]): return
         print(w["text"], file=self.file or sys.stderr, flush=True)
-        self.bars.setdefault(wid, None); self.printed[wid] = (w["text"], bucket if bucket is not None else -1)
+        self.printed[wid] = (w["text"], step)
 
     def _close(self, wid) -> None:
         "Close one bar (a live one keeps its last line)."
-        if self.bars.get(wid) is not None: self.bars[wid].close()
+        if wid in self.bars: self.bars[wid].close()
         self.closed.add(wid)
 
     def close(self) -> None:
         "Close the bars still open (the notebook ended or failed)."
-        for wid in list(self.bars):
+        for wid in set(self.bars) | set(self.printed):
             if wid not in self.closed: self._close(wid)
 
 # %% ../nbs/70_papermill.ipynb #c939c22a

@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional, Sequence
 from fastcore.basics import patch
-from ..core import UserError
+from ..core import UserError, process_alive
 from ..gen.base import LocalExecutor, Task, TaskResult
 from ..index import ChunkIndex
 from ..llm import Backend, BudgetExceeded, CallMeter, RateLimiter, ResponseCache, Slots
 from .cluster import cluster_cpus, connect
 
 # %% auto #0
-__all__ = ['plan_shards', 'shard_size', 'process_alive', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute',
-           'index_location', 'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events',
-           'first_unwanted', 'amap_on_ray', 'map_on_ray']
+__all__ = ['plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute', 'index_location',
+           'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events', 'first_unwanted',
+           'amap_on_ray', 'map_on_ray']
 
 # %% ../../nbs/18_scale.gen.ipynb #d22f91d1
 def plan_shards(tasks: Sequence[Task], workers: int, size: int) -> list[list[Task]]:
@@ -37,14 +37,6 @@ def shard_size(n_tasks: int, workers: int, in_flight: int) -> int:
     return max(1, min(4 * in_flight, math.ceil(n_tasks / max(1, workers))))
 
 # %% ../../nbs/18_scale.gen.ipynb #7a9c282b
-def process_alive(pid: Optional[int]) -> bool:
-    "Whether process `pid` of this host still runs (True for None: nothing to watch)."
-    if pid is None: return True
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: return True          # it runs, as another user
-    return True
-
 class RunCoordinator:
     "The cluster-wide state of one run (a Ray actor): call meters with their budgets, rate limiters, the cut-off."
     def __init__(self, driver_pid: Optional[int] = None):
