@@ -395,6 +395,19 @@ def test_garbage_everywhere_is_rejection_not_crash(index, tmp_path):
     assert summary["stop_reason"].startswith("the model's replies never parse"), summary["stop_reason"]
 
 
+def test_one_question_written_for_several_seeds_is_in_the_dataset_once(index, tmp_path):
+    "issue 25: a model that writes the same question for every seed gives one dataset item; the repeats go to duplicates.jsonl and do not count."
+    same = lambda req: {"question": "Which of the two was written first?", "answer": "the first"}
+    cfg = TriadConfig(types=["comparison"], n=3, max_seeds=6, binary_share=0.0, unanswerable=False)
+    summary = run_triad(index, fake(Script(generate=[same])), cfg, tmp_path / "run", progress=False).summary
+    ds = [QAItem.model_validate_json(l) for l in open(tmp_path / "run" / "dataset.jsonl")]
+    assert [i.question for i in ds] == ["Which of the two was written first?"]          # before: three identical items
+    dups = [QAItem.model_validate_json(l) for l in open(tmp_path / "run" / "duplicates.jsonl")]
+    assert summary["accepted"] == 1 and summary["duplicates"] == len(dups) >= 2
+    assert summary["stop_reason"] != "target reached"                                  # one distinct question is not three
+    seeds = [json.loads(l) for l in open(tmp_path / "run" / "seeds.jsonl")]
+    assert sum(r["outcome"] == "duplicate" for r in seeds) == len(dups)
+
 # ---------------------------------------------------------------------------------------------- the run: fake server
 
 @contextlib.contextmanager
@@ -460,10 +473,10 @@ def test_summary_counts_every_request_and_keeps_plan_order(git_index, tmp_path):
     assert ids[0] == ids[1]                                                     # same seed, same items, in plan order
     seeds = [json.loads(l) for l in open(runs[0] / "seeds.jsonl")]
     accepted = [r["position"] for r in seeds if r["outcome"] == "accepted"]
-    assert len(accepted) == 8 and all(r["outcome"] in ("overflow", "rejected", "no_bridge") for r in seeds if r["position"] > max(accepted))
+    assert len(accepted) == 8 and all(r["outcome"] in ("overflow", "duplicate", "rejected", "no_bridge") for r in seeds if r["position"] > max(accepted))
     s = json.loads((runs[0] / "summary.json").read_text())
     finished_q = s["by_type"]; acc = sum(v["accepted"] for v in finished_q.values())
-    assert acc == 8 + s["seeds_by_outcome"].get("overflow", 0)                  # acceptance counts every finished seed
+    assert acc == 8 + s["seeds_by_outcome"].get("overflow", 0) + s["seeds_by_outcome"].get("duplicate", 0)  # acceptance counts every finished seed
 
 
 def test_real_calls_per_accepted_question_at_most_8(git_index, tmp_path):

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, Field
 from ..llm import arun
+from ..text import words
 from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, atomic_write, corpus_fingerprint, item_id,
                            read_jsonl, short_hash, utc_now)
 
 # %% auto #0
-__all__ = ['Task', 'TaskResult', 'TaskJournal', 'result_group', 'capped_counts', 'frontier', 'Selection', 'select_first_n',
-           'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume',
-           'index_fingerprint', 'run_summary', 'drafts_of_stand_in', 'restore_spent', 'arun_generation',
+__all__ = ['Task', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'capped_counts', 'frontier', 'counted_total',
+           'Selection', 'select_first_n', 'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run',
+           'check_resume', 'index_fingerprint', 'run_summary', 'drafts_of_stand_in', 'restore_spent', 'arun_generation',
            'run_generation', 'QuestionReply', 'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
@@ -78,39 +79,55 @@ def result_group(r: TaskResult) -> Optional[str]:
     "The question type of the items a task counts towards a target (None when it counts none)."
     return next((i.kind for i in r.items if i.answerable and i.status in ("accepted", "draft")), None)
 
+def question_key(question: str) -> str:
+    "A question as compared for repeats: its lower-case words, punctuation and spacing ignored."
+    return " ".join(words(question))
+
+def _counts(i: QAItem) -> bool: return i.answerable and i.status in ("accepted", "draft")
+
 def capped_counts(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None):
-    "In plan order: each result, whether it fits (its group's quota not yet met) and the capped total so far."
-    got, total = {}, 0
+    "In plan order: each result, whether it fits (its group's quota not yet met), the capped total so far, and its items that repeat an earlier task's question."
+    got, total, asked = {}, 0, set()
     for r in sorted(results, key=lambda r: r.position):
+        repeats = [i for i in r.items if question_key(i.question) in asked]
+        n = r.counted - sum(map(_counts, repeats))
         g = result_group(r)
         fits = quotas is None or g is None or got.get(g, 0) < quotas.get(g, 0)
-        if fits and r.counted:
-            got[g] = got.get(g, 0) + r.counted
-            total += r.counted if quotas is None else min(r.counted, quotas.get(g, 0) - got[g] + r.counted)
-        yield r, fits, total
+        if fits and n:
+            got[g] = got.get(g, 0) + n
+            total += n if quotas is None else min(n, quotas.get(g, 0) - got[g] + n)
+        if fits: asked.update(question_key(i.question) for i in r.items)
+        yield r, fits, total, repeats
 
 def frontier(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> Optional[int]:
     "Position of the task that brings the accepted count to `n` (with `quotas`: every type to its quota), in plan order (None: not reached)."
     if n is None: return None
-    for r, _, total in capped_counts(results, quotas):
+    for r, _, total, _ in capped_counts(results, quotas):
         if total >= n: return r.position
     return None
 
+def counted_total(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None) -> int:
+    "Items counted towards the target so far (quotas capped, repeated questions not counted)."
+    return next(reversed([t for _, _, t, _ in capped_counts(results, quotas)]), 0)
 
 # %% ../../nbs/17_gen.base.ipynb #0628edd0
 class Selection(BaseModel):
-    "The run's views: dataset items, rejected items, and accepted items beyond the target (overflow)."
+    "The run's views: dataset items, rejected items, accepted items beyond the target (overflow), and repeats of a question already asked."
     dataset: list[QAItem] = Field(default_factory=list)
     rejected: list[QAItem] = Field(default_factory=list)
     overflow: list[QAItem] = Field(default_factory=list)
+    duplicates: list[QAItem] = Field(default_factory=list)
 
 def select_first_n(results: Sequence[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> Selection:
-    "Items of the first tasks by position until `n` are accepted (with `quotas`: per type); later accepted items go to overflow."
+    "Items of the first tasks by position until `n` are accepted (with `quotas`: per type); later accepted items go to overflow, repeated questions to duplicates."
     sel, before = Selection(), 0
-    for r, fits, total in capped_counts(results, quotas):
+    for r, fits, total, repeats in capped_counts(results, quotas):
         sel.rejected += r.rejected
-        if (n is None or before < n) and fits: sel.dataset += r.items
-        else: sel.overflow += r.items
+        again = {i.id for i in repeats}
+        sel.duplicates += repeats
+        items = [i for i in r.items if i.id not in again]
+        if (n is None or before < n) and fits: sel.dataset += items
+        else: sel.overflow += items
         before = total
     return sel
 
@@ -242,10 +259,11 @@ from ..llm import BudgetExceeded, CallMeter, task_usage
 
 # %% ../../nbs/17_gen.base.ipynb #cf416cb7
 def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Selection:
-    "Rewrite dataset / rejected / overflow and the method's views from the committed results."
+    "Rewrite dataset / rejected / overflow / duplicates and the method's views from the committed results."
     ordered = sorted(results.values(), key=lambda r: r.position)
     sel = method.select(ordered)
-    for name, items in (("dataset.jsonl", sel.dataset), ("rejected.jsonl", sel.rejected), ("overflow.jsonl", sel.overflow)):
+    for name, items in (("dataset.jsonl", sel.dataset), ("rejected.jsonl", sel.rejected), ("overflow.jsonl", sel.overflow),
+                        ("duplicates.jsonl", sel.duplicates)):
         atomic_write(run / name, "".join(i.to_json() + "\n" for i in items))
     for name, data in method.views(ordered, sel).items():
         if isinstance(data, list):
@@ -275,7 +293,7 @@ def run_summary(method: GenerationMethod, results: dict, sel: Selection, meter, 
     tot = meter.totals()
     drafts = sum(i.answerable and i.status == "draft" for i in sel.dataset)
     return {"kind": method.name, "target": method.target, "stop_reason": stop, "accepted": accepted, "drafts": drafts,
-            "overflow": sum(i.answerable for i in sel.overflow),
+            "overflow": sum(i.answerable for i in sel.overflow), "duplicates": sum(i.answerable for i in sel.duplicates),
             "tasks": {"finished": sum(r.outcome != "error" for r in rs), "errors": outcomes.get("error", 0),
                       "by_outcome": dict(outcomes)},
             "acceptance_rate": _rate(outcomes.get("accepted", 0), outcomes.get("accepted", 0) + outcomes.get("rejected", 0)),
@@ -339,7 +357,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
             r = r.model_copy(update={"run": stamp})
             journal.commit(r); results[r.task_id] = r; new += 1
             front[0] = frontier(results.values(), method.target, method.quotas)
-            bar.update(r)
+            bar.update(results)
             if time.monotonic() - last_views[0] > view_every: _write_views(run, method, results); last_views[0] = time.monotonic()
         wanted = lambda t: front[0] is None or t.position <= front[0]
         try:
@@ -369,16 +387,16 @@ class _Bar:
     "A tqdm bar of accepted items (or finished tasks when the method has no target), notebook-aware."
     def __init__(self, method, results, enabled):
         from tqdm.auto import tqdm
-        self.target = method.target
-        done = sum(r.counted for r in results.values()) if self.target else len(results)
-        self.bar = tqdm(total=self.target, initial=min(done, self.target or done), unit="q" if self.target else "task",
+        self.target, self.quotas = method.target, method.quotas
+        done = self._done(results)
+        self.bar = tqdm(total=self.target, initial=done, unit="q" if self.target else "task",
                         desc=f"{method.name}: {'accepted' if self.target else 'tasks'}", disable=not enabled, file=sys.stderr)
-        self.done = done
-    def update(self, r: TaskResult) -> None:
-        step = r.counted if self.target else 1
-        if self.target: step = max(0, min(self.done + step, self.target) - min(self.done, self.target))
-        self.done += r.counted if self.target else 1
-        if step: self.bar.update(step)
+    def _done(self, results: dict) -> int:
+        "Accepted items counted towards the target (capped at it), or finished tasks without one."
+        return min(counted_total(results.values(), self.quotas), self.target) if self.target else len(results)
+    def update(self, results: dict) -> None:
+        step = self._done(results) - self.bar.n
+        if step > 0: self.bar.update(step)
     def close(self) -> None: self.bar.close()
 
 def _progress_bar(method, results, enabled: bool) -> _Bar:

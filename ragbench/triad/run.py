@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
 from ..core import QAItem, RunDir, UserError, as_draft, validation_problems
 from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Task, TaskResult, arun_generation,
-                               check_resume, index_fingerprint, run_generation)
+                               check_resume, index_fingerprint, question_key, result_group, run_generation)
 from ..llm import LLMError, LLMParseError, price_for, redact_spec
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
@@ -112,8 +112,10 @@ class SeedPacer:
 
     def ready(self, pos: int) -> bool:
         "Whether the seed at `pos` may start: something is still needed ahead of it and the running seeds may not bring it."
+        ahead = sum(q < pos for q in self.running)
+        if not ahead: return True          # nothing runs ahead: the base's frontier decides, so no estimate can stall a run
         need = self.target - sum(v for q, v in self.done.items() if q < pos)
-        return need > 0 and sum(q < pos for q in self.running) * self.rate() < need * self.pace
+        return need > 0 and ahead * self.rate() < need * self.pace
 
 # %% ../../nbs/25_triad.run.ipynb #919d235c
 async def _enter(self: SeedPacer, pos: int) -> None:
@@ -145,6 +147,7 @@ class TriadMethod(GenerationMethod):
         self._failed = self._finished = 0
         self._unparseable, self._parsed = 0, 0                      # seeds whose every reply failed to parse / parsed once
         self.pacer = SeedPacer(cfg.n)
+        self._asked, self._got = set(), {}                          # questions and items per type the pacer has counted
 
     def config(self) -> dict:
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
@@ -154,13 +157,24 @@ class TriadMethod(GenerationMethod):
     def models(self) -> dict: return {r: model_label(l) for r, l in self.roles.items()}
     def llms(self) -> list: return list({id(l): l for l in self.roles.values()}.values())
 
+    def contribution(self, r: TaskResult) -> int:
+        "What a finished seed adds towards the target as far as known now: questions not seen before, within its type's quota."
+        qs = {question_key(i.question) for i in r.items if i.answerable and i.status in ("accepted", "draft")} - self._asked
+        self._asked |= qs
+        if not self.quotas: return len(qs)
+        g = result_group(r)
+        n = max(0, min(len(qs), self.quotas.get(g, 0) - self._got.get(g, 0)))
+        self._got[g] = self._got.get(g, 0) + n
+        return n
+
 # %% ../../nbs/25_triad.run.ipynb #e5e726fb
 def _plan(self: TriadMethod, index, results: Sequence[TaskResult]) -> list[Task]:
     "The seed plan as tasks (computed once per run)."
     if self._plan is None:
         plans = plan_seeds(pick_seeds(index, self.cfg), self.cfg)
         self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump()) for p in plans]
-        self.pacer.done.update({r.position: r.counted for r in results if r.outcome != "error"})
+        for r in sorted(results, key=lambda r: r.position):
+            if r.outcome != "error": self.pacer.done[r.position] = self.contribution(r)
     return self._plan
 
 # %% ../../nbs/25_triad.run.ipynb #2075e818
@@ -171,7 +185,7 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     try:
         rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg)
         r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop, record=rec)
-        accepted = r.counted
+        accepted = self.contribution(r)
     except LLMError as e:
         self._failed += 1
         if isinstance(e, LLMParseError): self._never_parses(str(e))
@@ -204,8 +218,8 @@ TriadMethod.plan, TriadMethod.run_task = _plan, _run_task
 
 # %% ../../nbs/25_triad.run.ipynb #27733a0e
 def seed_records(results: Sequence[TaskResult], sel: Selection, plans: dict) -> list[dict]:
-    "One record per finished seed in plan order (accepted items beyond the target: outcome 'overflow')."
-    spilled = {i.id for i in sel.overflow}
+    "One record per finished seed in plan order (accepted items beyond the target: outcome 'overflow'; a repeated question: 'duplicate')."
+    spilled, repeated = {i.id for i in sel.overflow}, {i.id for i in sel.duplicates}
     out = []
     for r in sorted(results, key=lambda r: r.position):
         p = plans.get(r.task_id)
@@ -213,6 +227,7 @@ def seed_records(results: Sequence[TaskResult], sel: Selection, plans: dict) -> 
         rec = {**base, **r.record, "outcome": r.outcome, "usage": r.usage, "at": r.at}
         if r.outcome == "error": rec["error"] = r.error
         if r.outcome in ("accepted", "draft") and rec.get("item_id") in spilled: rec["outcome"] = "overflow"
+        if r.outcome in ("accepted", "draft") and rec.get("item_id") in repeated: rec["outcome"] = "duplicate"
         out.append(rec)
     return out
 
@@ -291,7 +306,7 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
         "binary": dict(Counter(str(i.binary) for i in acc)), "temporal": dict(Counter(str(i.temporal) for i in acc)),
         "difficulty": dict(Counter(i.difficulty for i in acc)),
         "first_error": min(errors, key=lambda r: r.position).error if errors else None,
-        "files": {k: k for k in ("dataset.jsonl", "rejected.jsonl", "overflow.jsonl", "seeds.jsonl", "summary.json", "manifest.json")}}
+        "files": {k: k for k in ("dataset.jsonl", "rejected.jsonl", "overflow.jsonl", "duplicates.jsonl", "seeds.jsonl", "summary.json", "manifest.json")}}
 
 # %% ../../nbs/25_triad.run.ipynb #bc78903e
 def _summarize(self: TriadMethod, results, sel) -> dict:
@@ -446,6 +461,8 @@ def _print_summary(s: dict, out: Path) -> None:
               f"{s['rejected']} rejected; {s['seeds_tried']} seeds tried, {s['attempts']} attempts")
     print(f"acceptance: {s['acceptance_rate']} per question, {s['acceptance_rate_per_attempt']} per attempt; "
           f"failed checks: {s['failed_checks'] or '-'}")
+    if s.get("duplicates"):
+        print(f"{s['duplicates']} question(s) repeated one already written for another seed: not counted (duplicates.jsonl)")
     print("by type: " + ", ".join(f"{k} {v['accepted']}/{v['accepted'] + v['rejected']}" for k, v in s["by_type"].items()))
     print(f"LLM: {llm['calls']} calls ({llm['cached']} cached), {tokens} tokens, "
           f"cost {llm['cost_usd'] if llm['cost_usd'] is not None else 'unknown'} USD; "

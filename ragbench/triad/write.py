@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from ..core import Attempt, Chunk, QAItem, item_id
 from ..llm import arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, rendered_from, set_stand_in
-from ..text import opening_words
+from ..text import mentions, opening_words
 from .bridge import BridgeConfig
 from .config import SeedPlan, TriadConfig
 
@@ -139,12 +139,15 @@ def _rendered_name(text) -> str:
     return (rendered_from(text) or ("",))[0] if isinstance(text, str) else ""
 
 def _template_question(ctx) -> str:
-    "A question over the chunk titles; reworded for a revision; a composition question never names the hidden entity."
+    "A question over the chunk titles; reworded for a revision; a composition question names a passage's subject, never the hidden entity."
     ts = [t or opening_words(x, 3) for _, t, x in ctx.chunks] or ["A", "B"]
     if len(set(ts)) < len(ts): ts = [f"{t} ({opening_words(x, 4)})" for (_, _, x), t in zip(ctx.chunks, ts)]  # same document twice
     binary = _rendered_name(ctx.inputs.get("binary_rules")) == "triad.binary"
     if _rendered_name(ctx.inputs.get("type_rules")) == "triad.type.composition":
-        return "Does the earlier work share its central figure with a later one?" if binary else "Which earlier work shares its central figure with a later one?"
+        bridge = ctx.inputs.get("bridge_topic") or ""
+        named = next((t for t in ts if not (bridge and mentions(t, bridge))), None)   # a passage's subject, never the bridge
+        if named is None: return "Does the earlier work share its central figure with a later one?" if binary else "Which earlier work shares its central figure with a later one?"
+        return f"Does {named} share its central figure with an earlier work?" if binary else f"Which earlier work shares its central figure with {named}?"
     if ctx.inputs.get("revision"):
         return f"Was {ts[-1]} recorded after {ts[0]}?" if binary else f"Which is the earlier of {ts[0]} and {ts[-1]}?"
     return f"Was {ts[0]} recorded before {ts[-1]}?" if binary else f"Which came first, {ts[0]} or {ts[-1]}?"
