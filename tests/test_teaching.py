@@ -41,7 +41,7 @@ def test_the_figures_notebook_shows_every_figure():
     assert len(pngs) >= 9, f"{len(pngs)} saved figures in nbs/50_report.figures.ipynb"
 
 
-@pytest.mark.parametrize("name,shows", [("25_triad.run.ipynb", "'question':"), ("17_gen.base.ipynb", "'stop_reason':"),
+@pytest.mark.parametrize("name,shows", [("25_triad.run.ipynb", "'question':"), ("30_dora.run.ipynb", "'question':"), ("17_gen.base.ipynb", "'stop_reason':"),
                                          ("tutorials/tour.ipynb", "?")])
 def test_stage_notebooks_show_an_example(name, shows):
     assert any(shows in shown_text(o) for o in outputs(name)), f"nbs/{name} shows no example ({shows!r})"
