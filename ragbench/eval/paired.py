@@ -17,8 +17,8 @@ from ..stats import HEADLINE_METRICS, order_metrics, resample_weights, split_met
 __all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'paired_bootstrap_ci', 'sign_flip_p', 'mcnemar_p', 'holm', 'sd_floor', 'mde',
            'n_needed', 'power_at', 'worst_case_sd', 'simulate_pairs', 'higher_is_better', 'metric_values',
            'item_groups', 'available_metrics', 'paired_row', 'paired_rows', 'paired_comparison', 'decision_sentence',
-           'parse_margins', 'gate_margins', 'gate_failures', 'plan_questions', 'print_paired', 'compare_command',
-           'plan_command']
+           'parse_margins', 'gate_margins', 'gate_failures', 'plan_questions', 'print_paired', 'gated_metrics',
+           'report_gate', 'compare_command', 'plan_command']
 
 # %% ../../nbs/41_eval.paired.ipynb #c999fd9d
 def _z(q: float) -> float:
@@ -312,6 +312,19 @@ def print_paired(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 1
     log(decision_sentence(rows))
 
 # %% ../../nbs/41_eval.paired.ipynb #51b365bf
+def gated_metrics(eval_dir, metrics: Optional[str], margins: dict) -> Optional[list[str]]:
+    "The metrics to pair: those named (comma-separated), else the headline ones when a gate is set, plus every gated one (None: the default)."
+    chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()]
+    if not chosen and margins: chosen = [m for m in HEADLINE_METRICS if m in available_metrics(read_scores(eval_dir))]
+    return (chosen + [m for m in margins if chosen and m not in chosen]) or None
+
+def report_gate(rows: list[dict], margins: dict, baseline: Optional[str]) -> int:
+    "Say which setups fail the --fail-if-worse gate (stderr) or that it passed; the exit status (1: failed)."
+    failed = gate_failures(rows, margins)
+    for r in failed: print(f"ragbench compare: gate failed: {r['setup']} is worse than {r['baseline']} on {r['metric']} ({r['why']})", file=sys.stderr)
+    if margins and not failed: print(f"gate passed: no setup worse than {baseline or 'its pair'} by more than the margin on {', '.join(margins)}")
+    return 1 if failed else 0
+
 def compare_command(
     dir_a: Annotated[str, {"metavar": "EVAL_DIR"}],  # evaluation folder (with --baseline: the one whose setups are paired; else folder A)
     dir_b: Annotated[Optional[str], {"metavar": "EVAL_DIR_B"}] = None,  # evaluation folder B, for the ranking agreement of two evaluations
@@ -337,17 +350,11 @@ def compare_command(
         return ranking_command(dir_a, dir_b, metric=metric or "recall@5", n_boot=n_boot, seed=seed, json_file=json_file)
     if dir_b is not None: raise UserError("--baseline pairs the setups of one evaluation folder: give one EVAL_DIR")
     margins = gate_margins(fail_if_worse, setups)
-    chosen = [m.strip() for m in (metrics or metric or "").split(",") if m.strip()]
-    if not chosen and margins: chosen = [m for m in HEADLINE_METRICS if m in available_metrics(read_scores(dir_a))]
-    chosen += [m for m in margins if chosen and m not in chosen]
-    rows = paired_comparison(dir_a, baseline, metrics=chosen or None, by=[b.strip() for b in (by or "").split(",") if b.strip()],
+    rows = paired_comparison(dir_a, baseline, metrics=gated_metrics(dir_a, metrics or metric, margins), by=[b.strip() for b in (by or "").split(",") if b.strip()],
                              all_pairs=all_pairs, n_boot=n_boot, alpha=alpha, power=power, seed=seed).to_dict("records")
     print_paired(rows, alpha)
     if json_file: atomic_write(json_file, json.dumps(rows, indent=2, default=float))
-    failed = gate_failures(rows, margins)
-    for r in failed: print(f"ragbench compare: gate failed: {r['setup']} is worse than {r['baseline']} on {r['metric']} ({r['why']})", file=sys.stderr)
-    if margins and not failed: print(f"gate passed: no setup worse than {baseline or 'its pair'} by more than the margin on {', '.join(margins)}")
-    return 1 if failed else 0
+    return report_gate(rows, margins, baseline)
 
 # %% ../../nbs/41_eval.paired.ipynb #32ceb539
 def plan_command(

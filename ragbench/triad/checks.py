@@ -19,7 +19,7 @@ from .config import in_thread
 # %% auto #0
 __all__ = ['CHECKS', 'Uniqueness', 'Completeness', 'ClosedBook', 'SameAnswer', 'CheckConfig', 'check_uniqueness',
            'check_completeness', 'check_closed_book', 'acorpus_checks', 'corpus_checks', 'checks_card', 'acheck_run',
-           'check_run', 'check_command']
+           'check_run', 'check_config', 'check_command']
 
 # %% ../../nbs/28_triad.checks.ipynb #49faa8f9
 class Uniqueness(BaseModel):
@@ -186,6 +186,14 @@ def check_run(run_dir, index, llms, cfg, **kw) -> dict:
     return arun(acheck_run(run_dir, index, llms, cfg, **kw))
 
 # %% ../../nbs/28_triad.checks.ipynb #2e983ea1
+def check_config(checks: str, k: int, on_ambiguous: str) -> CheckConfig:
+    "The CheckConfig of the command's flags; an unknown check or --on-ambiguous value raises UserError naming the flag."
+    names = [c.strip() for c in checks.split(",") if c.strip()]
+    bad = [c for c in names if c not in CHECKS]
+    if bad: raise UserError(f"--checks: unknown check {bad[0]!r}; choose from {', '.join(CHECKS)}")
+    if on_ambiguous not in ("flag", "reject"): raise UserError(f"--on-ambiguous: flag or reject, not {on_ambiguous!r}")
+    return CheckConfig(checks=names, k=k, on_ambiguous=on_ambiguous)
+
 def check_command(
     run: str,  # a TRIAD run directory
     *,
@@ -203,14 +211,11 @@ def check_command(
     from ragbench.triad.refresh import read_triad_run, run_llm_specs
     from ragbench.spine import LLMPool
     out = Path(run); m = read_triad_run(out)
-    names = [c.strip() for c in checks.split(",") if c.strip()]
-    bad = [c for c in names if c not in CHECKS]
-    if bad: raise UserError(f"--checks: unknown check {bad[0]!r}; choose from {', '.join(CHECKS)}")
-    if on_ambiguous not in ("flag", "reject"): raise UserError(f"--on-ambiguous: flag or reject, not {on_ambiguous!r}")
+    ccfg = check_config(checks, k, on_ambiguous)
     specs = run_llm_specs(m, llm, judge_llm, None)
     index = open_index(db, table, run_dir=out, save=False)
     llms = LLMPool(cache_dir=out / "cache").by_role({"generate": specs["generate"], "judge": specs["judge"]})
-    try: s = check_run(out, index, llms, CheckConfig(checks=names, k=k, on_ambiguous=on_ambiguous), max_calls=max_calls)
+    try: s = check_run(out, index, llms, ccfg, max_calls=max_calls)
     except LLMError as e: raise UserError(f"the checks stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
     print(json.dumps(s["by_type"], indent=2))
     print(f"checks {s['stop_reason']}; LLM: {s['llm'].get('calls', 0)} calls", file=sys.stderr)

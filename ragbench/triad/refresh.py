@@ -23,7 +23,7 @@ from ..spine import LLMPool
 # %% auto #0
 __all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'arecheck', 'arecheck_variant', 'replacement_slots', 'areplace',
            'refresh_plan', 'estimate_refresh', 'run_version', 'refresh_card', 'arefresh_run', 'refresh_run',
-           'read_triad_run', 'run_llm_specs', 'refresh_command']
+           'read_triad_run', 'run_llm_specs', 'run_config', 'refresh_estimate', 'refresh_command']
 
 # %% ../../nbs/27_triad.refresh.ipynb #ef9df931
 def _history_rows(index, ids: Sequence[str]) -> dict:
@@ -352,6 +352,17 @@ def _print_refresh(s: dict, run: Path) -> None:
     print(f"LLM: {s['llm'].get('calls', 0)} calls ({s['llm'].get('cached', 0)} cached)")
 
 # %% ../../nbs/27_triad.refresh.ipynb #bb2784d7
+def run_config(out: Path, manifest: dict, **update) -> TriadConfig:
+    "The TriadConfig a run's manifest records (with `update`); a manifest that holds none raises UserError."
+    try: return TriadConfig(**{**(manifest.get("config") or {}), **update})
+    except Exception as e: raise UserError(f"{out / 'manifest.json'}: its config is not a TRIAD config ({e})") from None
+
+def refresh_estimate(out: Path, manifest: dict, index, cfg: TriadConfig) -> dict:
+    "What a refresh of the run in `out` against `index` is expected to find stale and spend (sends nothing)."
+    items = list(read_jsonl(out / "dataset.jsonl", QAItem))
+    s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    return estimate_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, (s.get("llm") or {}).get("calls_per_accepted"))
+
 def refresh_command(
     run: str,  # a TRIAD run directory (made by `ragbench triad`)
     *,
@@ -368,15 +379,10 @@ def refresh_command(
     "Re-check a TRIAD run against a changed corpus: stale items kept, revised or dropped, replacements from new documents."
     from ragbench.index import open_index, save_index_mapping
     out = Path(run); m = read_triad_run(out)
-    try: cfg = TriadConfig(**(m.get("config") or {}), concurrency=concurrency)
-    except Exception as e: raise UserError(f"{out / 'manifest.json'}: its config is not a TRIAD config ({e})") from None
+    cfg = run_config(out, m, concurrency=concurrency)
     specs = run_llm_specs(m, llm, judge_llm, extract_llm)
     index = open_index(db, table, run_dir=out, save=False)
-    if estimate:
-        items = list(read_jsonl(out / "dataset.jsonl", QAItem))
-        s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
-        est = estimate_refresh(items, refresh_plan(items, index, run_version(m, index)), cfg, (s.get("llm") or {}).get("calls_per_accepted"))
-        print(json.dumps(est, indent=2)); return 0
+    if estimate: print(json.dumps(refresh_estimate(out, m, index, cfg), indent=2)); return 0
     llms = LLMPool(cache_dir=out / "cache", concurrency=cfg.concurrency).by_role(specs)
     try: s = refresh_run(out, index, llms, cfg, max_calls=max_calls, max_usd=max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e

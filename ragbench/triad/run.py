@@ -25,7 +25,7 @@ from .write import QAPair, draft_item, generation_prompt
 __all__ = ['LLM_ROLES', 'PACE', 'NEVER_PARSES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed',
            'drafted', 'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates',
            'by_type', 'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
-           'triad_inputs', 'remove_unstarted', 'plan_targets', 'triad_command']
+           'triad_inputs', 'remove_unstarted', 'command_config', 'run_opened', 'plan_targets', 'triad_command']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
 LLM_ROLES = ("generate", "judge", "extract")
@@ -510,6 +510,21 @@ def remove_unstarted(out: Path) -> bool:
     if (out / "tasks.jsonl").exists() and (out / "tasks.jsonl").stat().st_size: return False
     shutil.rmtree(out, ignore_errors=True); return True
 
+def command_config(config: Optional[str], n: Optional[int], n_from_plan: Optional[str], options: dict, **flags) -> TriadConfig:
+    "The command's TriadConfig: --config, then --n or --n-from-plan, the flags changed from their defaults, every other option."
+    if (n is None) == (n_from_plan is None): raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
+    if n_from_plan: options = {**options, "n_per_type": plan_targets(n_from_plan)}
+    flags = given(triad_command, n=n, **flags)
+    if "types" in flags: flags["types"] = comma_items(flags["types"])
+    return triad_config(config, defaults={"concurrency": flags.get("concurrency", 8)}, **flags, **options)
+
+def run_opened(run, fresh: bool, **kw) -> RunResult:
+    "`run_triad` on a run the spine opened; a refused start of a new run leaves no half-made run folder."
+    try: return run_triad(run.index, run.llms, run.inputs, run.out, progress=run.progress, executor=run.executor, **kw)
+    except UserError:
+        if fresh: remove_unstarted(run.out)
+        raise
+
 def plan_targets(path: Union[str, Path]) -> dict[str, int]:
     "Accepted questions wanted per type from a `ragbench plan --json` file (its `n_needed` per question-type group)."
     p = Path(path)
@@ -551,20 +566,14 @@ def triad_command(
     **options,  # every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds, --search-mode ...
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
-    if (n is None) == (n_from_plan is None): raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
-    if n_from_plan: options = {**options, "n_per_type": plan_targets(n_from_plan)}
-    flags = given(triad_command, n=n, max_seeds=max_seeds, types=types, binary_share=binary_share, seed=seed, n_chunks=n_chunks, concurrency=concurrency)
-    cfg = triad_config(config, defaults={"concurrency": concurrency}, **{**flags, **({"types": comma_items(types)} if "types" in flags else {})}, **options)
+    cfg = command_config(config, n, n_from_plan, options, max_seeds=max_seeds, types=types, binary_share=binary_share, seed=seed,
+                         n_chunks=n_chunks, concurrency=concurrency)
     spec = RunSpec(out=out, db=db, table=table, columns=column, embedder=embedder, models=by_role(llm, judge=judge_llm, extract=extract_llm),
                    max_calls=max_calls, max_usd=max_usd, ray=ray, concurrency=cfg.concurrency)
     fresh = not Path(out).exists()
     run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, seeds_file), in_flight=cfg.in_flight, write=not estimate)
     if estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models)) or 0
     _refuse_mixed_resume(run.out, run.index, run.inputs, run.llms)
-    try: result = run_triad(run.index, run.llms, run.inputs, run.out, progress=run.progress, max_calls=max_calls, max_usd=max_usd,
-                            executor=run.executor)
-    except UserError:
-        if fresh: remove_unstarted(run.out)      # a refused start leaves no half-made run folder
-        raise
+    result = run_opened(run, fresh, max_calls=max_calls, max_usd=max_usd)
     _print_summary(result.summary, run.out)
     return _report_stop(result.summary, run.inputs)
