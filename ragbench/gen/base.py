@@ -15,10 +15,11 @@ from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, 
                            read_jsonl, short_hash, utc_now)
 
 # %% auto #0
-__all__ = ['Task', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'capped_counts', 'frontier', 'counted_total',
-           'Selection', 'select_first_n', 'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run',
-           'check_resume', 'index_fingerprint', 'run_summary', 'drafts_of_stand_in', 'restore_spent', 'arun_generation',
-           'run_generation', 'QuestionReply', 'OneChunkQuestions']
+__all__ = ['Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'capped_counts',
+           'frontier_and_total', 'frontier', 'counted_total', 'Selection', 'select_first_n', 'GenerationMethod',
+           'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume', 'index_fingerprint',
+           'run_summary', 'drafts_of_stand_in', 'restore_spent', 'arun_generation', 'run_generation', 'QuestionReply',
+           'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
@@ -28,6 +29,10 @@ class Task(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
 
 # %% ../../nbs/17_gen.base.ipynb #f31f04a7
+def counts_towards(i: QAItem) -> bool:
+    "Whether an item counts towards a target: answerable, and accepted (or, from the stand-in, a draft)."
+    return i.answerable and i.status in ("accepted", "draft")
+
 class TaskResult(BaseModel):
     "Everything one task produced, committed together: items for the dataset, rejected items, a log record, usage."
     task_id: str
@@ -44,7 +49,7 @@ class TaskResult(BaseModel):
     @property
     def counted(self) -> int:
         "How many items this task adds towards a target: its accepted (or, from the stand-in, draft) answerable items."
-        return sum(1 for i in self.items if i.answerable and i.status in ("accepted", "draft"))
+        return sum(map(counts_towards, self.items))
 
 # %% ../../nbs/17_gen.base.ipynb #269d6f75
 class TaskJournal:
@@ -77,38 +82,41 @@ def _cut_torn_tail(path: Path) -> bool:
 # %% ../../nbs/17_gen.base.ipynb #6d75d3b2
 def result_group(r: TaskResult) -> Optional[str]:
     "The question type of the items a task counts towards a target (None when it counts none)."
-    return next((i.kind for i in r.items if i.answerable and i.status in ("accepted", "draft")), None)
+    return next((i.kind for i in r.items if counts_towards(i)), None)
 
 def question_key(question: str) -> str:
     "A question as compared for repeats: its lower-case words, punctuation and spacing ignored."
     return " ".join(words(question))
 
-def _counts(i: QAItem) -> bool: return i.answerable and i.status in ("accepted", "draft")
-
 def capped_counts(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None):
     "In plan order: each result, whether it fits (its group's quota not yet met), the capped total so far, and its items that repeat an earlier task's question."
     got, total, asked = {}, 0, set()
     for r in sorted(results, key=lambda r: r.position):
-        repeats = [i for i in r.items if question_key(i.question) in asked]
-        n = r.counted - sum(map(_counts, repeats))
+        keys = [question_key(i.question) for i in r.items]
+        repeats = [i for i, k in zip(r.items, keys) if k in asked]
+        n = r.counted - sum(map(counts_towards, repeats))
         g = result_group(r)
         fits = quotas is None or g is None or got.get(g, 0) < quotas.get(g, 0)
         if fits and n:
             got[g] = got.get(g, 0) + n
             total += n if quotas is None else min(n, quotas.get(g, 0) - got[g] + n)
-        if fits: asked.update(question_key(i.question) for i in r.items)
+        if fits: asked.update(keys)
         yield r, fits, total, repeats
+
+def frontier_and_total(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> tuple[Optional[int], int]:
+    "In one walk: the frontier (see `frontier`) and the items counted so far (quotas capped, repeated questions not counted)."
+    front, total = None, 0
+    for r, _, total, _ in capped_counts(results, quotas):
+        if front is None and n is not None and total >= n: front = r.position
+    return front, total
 
 def frontier(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> Optional[int]:
     "Position of the task that brings the accepted count to `n` (with `quotas`: every type to its quota), in plan order (None: not reached)."
-    if n is None: return None
-    for r, _, total, _ in capped_counts(results, quotas):
-        if total >= n: return r.position
-    return None
+    return frontier_and_total(results, n, quotas)[0]
 
 def counted_total(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None) -> int:
     "Items counted towards the target so far (quotas capped, repeated questions not counted)."
-    return next(reversed([t for _, _, t, _ in capped_counts(results, quotas)]), 0)
+    return frontier_and_total(results, None, quotas)[1]
 
 # %% ../../nbs/17_gen.base.ipynb #0628edd0
 class Selection(BaseModel):
@@ -356,8 +364,8 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
             nonlocal new
             r = r.model_copy(update={"run": stamp})
             journal.commit(r); results[r.task_id] = r; new += 1
-            front[0] = frontier(results.values(), method.target, method.quotas)
-            bar.update(results)
+            front[0], total = frontier_and_total(results.values(), method.target, method.quotas)   # one walk per commit
+            bar.update(total if method.target else len(results))
             if time.monotonic() - last_views[0] > view_every: _write_views(run, method, results); last_views[0] = time.monotonic()
         wanted = lambda t: front[0] is None or t.position <= front[0]
         try:
@@ -387,15 +395,13 @@ class _Bar:
     "A tqdm bar of accepted items (or finished tasks when the method has no target), notebook-aware."
     def __init__(self, method, results, enabled):
         from tqdm.auto import tqdm
-        self.target, self.quotas = method.target, method.quotas
-        done = self._done(results)
+        self.target = method.target
+        done = min(counted_total(results.values(), method.quotas), self.target) if self.target else len(results)
         self.bar = tqdm(total=self.target, initial=done, unit="q" if self.target else "task",
                         desc=f"{method.name}: {'accepted' if self.target else 'tasks'}", disable=not enabled, file=sys.stderr)
-    def _done(self, results: dict) -> int:
-        "Accepted items counted towards the target (capped at it), or finished tasks without one."
-        return min(counted_total(results.values(), self.quotas), self.target) if self.target else len(results)
-    def update(self, results: dict) -> None:
-        step = self._done(results) - self.bar.n
+    def update(self, done: int) -> None:
+        "Move the bar to `done` (accepted items counted, or finished tasks), at most the target."
+        step = (min(done, self.target) if self.target else done) - self.bar.n
         if step > 0: self.bar.update(step)
     def close(self) -> None: self.bar.close()
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
 from ..core import QAItem, RunDir, UserError, as_draft, validation_problems
 from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Task, TaskResult, arun_generation,
-                               check_resume, index_fingerprint, question_key, result_group, run_generation)
+                               check_resume, counts_towards, index_fingerprint, question_key, result_group,
+                               run_generation)
 from ..llm import LLMError, LLMParseError, price_for, redact_spec
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
@@ -159,7 +160,7 @@ class TriadMethod(GenerationMethod):
 
     def contribution(self, r: TaskResult) -> int:
         "What a finished seed adds towards the target as far as known now: questions not seen before, within its type's quota."
-        qs = {question_key(i.question) for i in r.items if i.answerable and i.status in ("accepted", "draft")} - self._asked
+        qs = {question_key(i.question) for i in r.items if counts_towards(i)} - self._asked
         self._asked |= qs
         if not self.quotas: return len(qs)
         g = result_group(r)
