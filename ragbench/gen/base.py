@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, Field
 from ..llm import arun
 from ..text import words
+from ..prompts import format_chunks
 from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, atomic_write, corpus_fingerprint, item_id,
                            read_jsonl, short_hash, utc_now)
 
@@ -428,7 +429,7 @@ class OneChunkQuestions(GenerationMethod):
                 for i, cid in enumerate(index.sample_ids(self.max_tasks, seed=self.seed))]
     async def run_task(self, task, index):
         chunk = await asyncio.to_thread(index.get, task.payload["chunk_id"])
-        qa = await self.llm.acomplete(f"Write one question answered by this passage.\n\n{chunk.text}", QuestionReply,
+        qa = await self.llm.acomplete(f"Write one question answered by this passage.\n\n{format_chunks([chunk])}", QuestionReply,
                                       stage="one-chunk.generate")
         ok = qa.question.strip().endswith("?")
         item = QAItem(id=item_id("oc", chunk.id), method=self.name, kind="single-hop", question=qa.question,

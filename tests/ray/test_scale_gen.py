@@ -162,7 +162,7 @@ def _stuck_method(n):
         def plan(self, index, results): return [Task(id=f"s{i}", position=i) for i in range(40)]
         async def run_task(self, task, index):
             if task.position >= self.target: await asyncio.Event().wait()
-            item = QAItem(id=f"q{task.position}", method="static", kind="single-hop", question="Q?", answer="A")
+            item = QAItem(id=f"q{task.position}", method="static", kind="single-hop", question=f"Q{task.position}?", answer="A")
             return TaskResult(task_id=task.id, position=task.position, outcome="accepted", items=[item])
     return StuckAfterTarget(n)
 
