@@ -4,7 +4,7 @@
 
 # %% ../../nbs/17_gen.base.ipynb #7f1b8833
 from __future__ import annotations
-import asyncio, json, sys, time
+import asyncio, bisect, json, sys, time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence, Union
@@ -17,10 +17,10 @@ from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, 
 
 # %% auto #0
 __all__ = ['Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'capped_counts',
-           'frontier_and_total', 'frontier', 'counted_total', 'Selection', 'select_first_n', 'GenerationMethod',
-           'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume', 'index_fingerprint',
-           'run_summary', 'drafts_of_stand_in', 'restore_spent', 'arun_generation', 'run_generation', 'QuestionReply',
-           'OneChunkQuestions']
+           'frontier_and_total', 'frontier', 'counted_total', 'PlanOrderTally', 'Selection', 'select_first_n',
+           'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume',
+           'index_fingerprint', 'run_summary', 'drafts_of_stand_in', 'restore_spent', 'arun_generation',
+           'run_generation', 'QuestionReply', 'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
@@ -89,19 +89,26 @@ def question_key(question: str) -> str:
     "A question as compared for repeats: its lower-case words, punctuation and spacing ignored."
     return " ".join(words(question))
 
+def _walk_step(r: TaskResult, got: dict, asked: set, quotas: Optional[dict[str, int]], keys: Optional[list] = None) -> tuple[bool, int, int, list, list]:
+    "One result of the plan-order walk (`keys`: its items' question keys, if known), updating `got` and `asked`: (fits, count added to its group, count added to the total, repeats, keys first asked here)."
+    keys = [question_key(i.question) for i in r.items] if keys is None else keys
+    repeats = [i for i, k in zip(r.items, keys) if k in asked]
+    n = r.counted - sum(map(counts_towards, repeats))
+    g = result_group(r)
+    fits = quotas is None or g is None or got.get(g, 0) < quotas.get(g, 0)
+    grouped = n if fits else 0
+    added = 0 if not grouped else n if quotas is None else min(n, quotas.get(g, 0) - got.get(g, 0))
+    if grouped: got[g] = got.get(g, 0) + n
+    new = [k for k in dict.fromkeys(keys) if k not in asked] if fits else []
+    asked.update(new)
+    return fits, grouped, added, repeats, new
+
 def capped_counts(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None):
     "In plan order: each result, whether it fits (its group's quota not yet met), the capped total so far, and its items that repeat an earlier task's question."
     got, total, asked = {}, 0, set()
     for r in sorted(results, key=lambda r: r.position):
-        keys = [question_key(i.question) for i in r.items]
-        repeats = [i for i, k in zip(r.items, keys) if k in asked]
-        n = r.counted - sum(map(counts_towards, repeats))
-        g = result_group(r)
-        fits = quotas is None or g is None or got.get(g, 0) < quotas.get(g, 0)
-        if fits and n:
-            got[g] = got.get(g, 0) + n
-            total += n if quotas is None else min(n, quotas.get(g, 0) - got[g] + n)
-        if fits: asked.update(keys)
+        fits, _, added, repeats, _ = _walk_step(r, got, asked, quotas)
+        total += added
         yield r, fits, total, repeats
 
 def frontier_and_total(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> tuple[Optional[int], int]:
@@ -118,6 +125,43 @@ def frontier(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[d
 def counted_total(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None) -> int:
     "Items counted towards the target so far (quotas capped, repeated questions not counted)."
     return frontier_and_total(results, None, quotas)[1]
+
+# %% ../../nbs/17_gen.base.ipynb #e803aee6
+class PlanOrderTally:
+    "The walk of `capped_counts` kept up to date as results arrive: a result behind the last one walked rewinds only the steps after it, so a commit costs about the number of tasks in flight, not the run's length."
+    def __init__(self, quotas: Optional[dict[str, int]] = None, results: Iterable[TaskResult] = ()):
+        self.quotas, self.got, self.asked = quotas, {}, set()
+        self.steps, self.totals, self.walked = [], [], {}   # per step (result, group, count into got, new keys, keys); running totals; task id -> position
+        for r in sorted(results, key=lambda r: r.position): self.add(r)
+
+    @property
+    def total(self) -> int:
+        "Items counted so far (as `counted_total`)."
+        return self.totals[-1] if self.totals else 0
+
+    def frontier(self, n: Optional[int]) -> Optional[int]:
+        "As `frontier`: the position of the step whose running total first reaches `n`."
+        if n is None or self.total < n: return None
+        return self.steps[bisect.bisect_left(self.totals, n)][0].position
+
+    def _undo(self) -> tuple[TaskResult, list]:
+        "Take the last step back; returns its result and question keys."
+        r, g, grouped, new, keys = self.steps.pop(); self.totals.pop(); del self.walked[r.task_id]
+        if grouped: self.got[g] -= grouped
+        self.asked.difference_update(new)
+        return r, keys
+
+    def add(self, r: TaskResult) -> None:
+        "Walk a new result, or one that replaces its task's earlier result."
+        start = min(r.position, self.walked.get(r.task_id, r.position))
+        undone = []
+        while self.steps and self.steps[-1][0].position >= start: undone.append(self._undo())
+        again = [(x, keys) for x, keys in reversed(undone) if x.task_id != r.task_id] + [(r, None)]
+        for x, keys in sorted(again, key=lambda xk: xk[0].position):
+            keys = [question_key(i.question) for i in x.items] if keys is None else keys
+            fits, grouped, added, _, new = _walk_step(x, self.got, self.asked, self.quotas, keys)
+            self.steps.append((x, result_group(x), grouped, new, keys)); self.totals.append(self.total + added); self.walked[x.task_id] = x.position
+
 
 # %% ../../nbs/17_gen.base.ipynb #0628edd0
 class Selection(BaseModel):
@@ -359,14 +403,15 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         restore_spent(meter, results.values(), log)
         for llm in method.llms(): llm.meter = meter
         run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
-        front, last_views = [frontier(results.values(), method.target, method.quotas)], [time.monotonic()]
+        tally = PlanOrderTally(method.quotas, results.values())
+        front, last_views = [tally.frontier(method.target)], [time.monotonic()]
         bar = _progress_bar(method, results, progress)
         def commit(r: TaskResult) -> None:
             nonlocal new
             r = r.model_copy(update={"run": stamp})
             journal.commit(r); results[r.task_id] = r; new += 1
-            front[0], total = frontier_and_total(results.values(), method.target, method.quotas)   # one walk per commit
-            bar.update(total if method.target else len(results))
+            tally.add(r); front[0] = tally.frontier(method.target)
+            bar.update(tally.total if method.target else len(results))
             if time.monotonic() - last_views[0] > view_every: _write_views(run, method, results); last_views[0] = time.monotonic()
         wanted = lambda t: front[0] is None or t.position <= front[0]
         try:
