@@ -19,7 +19,7 @@ from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, 
 __all__ = ['Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'capped_counts',
            'frontier_and_total', 'frontier', 'counted_total', 'PlanOrderTally', 'Selection', 'select_first_n',
            'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume',
-           'index_fingerprint', 'run_summary', 'drafts_of_stand_in', 'restore_spent', 'arun_generation',
+           'index_fingerprint', 'run_summary', 'drafts_of_stand_in', 'known_spent', 'restore_spent', 'arun_generation',
            'run_generation', 'QuestionReply', 'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
@@ -375,15 +375,25 @@ def drafts_of_stand_in(r: TaskResult) -> TaskResult:
                                 "record": {**r.record, "outcome": "draft"} if r.record.get("outcome") == "accepted" else r.record})
 
 # %% ../../nbs/17_gen.base.ipynb #5348b7f8
-def restore_spent(meter, results: Iterable[TaskResult], log: Callable[[str], None]) -> int:
-    "Make the meter count at least the calls the task journal says were spent (a damaged `calls.jsonl` gives no budget back)."
-    spent = sum(int((r.usage or {}).get("calls") or 0) for r in results)
+def known_spent(results: Iterable[TaskResult], manifest: dict) -> tuple[int, str]:
+    "The most calls the run's other records prove were sent, and which record proves it (a lower bound on the meter)."
+    rs = list(results)
+    bounds = {"the finished tasks' usage (tasks.jsonl)": sum(int((r.usage or {}).get("calls") or 0) for r in rs),
+              "the meter's count at the last commit (tasks.jsonl)": max((int(r.run.get("calls_sent") or 0) for r in rs), default=0),
+              "the count at the end of the last session (manifest.json)": int(manifest.get("calls_sent") or 0)}
+    why = max(bounds, key=bounds.get)
+    return bounds[why], why
+
+def restore_spent(meter, results: Iterable[TaskResult], log: Callable[[str], None], manifest: Optional[dict] = None) -> int:
+    "Make the meter count at least the calls the task journal and the manifest say were sent (a damaged `calls.jsonl` gives no budget back)."
+    spent, why = known_spent(results, manifest or {})
     missing = spent - meter.totals()["calls"]
     if missing <= 0: return 0
-    meter.restore(missing, "calls.jsonl counts fewer calls than tasks.jsonl")
-    log(f"{meter.journal}: counts {spent - missing} calls but the finished tasks spent {spent} (tasks.jsonl); "
+    meter.restore(missing, f"calls.jsonl counts fewer calls than {why}")
+    log(f"{meter.journal}: counts {spent - missing} calls but {why} says {spent} were sent; "
         f"counting the {missing} missing calls against the budget")
     return missing
+
 
 # %% ../../nbs/17_gen.base.ipynb #c4cc145b
 async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls: Optional[int] = None,
@@ -400,7 +410,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         check_resume(run, method.name, fp, cfg, results.values())
         stamp = {"kind": method.name, "corpus_fingerprint": fp, "config": cfg}
         meter = CallMeter(run / "calls.jsonl", max_calls=max_calls, max_usd=max_usd)
-        restore_spent(meter, results.values(), log)
+        restore_spent(meter, results.values(), log, run.manifest())
         for llm in method.llms(): llm.meter = meter
         run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
         tally = PlanOrderTally(method.quotas, results.values())
@@ -408,7 +418,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         bar = _progress_bar(method, results, progress)
         def commit(r: TaskResult) -> None:
             nonlocal new
-            r = r.model_copy(update={"run": stamp})
+            r = r.model_copy(update={"run": {**stamp, "calls_sent": meter.totals()["calls"]}})   # a floor for the meter
             journal.commit(r); results[r.task_id] = r; new += 1
             tally.add(r); front[0] = tally.frontier(method.target)
             bar.update(tally.total if method.target else len(results))
@@ -429,7 +439,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         session = {"stop_reason": reason, "new_tasks": new, "seconds": round(time.monotonic() - t0, 2), "ended": utc_now()}
         summary = run_summary(method, results, sel, meter, reason, session)
         run.write("summary.json", summary)
-        run.write_manifest(finished=utc_now(), stop_reason=reason, accepted=summary["accepted"])
+        run.write_manifest(finished=utc_now(), stop_reason=reason, accepted=summary["accepted"], calls_sent=meter.totals()["calls"])
         return summary
 
 def run_generation(method: GenerationMethod, index, run_dir, **kw) -> dict:
