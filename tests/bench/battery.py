@@ -125,11 +125,13 @@ class Battery:
         return self.rb("triad", "--db", self.db, "--out", out, "--n", n, "--concurrency", 2, "--max-seeds", seeds, "--llm", spec, *more)
 
     def dataset(self, server: Server) -> Path:
-        "A small TRIAD dataset (made once per server)."
+        "A small TRIAD dataset to evaluate, made once by this checkout's ragbench (the same items for every tree)."
         out = self.work / "small"
         if not (out / "dataset.jsonl").exists():
-            p = self.triad(out, server.spec, n=2, seeds=8)
+            p = self.rb("triad", "--db", self.db, "--out", out, "--n", 2, "--concurrency", 2, "--max-seeds", 8,
+                        "--llm", server.spec, env={"PYTHONPATH": str(ROOT)})
             if p.returncode: raise RuntimeError(f"the small dataset failed: {seen(p)}")
+        if not rows(out / "dataset.jsonl"): raise RuntimeError("the small TRIAD run wrote no items to evaluate")
         return out / "dataset.jsonl"
 
 
