@@ -16,7 +16,8 @@ from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
 from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
                                   agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind,
                                   listed_top_k)
-from ..spine import LLMPool, RunResult, file_options, ray_address
+from ..spine import LLMPool, RunResult, choose_executor, file_options
+from ..gen.base import LocalExecutor, StopRun, Task, TaskResult
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
 from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
 
@@ -25,9 +26,9 @@ __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONL
            'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key',
            'latest_rows', 'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint',
            'scored_dataset_version', 'open_index', 'with_columns', 'items_without_gold', 'index_key', 'gold_share',
-           'check_gold_in_index', 'with_table', 'evaluate', 'format_summary', 'metric_notes', 'answers_setup',
-           'comma_list', 'mapping_note', 'report_inputs', 'report_failures', 'evaluate_command', 'cutoffs',
-           'evaluate_options']
+           'check_gold_in_index', 'with_table', 'score_tasks', 'score_plan', 'evaluate', 'format_summary',
+           'metric_notes', 'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures',
+           'evaluate_command', 'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -471,49 +472,25 @@ def _progress_bar(total: int, enabled: bool):
     return tqdm(total=total, unit="row", desc="evaluate", disable=not enabled or total == 0, file=sys.stderr)
 
 # %% ../../nbs/40_eval.run.ipynb #6337867b
-async def _score_all(plan: list, run: RunDir, score: Callable, batch_size: int, parallel_batches: int, bar) -> tuple[int, Optional[str]]:
-    "Score (setup, mode, items) work in batches, appending rows as they finish: (new rows, stop reason or None)."
-    import asyncio
-    from ragbench.llm import BudgetExceeded
-    pending, new = set(), 0
-    async def drain(wait_all: bool):
-        nonlocal pending, new
-        if not pending: return
-        fin, pending = await asyncio.wait(pending, return_when=asyncio.ALL_COMPLETED if wait_all else asyncio.FIRST_COMPLETED)
-        for t in fin:                     # every finished batch is saved before any error is raised
-            if t.exception() is None: rows = t.result(); run.append("scores.jsonl", *rows); new += len(rows); bar.update(len(rows))
-        for t in fin:
-            if t.exception() is not None: raise t.exception()
-    try:
-        for s, mode, items in plan:
-            for b in range(0, len(items), batch_size):
-                if len(pending) >= parallel_batches: await drain(False)
-                pending.add(asyncio.ensure_future(score(items[b:b + batch_size], s, mode)))
-        await drain(True)
-    except BaseException as e:            # the batches still in flight are redone on resume
-        if isinstance(e, BudgetExceeded):   # requests already sent finish (the meter equals what was received); new ones are refused
-            await asyncio.gather(*pending, return_exceptions=True)
-            for t in pending:
-                if not t.cancelled() and t.exception() is None: rows = t.result(); run.append("scores.jsonl", *rows); new += len(rows); bar.update(len(rows))
-            return new, f"budget spent ({e})"
-        for t in pending: t.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        raise
-    return new, None
-
-# %% ../../nbs/40_eval.run.ipynb #ray-score
-def _score_on_ray(plan: list, run: RunDir, score: Callable, batch_size: int, parallel_batches: int, bar, address: str) -> tuple[int, Optional[str]]:
-    "`_score_all` on a Ray cluster (the optional `ray` extra): the same batches, rows appended as each finishes."
-    from ragbench.scale.gen import map_on_ray
-    from ragbench.llm import BudgetExceeded
+def score_tasks(plan: list, batch_size: int) -> tuple[list[Task], list[tuple]]:
+    "The runner's tasks for a (setup, mode, items) plan, one per batch of `batch_size` items in plan order, and the batches."
     batches = [(s, mode, items[b:b + batch_size]) for s, mode, items in plan for b in range(0, len(items), batch_size)]
+    return [Task(id=f"score-{i}", position=i) for i in range(len(batches))], batches
+
+async def score_plan(plan: list, run: RunDir, score: Callable, batch_size: int, executor, bar) -> tuple[int, Optional[str]]:
+    "Score the plan's batches with the runner's executor (this process or a Ray cluster), appending rows as each finishes: (new rows, stop reason or None)."
+    from ragbench.llm import BudgetExceeded
+    tasks, batches = score_tasks(plan, batch_size)
+    async def work(t: Task) -> TaskResult:
+        s, mode, items = batches[t.position]
+        try: rows = await score(items, s, mode)
+        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})") from None   # the batches in flight are redone on resume
+        return TaskResult(task_id=t.id, position=t.position, outcome="scored", record={"rows": rows})
     new = [0]
-    def save(i, rows):
-        run.append("scores.jsonl", *rows); new[0] += len(rows); bar.update(len(rows))
-    try: map_on_ray(lambda b: score(b[2], b[0], b[1]), batches, address=address,
-                    in_flight=parallel_batches, on_result=save)
-    except BudgetExceeded as e: return new[0], f"budget spent ({e})"
-    return new[0], None
+    def commit(r: TaskResult) -> None:
+        rows = r.record["rows"]; run.append("scores.jsonl", *rows); new[0] += len(rows); bar.update(len(rows))
+    stop = await executor.run(tasks, work, commit, lambda t: True)
+    return new[0], stop
 
 
 # %% ../../nbs/40_eval.run.ipynb #2a65d804
@@ -560,8 +537,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         bar = _progress_bar(sum(len(p[2]) for p in plan), progress)
         with task_usage() as session:
             try:
-                if ray_address(ray): n_new, stop = _score_on_ray(plan, run, score, batch_size, parallel_batches, bar, ray_address(ray))
-                else: n_new, stop = arun(_score_all(plan, run, score, batch_size, parallel_batches, bar))
+                executor = choose_executor(ray, in_flight=parallel_batches) or LocalExecutor(parallel_batches)
+                n_new, stop = arun(score_plan(plan, run, score, batch_size, executor, bar))
             finally: bar.close()
         summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups], n_boot=n_boot, seed=seed)
         summary.update(unknown_answer_ids=unknown, items_without_gold=items_without_gold(dataset, ds),
