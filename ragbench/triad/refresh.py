@@ -333,7 +333,7 @@ def read_triad_run(run: Path) -> dict:
         raise UserError(f"{run}: not a run directory (no manifest.json and dataset.jsonl; make one with ragbench triad)")
     m = json.loads((run / "manifest.json").read_text())
     if m.get("kind") != "triad":
-        raise UserError(f"{run} holds a {m.get('kind') or 'unknown'} run; refresh re-checks TRIAD runs (DoRA runs are not supported yet)")
+        raise UserError(f"{run} holds a {m.get('kind') or 'unknown'} run; this command reads TRIAD runs (ragbench refresh also takes DoRA runs)")
     return m
 
 def run_llm_specs(m: dict, llm, judge_llm, extract_llm) -> dict:
