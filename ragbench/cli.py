@@ -99,7 +99,7 @@ COMMANDS: dict[str, Command] = {
     "index": Command("ragbench.spine:index_command", "chunk and embed documents into a LanceDB table", True),
     "search": Command("ragbench.index:search_command", "search an index (dense, bm25 or hybrid)"),
     "triad": Command("ragbench.triad.run:triad_command", "generate validated multi-hop questions with labelled contexts (TRIAD)", True),
-    "refresh": Command("ragbench.triad.refresh:refresh_command", "re-check a TRIAD run against a changed corpus: stale items kept, revised, dropped or replaced", True),
+    "refresh": Command("ragbench.dora.refresh:refresh_command", "re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised, dropped or replaced", True),
     "check": Command("ragbench.triad.checks:check_command", "check a run's items against the whole corpus: answer uniqueness, gold completeness, closed-book", True),
     "qualify": Command("ragbench.triad.qualify:qualify_command", "qualify a judge model on questions with known verdicts (TRIAD's checks)"),
     "dora": Command("ragbench.dora.run:dora_command", "generate intent-style questions from evidence bundles (DoRA)", True),

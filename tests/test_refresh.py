@@ -6,6 +6,7 @@ half-way resumes without loss or duplicates.
     python -m pytest -q tests/test_refresh.py
 """
 import json, os, shutil, signal, subprocess, sys, time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,139 @@ def test_whole_corpus_checks_over_a_run_counted_and_in_the_card(scenario, capsys
     kinds = {i.kind for i in _items(run) if i.answerable}
     assert set(cc["by_type"]) == kinds and all(v["checked"] >= 1 for v in cc["by_type"].values())
     assert all("corpus_checks" in i.meta for i in _items(run) if i.answerable)
+
+
+# ------------------------------------------------------------------------------------------------ DoRA runs
+# The same change on a DoRA run: the items whose evidence chunks changed or vanished are stale; the changed ones are gated
+# again by DoRA's own checks against the new text (kept and renamed, or dropped), the vanished ones dropped, and every
+# dropped item is replaced, style for style, from the new chunks.
+
+def _journal_tasks(run):
+    "The task ids of a run's refresh journals."
+    return [json.loads(l)["task_id"] for j in _journal(run) for l in j.open()]
+
+
+def _dora(db, out, url, *extra):
+    return main(["dora", "--db", str(db), "--out", str(out), "--llm", f"openai:{url}/v1@fake-model", "--per-style", "2",
+                 "--seed", "3", "--no-progress", "--workers", "2", *extra])
+
+
+@pytest.fixture(scope="module")
+def dora_scenario(tmp_path_factory):
+    """Index v0, a DoRA run, then v1: the document of a `find` item loses that item's answer (its verbatim check must
+    fail), two other evidence documents gain a sentence, a fourth is deleted, two are added; re-index."""
+    from ragbench.testing import FakeLLMServer
+    tmp = tmp_path_factory.mktemp("dora_refresh"); docs = _docs()
+    v0, extra = docs[:N_DOCS], docs[N_DOCS:]
+    src = _write(tmp / "docs.jsonl", v0); db = tmp / "db"; run = tmp / "run"
+    assert main(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"]) == 0
+    with FakeLLMServer() as srv: assert _dora(db, run, srv.url) == 0
+    items = _items(run)
+    assert {i.style for i in items} == {"find", "explain", "summarize", "generate", "provide"}
+    old = {c.id: c for c in _chunks(src)}
+    lost = next(i for i in items if i.style == "find")                        # its answer leaves its document
+    docs_ev = [d for d in dict.fromkeys(old[g].doc_id for it in items for g in it.gold_chunk_ids) if d != lost.meta["doc_id"]]
+    assert len(docs_ev) >= 3, docs_ev
+    grown, deleted = docs_ev[:2], docs_ev[2]
+    by_id = {d["id"]: d for d in v0}
+    d = lost.meta["doc_id"]; assert lost.answer in by_id[d]["text"]
+    by_id[d] = {**by_id[d], "text": by_id[d]["text"].replace(lost.answer, "a phrase that is no longer there")}
+    for d in grown:
+        g = next(old[g] for it in items for g in it.gold_chunk_ids if old[g].doc_id == d)
+        by_id[d] = {**by_id[d], "text": by_id[d]["text"].replace(g.text, g.text + " This sentence was added in the new release.", 1)}
+    _write(src, [by_id[d["id"]] for d in v0 if d["id"] != deleted] + extra)
+    assert main(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"]) == 0
+    new = {c.id: c for c in _chunks(src)}
+    gone = set(old) - set(new)
+    stale = {it.id for it in items if set(it.gold_chunk_ids) & gone}
+    vanished = {it.id for it in items if any(old[g].doc_id == deleted for g in it.gold_chunk_ids)}
+    shutil.copytree(run, tmp / "run_copy")                                     # for the kill test
+    return dict(tmp=tmp, src=src, db=db, run=run, items=items, old=old, new=new, stale=stale, vanished=vanished, lost=lost)
+
+
+def test_dora_refresh_regates_drops_and_replaces_only_the_touched_items(dora_scenario, capsys):
+    from ragbench.testing import FakeLLMServer
+    s = dora_scenario; run = s["run"]
+    assert s["vanished"] and s["lost"].id in s["stale"] and s["stale"] - s["vanished"] - {s["lost"].id}
+    capsys.readouterr()
+    llm = f"openai:{{}}/v1@fake-model"
+    with FakeLLMServer() as srv:
+        assert main(["refresh", str(run), "--db", str(s["db"]), "--llm", llm.format(srv.url), "--estimate"]) == 0
+        est = json.loads(capsys.readouterr().out)
+        assert srv.stats()["requests"] == 0 and est["items"] == len(s["items"])               # --estimate sends nothing
+        assert est["actions"]["drop"] == len(s["vanished"]) and est["actions"]["recheck"] == len(s["stale"] - s["vanished"])
+        assert main(["refresh", str(run), "--db", str(s["db"]), "--llm", llm.format(srv.url)]) == 0
+        served = srv.stats()["requests"]
+    m = json.loads((run / "manifest.json").read_text())
+    rid = m["refreshes"][-1]["refresh"]
+    summary = json.loads((run / "refresh" / f"{rid}.json").read_text())
+    assert set(summary["stale"]) == s["stale"], set(summary["stale"]) ^ s["stale"]
+    assert summary["llm"]["calls"] == served                                                  # counted = what the server received
+    after, rejected = _items(run), _items(run, "rejected.jsonl")
+    by_id, rej = {i.id: i for i in after}, {i.id: i for i in rejected}
+    for it in s["items"]:
+        if it.id not in s["stale"]: assert by_id[it.id] == it; continue                      # untouched: byte-for-byte the same
+        now = by_id.get(it.id) or rej[it.id]
+        ev = now.meta["refresh"][-1]
+        assert ev["stale"] and ev["outcome"] in ("kept", "dropped")
+        if it.id in s["vanished"]: assert ev["outcome"] == "dropped" and len(now.attempts) == len(it.attempts)   # no call
+        else: assert len(now.attempts) == len(it.attempts) + 1 and now.attempts[-1].judge["refresh"]            # gated again
+    lost = rej[s["lost"].id].meta["refresh"][-1]
+    assert lost["outcome"] == "dropped" and lost["why"] == "verbatim"                         # its answer left the evidence
+    kept = [by_id[i] for i in s["stale"] - s["vanished"] - {s["lost"].id} if i in by_id]
+    assert kept, "an item that only gained a sentence passes DoRA's gate again"
+    for it in kept:
+        assert set(it.gold_chunk_ids) <= set(s["new"]) and set(it.gold_chunk_ids) & (set(s["new"]) - set(s["old"]))   # renamed
+        assert [c.chunk_id for c in it.contexts] == it.gold_chunk_ids and it.meta["refresh"][-1]["score"] >= it.attempts[-1].judge["tau"]
+    card = json.loads((run / "card.json").read_text())
+    dropped = [i for i in s["items"] if i.id not in by_id]
+    added = [by_id[i] for i in card["diff_ids"]["added"]]
+    assert card["diff"] == {"added": len(added), "revised": len(kept), "dropped": len(dropped),
+                            "unchanged": len(s["items"]) - len(s["stale"])}
+    assert sorted(i.style for i in added) == sorted(i.style for i in dropped)                 # the per-style targets kept
+    assert Counter(i.style for i in after) == Counter(i.style for i in s["items"])
+    for it in added:                                                                          # seeded from new chunks, gated
+        assert it.meta["seed_chunk_id"] in set(s["new"]) - set(s["old"]) and set(it.gold_chunk_ids) <= set(s["new"])
+        assert it.status == "accepted" and it.meta["refresh"][-1]["outcome"] == "added"
+    assert card["version"] != card["previous_version"]
+    assert m["dataset_version"] == card["version"] and m["refresh_in_progress"] is None
+    assert m["index"]["version"] == summary["table_version"]["now"] != summary["table_version"]["before"]
+    with FakeLLMServer() as srv:                                                              # a second refresh: nothing left to do
+        assert main(["refresh", str(run), "--db", str(s["db"]), "--llm", llm.format(srv.url)]) == 0
+        assert srv.stats()["requests"] == 0
+    assert [i.id for i in _items(run)] == [i.id for i in after]
+    with FakeLLMServer() as srv:                                                              # a full regeneration, for the issue note
+        assert _dora(s["db"], s["tmp"] / "full", srv.url) == 0
+        full = srv.stats()["requests"]
+    print(f"\nDoRA refresh: {served} calls; full regeneration: {full} calls; stale {len(s['stale'])}/{len(s['items'])}; "
+          f"diff {card['diff']}; outcomes {summary['outcomes']}; replacements {summary['replacements']}")
+    assert served < full
+
+
+def test_dora_refresh_killed_resumes_without_loss_or_duplicates(dora_scenario):
+    from ragbench.testing import FakeLLMServer
+    s = dora_scenario; run = s["tmp"] / "run_copy"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "HF_HUB_OFFLINE": "1"}
+    with FakeLLMServer(latency=0.15) as srv:
+        cmd = [sys.executable, "-m", "ragbench.cli", "refresh", str(run), "--db", str(s["db"]), "--llm", f"openai:{srv.url}/v1@fake-model",
+               "--concurrency", "2"]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None:
+            js = _journal(run)
+            if js and sum(1 for _ in js[0].open()) >= len(s["vanished"]) + 1: break        # the drops and one re-gate
+            time.sleep(0.05)
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGKILL); p.wait()
+        journal = [json.loads(l)["task_id"] for l in _journal(run)[0].open() if l.endswith("\n")]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr
+    tasks = [json.loads(l)["task_id"] for l in _journal(run)[0].open()]
+    assert len(tasks) == len(set(tasks)) and set(journal) <= set(tasks)                  # nothing redone, nothing lost
+    ids = [i.id for i in _items(run)]
+    assert len(ids) == len(set(ids))
+    orig = {i.id for i in s["items"]}                       # the same dataset as the refresh never killed (a replacement's id
+    assert [i for i in ids if i in orig] == [i.id for i in _items(s["run"]) if i.id in orig]      # names its generator's URL:
+    assert sorted(tasks) == sorted(t for t in _journal_tasks(s["run"]))                            # the same seeds instead)
+    assert [(i.style, i.meta["seed_chunk_id"]) for i in _items(run) if i.id not in orig] == \
+           [(i.style, i.meta["seed_chunk_id"]) for i in _items(s["run"]) if i.id not in orig]

@@ -21,9 +21,10 @@ from .run import aprocess_seed, model_label
 from ..spine import LLMPool
 
 # %% auto #0
-__all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'arecheck', 'arecheck_variant', 'replacement_slots', 'areplace',
-           'refresh_plan', 'estimate_refresh', 'run_version', 'refresh_card', 'arefresh_run', 'refresh_run',
-           'read_triad_run', 'run_llm_specs', 'run_config', 'refresh_estimate', 'refresh_command']
+__all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'refresh_event', 'with_refresh_event', 'arecheck', 'arecheck_variant',
+           'replacement_slots', 'areplace', 'refresh_plan', 'estimate_refresh', 'run_version', 'refresh_snapshot',
+           'gather_all', 'refresh_card', 'arefresh_run', 'refresh_run', 'read_triad_run', 'run_llm_specs',
+           'print_refresh', 'run_config', 'refresh_estimate', 'refresh_command']
 
 # %% ../../nbs/27_triad.refresh.ipynb #ef9df931
 def _history_rows(index, ids: Sequence[str]) -> dict:
@@ -99,11 +100,12 @@ def _remap(it: QAItem, fates: dict, gold: Optional[list[str]] = None) -> QAItem:
         elif f["fate"] in ("unchanged", "migrated"): ctx.append(c.model_copy(update={"chunk_id": f["now"]}))
     return it.model_copy(update={"gold_chunk_ids": list(gmap.values()), "contexts": ctx})
 
-def _event(outcome: str, reasons: list[str], **more) -> dict:
+def refresh_event(outcome: str, reasons: list[str], **more) -> dict:
     "One entry of an item's refresh audit trail (`meta.refresh`)."
     return {"at": utc_now(), "outcome": outcome, "stale": reasons, **more}
 
-def _with_event(it: QAItem, ev: dict) -> QAItem:
+def with_refresh_event(it: QAItem, ev: dict) -> QAItem:
+    "The item with `ev` appended to its refresh audit trail."
     return it.model_copy(update={"meta": {**it.meta, "refresh": [*it.meta.get("refresh", []), ev]}})
 
 # %% ../../nbs/27_triad.refresh.ipynb #84207bd8
@@ -113,19 +115,19 @@ async def arecheck(it: QAItem, fates: dict, st: dict, index, llms: dict, cfg: Tr
     res = lambda outcome, keep=(), drop=(): TaskResult(task_id=f"item:{it.id}", position=0, outcome=outcome, items=list(keep),
                                                       rejected=list(drop), record={"item_id": it.id, "reasons": st["reasons"]})
     if len(set(gold)) < len(gold):
-        return res("dropped", drop=[_with_event(it.model_copy(update={"status": "rejected"}), _event("dropped", st["reasons"], why="two gold chunks now map to one"))])
+        return res("dropped", drop=[with_refresh_event(it.model_copy(update={"status": "rejected"}), refresh_event("dropped", st["reasons"], why="two gold chunks now map to one"))])
     chunks = await in_thread(index.get_many, gold)
     checked = await avalidate(_remap(it, fates, gold).model_copy(update={"attempts": []}), chunks,
                               gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg)
     attempts = [*it.attempts, *checked.attempts]
     if checked.status != "accepted":
         why = checked.attempts[-1].failed_check if checked.attempts else "no attempt"
-        return res("dropped", drop=[_with_event(checked.model_copy(update={"attempts": attempts}), _event("dropped", st["reasons"], why=why))])
+        return res("dropped", drop=[with_refresh_event(checked.model_copy(update={"attempts": attempts}), refresh_event("dropped", st["reasons"], why=why))])
     kept = (checked.question, checked.answer) == (it.question, it.answer)
     new = checked.model_copy(update={"attempts": attempts})
     if not kept: new = await aextract(new, index, llms["extract"], cfg, gold=chunks)
     outcome = "kept" if kept else "revised"
-    return res(outcome, keep=[_with_event(new, _event(outcome, st["reasons"], rounds=len(checked.attempts)))])
+    return res(outcome, keep=[with_refresh_event(new, refresh_event(outcome, st["reasons"], rounds=len(checked.attempts)))])
 
 # %% ../../nbs/27_triad.refresh.ipynb #a9a59d1a
 async def arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: str, index, llms: dict,
@@ -134,14 +136,14 @@ async def arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: 
     res = lambda outcome, keep=(), drop=(), **rec: TaskResult(task_id=f"item:{v.id}", position=0, outcome=outcome, items=list(keep),
                                                              rejected=list(drop), record={"item_id": v.id, **rec})
     if parent is None or parent_outcome == "dropped":
-        return res("dropped", drop=[_with_event(v.model_copy(update={"status": "rejected"}), _event("dropped", ["its answerable parent was dropped"]))])
+        return res("dropped", drop=[with_refresh_event(v.model_copy(update={"status": "rejected"}), refresh_event("dropped", ["its answerable parent was dropped"]))])
     if parent_outcome in ("kept", "revised", "remapped") or staleness(v, fates or {})["action"] != "none":
         nv = unanswerable_variant(parent, cfg)
         if nv is None:
-            return res("dropped", drop=[_with_event(v.model_copy(update={"status": "rejected"}), _event("dropped", ["its parent changed and has no non-relevant context left"]))])
+            return res("dropped", drop=[with_refresh_event(v.model_copy(update={"status": "rejected"}), refresh_event("dropped", ["its parent changed and has no non-relevant context left"]))])
         checked = await acheck_unanswerable(nv, parent, index, llms["judge"], cfg)
-        ev = _event("revised" if checked.status == "accepted" else "dropped", ["its answerable parent changed"])
-        checked = _with_event(checked.model_copy(update={"meta": {**checked.meta, "refresh": [*v.meta.get("refresh", [])]}}), ev)
+        ev = refresh_event("revised" if checked.status == "accepted" else "dropped", ["its answerable parent changed"])
+        checked = with_refresh_event(checked.model_copy(update={"meta": {**checked.meta, "refresh": [*v.meta.get("refresh", [])]}}), ev)
         return res("revised", keep=[checked]) if checked.status == "accepted" else res("dropped", drop=[checked])
     known = {*parent.gold_chunk_ids, *(c.chunk_id for c in parent.contexts if c.relevant)}
     hits = await in_thread(index.search, v.question, k=cfg.unanswerable_k, mode=cfg.search_mode, exclude_ids=tuple(known))
@@ -149,8 +151,8 @@ async def arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: 
     if not near: return res("unchanged", keep=[v])
     checked = await acheck_unanswerable(v, parent, index, llms["judge"], cfg)
     reasons = [f"new chunk(s) {', '.join(near)} among its search hits"]
-    if checked.status == "accepted": return res("kept", keep=[_with_event(checked, _event("kept", reasons))])
-    return res("dropped", drop=[_with_event(checked, _event("dropped", reasons, why="a chunk of the corpus now answers it"))])
+    if checked.status == "accepted": return res("kept", keep=[with_refresh_event(checked, refresh_event("kept", reasons))])
+    return res("dropped", drop=[with_refresh_event(checked, refresh_event("dropped", reasons, why="a chunk of the corpus now answers it"))])
 
 # %% ../../nbs/27_triad.refresh.ipynb #360432ce
 def replacement_slots(dropped: Sequence[QAItem]) -> list[tuple[str, bool]]:
@@ -169,8 +171,8 @@ async def areplace(slot: tuple[str, bool], k: int, seeds: list[str], used: set, 
         r = journal.get(tid)
         if r is None:
             rec, keep, drop = await aprocess_seed(SeedPlan(seed_id=seed, kind=kind, binary=binary, position=k), index, llms, cfg)
-            ev = _event("added", [f"replaces a dropped {kind} item (seed {seed})"])
-            r = TaskResult(task_id=tid, position=k, outcome=rec["outcome"], items=[_with_event(i, ev) for i in keep],
+            ev = refresh_event("added", [f"replaces a dropped {kind} item (seed {seed})"])
+            r = TaskResult(task_id=tid, position=k, outcome=rec["outcome"], items=[with_refresh_event(i, ev) for i in keep],
                            rejected=drop, record=rec)
             commit(r)
         if any(i.answerable and i.status == "accepted" for i in r.items): return
@@ -211,7 +213,7 @@ def run_version(manifest: dict, index) -> Optional[int]:
     hist = index.build_history() if hasattr(index, "build_history") else []
     return hist[-1]["previous"] if hist else None
 
-def _snapshot(run: RunDir) -> tuple[str, list[QAItem]]:
+def refresh_snapshot(run: RunDir) -> tuple[str, list[QAItem]]:
     "The refresh in progress (its id and the dataset it began from), or a new one from `dataset.jsonl`."
     m = run.manifest(); (run / "refresh").mkdir(exist_ok=True)
     rid = m.get("refresh_in_progress")
@@ -224,7 +226,7 @@ def _snapshot(run: RunDir) -> tuple[str, list[QAItem]]:
     return rid, items
 
 # %% ../../nbs/27_triad.refresh.ipynb #0088e4e5
-async def _all(coros) -> None:
+async def gather_all(coros) -> None:
     "Await every coroutine (none is left running); then raise the first error, if any."
     for r in await asyncio.gather(*coros, return_exceptions=True):
         if isinstance(r, BaseException): raise r
@@ -240,10 +242,10 @@ async def _refresh_items(items, plan, index, llms, cfg, journal: dict, commit) -
         st, tid = plan["stale"][it.id], f"item:{it.id}"
         if not it.answerable or tid in out or st["action"] in ("none", "recheck"): continue
         if st["action"] == "drop":
-            r = TaskResult(task_id=tid, position=0, outcome="dropped", rejected=[_with_event(it.model_copy(update={"status": "rejected"}), _event("dropped", st["reasons"]))], record={"item_id": it.id})
-        else: r = TaskResult(task_id=tid, position=0, outcome="remapped", items=[_with_event(_remap(it, fates), _event("remapped", st["reasons"]))], record={"item_id": it.id})
+            r = TaskResult(task_id=tid, position=0, outcome="dropped", rejected=[with_refresh_event(it.model_copy(update={"status": "rejected"}), refresh_event("dropped", st["reasons"]))], record={"item_id": it.id})
+        else: r = TaskResult(task_id=tid, position=0, outcome="remapped", items=[with_refresh_event(_remap(it, fates), refresh_event("remapped", st["reasons"]))], record={"item_id": it.id})
         commit(r); out[tid] = r
-    await _all([one(it) for it in items if it.answerable and plan["stale"][it.id]["action"] == "recheck"])
+    await gather_all([one(it) for it in items if it.answerable and plan["stale"][it.id]["action"] == "recheck"])
     by_id = {it.id: it for it in items}; new_ids = set(plan["new_ids"])
     async def variant(v):
         tid = f"item:{v.id}"
@@ -252,11 +254,11 @@ async def _refresh_items(items, plan, index, llms, cfg, journal: dict, commit) -
         parent = (pr.items[0] if pr.items else None) if pr else by_id.get(pid)
         st = staleness(v, fates)
         if pr and pr.outcome == "remapped" and st["action"] in ("none", "remap"):     # ids only: no call
-            r = TaskResult(task_id=tid, position=0, outcome="remapped", items=[_with_event(_remap(v, fates), _event("remapped", st["reasons"] or ["its parent's ids were remapped"]))], record={"item_id": v.id})
+            r = TaskResult(task_id=tid, position=0, outcome="remapped", items=[with_refresh_event(_remap(v, fates), refresh_event("remapped", st["reasons"] or ["its parent's ids were remapped"]))], record={"item_id": v.id})
         else: r = await arecheck_variant(v, parent, pr.outcome if pr else "unchanged", index, llms, cfg, new_ids, fates)
         if r.outcome != "unchanged": commit(r)
         out[tid] = r
-    await _all([variant(v) for v in items if not v.answerable])
+    await gather_all([variant(v) for v in items if not v.answerable])
     return out
 
 # %% ../../nbs/27_triad.refresh.ipynb #ff5a32cc
@@ -284,7 +286,7 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
     log = log or (lambda m: print(m, file=sys.stderr))
     run = RunDir(run_dir)
     with RunLock(run.path):
-        m = run.manifest(); rid, items = _snapshot(run)
+        m = run.manifest(); rid, items = refresh_snapshot(run)
         plan = refresh_plan(items, index, run_version(m, index))
         meter = CallMeter(run / "refresh" / f"{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         for l in {id(l): l for l in llms.values()}.values(): l.meter = meter
@@ -331,7 +333,7 @@ def read_triad_run(run: Path) -> dict:
         raise UserError(f"{run}: not a run directory (no manifest.json and dataset.jsonl; make one with ragbench triad)")
     m = json.loads((run / "manifest.json").read_text())
     if m.get("kind") != "triad":
-        raise UserError(f"{run} holds a {m.get('kind') or 'unknown'} run; refresh re-checks TRIAD runs (DoRA runs are not supported yet)")
+        raise UserError(f"{run} holds a {m.get('kind') or 'unknown'} run; this command reads TRIAD runs (ragbench refresh also takes DoRA runs)")
     return m
 
 def run_llm_specs(m: dict, llm, judge_llm, extract_llm) -> dict:
@@ -342,7 +344,7 @@ def run_llm_specs(m: dict, llm, judge_llm, extract_llm) -> dict:
     return {"generate": gen, "judge": judge_llm or (llm if llm else models.get("judge")) or gen,
             "extract": extract_llm or (llm if llm else models.get("extract")) or gen}
 
-def _print_refresh(s: dict, run: Path) -> None:
+def print_refresh(s: dict, run: Path) -> None:
     "What the refresh did, on stdout."
     c = s["card"]; d = c["diff"]
     print(f"refreshed {run}: {len(s['stale'])} stale items; outcomes {json.dumps(s['outcomes'], sort_keys=True)}; "
@@ -386,5 +388,5 @@ def refresh_command(
     llms = LLMPool(cache_dir=out / "cache", concurrency=cfg.concurrency).by_role(specs)
     try: s = refresh_run(out, index, llms, cfg, max_calls=max_calls, max_usd=max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
-    if "card" in s: _print_refresh(s, out)
+    if "card" in s: print_refresh(s, out)
     return 0
