@@ -324,3 +324,49 @@ def test_dora_refresh_killed_resumes_without_loss_or_duplicates(dora_scenario):
     assert sorted(tasks) == sorted(t for t in _journal_tasks(s["run"]))                            # the same seeds instead)
     assert [(i.style, i.meta["seed_chunk_id"]) for i in _items(run) if i.id not in orig] == \
            [(i.style, i.meta["seed_chunk_id"]) for i in _items(s["run"]) if i.id not in orig]
+
+
+def test_dora_split_run_refreshes_both_splits_and_rebuilds_the_combined_outputs(tmp_path):
+    "A train/test DoRA run refreshed from its top folder: each split refreshed within its own documents, then the combined dataset, leakage report and SFT export written again."
+    from ragbench.testing import FakeLLMServer
+    docs = _docs(); v0, extra = docs[:N_DOCS], docs[N_DOCS:]
+    src = _write(tmp_path / "docs.jsonl", v0); db = tmp_path / "db"; run = tmp_path / "run"
+    assert main(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"]) == 0
+    with FakeLLMServer() as srv: assert _dora(db, run, srv.url, "--split", "train,test", "--test-fraction", "0.3") in (0, 3)
+    old = {c.id: c for c in _chunks(src)}
+    halves = {h: _items(run / h) for h in ("train", "test")}
+    assert halves["train"] and halves["test"]
+    test_docs = {old[g].doc_id for it in halves["test"] for g in it.gold_chunk_ids}
+    gone_doc = {h: next(old[g].doc_id for it in halves[h] for g in it.gold_chunk_ids) for h in halves}   # one evidence doc per split
+    _write(src, [d for d in v0 if d["id"] not in gone_doc.values()] + extra)
+    assert main(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"]) == 0
+    new = {c.id: c for c in _chunks(src)}
+    stale = {h: {it.id for it in halves[h] if set(it.gold_chunk_ids) - set(new)} for h in halves}
+    assert stale["train"] and stale["test"]
+    llm = f"openai:{{}}/v1@fake-model"
+    with FakeLLMServer() as srv:
+        assert main(["refresh", str(run), "--db", str(db), "--llm", llm.format(srv.url), "--estimate"]) == 0
+        assert srv.stats()["requests"] == 0                                                   # --estimate sends nothing
+        rc = main(["refresh", str(run), "--db", str(db), "--llm", llm.format(srv.url)])
+        served = srv.stats()["requests"]
+    assert rc in (0, 3)                                                                        # 3: the leakage check failed (it says so)
+    after = {h: _items(run / h) for h in halves}
+    for h in halves:
+        summary = json.loads((run / h / "refresh" / f"{json.loads((run / h / 'manifest.json').read_text())['refreshes'][-1]['refresh']}.json").read_text())
+        assert set(summary["stale"]) == stale[h], (h, set(summary["stale"]) ^ stale[h])
+        assert not {i.id for i in after[h]} & stale[h] - {i.id for i in after[h] if i.meta.get("refresh")}
+    added_test = [i for i in after["test"] if i.meta.get("refresh") and i.meta["refresh"][-1]["outcome"] == "added"]
+    added_train = [i for i in after["train"] if i.meta.get("refresh") and i.meta["refresh"][-1]["outcome"] == "added"]
+    assert all(new[g].doc_id in test_docs for it in added_test for g in it.gold_chunk_ids)           # test draws from its own documents
+    assert not any(new[g].doc_id in test_docs for it in added_train for g in it.gold_chunk_ids)      # train never from the test's
+    combined = [i.id for i in _items(run)]
+    assert combined == [i.id for i in after["train"] + after["test"]]                               # the combined dataset again
+    leak = json.loads((run / "leakage.json").read_text())
+    assert (rc == 0) == leak["passed"]
+    chat = [json.loads(l)["id"] for l in (run / "sft" / "train.chat.jsonl").open()]
+    assert chat == [i.id for i in after["train"]]                                                  # the SFT export of the refreshed train split
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["split_refresh"] is None and sum(m["refreshes"][-1]["calls"].values()) == served        # counted = received
+    with FakeLLMServer() as srv:                                                              # a second refresh: nothing left to do
+        assert main(["refresh", str(run), "--db", str(db), "--llm", llm.format(srv.url)]) in (0, 3)
+        assert srv.stats()["requests"] == 0

@@ -17,14 +17,15 @@ from ..triad.refresh import (gather_all, print_refresh, refresh_card, refresh_ev
 from ..triad.refresh import refresh_command as triad_refresh_command
 from .styles import StyleError
 from .splits import dataset_card
-from .run import DoraConfig, DoraMethod, dedup_items, dora_task, group_by_doc, run_styles, seed_order
+from .run import DoraConfig, DoraMethod, DoraRun, finish_splits, dedup_items, dora_task, group_by_doc, run_styles, seed_order
 
 # %% auto #0
 __all__ = ['evidence_map', 'remap_evidence', 'item_result', 'dropped_item', 'regate', 'recheck_item', 'split_doc_chunks',
            'run_documents', 'replacement_styles', 'replacement_seeds', 'repeats', 'as_replacement', 'areplace',
            'refresh_items', 'refreshed_dataset', 'areplace_all', 'refresh_summary', 'write_refreshed', 'refresh_method',
-           'arefresh_dora_run', 'refresh_dora_run', 'estimate_dora_refresh', 'read_refresh_run', 'dora_run_config',
-           'dora_llm_specs', 'dora_refresh_estimate', 'dora_refresh_command', 'refresh_command']
+           'arefresh_dora_run', 'refresh_dora_run', 'estimate_dora_refresh', 'split_halves', 'read_refresh_run',
+           'dora_run_config', 'dora_llm_specs', 'dora_refresh_estimate', 'dora_refresh', 'dora_refresh_command',
+           'half_result', 'refresh_splits_command', 'refresh_command']
 
 # %% ../../nbs/31_dora.refresh.ipynb #a6dcd9db
 def evidence_map(it: QAItem, fates: dict) -> dict[str, str]:
@@ -253,14 +254,18 @@ def estimate_dora_refresh(items: Sequence[QAItem], plan: dict, cfg: DoraConfig, 
             "calls_per_accepted_used": per_acc}
 
 # %% ../../nbs/31_dora.refresh.ipynb #6cd0649e
+def split_halves(run: Path) -> Optional[tuple[Path, Path]]:
+    "The (train, test) folders of a DoRA train/test run, or None for any other run."
+    halves = run / "train", run / "test"
+    return halves if all((h / "manifest.json").exists() and (h / "dataset.jsonl").exists() for h in halves) else None
+
 def read_refresh_run(run: Path) -> dict:
     "The manifest of a TRIAD or DoRA run directory with a dataset; a UserError names what is missing or what to refresh instead."
     if not (run / "manifest.json").exists() or not (run / "dataset.jsonl").exists():
         raise UserError(f"{run}: not a run directory (no manifest.json and dataset.jsonl; make one with ragbench triad or ragbench dora)")
     m = json.loads((run / "manifest.json").read_text())
     if m.get("kind") in ("triad", "dora"): return m
-    if (run / "train" / "manifest.json").exists():
-        raise UserError(f"{run} is a DoRA train/test run: refresh each split, {run / 'train'} and {run / 'test'}")
+    if split_halves(run): return {**m, "kind": "dora-splits"}
     raise UserError(f"{run} holds a {m.get('kind') or 'unknown'} run; refresh re-checks TRIAD and DoRA runs")
 
 def dora_run_config(out: Path, manifest: dict, **update) -> DoraConfig:
@@ -283,20 +288,52 @@ def dora_refresh_estimate(out: Path, manifest: dict, index, cfg: DoraConfig) -> 
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     return estimate_dora_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, s)
 
-def dora_refresh_command(out: Path, m: dict, *, db: str, table: str, llm: Optional[str], judge_llm: Optional[str],
-                         max_calls: Optional[int], max_usd: Optional[float], estimate: bool, concurrency: int) -> int:
-    "`ragbench refresh` of a DoRA run."
+def dora_refresh(out: Path, m: dict, *, db: str, table: str, llm: Optional[str], judge_llm: Optional[str],
+                 max_calls: Optional[int], max_usd: Optional[float], estimate: bool, concurrency: int) -> dict:
+    "Refresh one DoRA run (or only estimate it: `{'estimate': ...}`); the refresh summary, with its `card` when it finished."
     from ragbench.index import open_index
     cfg = dora_run_config(out, m, workers=concurrency)
     specs = dora_llm_specs(m, llm, judge_llm)
     index = open_index(db, table, run_dir=out, save=False)
-    if estimate: print(json.dumps(dora_refresh_estimate(out, m, index, cfg), indent=2)); return 0
+    if estimate: return {"estimate": dora_refresh_estimate(out, m, index, cfg)}
     llms = LLMPool(cache_dir=out / "cache", concurrency=concurrency).by_role(specs)
     embed = lambda texts: index.embedder.encode(list(texts))
-    try: s = refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=max_calls, max_usd=max_usd)
+    try: return refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=max_calls, max_usd=max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
-    if "card" in s: print_refresh(s, out)
+
+def dora_refresh_command(out: Path, m: dict, **kw) -> int:
+    "`ragbench refresh` of a DoRA run: the estimate as JSON, or what the refresh did."
+    s = dora_refresh(out, m, **kw)
+    if "estimate" in s: print(json.dumps(s["estimate"], indent=2))
+    elif "card" in s: print_refresh(s, out)
     return 0
+
+def half_result(half: Path) -> DoraRun:
+    "One split of a train/test run read back as a DoraRun (its dataset and generation summary)."
+    s = json.loads((half / "summary.json").read_text()) if (half / "summary.json").exists() else {}
+    return DoraRun(half, s, half / "dataset.jsonl", items=list(read_jsonl(half / "dataset.jsonl", QAItem)))
+
+def refresh_splits_command(out: Path, m: dict, *, max_calls: Optional[int], estimate: bool, **kw) -> int:
+    "`ragbench refresh` of a DoRA train/test run: the test split, the train split on what is left of the budget, then the combined dataset, leakage report and SFT export again."
+    from ragbench.index import open_index
+    run = RunDir(out); done, est = dict(m.get("split_refresh") or {}), {}
+    for half in ("test", "train"):
+        if half in done and not estimate: continue                    # finished before a kill: its calls are in `done`
+        left = None if max_calls is None else max(0, max_calls - sum(done.values()))
+        s = dora_refresh(out / half, read_refresh_run(out / half), max_calls=left, estimate=estimate, **kw)
+        if estimate: est[half] = s["estimate"]; continue
+        if "card" not in s: return 0                                  # stopped (budget): it said so; re-run to continue
+        print_refresh(s, out / half)
+        done[half] = s["llm"].get("calls", 0); run.write_manifest(split_refresh=done)
+    if estimate: print(json.dumps(est, indent=2)); return 0
+    index = open_index(kw["db"], kw["table"], run_dir=out / "train", save=False)
+    cfg = m.get("config") or {}
+    rc = finish_splits(out, half_result(out / "train"), half_result(out / "test"), index,
+                       embed=lambda texts: index.embedder.encode(list(texts)),
+                       ngram_at=cfg.get("leak_ngram", 0.5), cosine_at=cfg.get("leak_cosine", 0.95))
+    run.write_manifest(split_refresh=None, refreshes=[*m.get("refreshes", []), {"at": utc_now(), "calls": done}])
+    return rc
+
 
 # %% ../../nbs/31_dora.refresh.ipynb #53f9fb57
 def refresh_command(
@@ -317,5 +354,6 @@ def refresh_command(
     if m["kind"] == "triad":
         return triad_refresh_command(run, db=db, table=table, llm=llm, judge_llm=judge_llm, extract_llm=extract_llm,
                                      max_calls=max_calls, max_usd=max_usd, estimate=estimate, concurrency=concurrency)
-    return dora_refresh_command(out, m, db=db, table=table, llm=llm, judge_llm=judge_llm, max_calls=max_calls, max_usd=max_usd,
-                                estimate=estimate, concurrency=concurrency)
+    command = refresh_splits_command if m["kind"] == "dora-splits" else dora_refresh_command
+    return command(out, m, db=db, table=table, llm=llm, judge_llm=judge_llm, max_calls=max_calls, max_usd=max_usd,
+                   estimate=estimate, concurrency=concurrency)
