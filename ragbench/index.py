@@ -15,7 +15,7 @@ from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_docu
 from .embed import EmbedderError, make_embedder
 
 # %% auto #0
-__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'VECTOR_CHECK_ROWS',
+__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS', 'VECTOR_CHECK_ROWS',
            'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'is_local', 'db_location', 'db_exists',
            'read_stored_text', 'write_stored_text', 'table_lock', 'sidecar_path', 'detect_columns', 'resolve_columns',
            'detected_line', 'ChunkIndex', 'vector_index_params', 'stored_vs_embedded', 'check_vectors', 'in_source',
@@ -206,6 +206,7 @@ def _check_embedder(table: str, side: Optional[dict], emb) -> None:
 
 # %% ../nbs/11_index.ipynb #6511457c
 VECTOR_INDEX_MIN_ROWS = 100_000   # a table this large gets an IVF-PQ vector index when it is built; below it, exact search
+WRITE_ROWS = 16_384   # new chunks gathered per table write: every write is a LanceDB version and fragment (issue 23)
 
 @patch(cls_method=True)
 def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex:
@@ -360,6 +361,15 @@ def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: Optional[int
     return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
 @patch
+def _write_pending(self: ChunkIndex, pending: list, st: dict, write_rows: int = 0) -> None:
+    "Store the gathered (chunks, vectors) pairs in one `upsert` once they hold `write_rows` chunks (0: now), counted in `st`."
+    if not pending or sum(len(cs) for cs, _ in pending) < write_rows: return
+    chunks = [c for cs, _ in pending for c in cs]
+    n = self.upsert(chunks, np.concatenate([v for _, v in pending]))
+    st["added"] += n; st["existing"] += len(chunks) - n      # another writer stored the rest first
+    pending.clear()
+
+@patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False,
         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None) -> int:
     "Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how many were added."
@@ -368,13 +378,14 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
     stored = set(self._all_ids()); new_ids: set = set()
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "duplicates_removed": removed}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr, total=total)
+    pending: list = []                           # (chunks, vectors) embedded but not yet written: at most WRITE_ROWS chunks
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored, new_ids, st)
-            if new:
-                n = self.upsert(new, self.embed_counted(new, bar))
-                st["added"] += n; st["existing"] += len(new) - n      # another writer stored the rest first
+            if new: pending.append((new, self.embed_counted(new, bar)))
+            self._write_pending(pending, st, WRITE_ROWS)
             bar.update(len(batch) - len(new)); bar.set_postfix(added=st["added"], refresh=False)
+        self._write_pending(pending, st)
     finally:
         bar.close()
     if st["added"] or removed or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0 or removed > 0)
@@ -577,17 +588,17 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
     stored = self._stored(source); by_text = {h: i for i, (_, _, h, _) in stored.items()}
-    produced, seen_docs, stored_ids, new_ids = {}, set(), set(stored), set()
+    produced, seen_docs, stored_ids, new_ids, pending = {}, set(), set(stored), set(), []
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0, "duplicates_removed": removed_dups}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored_ids, new_ids, st)
             for c in batch: seen_docs.add(c.doc_id); produced.setdefault(c.id, (c.doc_id, (c.meta or {}).get("position")))
-            if new:
-                n = self.upsert(new, self._vectors_for(new, by_text, bar, st))
-                st["added"] += n; st["existing"] += len(new) - n
+            if new: pending.append((new, self._vectors_for(new, by_text, bar, st)))
+            self._write_pending(pending, st, WRITE_ROWS)
             bar.update(len(batch) - len(new))
+        self._write_pending(pending, st)
     finally: bar.close()
     diff, gone = _diff(stored, produced, seen_docs, source is not None)
     for part in _batched(gone, 500): self.tbl.delete(f"`{self.columns['id']}` IN ({', '.join(_quote(i) for i in part)})")
