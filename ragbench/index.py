@@ -228,7 +228,8 @@ def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex
 @patch(cls_method=True)
 def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
           batch_size: int = 256, progress: bool = True, source=None,
-          vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None) -> ChunkIndex:
+          vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
+          write_rows: int = WRITE_ROWS) -> ChunkIndex:
     "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`)."
     emb = make_embedder(embedder)
     chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
@@ -239,9 +240,9 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     with table_lock(db_dir, table):
         idx = cls.create_or_open(db_dir, table, emb)
         if source is None: idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress,
-                                   vector_index_min_rows=vector_index_min_rows, total=total)
+                                   vector_index_min_rows=vector_index_min_rows, total=total, write_rows=write_rows)
         else: idx.sync(itertools.chain(first, chunks), source, batch_size=batch_size, progress=progress,
-                       vector_index_min_rows=vector_index_min_rows)
+                       vector_index_min_rows=vector_index_min_rows, write_rows=write_rows)
     return idx
 
 # %% ../nbs/11_index.ipynb #a77c773e
@@ -364,6 +365,8 @@ def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: Optional[int
 @dataclass
 class PendingRows:
     "Chunks embedded but not yet written, with their vectors, and when the first of them was gathered."
+    limit: int = WRITE_ROWS          # write once this many are gathered
+    seconds: float = WRITE_SECONDS   # ... or once the first was gathered this long ago
     items: list = field(default_factory=list)
     rows: int = 0
     since: float = 0.0
@@ -374,8 +377,8 @@ class PendingRows:
         self.items.append((chunks, vecs)); self.rows += len(chunks)
 
     def due(self) -> bool:
-        "Whether to write them now: `WRITE_ROWS` of them, or the first was gathered `WRITE_SECONDS` ago."
-        return self.rows >= WRITE_ROWS or (bool(self.items) and time.monotonic() - self.since >= WRITE_SECONDS)
+        "Whether to write them now: `limit` of them, or the first was gathered `seconds` ago."
+        return self.rows >= self.limit or (bool(self.items) and time.monotonic() - self.since >= self.seconds)
 
 @patch
 def _write_pending(self: ChunkIndex, pending: PendingRows, st: dict, force: bool = False) -> None:
@@ -388,14 +391,15 @@ def _write_pending(self: ChunkIndex, pending: PendingRows, st: dict, force: bool
 
 @patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False,
-        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None) -> int:
+        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
+        write_rows: int = WRITE_ROWS) -> int:
     "Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how many were added."
     from tqdm.auto import tqdm
     removed = self.remove_duplicates()
     stored = set(self._all_ids()); new_ids: set = set()
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "duplicates_removed": removed}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr, total=total)
-    pending = PendingRows()
+    pending = PendingRows(write_rows)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored, new_ids, st)
@@ -600,12 +604,12 @@ def _diff(stored: dict, produced: dict, seen_docs: set, scoped: bool) -> tuple[d
 
 @patch
 def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int = 256, progress: bool = False,
-         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> dict:
+         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, write_rows: int = WRITE_ROWS) -> dict:
     "Make the table hold `chunks`: embed only new texts, delete the old chunks of changed documents (and, with `source`, of its documents that are gone); returns the diff."
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
     stored = self._stored(source); by_text = {h: i for i, (_, _, h, _) in stored.items()}
-    produced, seen_docs, stored_ids, new_ids, pending = {}, set(), set(stored), set(), PendingRows()
+    produced, seen_docs, stored_ids, new_ids, pending = {}, set(), set(stored), set(), PendingRows(write_rows)
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0, "duplicates_removed": removed_dups}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
