@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_index.ipynb #d585e612
 from __future__ import annotations
-import contextlib, itertools, json, random, sys
+import contextlib, itertools, json, random, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
@@ -15,12 +15,12 @@ from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_docu
 from .embed import EmbedderError, make_embedder
 
 # %% auto #0
-__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'VECTOR_CHECK_ROWS',
-           'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'is_local', 'db_location', 'db_exists',
-           'read_stored_text', 'write_stored_text', 'table_lock', 'sidecar_path', 'detect_columns', 'resolve_columns',
-           'detected_line', 'ChunkIndex', 'vector_index_params', 'stored_vs_embedded', 'check_vectors', 'in_source',
-           'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index', 'save_index_mapping',
-           'search_command']
+__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS', 'WRITE_SECONDS',
+           'VECTOR_CHECK_ROWS', 'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'is_local',
+           'db_location', 'db_exists', 'read_stored_text', 'write_stored_text', 'table_lock', 'sidecar_path',
+           'detect_columns', 'resolve_columns', 'detected_line', 'ChunkIndex', 'vector_index_params', 'PendingRows',
+           'stored_vs_embedded', 'check_vectors', 'in_source', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns',
+           'open_index', 'save_index_mapping', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -206,6 +206,8 @@ def _check_embedder(table: str, side: Optional[dict], emb) -> None:
 
 # %% ../nbs/11_index.ipynb #6511457c
 VECTOR_INDEX_MIN_ROWS = 100_000   # a table this large gets an IVF-PQ vector index when it is built; below it, exact search
+WRITE_ROWS = 16_384   # new chunks gathered per table write: every write is a LanceDB version and fragment (issue 23)
+WRITE_SECONDS = 30.0  # ... or fewer, once the first was embedded this long ago (a killed build loses at most this much work)
 
 @patch(cls_method=True)
 def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex:
@@ -226,7 +228,8 @@ def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex
 @patch(cls_method=True)
 def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
           batch_size: int = 256, progress: bool = True, source=None,
-          vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None) -> ChunkIndex:
+          vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
+          write_rows: int = WRITE_ROWS) -> ChunkIndex:
     "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`)."
     emb = make_embedder(embedder)
     chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
@@ -237,9 +240,9 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     with table_lock(db_dir, table):
         idx = cls.create_or_open(db_dir, table, emb)
         if source is None: idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress,
-                                   vector_index_min_rows=vector_index_min_rows, total=total)
+                                   vector_index_min_rows=vector_index_min_rows, total=total, write_rows=write_rows)
         else: idx.sync(itertools.chain(first, chunks), source, batch_size=batch_size, progress=progress,
-                       vector_index_min_rows=vector_index_min_rows)
+                       vector_index_min_rows=vector_index_min_rows, write_rows=write_rows)
     return idx
 
 # %% ../nbs/11_index.ipynb #a77c773e
@@ -359,22 +362,51 @@ def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: Optional[int
         parts.append(self.embedder.encode([c.text for c in part])); bar.update(len(part))
     return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
+@dataclass
+class PendingRows:
+    "Chunks embedded but not yet written, with their vectors, and when the first of them was gathered."
+    limit: int = WRITE_ROWS          # write once this many are gathered
+    seconds: float = WRITE_SECONDS   # ... or once the first was gathered this long ago
+    items: list = field(default_factory=list)
+    rows: int = 0
+    since: float = 0.0
+
+    def put(self, chunks: list[Chunk], vecs: np.ndarray) -> None:
+        "Gather one batch of chunks and their vectors."
+        if not self.items: self.since = time.monotonic()
+        self.items.append((chunks, vecs)); self.rows += len(chunks)
+
+    def due(self) -> bool:
+        "Whether to write them now: `limit` of them, or the first was gathered `seconds` ago."
+        return self.rows >= self.limit or (bool(self.items) and time.monotonic() - self.since >= self.seconds)
+
+@patch
+def _write_pending(self: ChunkIndex, pending: PendingRows, st: dict, force: bool = False) -> None:
+    "Store the gathered chunks in one `upsert` when they are due (or `force`), counted in `st`."
+    if not pending.items or not (force or pending.due()): return
+    chunks = [c for cs, _ in pending.items for c in cs]
+    n = self.upsert(chunks, np.concatenate([v for _, v in pending.items]))
+    st["added"] += n; st["existing"] += len(chunks) - n      # another writer stored the rest first
+    pending.items, pending.rows = [], 0
+
 @patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False,
-        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None) -> int:
+        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
+        write_rows: int = WRITE_ROWS) -> int:
     "Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how many were added."
     from tqdm.auto import tqdm
     removed = self.remove_duplicates()
     stored = set(self._all_ids()); new_ids: set = set()
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "duplicates_removed": removed}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr, total=total)
+    pending = PendingRows(write_rows)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored, new_ids, st)
-            if new:
-                n = self.upsert(new, self.embed_counted(new, bar))
-                st["added"] += n; st["existing"] += len(new) - n      # another writer stored the rest first
+            if new: pending.put(new, self.embed_counted(new, bar))
+            self._write_pending(pending, st)
             bar.update(len(batch) - len(new)); bar.set_postfix(added=st["added"], refresh=False)
+        self._write_pending(pending, st, force=True)
     finally:
         bar.close()
     if st["added"] or removed or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0 or removed > 0)
@@ -572,22 +604,22 @@ def _diff(stored: dict, produced: dict, seen_docs: set, scoped: bool) -> tuple[d
 
 @patch
 def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int = 256, progress: bool = False,
-         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> dict:
+         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, write_rows: int = WRITE_ROWS) -> dict:
     "Make the table hold `chunks`: embed only new texts, delete the old chunks of changed documents (and, with `source`, of its documents that are gone); returns the diff."
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
     stored = self._stored(source); by_text = {h: i for i, (_, _, h, _) in stored.items()}
-    produced, seen_docs, stored_ids, new_ids = {}, set(), set(stored), set()
+    produced, seen_docs, stored_ids, new_ids, pending = {}, set(), set(stored), set(), PendingRows(write_rows)
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0, "duplicates_removed": removed_dups}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored_ids, new_ids, st)
             for c in batch: seen_docs.add(c.doc_id); produced.setdefault(c.id, (c.doc_id, (c.meta or {}).get("position")))
-            if new:
-                n = self.upsert(new, self._vectors_for(new, by_text, bar, st))
-                st["added"] += n; st["existing"] += len(new) - n
+            if new: pending.put(new, self._vectors_for(new, by_text, bar, st))
+            self._write_pending(pending, st)
             bar.update(len(batch) - len(new))
+        self._write_pending(pending, st, force=True)
     finally: bar.close()
     diff, gone = _diff(stored, produced, seen_docs, source is not None)
     for part in _batched(gone, 500): self.tbl.delete(f"`{self.columns['id']}` IN ({', '.join(_quote(i) for i in part)})")

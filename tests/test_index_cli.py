@@ -147,7 +147,7 @@ def test_kill_and_resume(tmp_path, capsys):
             time.sleep(0.25); return _enc(self, texts)
         HashEmbedder.encode = slow
         from ragbench.cli import main
-        sys.exit(main(["index", {str(src)!r}, "--db", {str(db)!r}, "--embedder", "hash:64", "--batch-size", "4", "--quiet"]))
+        sys.exit(main(["index", {str(src)!r}, "--db", {str(db)!r}, "--embedder", "hash:64", "--batch-size", "4", "--write-rows", "4", "--quiet"]))  # a write per batch: the kill comes between writes
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     import lancedb

@@ -126,9 +126,9 @@ def versions(db: Path) -> int:
 
 
 def test_kill_index(work):
-    "The kill lands after a seeded random share of the clean build's commits (one per batch of 32 chunks)."
+    "The kill lands after a seeded random share of the clean build's commits (one per 64 chunks written)."
     src = GITDOCS_FULL if GITDOCS_FULL.exists() else SAMPLE
-    cmd = lambda db: ["index", src, "--db", db, "--embedder", "hash", "--batch-size", 32, "--quiet"]
+    cmd = lambda db: ["index", src, "--db", db, "--embedder", "hash", "--batch-size", 32, "--write-rows", 64, "--quiet"]
     ok(ragbench(*cmd(work / "index_clean")))
     clean, total = lance_ids(work / "index_clean"), versions(work / "index_clean")
     failures = []
