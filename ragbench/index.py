@@ -500,14 +500,18 @@ def _hit(self: ChunkIndex, row: dict, score: float) -> Hit:
 
 # %% ../nbs/11_index.ipynb #08064b05
 @patch
+def _has_text(self: ChunkIndex, row: dict) -> bool:
+    "Whether a row's text column holds a passage (not null, not blank)."
+    t = row.get(self.columns["text"]); return isinstance(t, str) and bool(t.strip())
+
+@patch
 def _with_text(self: ChunkIndex, scored: list) -> list:
     "Rows (with scores) that hold text; rows whose text is null or blank are skipped, counted in `empty_skipped` and reported once."
-    col = self.columns["text"]
-    keep = [(r, s) for r, s in scored if isinstance(r.get(col), str) and r[col].strip()]
+    keep = [(r, s) for r, s in scored if self._has_text(r)]
     if len(keep) < len(scored):
         first = not getattr(self, "empty_skipped", 0)
         self.empty_skipped = getattr(self, "empty_skipped", 0) + len(scored) - len(keep)
-        if first: print(f"ragbench: table '{self.table_name}': skipping rows whose column '{col}' is empty or null "
+        if first: print(f"ragbench: table '{self.table_name}': skipping rows whose column '{self.columns['text']}' is empty or null "
                         "(no passage to show a retriever or a labeller); `empty_skipped` counts them", file=sys.stderr)
     return keep
 
@@ -767,23 +771,27 @@ def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict
 SEARCH_MODES = ("dense", "bm25", "hybrid")
 
 @patch
+def _scored(self: ChunkIndex, query: str, qv, mode: str, n: int, k: int, n_ex: int, w: float) -> list[tuple[dict, float]]:
+    "The top `n` rows for one search mode with their scores (hybrid fuses a wider pool of both)."
+    if mode == "bm25": return [(r, r["_score"]) for r in self._bm25_rows(query, n)]
+    if mode == "dense": return [(r, 1.0 - r["_distance"]) for r in self._dense_rows(qv, n)]
+    m = max(4 * k, 50, n) + n_ex
+    return self._fuse(qv, self._dense_rows(qv, m), self._bm25_rows(query, m, vector=True), w)
+
+@patch
 def search(self: ChunkIndex, query: str, k: int = 5, mode: str = "dense", exclude_ids: Iterable[str] = (),
            dense_weight: Optional[float] = None) -> list[Hit]:
     "The top-k chunks for `query` by dense, BM25 or hybrid (weighted fusion) search, minus `exclude_ids`."
     if mode not in SEARCH_MODES: raise ValueError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     if not isinstance(query, str) or not query.strip(): raise ValueError("the query is empty")
-    ex = {str(i) for i in exclude_ids}; n = k + len(ex); idcol = self.columns["id"]
-    if k <= 0 or len(self) == 0: return []
-    if mode == "bm25":
-        scored = [(r, r["_score"]) for r in self._bm25_rows(query, n)]
-    else:
-        qv = self.embedder.encode([query])[0]
-        if mode == "dense":
-            scored = [(r, 1.0 - r["_distance"]) for r in self._dense_rows(qv, n)]
-        else:
-            m = max(4 * k, 50) + len(ex)
-            w = self.dense_weight if dense_weight is None else dense_weight
-            scored = self._fuse(qv, self._dense_rows(qv, m), self._bm25_rows(query, m, vector=True), w)
+    ex = {str(i) for i in exclude_ids}; n, size, idcol = k + len(ex), len(self), self.columns["id"]
+    if k <= 0 or size == 0: return []
+    qv = None if mode == "bm25" else self.embedder.encode([query])[0]
+    w = self.dense_weight if dense_weight is None else dense_weight
+    while True:                        # rows without text don't count: fetch more until k have text (issue 24)
+        scored = self._scored(query, qv, mode, n, k, len(ex), w)
+        if n >= size or sum(self._has_text(r) and str(r[idcol]) not in ex for r, _ in scored) >= k: break
+        n = min(4 * n, size)
     return [self._hit(r, s) for r, s in self._with_text(scored) if str(r[idcol]) not in ex][:k]
 
 # %% ../nbs/11_index.ipynb #af4d66ff
@@ -792,7 +800,9 @@ def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     "The k chunks nearest to `chunk_id` by its stored vector (never the chunk itself)."
     row = self._rows([chunk_id], vector=True).get(str(chunk_id))
     if row is None: raise KeyError(f"chunk id {chunk_id!r} not in table '{self.table_name}' ({self.db_dir})")
-    rows = self._dense_rows(np.asarray(row[self.columns["vector"]], dtype=np.float32), k + 1)
+    qv, n, size = np.asarray(row[self.columns["vector"]], dtype=np.float32), k + 1, len(self)
+    while len(rows := self._dense_rows(qv, n)) >= n and n < size and sum(map(self._has_text, rows)) < k + 1:
+        n = min(4 * n, size)           # rows without text don't count: fetch more
     rows = [r for r, _ in self._with_text([(r, 0) for r in rows])]
     return [self._hit(r, 1.0 - r["_distance"]) for r in rows if str(r[self.columns["id"]]) != str(chunk_id)][:k]
 
