@@ -505,6 +505,12 @@ def _has_text(self: ChunkIndex, row: dict) -> bool:
     t = row.get(self.columns["text"]); return isinstance(t, str) and bool(t.strip())
 
 @patch
+def _fetch_until(self: ChunkIndex, fetch, n: int, enough) -> list:
+    "`fetch(n)`, with `n` grown 4x a round (at most the table's size), until `enough` of its result or the whole table was read."
+    while not enough(rows := fetch(n)) and n < (size := len(self)): n = min(4 * n, size)
+    return rows
+
+@patch
 def _with_text(self: ChunkIndex, scored: list) -> list:
     "Rows (with scores) that hold text; rows whose text is null or blank are skipped, counted in `empty_skipped` and reported once."
     keep = [(r, s) for r, s in scored if self._has_text(r)]
@@ -784,14 +790,12 @@ def search(self: ChunkIndex, query: str, k: int = 5, mode: str = "dense", exclud
     "The top-k chunks for `query` by dense, BM25 or hybrid (weighted fusion) search, minus `exclude_ids`."
     if mode not in SEARCH_MODES: raise ValueError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     if not isinstance(query, str) or not query.strip(): raise ValueError("the query is empty")
-    ex = {str(i) for i in exclude_ids}; n, size, idcol = k + len(ex), len(self), self.columns["id"]
-    if k <= 0 or size == 0: return []
+    ex = {str(i) for i in exclude_ids}; idcol = self.columns["id"]
+    if k <= 0 or len(self) == 0: return []
     qv = None if mode == "bm25" else self.embedder.encode([query])[0]
     w = self.dense_weight if dense_weight is None else dense_weight
-    while True:                        # rows without text don't count: fetch more until k have text (issue 24)
-        scored = self._scored(query, qv, mode, n, k, len(ex), w)
-        if n >= size or sum(self._has_text(r) and str(r[idcol]) not in ex for r, _ in scored) >= k: break
-        n = min(4 * n, size)
+    counted = lambda sc: sum(self._has_text(r) and str(r[idcol]) not in ex for r, _ in sc)   # rows without text don't count
+    scored = self._fetch_until(lambda n: self._scored(query, qv, mode, n, k, len(ex), w), k + len(ex), lambda sc: counted(sc) >= k)
     return [self._hit(r, s) for r, s in self._with_text(scored) if str(r[idcol]) not in ex][:k]
 
 # %% ../nbs/11_index.ipynb #af4d66ff
@@ -800,9 +804,8 @@ def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     "The k chunks nearest to `chunk_id` by its stored vector (never the chunk itself)."
     row = self._rows([chunk_id], vector=True).get(str(chunk_id))
     if row is None: raise KeyError(f"chunk id {chunk_id!r} not in table '{self.table_name}' ({self.db_dir})")
-    qv, n, size = np.asarray(row[self.columns["vector"]], dtype=np.float32), k + 1, len(self)
-    while len(rows := self._dense_rows(qv, n)) >= n and n < size and sum(map(self._has_text, rows)) < k + 1:
-        n = min(4 * n, size)           # rows without text don't count: fetch more
+    qv = np.asarray(row[self.columns["vector"]], dtype=np.float32)
+    rows = self._fetch_until(lambda n: self._dense_rows(qv, n), k + 1, lambda rs: sum(map(self._has_text, rs)) >= k + 1)
     rows = [r for r, _ in self._with_text([(r, 0) for r in rows])]
     return [self._hit(r, 1.0 - r["_distance"]) for r in rows if str(r[self.columns["id"]]) != str(chunk_id)][:k]
 

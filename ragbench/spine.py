@@ -228,8 +228,8 @@ def file_options(func: Callable, path, values: dict) -> dict:
 
 # %% ../nbs/19_spine.ipynb #4b832d6f
 def build_index(source, db, emb, *, table="chunks", fmt="auto", report=None, max_doc_mb=20.0, batch_size=256, progress=True,
-                vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, ray: Optional[str] = None, write_rows: int = WRITE_ROWS,
-                **chunking) -> ChunkIndex:
+                vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, ray: Optional[str] = None,
+                write_rows: int = WRITE_ROWS, **chunking) -> ChunkIndex:
     "Load, chunk and embed `source` into `db`: in this process, or on the Ray cluster `ray_address(ray)` names."
     address = ray_address(ray)
     if address is not None:
@@ -242,7 +242,7 @@ def build_index(source, db, emb, *, table="chunks", fmt="auto", report=None, max
     chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), c["target_tokens"], c["min_tokens"], c["max_tokens"],
                              c["overlap"], c["mode"])
     idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows,
-                           source=source, write_rows=write_rows)                       # a re-index embeds only what changed (issue 22)
+                           source=source, write_rows=write_rows)  # a re-index embeds only what changed (issue 22)
     idx.ensure_vector_index(vector_index_min_rows)              # a table that reached the size now
     return idx
 
@@ -276,7 +276,7 @@ def index_command(
     max_tokens: int = 1024,  # longer paragraphs are split into overlapping windows
     overlap: float = 0.25,  # share of a window repeated in the next one when a long paragraph is split
     batch_size: int = 256,  # chunks embedded per batch
-    write_rows: int = WRITE_ROWS,  # new chunks gathered per table write (each write is a table version; a kill loses at most the unwritten ones)
+    write_rows: int = WRITE_ROWS,  # new chunks gathered per table write (each write is a table version; a kill loses the unwritten)
     max_doc_mb: float = 20.0,  # skip documents larger than this (MB)
     quiet: bool = False,  # no progress bar
     vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS,  # build an IVF-PQ vector index once the table has this many rows (below it: exact search)
@@ -286,7 +286,8 @@ def index_command(
     report = LoadReport()
     try:
         emb = make_embedder(embedder)
-        idx = build_index(source, db, emb, table=table, fmt=fmt, report=report, max_doc_mb=max_doc_mb, batch_size=batch_size, write_rows=write_rows,
+        idx = build_index(source, db, emb, table=table, fmt=fmt, report=report, max_doc_mb=max_doc_mb, batch_size=batch_size,
+                          write_rows=write_rows,
                           progress=not quiet, vector_index_min_rows=vector_index_min_rows, ray=ray, target_tokens=target_tokens, min_tokens=min_tokens, max_tokens=max_tokens,
                           overlap=overlap, mode=mode)
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e

@@ -22,6 +22,13 @@ def shown_text(o: dict) -> str:
     return "\n".join("".join(v) if isinstance(v, list) else v for v in vs)
 
 
+def assert_readable(name: str, outs: list[dict]) -> None:
+    "No saved traceback, and no widget view (it renders as nothing without its kernel)."
+    assert not [o for o in outs if o["output_type"] == "error"], f"nbs/{name} saved a traceback"
+    assert not [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})], \
+        f"nbs/{name} saved a widget view (it renders as nothing without its kernel)"
+
+
 STAGES = ["10_corpus.ipynb", "11_index.ipynb", "17_gen.base.ipynb", "25_triad.run.ipynb", "30_dora.run.ipynb",
           "40_eval.run.ipynb", "41_eval.paired.ipynb", "50_report.figures.ipynb", "62_review_queue.ipynb",
           "tutorials/tour.ipynb", "index.ipynb"]
@@ -31,9 +38,7 @@ STAGES = ["10_corpus.ipynb", "11_index.ipynb", "17_gen.base.ipynb", "25_triad.ru
 def test_every_stage_notebook_shows_saved_output(name):
     outs = outputs(name)
     assert outs, f"nbs/{name} has no saved output: run python tests/tools/save_outputs.py nbs/{name}"
-    assert not [o for o in outs if o["output_type"] == "error"], f"nbs/{name} saved a traceback"
-    assert not [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})], \
-        f"nbs/{name} saved a widget view (it renders as nothing without its kernel)"
+    assert_readable(name, outs)
 
 
 def test_the_figures_notebook_shows_every_figure():
@@ -61,9 +66,7 @@ def test_every_notebook_shows_saved_output(name):
     outs = outputs(name)
     if name not in NO_OUTPUT:
         assert outs, f"nbs/{name} has no saved output: give it a short example and run python tests/tools/save_outputs.py nbs/{name}"
-    assert not [o for o in outs if o["output_type"] == "error"], f"nbs/{name} saved a traceback"
-    assert not [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})], \
-        f"nbs/{name} saved a widget view (it renders as nothing without its kernel)"
+    assert_readable(name, outs)
 
 
 def test_the_list_of_notebooks_without_output_is_current():
