@@ -484,7 +484,8 @@ async def score_plan(plan: list, run: RunDir, score: Callable, batch_size: int, 
     async def work(t: Task) -> TaskResult:
         s, mode, items = batches[t.position]
         try: rows = await score(items, s, mode)
-        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})") from None   # the batches in flight are redone on resume
+        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})", drain=True) from None
+        # the other running batches finish and are kept; this one is redone on resume (its answered calls from the cache)
         return TaskResult(task_id=t.id, position=t.position, outcome="scored", record={"rows": rows})
     new = [0]
     def commit(r: TaskResult) -> None:

@@ -230,8 +230,8 @@ class GenerationMethod:
 
 # %% ../../nbs/17_gen.base.ipynb #78b11403
 class StopRun(Exception):
-    "Raised by a task to stop the whole run (e.g. the call budget is spent); `reason` says why."
-    def __init__(self, reason: str): super().__init__(reason); self.reason = reason
+    "Raised by a task to stop the whole run; `reason` says why, `drain`: let the running tasks finish (their calls are sent and paid for)."
+    def __init__(self, reason: str, drain: bool = False): super().__init__(reason); self.reason, self.drain = reason, drain
 
 class LocalExecutor:
     "Runs tasks as asyncio tasks in this process, at most `in_flight` at once, in plan order."
@@ -241,8 +241,8 @@ class LocalExecutor:
 
     async def run(self, tasks: Sequence[Task], work: Callable[[Task], Awaitable[TaskResult]],
                   commit: Callable[[TaskResult], None], wanted: Callable[[Task], bool]) -> Optional[str]:
-        "Run `tasks`; returns a stop reason when a task raised StopRun, else None."
-        todo, running, stop = iter(tasks), {}, None
+        "Run `tasks`; returns a stop reason when a task raised StopRun, else None (a draining stop launches no more, cancels none)."
+        todo, running, stop, drain = iter(tasks), {}, None, True
         def launch():
             while stop is None and len(running) < self.in_flight:
                 t = next(todo, None)
@@ -256,9 +256,9 @@ class LocalExecutor:
                     running.pop(fut)
                     if fut.cancelled(): continue
                     try: commit(fut.result())
-                    except StopRun as e: stop = stop or e.reason
+                    except StopRun as e: stop, drain = stop or e.reason, drain and e.drain
                 for fut, t in list(running.items()):
-                    if stop is not None or not wanted(t): fut.cancel()
+                    if (stop is not None and not drain) or not wanted(t): fut.cancel()
                 launch()
         finally:
             for fut in running: fut.cancel()
@@ -359,7 +359,7 @@ async def _run_one(method: GenerationMethod, task: Task, index) -> TaskResult:
     "One task with its own usage meter; a spent budget stops the run, a listed error becomes a failed task."
     with task_usage() as usage:
         try: r = await method.run_task(task, index)
-        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})") from None
+        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})", drain=True) from None   # the running tasks finish
         except method.task_errors as e:
             r = TaskResult(task_id=task.id, position=task.position, outcome="error", error=f"{type(e).__name__}: {e}"[:500])
     u = usage.totals()
