@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, json, sys
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any, Literal, Optional, Sequence
 from pydantic import BaseModel, Field
 from ..core import Context, Dataset, QAItem, RunDir, RunLock, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import TaskJournal, TaskResult
@@ -74,7 +74,7 @@ class CheckConfig(BaseModel):
     "Which whole-corpus checks run and how."
     checks: list[str] = Field(default_factory=lambda: list(CHECKS))
     k: int = Field(5, ge=1, description="passages searched for the question outside its gold and relevant contexts")
-    search_mode: str = "dense"
+    search_mode: Literal["dense", "bm25", "hybrid"] = "dense"   # how the whole index is searched for outside passages
     on_ambiguous: str = Field("flag", description="flag or reject an item another passage answers differently")
 
 async def _ask(llm, name: str, schema, stage: str, **vars) -> Optional[BaseModel]:
@@ -186,13 +186,13 @@ def check_run(run_dir, index, llms, cfg, **kw) -> dict:
     return arun(acheck_run(run_dir, index, llms, cfg, **kw))
 
 # %% ../../nbs/28_triad.checks.ipynb #2e983ea1
-def check_config(checks: str, k: int, on_ambiguous: str) -> CheckConfig:
+def check_config(checks: str, k: int, on_ambiguous: str, search_mode: str = "dense") -> CheckConfig:
     "The CheckConfig of the command's flags; an unknown check or --on-ambiguous value raises UserError naming the flag."
     names = [c.strip() for c in checks.split(",") if c.strip()]
     bad = [c for c in names if c not in CHECKS]
     if bad: raise UserError(f"--checks: unknown check {bad[0]!r}; choose from {', '.join(CHECKS)}")
     if on_ambiguous not in ("flag", "reject"): raise UserError(f"--on-ambiguous: flag or reject, not {on_ambiguous!r}")
-    return CheckConfig(checks=names, k=k, on_ambiguous=on_ambiguous)
+    return CheckConfig(checks=names, k=k, on_ambiguous=on_ambiguous, search_mode=search_mode)
 
 def check_command(
     run: str,  # a TRIAD run directory
@@ -202,6 +202,7 @@ def check_command(
     checks: str = "uniqueness,completeness,closed_book",  # which checks, comma-separated
     k: Annotated[int, "-k"] = 5,  # passages searched per question outside its gold set
     on_ambiguous: str = "flag",  # flag or reject an item another passage answers differently
+    search_mode: Literal["dense", "bm25", "hybrid"] = "dense",  # how the whole index is searched for outside passages
     llm: Optional[str] = None,  # generator LLM spec for the closed-book check (default: the run's own)
     judge_llm: Optional[str] = None,  # judge LLM spec (default: --llm, else the run's own)
     max_calls: Optional[int] = None,  # hard limit on LLM calls for the checks, across resumes
@@ -211,7 +212,7 @@ def check_command(
     from ragbench.triad.refresh import read_triad_run, run_llm_specs
     from ragbench.spine import LLMPool
     out = Path(run); m = read_triad_run(out)
-    ccfg = check_config(checks, k, on_ambiguous)
+    ccfg = check_config(checks, k, on_ambiguous, search_mode)
     specs = run_llm_specs(m, llm, judge_llm, None)
     index = open_index(db, table, run_dir=out, save=False)
     llms = LLMPool(cache_dir=out / "cache").by_role({"generate": specs["generate"], "judge": specs["judge"]})

@@ -1,6 +1,6 @@
 """Architecture figures for the house plan: modules, import cycles, private imports, exported cell sizes.
 
-Run: python tests/bench/bench_arch.py   (prints figures; asserts nothing)
+Run: python tests/bench/bench_arch.py [--house]   (prints figures; asserts nothing; --house adds the issue-18 table)
 """
 import ast, json, re, statistics, sys
 from pathlib import Path
@@ -116,7 +116,97 @@ def figures() -> dict:
             "exported_cells": len(sizes), "median_cell_lines": statistics.median(sizes) if sizes else 0,
             "p90_cell_lines": p90, "cells_over_50": sum(s > 50 for s in sizes)}
 
+def command_lines() -> dict:
+    "Lines of each CLI command's function: {command: (whole function, body without signature and docstring)}."
+    from ragbench.cli import COMMANDS
+    out = {}
+    for name, cmd in COMMANDS.items():
+        mod, fn = cmd.target.split(":")
+        path = ROOT / (mod.replace(".", "/") + ".py")
+        node = next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef) and n.name == fn)
+        body = node.body[1:] if ast.get_docstring(node) else node.body
+        out[name] = (node.end_lineno - node.lineno + 1, node.end_lineno - body[0].lineno + 1)
+    return out
+
+CONFIGS = {"triad": "ragbench.triad.config:TriadConfig", "dora": "ragbench.dora.run:DoraConfig",
+           "check": "ragbench.triad.checks:CheckConfig"}
+
+def cli_settable() -> dict:
+    "Per command with a config model: (fields with a flag of their own, all fields, whether it takes --config FILE)."
+    import importlib
+    from ragbench.cli import command_parser, resolve_command
+    out = {}
+    for cmd, target in CONFIGS.items():
+        mod, cls = target.split(":")
+        try: fields, acts = set(getattr(importlib.import_module(mod), cls).model_fields), command_parser(resolve_command(cmd))._actions
+        except (ImportError, AttributeError, KeyError): continue     # (an older tree, run with --house on its checkout)
+        dests, flags = {a.dest for a in acts}, {f for a in acts for f in a.option_strings}
+        out[cmd] = (len(fields & dests), len(fields), "--config" in flags)
+    return out
+
+def executors_and_runners(mods: dict) -> dict:
+    "Executors (classes with an `async def run(self, tasks, work, commit, wanted)`) and loops of their own (a RunLock and a journal)."
+    execs, own = [], []
+    def executor_of(fn, cls=None):
+        "The class an `async run(self, tasks, work, commit, wanted)` belongs to (its class, or `self: C` under fastcore's @patch)."
+        if not (isinstance(fn, ast.AsyncFunctionDef) and fn.name == "run"): return None
+        if [a.arg for a in fn.args.args[1:5]] != ["tasks", "work", "commit", "wanted"]: return None
+        ann = fn.args.args[0].annotation
+        return cls or (ann.id if isinstance(ann, ast.Name) else None)
+    for m, tree in mods.items():
+        for node in ast.walk(tree):
+            for fn, cls in ([(b, node.name) for b in node.body] if isinstance(node, ast.ClassDef) else [(node, None)]):
+                if (c := executor_of(fn, cls)): execs.append(f"{m}.{c}")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = {n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
+                         for n in ast.walk(node) if isinstance(n, ast.Call)}
+                if names & {"RunLock", "table_lock"} and names & {"TaskJournal", "run", "score_plan", "add", "sync", "_write_pending"}:
+                    own.append(f"{m}.{node.name}")
+    return {"executors": sorted(set(execs)), "runners": sorted(set(own))}
+
+def registries(mods: dict) -> list[str]:
+    "Module-level `Registry(...)` instances."
+    return sorted(f"{m}.{t.id}" for m, tree in mods.items() for node in tree.body if isinstance(node, ast.Assign)
+                  and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "Registry"
+                  for t in node.targets if isinstance(t, ast.Name))
+
+def library_lines(pkg: Path = ROOT / "ragbench") -> dict:
+    "Lines of the exported library over 120 characters, and statements chained with `;`."
+    import io, tokenize
+    lines = long = chained = 0
+    for p in sorted(pkg.rglob("*.py")):
+        if p.name == "_modidx.py": continue
+        src = p.read_text(); ls = src.splitlines(); lines += len(ls); long += sum(len(l) > 120 for l in ls)
+        chained += sum(t.type == tokenize.OP and t.string == ";" for t in tokenize.generate_tokens(io.StringIO(src).readline))
+    return {"library_lines": lines, "library_over_120": long, "library_share_over_120": round(long / lines, 4), "library_semicolons": chained}
+
+def notebook_figures(nbs: Path = ROOT / "nbs") -> dict:
+    "Saved outputs (code cells with one, notebooks with none) and code lines over 120 characters or chaining statements with `;`."
+    import io, tokenize
+    cells = with_out = lines = long = chained = 0; none = []
+    for p in sorted(nbs.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in p.parts: continue
+        code = [c for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"]
+        n_out = sum(bool(c.get("outputs")) for c in code); cells += len(code); with_out += n_out
+        if code and not n_out: none.append(str(p.relative_to(nbs)))
+        for c in code:
+            src = "".join(c["source"]); ls = src.splitlines()
+            lines += len(ls); long += sum(len(l) > 120 for l in ls)
+            try: chained += sum(t.type == tokenize.OP and t.string == ";" for t in tokenize.generate_tokens(io.StringIO(src).readline))
+            except (tokenize.TokenError, IndentationError, SyntaxError): pass
+    return {"code_cells": cells, "with_output": with_out, "output_share": round(with_out / cells, 3), "notebooks_without_output": none,
+            "code_lines": lines, "lines_over_120": long, "share_over_120": round(long / lines, 4), "semicolons": chained}
+
+def house_figures() -> dict:
+    "The issue-18 table: cycles counting string imports, command lengths, CLI-settable config fields, runners, registries, notebooks."
+    mods = module_trees()
+    return {"cycles_counting_string_imports": len(find_cycles(all_edges(mods))),
+            "production_to_testing": len(production_testing_edges(all_edges(mods))),
+            "command_lines": command_lines(), "cli_settable": cli_settable(), **executors_and_runners(mods),
+            "registries": registries(mods), **library_lines(), **notebook_figures()}
+
 if __name__ == "__main__":
     f = figures()
     print(json.dumps({**f, "private_imports": len(f["private_imports"])}, indent=1))
     for p in f["private_imports"]: print("  private:", p)
+    if "--house" in sys.argv: print(json.dumps(house_figures(), indent=1))
