@@ -287,8 +287,8 @@ def index_command(
     try:
         emb = make_embedder(embedder)
         idx = build_index(source, db, emb, table=table, fmt=fmt, report=report, max_doc_mb=max_doc_mb, batch_size=batch_size,
-                          write_rows=write_rows,
-                          progress=not quiet, vector_index_min_rows=vector_index_min_rows, ray=ray, target_tokens=target_tokens, min_tokens=min_tokens, max_tokens=max_tokens,
+                          write_rows=write_rows, progress=not quiet, vector_index_min_rows=vector_index_min_rows,
+                          ray=ray, target_tokens=target_tokens, min_tokens=min_tokens, max_tokens=max_tokens,
                           overlap=overlap, mode=mode)
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     print_index_summary(source, db, table, idx, emb, report)

@@ -17,7 +17,7 @@ from .bridge import hit_chunk
 from .config import in_thread
 
 # %% auto #0
-__all__ = ['CHECKS', 'Uniqueness', 'Completeness', 'ClosedBook', 'SameAnswer', 'CheckConfig', 'check_uniqueness',
+__all__ = ['CHECKS', 'SearchMode', 'Uniqueness', 'Completeness', 'ClosedBook', 'SameAnswer', 'CheckConfig', 'check_uniqueness',
            'check_completeness', 'check_closed_book', 'acorpus_checks', 'corpus_checks', 'checks_card', 'acheck_run',
            'check_run', 'check_config', 'check_command']
 
@@ -69,12 +69,13 @@ register_prompt(PromptTemplate(
 
 # %% ../../nbs/28_triad.checks.ipynb #2897f97b
 CHECKS = ("uniqueness", "completeness", "closed_book")
+SearchMode = Literal["dense", "bm25", "hybrid"]   # how the whole index is searched for outside passages
 
 class CheckConfig(BaseModel):
     "Which whole-corpus checks run and how."
     checks: list[str] = Field(default_factory=lambda: list(CHECKS))
     k: int = Field(5, ge=1, description="passages searched for the question outside its gold and relevant contexts")
-    search_mode: Literal["dense", "bm25", "hybrid"] = "dense"   # how the whole index is searched for outside passages
+    search_mode: SearchMode = "dense"
     on_ambiguous: str = Field("flag", description="flag or reject an item another passage answers differently")
 
 async def _ask(llm, name: str, schema, stage: str, **vars) -> Optional[BaseModel]:
@@ -202,7 +203,7 @@ def check_command(
     checks: str = "uniqueness,completeness,closed_book",  # which checks, comma-separated
     k: Annotated[int, "-k"] = 5,  # passages searched per question outside its gold set
     on_ambiguous: str = "flag",  # flag or reject an item another passage answers differently
-    search_mode: Literal["dense", "bm25", "hybrid"] = "dense",  # how the whole index is searched for outside passages
+    search_mode: SearchMode = "dense",  # how the whole index is searched for outside passages
     llm: Optional[str] = None,  # generator LLM spec for the closed-book check (default: the run's own)
     judge_llm: Optional[str] = None,  # judge LLM spec (default: --llm, else the run's own)
     max_calls: Optional[int] = None,  # hard limit on LLM calls for the checks, across resumes

@@ -170,19 +170,21 @@ def registries(mods: dict) -> list[str]:
                   and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "Registry"
                   for t in node.targets if isinstance(t, ast.Name))
 
+def line_figures(src: str) -> tuple[int, int, int]:
+    "(lines, lines over 120 characters, statements chained with `;`) of Python source (`;` not counted when it does not tokenize)."
+    import io, tokenize
+    ls = src.splitlines()
+    try: semis = sum(t.type == tokenize.OP and t.string == ";" for t in tokenize.generate_tokens(io.StringIO(src).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError): semis = 0
+    return len(ls), sum(len(l) > 120 for l in ls), semis
+
 def library_lines(pkg: Path = ROOT / "ragbench") -> dict:
     "Lines of the exported library over 120 characters, and statements chained with `;`."
-    import io, tokenize
-    lines = long = chained = 0
-    for p in sorted(pkg.rglob("*.py")):
-        if p.name == "_modidx.py": continue
-        src = p.read_text(); ls = src.splitlines(); lines += len(ls); long += sum(len(l) > 120 for l in ls)
-        chained += sum(t.type == tokenize.OP and t.string == ";" for t in tokenize.generate_tokens(io.StringIO(src).readline))
+    lines, long, chained = map(sum, zip(*(line_figures(p.read_text()) for p in sorted(pkg.rglob("*.py")) if p.name != "_modidx.py")))
     return {"library_lines": lines, "library_over_120": long, "library_share_over_120": round(long / lines, 4), "library_semicolons": chained}
 
 def notebook_figures(nbs: Path = ROOT / "nbs") -> dict:
     "Saved outputs (code cells with one, notebooks with none) and code lines over 120 characters or chaining statements with `;`."
-    import io, tokenize
     cells = with_out = lines = long = chained = 0; none = []
     for p in sorted(nbs.rglob("*.ipynb")):
         if ".ipynb_checkpoints" in p.parts: continue
@@ -190,10 +192,7 @@ def notebook_figures(nbs: Path = ROOT / "nbs") -> dict:
         n_out = sum(bool(c.get("outputs")) for c in code); cells += len(code); with_out += n_out
         if code and not n_out: none.append(str(p.relative_to(nbs)))
         for c in code:
-            src = "".join(c["source"]); ls = src.splitlines()
-            lines += len(ls); long += sum(len(l) > 120 for l in ls)
-            try: chained += sum(t.type == tokenize.OP and t.string == ";" for t in tokenize.generate_tokens(io.StringIO(src).readline))
-            except (tokenize.TokenError, IndentationError, SyntaxError): pass
+            n, over, semis = line_figures("".join(c["source"])); lines += n; long += over; chained += semis
     return {"code_cells": cells, "with_output": with_out, "output_share": round(with_out / cells, 3), "notebooks_without_output": none,
             "code_lines": lines, "lines_over_120": long, "share_over_120": round(long / lines, 4), "semicolons": chained}
 
