@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_index.ipynb #d585e612
 from __future__ import annotations
-import contextlib, itertools, json, random, sys, time
+import contextlib, ctypes, hashlib, itertools, json, os, random, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
@@ -16,11 +16,12 @@ from .embed import EmbedderError, make_embedder
 
 # %% auto #0
 __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS', 'WRITE_SECONDS',
-           'VECTOR_CHECK_ROWS', 'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError', 'is_local',
-           'db_location', 'db_exists', 'read_stored_text', 'write_stored_text', 'table_lock', 'sidecar_path',
-           'detect_columns', 'resolve_columns', 'detected_line', 'ChunkIndex', 'vector_index_params', 'PendingRows',
-           'stored_vs_embedded', 'check_vectors', 'in_source', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns',
-           'open_index', 'save_index_mapping', 'search_command']
+           'MALLOC_ARENAS', 'VECTOR_CHECK_ROWS', 'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError',
+           'is_local', 'db_location', 'db_exists', 'read_stored_text', 'write_stored_text', 'table_lock',
+           'sidecar_path', 'detect_columns', 'resolve_columns', 'detected_line', 'ChunkIndex', 'limit_malloc_arenas',
+           'id_hashes', 'IdHashes', 'vector_index_params', 'PendingRows', 'stored_vs_embedded', 'check_vectors',
+           'in_source', 'Produced', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index',
+           'save_index_mapping', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -208,6 +209,13 @@ def _check_embedder(table: str, side: Optional[dict], emb) -> None:
 VECTOR_INDEX_MIN_ROWS = 100_000   # a table this large gets an IVF-PQ vector index when it is built; below it, exact search
 WRITE_ROWS = 16_384   # new chunks gathered per table write: every write is a LanceDB version and fragment (issue 23)
 WRITE_SECONDS = 30.0  # ... or fewer, once the first was embedded this long ago (a killed build loses at most this much work)
+MALLOC_ARENAS = 2     # glibc malloc arenas a build asks for (LanceDB's threads otherwise each keep the memory they freed)
+
+def limit_malloc_arenas(n: int = MALLOC_ARENAS) -> bool:
+    "Ask glibc for at most `n` malloc arenas (a 1M-chunk build peaks ~25 % lower); False where it is not glibc or `MALLOC_ARENA_MAX` is set."
+    if "MALLOC_ARENA_MAX" in os.environ: return False          # the user's own setting, already in force
+    try: return bool(ctypes.CDLL("libc.so.6").mallopt(-8, n))   # -8: M_ARENA_MAX
+    except (OSError, AttributeError): return False
 
 @patch(cls_method=True)
 def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex:
@@ -231,7 +239,7 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
           vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
           write_rows: int = WRITE_ROWS) -> ChunkIndex:
     "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`)."
-    emb = make_embedder(embedder)
+    emb = make_embedder(embedder); limit_malloc_arenas()
     chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
     db_dir = db_location(db_dir)
     if not first and not (db_exists(db_dir) and table in _table_names(_connect(db_dir))):
@@ -239,10 +247,10 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):
         idx = cls.create_or_open(db_dir, table, emb)
-        if source is None: idx.add(itertools.chain(first, chunks), batch_size=batch_size, progress=progress,
-                                   vector_index_min_rows=vector_index_min_rows, total=total, write_rows=write_rows)
-        else: idx.sync(itertools.chain(first, chunks), source, batch_size=batch_size, progress=progress,
-                       vector_index_min_rows=vector_index_min_rows, write_rows=write_rows)
+        kw = dict(batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows,
+                  write_rows=write_rows, append=is_local(db_dir))       # the lock is held: plain appends, no merge
+        if source is None: idx.add(itertools.chain(first, chunks), total=total, **kw)
+        else: idx.sync(itertools.chain(first, chunks), source, **kw)
     return idx
 
 # %% ../nbs/11_index.ipynb #a77c773e
@@ -284,14 +292,45 @@ def _ensure_indices(self: ChunkIndex, rebuild: bool = False) -> None:
     self._fts_ready = True
 
 # %% ../nbs/11_index.ipynb #f60d3be7
-def _new_in_batch(batch: list[Chunk], stored: set, seen: set, st: dict) -> list[Chunk]:
-    "The chunks of `batch` neither stored nor seen earlier in this build (counted in `st`)."
-    new = []
-    for c in batch:
+def id_hashes(ids: Iterable[str]) -> np.ndarray:
+    "64-bit hashes (blake2b) of string ids: the keys `IdHashes` keeps."
+    return np.fromiter((int.from_bytes(hashlib.blake2b(str(i).encode(), digest_size=8).digest(), "little") for i in ids),
+                       dtype=np.uint64)
+
+class IdHashes:
+    "A compact set of ids, 8 bytes an id (their hashes in a sorted array), so a build's memory does not grow by a string per chunk."
+    def __init__(self, hashes: Optional[np.ndarray] = None, merge_every: int = 65_536):
+        self.sorted = np.unique(hashes) if hashes is not None else np.zeros(0, dtype=np.uint64)
+        self.recent, self.merge_every = set(), merge_every
+
+    def __len__(self) -> int: return len(self.sorted) + len(self.recent)
+
+    def flags(self, hashes: np.ndarray) -> list[bool]:
+        "Which of `hashes` the set holds."
+        a = self.sorted
+        hit = a[np.minimum(np.searchsorted(a, hashes), len(a) - 1)] == hashes if len(a) else np.zeros(len(hashes), bool)
+        return [bool(x) or int(h) in self.recent for x, h in zip(hit, hashes)]
+
+    def add(self, h: int) -> None:
+        "Hold hash `h` (merged into the sorted array by `compact`)."
+        self.recent.add(int(h))
+
+    def compact(self) -> None:
+        "Merge the recent hashes into the sorted array once there are `merge_every` of them."
+        if len(self.recent) < self.merge_every: return
+        self.sorted = np.union1d(self.sorted, np.fromiter(self.recent, dtype=np.uint64, count=len(self.recent)))
+        self.recent = set()
+
+def _new_in_batch(batch: list[Chunk], stored: IdHashes, seen: IdHashes, st: dict) -> list[Chunk]:
+    "The chunks of `batch` neither stored nor seen earlier in this build (counted in `st`); they are added to `seen`."
+    hashes, new = id_hashes(c.id for c in batch), []
+    old, before = stored.flags(hashes), seen.flags(hashes)
+    for c, h, s, b in zip(batch, hashes.tolist(), old, before):
         st["chunks"] += 1
-        if c.id in stored: st["existing"] += 1
-        elif c.id in seen: st["repeated"] += 1
-        else: seen.add(c.id); new.append(c)
+        if s: st["existing"] += 1
+        elif b or h in seen.recent: st["repeated"] += 1
+        else: seen.add(h); new.append(c)
+    seen.compact()
     return new
 
 # %% ../nbs/11_index.ipynb #82a994a9
@@ -381,22 +420,30 @@ class PendingRows:
         return self.rows >= self.limit or (bool(self.items) and time.monotonic() - self.since >= self.seconds)
 
 @patch
-def _write_pending(self: ChunkIndex, pending: PendingRows, st: dict, force: bool = False) -> None:
-    "Store the gathered chunks in one `upsert` when they are due (or `force`), counted in `st`."
+def _write_pending(self: ChunkIndex, pending: PendingRows, st: dict, force: bool = False, append: bool = False) -> None:
+    "Store the gathered chunks when due (or `force`), counted in `st`: one append (`append`: the build holds the lock), else one `upsert`."
     if not pending.items or not (force or pending.due()): return
-    chunks = [c for cs, _ in pending.items for c in cs]
-    n = self.upsert(chunks, np.concatenate([v for _, v in pending.items]))
+    chunks, vecs = [c for cs, _ in pending.items for c in cs], np.concatenate([v for _, v in pending.items])
+    if append: self.tbl.add(self._arrow(chunks, vecs)); n = len(chunks)
+    else: n = self.upsert(chunks, vecs)
     st["added"] += n; st["existing"] += len(chunks) - n      # another writer stored the rest first
     pending.items, pending.rows = [], 0
 
 @patch
+def _stored_hashes(self: ChunkIndex) -> IdHashes:
+    "The hashes of every id in the table (the id column read 65,536 rows at a time)."
+    col = self.columns["id"]
+    parts = [id_hashes(b.column(col).to_pylist()) for b in self.tbl.search().select([col]).limit(None).to_batches(65536)]
+    return IdHashes(np.concatenate(parts) if parts else None)
+
+@patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False,
         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
-        write_rows: int = WRITE_ROWS) -> int:
+        write_rows: int = WRITE_ROWS, append: bool = False) -> int:
     "Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how many were added."
     from tqdm.auto import tqdm
     removed = self.remove_duplicates()
-    stored = set(self._all_ids()); new_ids: set = set()
+    stored, new_ids = self._stored_hashes(), IdHashes()
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "duplicates_removed": removed}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr, total=total)
     pending = PendingRows(write_rows)
@@ -404,9 +451,9 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored, new_ids, st)
             if new: pending.put(new, self.embed_counted(new, bar))
-            self._write_pending(pending, st)
+            self._write_pending(pending, st, append=append)
             bar.update(len(batch) - len(new)); bar.set_postfix(added=st["added"], refresh=False)
-        self._write_pending(pending, st, force=True)
+        self._write_pending(pending, st, force=True, append=append)
     finally:
         bar.close()
     if st["added"] or removed or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0 or removed > 0)
@@ -595,43 +642,59 @@ def _vectors_for(self: ChunkIndex, new: list[Chunk], by_text: dict, bar, st: dic
 
 ChunkIndex._vectors_for = _vectors_for
 
-def _diff(stored: dict, produced: dict, seen_docs: set, scoped: bool) -> tuple[dict, list[str]]:
+@dataclass
+class Produced:
+    "What a sync's stream produced, kept small: the stored ids it gave again, its documents, and its new ids counted."
+    kept: set = field(default_factory=set)          # stored ids the stream gave again
+    docs: set = field(default_factory=set)          # every document in the stream
+    added: int = 0                                   # distinct ids not stored
+    added_docs: set = field(default_factory=set)    # documents with a new id
+    at_stored: dict = field(default_factory=dict)   # (doc, position) of a stored row -> new ids at it
+
+    def take(self, batch: list[Chunk], new: list[Chunk], stored: dict, stored_at: set) -> None:
+        "Count one batch of the stream and its `new` chunks (first sightings of ids not stored)."
+        for c in batch:
+            self.docs.add(c.doc_id)
+            if c.id in stored: self.kept.add(c.id)
+        for c in new:
+            self.added += 1; self.added_docs.add(c.doc_id); at = (c.doc_id, (c.meta or {}).get("position"))
+            if at in stored_at: self.at_stored[at] = self.at_stored.get(at, 0) + 1
+
+def _diff(stored: dict, p: Produced, scoped: bool) -> tuple[dict, list[str]]:
     "Documents and chunks added / changed / removed / unchanged, and the stored ids to delete."
-    gone = [i for i, (d, _, _, inside) in stored.items() if i not in produced and (d in seen_docs or (scoped and inside))]
+    gone = [i for i, (d, _, _, inside) in stored.items() if i not in p.kept and (d in p.docs or (scoped and inside))]
     old_at = {(stored[i][0], stored[i][1]) for i in gone}
-    added = [i for i, k in produced.items() if i not in stored]
-    changed = sum((produced[i] in old_at) for i in added)
-    new_at = {produced[i] for i in added}
+    changed = sum(n for at, n in p.at_stored.items() if at in old_at)
     docs_before = {d for d, *_ in stored.values()}
-    touched = {stored[i][0] for i in gone} | {produced[i][0] for i in added}
-    docs = {"added": len(seen_docs - docs_before), "removed": len({stored[i][0] for i in gone} - seen_docs),
-            "changed": len((touched & seen_docs) & docs_before)}
-    docs["unchanged"] = len(seen_docs) - docs["added"] - docs["changed"]
-    chunks = {"added": len(added) - changed, "changed": changed,
-              "removed": sum((stored[i][0], stored[i][1]) not in new_at for i in gone),
-              "unchanged": sum(i in stored for i in produced)}
+    touched = {stored[i][0] for i in gone} | p.added_docs
+    docs = {"added": len(p.docs - docs_before), "removed": len({stored[i][0] for i in gone} - p.docs),
+            "changed": len((touched & p.docs) & docs_before)}
+    docs["unchanged"] = len(p.docs) - docs["added"] - docs["changed"]
+    chunks = {"added": p.added - changed, "changed": changed,
+              "removed": sum((stored[i][0], stored[i][1]) not in p.at_stored for i in gone), "unchanged": len(p.kept)}
     return {"documents": docs, "chunks_diff": chunks}, gone
 
 @patch
 def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int = 256, progress: bool = False,
-         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, write_rows: int = WRITE_ROWS) -> dict:
+         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, write_rows: int = WRITE_ROWS, append: bool = False) -> dict:
     "Make the table hold `chunks`: embed only new texts, delete the old chunks of changed documents (and, with `source`, of its documents that are gone); returns the diff."
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
     stored = self._stored(source); by_text = {h: i for i, (_, _, h, _) in stored.items()}
-    produced, seen_docs, stored_ids, new_ids, pending = {}, set(), set(stored), set(), PendingRows(write_rows)
+    stored_at = {(d, pos) for d, pos, _, _ in stored.values()}
+    produced, stored_ids, new_ids, pending = Produced(), IdHashes(id_hashes(stored)), IdHashes(), PendingRows(write_rows)
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0, "duplicates_removed": removed_dups}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored_ids, new_ids, st)
-            for c in batch: seen_docs.add(c.doc_id); produced.setdefault(c.id, (c.doc_id, (c.meta or {}).get("position")))
+            produced.take(batch, new, stored, stored_at)
             if new: pending.put(new, self._vectors_for(new, by_text, bar, st))
-            self._write_pending(pending, st)
+            self._write_pending(pending, st, append=append)
             bar.update(len(batch) - len(new))
-        self._write_pending(pending, st, force=True)
+        self._write_pending(pending, st, force=True, append=append)
     finally: bar.close()
-    diff, gone = _diff(stored, produced, seen_docs, source is not None)
+    diff, gone = _diff(stored, produced, source is not None)
     for part in _batched(gone, 500): self.tbl.delete(f"`{self.columns['id']}` IN ({', '.join(_quote(i) for i in part)})")
     if st["added"] or gone or removed_dups or not self._has_fts(): self._ensure_indices(rebuild=True)
     if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)
