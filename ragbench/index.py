@@ -311,9 +311,14 @@ class IdHashes:
         hit = a[np.minimum(np.searchsorted(a, hashes), len(a) - 1)] == hashes if len(a) else np.zeros(len(hashes), bool)
         return [bool(x) or int(h) in self.recent for x, h in zip(hit, hashes)]
 
-    def add(self, h: int) -> None:
-        "Hold hash `h` (merged into the sorted array by `compact`)."
-        self.recent.add(int(h))
+    def take_new(self, hashes: np.ndarray) -> list[bool]:
+        "Which of `hashes` are new (neither held nor earlier in `hashes`); the new ones are held from now on."
+        out = []
+        for h, held in zip(hashes.tolist(), self.flags(hashes)):
+            out.append(not held and h not in self.recent)
+            if out[-1]: self.recent.add(h)
+        self.compact()
+        return out
 
     def compact(self) -> None:
         "Merge the recent hashes into the sorted array once there are `merge_every` of them."
@@ -323,14 +328,14 @@ class IdHashes:
 
 def _new_in_batch(batch: list[Chunk], stored: IdHashes, seen: IdHashes, st: dict) -> list[Chunk]:
     "The chunks of `batch` neither stored nor seen earlier in this build (counted in `st`); they are added to `seen`."
-    hashes, new = id_hashes(c.id for c in batch), []
-    old, before = stored.flags(hashes), seen.flags(hashes)
-    for c, h, s, b in zip(batch, hashes.tolist(), old, before):
+    hashes = id_hashes(c.id for c in batch)
+    old = np.array(stored.flags(hashes), dtype=bool)
+    firsts, new = iter(seen.take_new(hashes[~old])), []
+    for c, o in zip(batch, old):
         st["chunks"] += 1
-        if s: st["existing"] += 1
-        elif b or h in seen.recent: st["repeated"] += 1
-        else: seen.add(h); new.append(c)
-    seen.compact()
+        if o: st["existing"] += 1
+        elif next(firsts): new.append(c)
+        else: st["repeated"] += 1
     return new
 
 # %% ../nbs/11_index.ipynb #82a994a9

@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..corpus import (DEFAULT_MAX_DOC_MB, CorpusError, Document, LoadReport, chunk_document, chunk_documents,
                              detect_format, load_documents, read_file_document)
 from ..embed import make_embedder
-from ..index import ChunkIndex, db_location, is_local, table_lock
+from ..index import WRITE_ROWS, ChunkIndex, IdHashes, db_location, id_hashes, is_local, table_lock
 from .cluster import cluster_cpus, cluster_gpus, connect
 
 # %% auto #0
@@ -113,10 +113,11 @@ def out_table(rows: list[tuple], vecs, dim: int):
 
 # %% ../../nbs/18_scale.index.ipynb #549c1a06
 class TableWriter:
-    "Merges streamed worker rows into a ChunkIndex's table on the chunk id, counting as it goes."
-    def __init__(self, index: ChunkIndex, report: LoadReport, flush_rows: int = 4096, flush_every: float = 30.0):
+    "Writes streamed worker rows into a ChunkIndex's table, each chunk id once, counting as it goes (`append`: the lock is held)."
+    def __init__(self, index: ChunkIndex, report: LoadReport, flush_rows: int = WRITE_ROWS, flush_every: float = 30.0,
+                 append: bool = False):
         self.index, self.report, self.flush_rows, self.flush_every = index, report, flush_rows, flush_every
-        self.pending, self.n_pending, self.last = [], 0, time.monotonic()
+        self.pending, self.n_pending, self.last, self.append, self.seen = [], 0, time.monotonic(), append, IdHashes()
         self.stats = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0}
 
     def add(self, batch) -> int:
@@ -134,23 +135,18 @@ class TableWriter:
         return len(new) + n_old
 
 # %% ../../nbs/18_scale.index.ipynb #ac33f377
-def _unique_rows(tbl):
-    "The rows of `tbl` whose id did not occur earlier in it, and how many were dropped."
-    import pyarrow as pa
-    seen, keep = set(), []
-    for i in tbl.column("id").to_pylist():
-        keep.append(i not in seen); seen.add(i)
-    return tbl.filter(pa.array(keep)), len(keep) - sum(keep)
-
 @patch
 def flush(self: TableWriter) -> None:
-    "Merge the gathered new chunks into the table (ids already there are left alone)."
+    "Write the gathered new chunks whose ids this writer has not written yet: appended, or merged on the id."
     import pyarrow as pa
     if self.pending:
-        rows, repeated = _unique_rows(pa.concat_tables(self.pending))
-        res = self.index.tbl.merge_insert("id").when_not_matched_insert_all().execute(rows.cast(self.index.tbl.schema))
-        self.stats["added"] += res.num_inserted_rows; self.stats["repeated"] += repeated
-        self.stats["existing"] += len(rows) - res.num_inserted_rows
+        rows = pa.concat_tables(self.pending)
+        keep = self.seen.take_new(id_hashes(rows.column("id").to_pylist()))
+        rows = rows.filter(pa.array(keep)).cast(self.index.tbl.schema)
+        if self.append: self.index.tbl.add(rows); added = len(rows)
+        else: added = self.index.tbl.merge_insert("id").when_not_matched_insert_all().execute(rows).num_inserted_rows
+        self.stats["added"] += added; self.stats["repeated"] += len(keep) - len(rows)
+        self.stats["existing"] += len(rows) - added
     self.pending, self.n_pending, self.last = [], 0, time.monotonic()
 
 # %% ../../nbs/18_scale.index.ipynb #583770ff
@@ -201,7 +197,7 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
         db_abs = str(idx.db_dir) if "://" in str(idx.db_dir) else str(Path(idx.db_dir).resolve())   # workers have their own cwd
         udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
                    max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64)
-        writer = TableWriter(idx, report)
+        writer = TableWriter(idx, report, append=is_local(db_dir))          # the lock is held: plain appends
         with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress, file=sys.stderr) as bar:
             for rnd in rounds(rows, round_mb * 1e6):
                 for b in _round_pipeline(ray, rnd, udf, workers, gpus, batch_chunks or (1024 if gpus else 256)).iter_batches(batch_size=None, batch_format="pyarrow"):
