@@ -654,16 +654,17 @@ class Produced:
     docs: set = field(default_factory=set)          # every document in the stream
     added: int = 0                                   # distinct ids not stored
     added_docs: set = field(default_factory=set)    # documents with a new id
-    at_stored: dict = field(default_factory=dict)   # (doc, position) of a stored row -> new ids at it
+    at_stored: dict = field(default_factory=dict)   # (doc, position) in a stored document -> new ids there
 
-    def take(self, batch: list[Chunk], new: list[Chunk], stored: dict, stored_at: set) -> None:
+    def take(self, batch: list[Chunk], new: list[Chunk], stored: dict, stored_docs: set) -> None:
         "Count one batch of the stream and its `new` chunks (first sightings of ids not stored)."
         for c in batch:
             self.docs.add(c.doc_id)
             if c.id in stored: self.kept.add(c.id)
         for c in new:
-            self.added += 1; self.added_docs.add(c.doc_id); at = (c.doc_id, (c.meta or {}).get("position"))
-            if at in stored_at: self.at_stored[at] = self.at_stored.get(at, 0) + 1
+            self.added += 1; self.added_docs.add(c.doc_id)
+            if c.doc_id in stored_docs:
+                at = (c.doc_id, (c.meta or {}).get("position")); self.at_stored[at] = self.at_stored.get(at, 0) + 1
 
 def _diff(stored: dict, p: Produced, scoped: bool) -> tuple[dict, list[str]]:
     "Documents and chunks added / changed / removed / unchanged, and the stored ids to delete."
@@ -686,14 +687,14 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
     stored = self._stored(source); by_text = {h: i for i, (_, _, h, _) in stored.items()}
-    stored_at = {(d, pos) for d, pos, _, _ in stored.values()}
+    stored_docs = {d for d, *_ in stored.values()}
     produced, stored_ids, new_ids, pending = Produced(), IdHashes(id_hashes(stored)), IdHashes(), PendingRows(write_rows)
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0, "duplicates_removed": removed_dups}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored_ids, new_ids, st)
-            produced.take(batch, new, stored, stored_at)
+            produced.take(batch, new, stored, stored_docs)
             if new: pending.put(new, self._vectors_for(new, by_text, bar, st))
             self._write_pending(pending, st, append=append)
             bar.update(len(batch) - len(new))
