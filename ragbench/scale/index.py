@@ -11,7 +11,8 @@ from fastcore.basics import patch
 from ..corpus import (DEFAULT_MAX_DOC_MB, CorpusError, Document, LoadReport, chunk_document, chunk_documents,
                              detect_format, load_documents, read_file_document)
 from ..embed import make_embedder
-from ..index import WRITE_ROWS, ChunkIndex, IdHashes, db_location, id_hashes, is_local, table_lock
+from ..index import (WRITE_ROWS, ChunkIndex, IdHashes, db_location, id_hashes, is_local, limit_malloc_arenas,
+                            table_lock)
 from .cluster import cluster_cpus, cluster_gpus, connect
 
 # %% auto #0
@@ -187,7 +188,7 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     list(chunk_documents([], **chunking))                                   # bad chunking options fail here
     report = LoadReport() if report is None else report
     rows, folder = source_rows(source, fmt, report, max_doc_mb)
-    emb = make_embedder(embedder)
+    emb = make_embedder(embedder); limit_malloc_arenas()                   # as `ChunkIndex.build`: LanceDB's threads keep less
     db_dir = db_location(db)
     if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):                                         # one writer per table, as in `ChunkIndex.build`

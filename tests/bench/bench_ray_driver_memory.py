@@ -5,7 +5,8 @@
 Each size runs in a fresh process that starts a local Ray cluster (2 CPUs) and calls `build_index_on_ray` on a JSONL
 of synthetic documents (20 paragraphs of about 600 characters each, one chunk per paragraph) with the model-free
 `hash` embedder, so what is measured is ragbench's driver, not a model. Printed per size: chunks, wall seconds,
-chunks/s, the driver's peak RSS (ru_maxrss; the Ray workers are other processes) and its ratio to the smallest size's.
+chunks/s, the driver's peak RSS (ru_maxrss; the Ray workers are other processes) and its ratio to the smallest size's,
+and at the end the driver's own heap (RssAnon) apart from the pages of Ray's shared object store it has mapped (RssShmem).
 `--under TREE` imports ragbench from another source tree (e.g. a worktree of an older commit), for a before/after.
 """
 import argparse, json, os, subprocess, sys, tempfile
@@ -28,7 +29,9 @@ base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
 idx = build_index_on_ray(src, f"{work}/db", embedder="hash", chunking={"mode": "paragraph"}, progress=False)
 wall = time.perf_counter() - t
-print(json.dumps({"chunks": len(idx), "wall_s": wall, "base_mb": base,
+st = dict(l.split(":", 1) for l in open("/proc/self/status"))
+mb = lambda k: int(st[k].split()[0]) / 1024
+print(json.dumps({"chunks": len(idx), "wall_s": wall, "base_mb": base, "anon_mb": mb("RssAnon"), "shmem_mb": mb("RssShmem"),
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -49,10 +52,11 @@ def main():
     a = ap.parse_args()
     rows = [run_size(int(s), Path(a.under).resolve()) for s in a.sizes.split(",")]
     print(f"tree {a.under}")
-    print(f"{'chunks':>9} {'wall s':>8} {'chunks/s':>9} {'base MB':>8} {'peak MB':>8} {'peak ratio':>10}")
+    print(f"{'chunks':>9} {'wall s':>8} {'chunks/s':>9} {'base MB':>8} {'peak MB':>8} {'peak ratio':>10} "
+          f"{'end: anon MB':>12} {'shmem MB':>9}")
     for r in rows:
         print(f"{r['chunks']:>9} {r['wall_s']:>8.1f} {r['chunks'] / r['wall_s']:>9.0f} {r['base_mb']:>8.0f} "
-              f"{r['peak_mb']:>8.0f} {r['peak_mb'] / rows[0]['peak_mb']:>10.2f}")
+              f"{r['peak_mb']:>8.0f} {r['peak_mb'] / rows[0]['peak_mb']:>10.2f} {r['anon_mb']:>12.0f} {r['shmem_mb']:>9.0f}")
     print("goal: the driver's peak ratio <= 1.2 from 60k to 600k chunks (issue 23)")
 
 
