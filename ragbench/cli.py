@@ -8,8 +8,9 @@ import argparse, functools, importlib, inspect, os, sys, types
 from typing import Annotated, Any, Callable, Literal, NamedTuple, Optional, Sequence, Union, get_args, get_origin
 
 # %% auto #0
-__all__ = ['COMMANDS', 'split_annotation', 'type_keywords', 'help_text', 'argument', 'command_parser', 'parse_command', 'Command',
-           'plugin_commands', 'command_names', 'usage', 'resolve_command', 'storage_problem', 'call_command', 'main']
+__all__ = ['COMMANDS', 'split_annotation', 'type_keywords', 'help_text', 'argument', 'model_parameters', 'command_parser',
+           'parse_command', 'Command', 'plugin_commands', 'command_names', 'usage', 'resolve_command',
+           'storage_problem', 'call_command', 'main']
 
 # %% ../nbs/99_cli.ipynb #70270c08
 def _strip_optional(t):
@@ -68,11 +69,22 @@ def argument(name: str, anno, default=_EMPTY, kind=inspect.Parameter.KEYWORD_ONL
     return flags or [f"--{name.replace('_', '-')}"], {**kw, "dest": name, **extra}
 
 # %% ../nbs/99_cli.ipynb #a510591b
+def model_parameters(model) -> dict:
+    "{field: docments-style dict} of an options model: its annotation with the `Annotated` extras, default and description."
+    out = {}
+    for name, f in model.model_fields.items():
+        anno = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+        default = _EMPTY if f.is_required() else f.get_default(call_default_factory=True)
+        out[name] = {"docment": f.description, "anno": anno, "default": default, "kind": inspect.Parameter.KEYWORD_ONLY}
+    return out
+
 def command_parser(func: Callable, prog: Optional[str] = None, epilog: Optional[str] = None) -> argparse.ArgumentParser:
-    "An argparse parser generated from `func`'s signature, type annotations and docments comments."
+    "An argparse parser generated from `func`'s signature, type annotations and docments comments, and its options model's fields."
     from fastcore.docments import docments
     p = argparse.ArgumentParser(prog=prog or func.__name__, description=inspect.getdoc(func), epilog=epilog)
-    for name, d in docments(func, full=True, returns=False, eval_str=True).items():
+    params = docments(func, full=True, returns=False, eval_str=True)
+    model = getattr(func, "__options_model__", None)            # spine.options_model: the command's options as fields
+    for name, d in {**params, **(model_parameters(model) if model else {})}.items():
         if d["kind"] in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD): continue
         flags, kw = argument(name, d["anno"], d["default"], d["kind"], d["docment"])
         p.add_argument(*flags, **kw)

@@ -4,9 +4,10 @@
 
 # %% ../nbs/19_spine.ipynb #870ee860
 from __future__ import annotations
-import argparse, inspect, sys, types
+import argparse, inspect, os, sys, types
 from dataclasses import dataclass, field
 from pathlib import Path
+from pydantic import BaseModel, ConfigDict, Field
 from typing import Annotated, Any, Callable, Literal, Optional, Sequence, Union, get_args, get_origin
 from .core import UserError, read_config_file, validation_problems
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
@@ -16,9 +17,9 @@ from .llm import BACKENDS, LLMError, make_llm, redact_spec
 from .scale.cluster import ray_address
 
 # %% auto #0
-__all__ = ['RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'record_index_db', 'RunResult',
-           'comma_items', 'field_argument', 'config_flags', 'given', 'read_config', 'file_options', 'build_index',
-           'print_index_summary', 'index_command']
+__all__ = ['RAY_HELP', 'RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'record_index_db',
+           'RunResult', 'comma_items', 'field_argument', 'config_flags', 'given', 'read_config', 'options_model',
+           'read_options', 'file_options', 'build_index', 'print_index_summary', 'IndexOptions', 'index_command']
 
 # %% ../nbs/19_spine.ipynb #c2c9be8b
 @dataclass
@@ -212,6 +213,26 @@ def read_config(model, path=None, defaults: Optional[dict] = None, error=UserErr
         if top in flags or not path: raise error(f"--{loc.replace('.', '-').replace('_', '-') or 'options'}: {msg}") from None
         raise error(f"{path}: field '{loc}': {msg}") from None
 
+# %% ../nbs/19_spine.ipynb #4e2d9a70
+def options_model(model):
+    "Decorator: the fields of the pydantic `model` are the command's options, flags with their defaults (the CLI reads `__options_model__`)."
+    def deco(func):
+        func.__options_model__ = model
+        return func
+    return deco
+
+def _at_default(info, value) -> bool:
+    "Whether `value` is the field's default (a list and a tuple of the same items are the same)."
+    d = info.get_default(call_default_factory=True)
+    return list(value) == list(d) if isinstance(value, (list, tuple)) and isinstance(d, (list, tuple)) else value == d
+
+def read_options(model, config=None, options: Optional[dict] = None) -> tuple[Any, dict]:
+    "(`model` from `options` over the YAML/JSON file `config`, the options that are not its fields); an option left at its default yields to the file."
+    fields = model.model_fields
+    options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in (options or {}).items()}
+    mine = {k: v for k, v in options.items() if k in fields and not (config and not fields[k].is_required() and _at_default(fields[k], v))}
+    return read_config(model, config, **mine), {k: v for k, v in options.items() if k not in fields}
+
 # %% ../nbs/19_spine.ipynb #9c472e01
 def file_options(func: Callable, path, values: dict) -> dict:
     "A command's keyword arguments `values` with those left at their default taken from the YAML/JSON file `path` (an unknown key: UserError)."
@@ -263,32 +284,43 @@ def print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: Lo
         for m in report.messages(): print(f"  {m}")
 
 # %% ../nbs/19_spine.ipynb #af8f1258
+RAY_HELP = ("run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e \".[ray]\"); "
+            "default: $RAGBENCH_RAY_ADDRESS, else this process")
+
+class IndexOptions(BaseModel):
+    "The options of `ragbench index`: flags, a `--config FILE`, or keyword arguments of `index_command`."
+    model_config = ConfigDict(extra="forbid")
+    db: str = Field(description="LanceDB folder (created if missing)")
+    table: str = Field("chunks", description="table name")
+    embedder: Optional[str] = Field(None, description="model folder or cached model name; 'hash' for a model-free embedder (tests); "
+                                                      "default: the bundled all-MiniLM-L6-v2")
+    mode: Literal["auto", "pack", "paragraph"] = Field("auto", description="chunking: pack paragraphs to ~target tokens, or one chunk per "
+                                                       "paragraph; auto = paragraph for HotpotQA/MuSiQue, pack otherwise")
+    fmt: Annotated[Literal[FORMATS], "--format"] = Field("auto", description="input format; auto detects it")
+    target_tokens: int = Field(512, ge=1, description="packed chunks aim at about this many tokens")
+    min_tokens: int = Field(100, ge=0, description="a packed chunk holds at least this many tokens where the text allows")
+    max_tokens: int = Field(1024, ge=1, description="longer paragraphs are split into overlapping windows")
+    overlap: float = Field(0.25, ge=0.0, lt=1.0, description="share of a window repeated in the next one when a long paragraph is split")
+    batch_size: int = Field(256, ge=1, description="chunks embedded per batch")
+    write_rows: int = Field(WRITE_ROWS, ge=1, description="new chunks gathered per table write (each write is a table version; "
+                                                          "a kill loses the unwritten)")
+    max_doc_mb: float = Field(20.0, description="skip documents larger than this (MB)")
+    quiet: bool = Field(False, description="no progress bar")
+    vector_index_min_rows: Optional[int] = Field(VECTOR_INDEX_MIN_ROWS, description="build an IVF-PQ vector index once the table has "
+                                                                                     "this many rows (below it: exact search)")
+    ray: Optional[str] = Field(None, description=RAY_HELP)
+
+@options_model(IndexOptions)
 def index_command(
     source: str,  # a folder (.txt .md .html .htm .pdf), a JSONL of {id, title, text}, or a HotpotQA/MuSiQue JSON file
     *,
-    db: str,  # LanceDB folder (created if missing)
-    table: str = "chunks",  # table name
-    embedder: Optional[str] = None,  # model folder or cached model name; 'hash' for a model-free embedder (tests); default: the bundled all-MiniLM-L6-v2
-    mode: Literal["auto", "pack", "paragraph"] = "auto",  # chunking: pack paragraphs to ~target tokens, or one chunk per paragraph; auto = paragraph for HotpotQA/MuSiQue, pack otherwise
-    fmt: Annotated[Literal[FORMATS], "--format"] = "auto",  # input format; auto detects it
-    target_tokens: int = 512,  # packed chunks aim at about this many tokens
-    min_tokens: int = 100,  # a packed chunk holds at least this many tokens where the text allows
-    max_tokens: int = 1024,  # longer paragraphs are split into overlapping windows
-    overlap: float = 0.25,  # share of a window repeated in the next one when a long paragraph is split
-    batch_size: int = 256,  # chunks embedded per batch
-    write_rows: int = WRITE_ROWS,  # new chunks gathered per table write (each write is a table version; a kill loses the unwritten)
-    max_doc_mb: float = 20.0,  # skip documents larger than this (MB)
-    quiet: bool = False,  # no progress bar
-    vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS,  # build an IVF-PQ vector index once the table has this many rows (below it: exact search)
-    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
+    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of IndexOptions: db, target_tokens ...); the flags given override it
+    **options,  # every field of IndexOptions, one flag each
 ) -> None:
     "Load, chunk and embed documents into a LanceDB table, then print a summary."
-    report = LoadReport()
+    o, report = read_options(IndexOptions, config, options)[0], LoadReport()
     try:
-        emb = make_embedder(embedder)
-        idx = build_index(source, db, emb, table=table, fmt=fmt, report=report, max_doc_mb=max_doc_mb, batch_size=batch_size,
-                          write_rows=write_rows, progress=not quiet, vector_index_min_rows=vector_index_min_rows,
-                          ray=ray, target_tokens=target_tokens, min_tokens=min_tokens, max_tokens=max_tokens,
-                          overlap=overlap, mode=mode)
+        emb = make_embedder(o.embedder)
+        idx = build_index(source, o.db, emb, report=report, progress=not o.quiet, **o.model_dump(exclude={"db", "embedder", "quiet"}))
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
-    print_index_summary(source, db, table, idx, emb, report)
+    print_index_summary(source, o.db, o.table, idx, emb, report)

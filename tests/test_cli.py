@@ -38,7 +38,8 @@ ADDED = {
     "search": {"--queries": "queries"},            # issue 25: many queries with one embedder load
     "export-ragas": {"--column": "column", "--embedder": "embedder"},   # issue 25: your own table, as the other commands take it
     "index": {**RAY, "--vector-index-min-rows": "vector_index_min_rows",  # issue 14: --ray; issue 23: the vector-index threshold
-              "--write-rows": "write_rows"},                              # issue 23: new chunks gathered per table write
+              "--write-rows": "write_rows",                               # issue 23: new chunks gathered per table write
+              "--config": "config"},                                      # issue 18: every command takes --config FILE
     "pipeline": RAY,                               # issue 14: --ray local|auto|ADDRESS
     # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
     "report": {"--baseline": "baseline"},           # issue 20: the setup the report's paired decision compares the others with
