@@ -18,8 +18,8 @@ from .scale.cluster import ray_address
 
 # %% auto #0
 __all__ = ['RAY_HELP', 'RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'record_index_db',
-           'RunResult', 'comma_items', 'field_argument', 'config_flags', 'given', 'read_config', 'options_model',
-           'read_options', 'file_options', 'build_index', 'print_index_summary', 'IndexOptions', 'index_command']
+           'RunResult', 'comma_items', 'field_argument', 'config_flags', 'read_config', 'options_model', 'read_options',
+           'RunOptions', 'changed', 'build_index', 'print_index_summary', 'IndexOptions', 'index_command']
 
 # %% ../nbs/19_spine.ipynb #c2c9be8b
 @dataclass
@@ -185,18 +185,14 @@ def field_argument(name: str, info) -> Optional[tuple[list[str], dict]]:
 def config_flags(model, skip: Sequence[str] = ()):
     "Decorator: every field of `model` not in the command's signature nor in `skip` becomes a flag (the CLI reads `__cli_arguments__`)."
     def deco(func):
-        taken = set(inspect.signature(func).parameters) | set(skip)
+        opts = getattr(func, "__options_model__", None)                 # apply options_model first: its fields are taken
+        taken = set(inspect.signature(func).parameters) | set(skip) | set(opts.model_fields if opts else ())
         func.__cli_arguments__ = [a for n, f in model.model_fields.items() if n not in taken and (a := field_argument(n, f))]
         func.__config_model__ = model
         return func
     return deco
 
 # %% ../nbs/19_spine.ipynb #8084eee5
-def given(func: Callable, **values) -> dict:
-    "The `values` that differ from `func`'s defaults (what the user changed on the command line)."
-    params = inspect.signature(func).parameters
-    return {k: v for k, v in values.items() if k not in params or v != params[k].default}
-
 def read_config(model, path=None, defaults: Optional[dict] = None, error=UserError, **flags):
     "A `model` from its defaults, then `defaults`, then the YAML/JSON file `path`, then `flags`; a bad value names its flag or file field."
     from pydantic import ValidationError
@@ -205,6 +201,7 @@ def read_config(model, path=None, defaults: Optional[dict] = None, error=UserErr
         if not Path(path).exists(): raise error(f"{path}: no such config file")
         data = read_config_file(Path(path), error) or {}
         if not isinstance(data, dict): raise error(f"{path}: expected a mapping of settings")
+        data = {str(k).replace("-", "_"): v for k, v in data.items()}      # `n-boot:` as `n_boot:`
     data = {**(defaults or {}), **data, **{k: v for k, v in flags.items() if v is not None}}
     try: return model(**data)
     except ValidationError as e:
@@ -233,19 +230,32 @@ def read_options(model, config=None, options: Optional[dict] = None) -> tuple[An
     mine = {k: v for k, v in options.items() if k in fields and not (config and not fields[k].is_required() and _at_default(fields[k], v))}
     return read_config(model, config, **mine), {k: v for k, v in options.items() if k not in fields}
 
-# %% ../nbs/19_spine.ipynb #9c472e01
-def file_options(func: Callable, path, values: dict) -> dict:
-    "A command's keyword arguments `values` with those left at their default taken from the YAML/JSON file `path` (an unknown key: UserError)."
-    values, params = {k: v for k, v in values.items() if k != "config"}, inspect.signature(func).parameters
-    if not path: return values
-    if not Path(path).exists(): raise UserError(f"{path}: no such config file")
-    data = read_config_file(Path(path), UserError) or {}
-    if not isinstance(data, dict): raise UserError(f"{path}: expected a mapping of options")
-    for key, v in data.items():
-        k = str(key).replace("-", "_")
-        if k not in values: raise UserError(f"{path}: unknown option '{key}'; options: {', '.join(values)}")
-        if values[k] == params[k].default: values[k] = v
-    return values
+# %% ../nbs/19_spine.ipynb #6a0b2f19
+RAY_HELP = ("run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e \".[ray]\"); "
+            "default: $RAGBENCH_RAY_ADDRESS, else this process")
+
+class RunOptions(BaseModel):
+    "The flags of a run over an index, shared by the generating commands (`RunSpec`'s fields as the user types them)."
+    model_config = ConfigDict(extra="forbid")
+    db: str = Field(description="LanceDB folder (built with `ragbench index`, or your own table)")
+    out: str = Field(description="run directory (re-run the same command to resume)")
+    table: str = Field("chunks", description="table name")
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field((), description="map a role (id, text, vector, doc_id, meta) to a "
+                                                                    "column of your own table; repeatable")
+    embedder: Optional[str] = Field(None, description="embedder of your own table's vectors (default: the one the index was built with)")
+    llm: str = Field("local", description="generator LLM spec")
+    max_calls: Optional[int] = Field(None, ge=0, description="hard limit on LLM calls for the whole run, across resumes (cache hits are free)")
+    ray: Optional[str] = Field(None, description=RAY_HELP)
+
+    def spec(self, models: dict, **more) -> RunSpec:
+        "The `RunSpec` of these flags, with the LLM specs by role `models`."
+        return RunSpec(out=self.out, db=self.db, table=self.table, columns=self.column, embedder=self.embedder, models=models,
+                       max_calls=self.max_calls, ray=self.ray, **more)
+
+def changed(options: BaseModel, names: Sequence[str]) -> dict:
+    "The fields `names` of `options` whose value is not their default (what the user set)."
+    fields = type(options).model_fields
+    return {k: getattr(options, k) for k in names if not _at_default(fields[k], getattr(options, k))}
 
 # %% ../nbs/19_spine.ipynb #4b832d6f
 def build_index(source, db, emb, *, table="chunks", fmt="auto", report=None, max_doc_mb=20.0, batch_size=256, progress=True,
@@ -284,9 +294,6 @@ def print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: Lo
         for m in report.messages(): print(f"  {m}")
 
 # %% ../nbs/19_spine.ipynb #af8f1258
-RAY_HELP = ("run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e \".[ray]\"); "
-            "default: $RAGBENCH_RAY_ADDRESS, else this process")
-
 class IndexOptions(BaseModel):
     "The options of `ragbench index`: flags, a `--config FILE`, or keyword arguments of `index_command`."
     model_config = ConfigDict(extra="forbid")

@@ -16,7 +16,7 @@ from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError,
 from ..gen.base import GenerationMethod, LocalExecutor, Selection, Task, TaskResult, run_generation
 from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError
 from ..prompts import parse_chunks, set_stand_in
-from ..spine import RunResult, RunSpec, by_role, config_flags, open_run, read_config
+from ..spine import RunOptions, RunResult, RunSpec, by_role, config_flags, open_run, options_model, read_config, read_options
 from ..text import content_words, has_number, jaccard, split_sentences, stem
 from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, tuned_style, update_style
 from .evidence import (AnswerVerdict, EvidenceConfig, LexicalEntailment, lexical_answer_verdict, lexical_entailment,
@@ -27,7 +27,7 @@ from .splits import construction_warnings, dataset_card, export_sft, leakage_che
 # %% auto #0
 __all__ = ['DEFAULT_STYLES', 'DoraRun', 'DoraConfig', 'load_config', 'run_styles', 'group_by_doc', 'seed_order', 'dora_task',
            'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'dora_fake_rules', 'dora_options',
-           'dora_inputs', 'dora_command', 'split_warnings', 'finish_splits']
+           'dora_inputs', 'DoraOptions', 'dora_runs', 'dora_command', 'split_warnings', 'finish_splits']
 
 # %% ../../nbs/30_dora.run.ipynb #b0721522
 DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
@@ -517,53 +517,57 @@ def dora_inputs(index, docs: Optional[str] = None, test_docs: Optional[str] = No
     return doc_chunks, test_ids
 
 # %% ../../nbs/30_dora.run.ipynb #0df24b81
-@config_flags(DoraConfig)
-def dora_command(
-    *,
-    db: str,  # LanceDB folder (built by `ragbench index`, or your own)
-    out: str,  # run directory (resumable)
-    per_style: int,  # accepted items wanted per style (per split)
-    table: str = "chunks",  # table name
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
-    styles: Optional[str] = None,  # comma-separated styles (default: the five built-in ones)
-    styles_file: Optional[str] = None,  # YAML/JSON file of user-defined styles to register first
-    config: Optional[str] = None,  # YAML/JSON file of DoraConfig settings
-    llm: str = "local",  # generator LLM spec
-    judge_llm: Optional[str] = None,  # bundle scorer / entailment and answer judge spec (default: the generator; the paper uses another model family)
-    split: Optional[str] = None,  # 'train,test' to build disjoint train and test splits
-    test_docs: Optional[str] = None,  # file of test document ids, one per line (with --split)
-    test_fraction: Optional[float] = None,  # share of the documents drawn (seeded) for the test split, e.g. 0.2 (with --split)
-    test_llm: Optional[str] = None,  # generator for the test split (default: --llm; the paper uses another model family)
-    docs: Optional[str] = None,  # file of document ids to restrict generation to
-    max_calls: Optional[int] = None,  # stop after this many LLM calls in all
-    seed: Optional[int] = None,  # seed for sampling seeds and the test documents (default 0)
-    overgen: Optional[float] = None,  # candidates per wanted item (default 3)
-    entailment: Optional[str] = None,  # gate judge: auto | llm | lexical | cross-encoder:PATH
-    prefilter: Optional[str] = None,  # prefilter judge (relevant and complementary to the seed): auto (default: the judge LLM) | llm | cross-encoder:PATH | lexical (word-overlap proxy)
-    embedder: Optional[str] = None,  # embedder for an index opened without one (e.g. hash)
-    embed: bool = True,  # embedding-based dedup and relevance (without: lexical only, no embedding model)
-    leak_ngram: float = 0.5,  # n-gram containment that flags a train/test evidence pair
-    leak_cosine: float = 0.95,  # embedding cosine that flags a train/test pair
-    workers: Optional[int] = None,  # tasks run at once (default 4)
-    progress: bool = True,  # a progress bar
-    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
-    **options,  # every other DoraConfig field, one flag each (--max-rounds, --temperature, --dedup-jaccard ...); nested ones in --config
-) -> int:
-    "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
-    cfg = dora_options(config, styles_file, styles, split, test_docs, test_fraction, per_style=per_style, seed=seed, overgen=overgen,
-                       entailment=entailment, prefilter=prefilter, workers=workers, **options)
-    spec = RunSpec(out=out, db=db, table=table, columns=column, embedder=embedder, models=by_role(llm, judge=judge_llm, test=test_llm),
-                   max_calls=max_calls, ray=ray, progress=progress)
-    run = open_run(spec, name="dora", check=lambda index: dora_inputs(index, docs, test_docs), in_flight=cfg.workers)
+class DoraOptions(RunOptions):
+    "The run flags of `ragbench dora`; its other DoraConfig settings come from --config and one generated flag each."
+    per_style: int = Field(description="accepted items wanted per style (per split)")
+    styles: Optional[str] = Field(None, description="comma-separated styles (default: the five built-in ones)")
+    styles_file: Optional[str] = Field(None, description="YAML/JSON file of user-defined styles to register first")
+    judge_llm: Optional[str] = Field(None, description="bundle scorer / entailment and answer judge spec (default: the generator; "
+                                                       "the paper uses another model family)")
+    split: Optional[str] = Field(None, description="'train,test' to build disjoint train and test splits")
+    test_docs: Optional[str] = Field(None, description="file of test document ids, one per line (with --split)")
+    test_fraction: Optional[float] = Field(None, description="share of the documents drawn (seeded) for the test split, e.g. 0.2 "
+                                                             "(with --split)")
+    test_llm: Optional[str] = Field(None, description="generator for the test split (default: --llm; the paper uses another model family)")
+    docs: Optional[str] = Field(None, description="file of document ids to restrict generation to")
+    seed: Optional[int] = Field(None, description="seed for sampling seeds and the test documents (default 0)")
+    overgen: Optional[float] = Field(None, description="candidates per wanted item (default 3)")
+    entailment: Optional[str] = Field(None, description="gate judge: auto | llm | lexical | cross-encoder:PATH")
+    prefilter: Optional[str] = Field(None, description="prefilter judge (relevant and complementary to the seed): auto (default: the "
+                                                       "judge LLM) | llm | cross-encoder:PATH | lexical (word-overlap proxy)")
+    embed: bool = Field(True, description="embedding-based dedup and relevance (without: lexical only, no embedding model)")
+    leak_ngram: float = Field(0.5, description="n-gram containment that flags a train/test evidence pair")
+    leak_cosine: float = Field(0.95, description="embedding cosine that flags a train/test pair")
+    workers: Optional[int] = Field(None, description="tasks run at once (default 4)")
+    progress: bool = Field(True, description="a progress bar")
+
+def dora_runs(run, cfg: DoraConfig, o: DoraOptions) -> int:
+    "Generate on an opened run: one dataset, or the train and test splits with their leak check; the exit status."
     (doc_chunks, test_ids), index, out = run.inputs, run.index, run.out
-    kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if embed else None, progress=run.progress, doc_chunks=doc_chunks,
+    kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if o.embed else None, progress=run.progress, doc_chunks=doc_chunks,
               **({"executor": run.executor} if run.executor else {}))
     try:
-        if not split: return _single_run(index, run.llms["generate"], run.llms["judge"], cfg, out, max_calls, kw)
-        if test_fraction is not None: test_ids = pick_test_docs(doc_chunks, test_fraction, cfg.seed)
-        tr, te = _split_runs(index, (run.llms["generate"], run.llms["judge"], run.llms["test"]), cfg, out, split_docs(doc_chunks, test_ids), max_calls, kw)
+        if not o.split: return _single_run(index, run.llms["generate"], run.llms["judge"], cfg, out, o.max_calls, kw)
+        if o.test_fraction is not None: test_ids = pick_test_docs(doc_chunks, o.test_fraction, cfg.seed)
+        tr, te = _split_runs(index, (run.llms["generate"], run.llms["judge"], run.llms["test"]), cfg, out, split_docs(doc_chunks, test_ids),
+                             o.max_calls, kw)
     except ValueError as e: raise UserError(str(e)) from e
-    return finish_splits(out, tr, te, index, embed=kw["embed"], ngram_at=leak_ngram, cosine_at=leak_cosine)
+    return finish_splits(out, tr, te, index, embed=kw["embed"], ngram_at=o.leak_ngram, cosine_at=o.leak_cosine)
+
+@config_flags(DoraConfig)
+@options_model(DoraOptions)
+def dora_command(
+    *,
+    config: Optional[str] = None,  # YAML/JSON file of DoraConfig settings
+    **options,  # the fields of DoraOptions and every other DoraConfig field, one flag each (--max-rounds, --temperature ...); nested ones in --config
+) -> int:
+    "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
+    o, rest = read_options(DoraOptions, None, options)
+    cfg = dora_options(config, o.styles_file, o.styles, o.split, o.test_docs, o.test_fraction, per_style=o.per_style, seed=o.seed,
+                       overgen=o.overgen, entailment=o.entailment, prefilter=o.prefilter, workers=o.workers, **rest)
+    run = open_run(o.spec(by_role(o.llm, judge=o.judge_llm, test=o.test_llm), progress=o.progress), name="dora",
+                   check=lambda index: dora_inputs(index, o.docs, o.test_docs), in_flight=cfg.workers)
+    return dora_runs(run, cfg, o)
 
 # %% ../../nbs/30_dora.run.ipynb #38aacb49
 def _split_runs(index, llms: tuple, cfg: DoraConfig, out: Path, docs: tuple, max_calls: Optional[int], kw: dict) -> tuple:

@@ -16,7 +16,8 @@ from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
 from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
                                   agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind,
                                   listed_top_k)
-from ..spine import LLMPool, RunResult, choose_executor, file_options
+from pydantic import BaseModel, ConfigDict, Field
+from ..spine import RAY_HELP, LLMPool, RunResult, choose_executor, options_model, read_options
 from ..gen.base import LocalExecutor, StopRun, Task, TaskResult
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
 from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
@@ -28,7 +29,7 @@ __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONL
            'scored_dataset_version', 'open_index', 'with_columns', 'items_without_gold', 'index_key', 'gold_share',
            'check_gold_in_index', 'with_table', 'score_tasks', 'score_plan', 'evaluate', 'format_summary',
            'metric_notes', 'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures',
-           'evaluate_command', 'cutoffs', 'evaluate_options']
+           'EvaluateOptions', 'evaluate_command', 'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -653,34 +654,44 @@ def report_failures(summary: dict) -> int:
     return 1 if errors or stop != "done" else 0
 
 # %% ../../nbs/40_eval.run.ipynb #cb314594
+class EvaluateOptions(BaseModel):
+    "The options of `ragbench evaluate`: flags, a `--config FILE`, or keyword arguments of `evaluate_command`."
+    model_config = ConfigDict(extra="forbid")
+    dataset: str = Field(description="dataset .jsonl or .parquet")
+    out: str = Field(description="evaluation folder (created; an existing one is resumed)")
+    db: Optional[str] = Field(None, description="LanceDB folder for setups that name none")
+    table: Optional[str] = Field(None, description="table for setups that name none (or the default 'chunks') and for --answers")
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field((), description="map a role (id, text, vector, doc_id, meta) to a "
+                                                                    "column of your own table, for setups that map none; repeatable")
+    setups: Optional[str] = Field(None, description="setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)")
+    answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = Field((), description="JSONL of {item_id, answer, retrieved_chunk_ids} "
+                                                                       "from your own RAG; repeatable")
+    answers_top_k: Optional[int] = Field(None, ge=1, description="cut-off k of retrieval metrics for --answers (default: the most ids "
+                                                                 "an answer lists)")
+    judge_llm: Optional[str] = Field(None, description="LLM spec for the judges (default: judge_llm of the setups file; none: no judges)")
+    llm: Optional[str] = Field(None, description="answering LLM for setups that name none (none anywhere: retrieval metrics only)")
+    modes: str = Field("retrieved", description="comma-separated: retrieved,oracle,unanswerable")
+    judges: str = Field(",".join(JUDGES), description="comma-separated judges, or 'none'")
+    bertscore: bool = Field(True, description="BERTScore recall (loads the encoder)")
+    n_boot: int = Field(1000, ge=0, description="bootstrap resamples for intervals")
+    seed: int = Field(0, description="seed of the bootstrap")
+    ks: Annotated[Union[str, list[int]], {"type": str}] = Field(",".join(map(str, DEFAULT_KS)), description="cut-offs k of the "
+                                                                "retrieval metrics, comma-separated (a list in --config)")
+    bertscore_model: Optional[str] = Field(None, description="encoder folder for BERTScore (default: the bundled one)")
+    batch_size: int = Field(16, ge=1, description="items scored concurrently")
+    parallel_batches: int = Field(4, ge=1, description="batches in flight at once")
+    max_calls: Optional[int] = Field(None, ge=0, description="LLM requests allowed for the whole evaluation, across resumes")
+    quiet: bool = Field(False, description="no progress")
+    ray: Optional[str] = Field(None, description=RAY_HELP)
+
+@options_model(EvaluateOptions)
 def evaluate_command(
     *,
-    dataset: str,  # dataset .jsonl or .parquet
-    out: str,  # evaluation folder (created; an existing one is resumed)
-    db: Optional[str] = None,  # LanceDB folder for setups that name none
-    table: Optional[str] = None,  # table for setups that name none (or the default 'chunks') and for --answers
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table, for setups that map none; repeatable
-    setups: Optional[str] = None,  # setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)
-    answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = (),  # JSONL of {item_id, answer, retrieved_chunk_ids} from your own RAG; repeatable
-    answers_top_k: Optional[int] = None,  # cut-off k of retrieval metrics for --answers (default: the most ids an answer lists)
-    judge_llm: Optional[str] = None,  # LLM spec for the judges (default: judge_llm of the setups file; none: no judges)
-    llm: Optional[str] = None,  # answering LLM for setups that name none (none anywhere: retrieval metrics only)
-    modes: str = "retrieved",  # comma-separated: retrieved,oracle,unanswerable
-    judges: str = ",".join(JUDGES),  # comma-separated judges, or 'none'
-    bertscore: bool = True,  # BERTScore recall (loads the encoder)
-    n_boot: int = 1000,  # bootstrap resamples for intervals
-    seed: int = 0,  # seed of the bootstrap
-    ks: str = ",".join(map(str, DEFAULT_KS)),  # cut-offs k of the retrieval metrics, comma-separated
-    bertscore_model: Optional[str] = None,  # encoder folder for BERTScore (default: the bundled one)
-    batch_size: int = 16,  # items scored concurrently
-    parallel_batches: int = 4,  # batches in flight at once
-    max_calls: Optional[int] = None,  # LLM requests allowed for the whole evaluation, across resumes
-    quiet: bool = False,  # no progress
-    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as here: judge_llm, n_boot ...); the flags given override it
+    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of EvaluateOptions: judge_llm, n_boot ...); the flags given override it
+    **options,  # every field of EvaluateOptions, one flag each
 ) -> int:
     "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
-    return evaluate_options(**file_options(evaluate_command, config, locals()))
+    return evaluate_options(**read_options(EvaluateOptions, config, options)[0].model_dump())
 
 def cutoffs(ks) -> tuple[int, ...]:
     "The k values of `--ks` (`1,3,5`, or a list from --config); a bad one is a UserError."

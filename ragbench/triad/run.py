@@ -15,7 +15,9 @@ from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Tas
 from ..llm import LLMError, LLMParseError, price_for, redact_spec
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
-from ..spine import RunResult, RunSpec, by_role, check_spec, comma_items, config_flags, given, open_run, read_config
+from pydantic import Field
+from ..spine import (RunOptions, RunResult, RunSpec, by_role, changed, check_spec, comma_items, config_flags, open_run,
+                           options_model, read_config, read_options)
 from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, precheck_passes, seed_names
 from .config import QUESTION_TYPES, SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
 from .contexts import ContextPrefetch, acheck_unanswerable, aclassify_temporal, aextract, unanswerable_variant
@@ -26,7 +28,8 @@ from .write import QAPair, draft_item, generation_prompt
 __all__ = ['LLM_ROLES', 'PACE', 'NEVER_PARSES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed',
            'drafted', 'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates',
            'by_type', 'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
-           'triad_inputs', 'remove_unstarted', 'command_config', 'run_opened', 'plan_targets', 'triad_command']
+           'triad_inputs', 'remove_unstarted', 'command_config', 'run_opened', 'plan_targets', 'TriadOptions',
+           'triad_command']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
 LLM_ROLES = ("generate", "judge", "extract")
@@ -511,13 +514,13 @@ def remove_unstarted(out: Path) -> bool:
     if (out / "tasks.jsonl").exists() and (out / "tasks.jsonl").stat().st_size: return False
     shutil.rmtree(out, ignore_errors=True); return True
 
-def command_config(config: Optional[str], n: Optional[int], n_from_plan: Optional[str], options: dict, **flags) -> TriadConfig:
-    "The command's TriadConfig: --config, then --n or --n-from-plan, the flags changed from their defaults, every other option."
-    if (n is None) == (n_from_plan is None): raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
-    if n_from_plan: options = {**options, "n_per_type": plan_targets(n_from_plan)}
-    flags = given(triad_command, n=n, **flags)
+def command_config(config: Optional[str], o: TriadOptions, options: dict) -> TriadConfig:
+    "The command's TriadConfig: --config, then --n or --n-from-plan, the run flags changed from their defaults, every other option."
+    if (o.n is None) == (o.n_from_plan is None): raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
+    if o.n_from_plan: options = {**options, "n_per_type": plan_targets(o.n_from_plan)}
+    flags = changed(o, ("n", "max_seeds", "types", "binary_share", "seed", "n_chunks", "concurrency"))
     if "types" in flags: flags["types"] = comma_items(flags["types"])
-    return triad_config(config, defaults={"concurrency": flags.get("concurrency", 8)}, **flags, **options)
+    return triad_config(config, defaults={"concurrency": o.concurrency}, **flags, **options)
 
 def run_opened(run, fresh: bool, **kw) -> RunResult:
     "`run_triad` on a run the spine opened; a refused start of a new run leaves no half-made run folder."
@@ -539,42 +542,38 @@ def plan_targets(path: Union[str, Path]) -> dict[str, int]:
     if bad: raise UserError(f"{p}: group '{bad[0]}' is not a TRIAD question type (plan with --by kind, or without --by)")
     return {r["group"]: int(r["n_needed"]) for r in rows}
 
+class TriadOptions(RunOptions):
+    "The run flags of `ragbench triad`; its other TriadConfig settings come from --config and one generated flag each."
+    n: Optional[int] = Field(None, description="accepted questions wanted (or --n-from-plan)")
+    n_from_plan: Annotated[Optional[str], {"metavar": "PLAN.json"}] = Field(None, description="a `ragbench plan --json` file: its n "
+                                                                             "needed per question type becomes the target per type")
+    max_seeds: Optional[int] = Field(None, description="seeds tried at most (default 10 x n)")
+    types: str = Field("comparison,intersection,composition", description="question types, comma-separated")
+    binary_share: float = Field(0.5, description="share of yes/no questions (0..1)")
+    judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm)")
+    extract_llm: Optional[str] = Field(None, description="relevance-labelling LLM spec (default: --llm)")
+    seed: int = Field(0, description="random seed")
+    seeds_file: Optional[str] = Field(None, description="file of seed chunk ids, one per line")
+    max_usd: Optional[float] = Field(None, description="hard limit on cost in USD (where prices are known)")
+    estimate: bool = Field(False, description="print expected calls, tokens and cost, then exit")
+    concurrency: int = Field(8, description="LLM requests in flight (1.5 x as many seeds)")
+    n_chunks: int = Field(2, description="chunks per question (2..4)")
+
 @config_flags(TriadConfig, skip=("seeds",))
+@options_model(TriadOptions)
 def triad_command(
     *,
-    db: str,  # LanceDB folder (built with `ragbench index`)
-    out: str,  # run directory (re-run the same command to resume)
-    n: Optional[int] = None,  # accepted questions wanted (or --n-from-plan)
-    n_from_plan: Annotated[Optional[str], {"metavar": "PLAN.json"}] = None,  # a `ragbench plan --json` file: its n needed per question type becomes the target per type
-    table: str = "chunks",  # table name
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
-    embedder: Optional[str] = None,  # embedder of your own table's vectors (default: the one the index was built with)
-    max_seeds: Optional[int] = None,  # seeds tried at most (default 10 x n)
-    types: str = "comparison,intersection,composition",  # question types, comma-separated
-    binary_share: float = 0.5,  # share of yes/no questions (0..1)
-    llm: str = "local",  # generator LLM spec
-    judge_llm: Optional[str] = None,  # judge LLM spec (default: --llm)
-    extract_llm: Optional[str] = None,  # relevance-labelling LLM spec (default: --llm)
-    seed: int = 0,  # random seed
-    seeds_file: Optional[str] = None,  # file of seed chunk ids, one per line
-    max_calls: Optional[int] = None,  # hard limit on LLM calls for the whole run, across resumes (cache hits are free)
-    max_usd: Optional[float] = None,  # hard limit on cost in USD (where prices are known)
-    estimate: bool = False,  # print expected calls, tokens and cost, then exit
-    concurrency: int = 8,  # LLM requests in flight (1.5 x as many seeds)
-    n_chunks: int = 2,  # chunks per question (2..4)
-    ray: Optional[str] = None,  # run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e ".[ray]"); default: $RAGBENCH_RAY_ADDRESS, else this process
     config: Optional[str] = None,  # YAML/JSON file of TriadConfig settings (the flags given override it)
-    **options,  # every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds, --search-mode ...
+    **options,  # the fields of TriadOptions and every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds ...
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
-    cfg = command_config(config, n, n_from_plan, options, max_seeds=max_seeds, types=types, binary_share=binary_share, seed=seed,
-                         n_chunks=n_chunks, concurrency=concurrency)
-    spec = RunSpec(out=out, db=db, table=table, columns=column, embedder=embedder, models=by_role(llm, judge=judge_llm, extract=extract_llm),
-                   max_calls=max_calls, max_usd=max_usd, ray=ray, concurrency=cfg.concurrency)
-    fresh = not Path(out).exists()
-    run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, seeds_file), in_flight=cfg.in_flight, write=not estimate)
-    if estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models)) or 0
+    o, rest = read_options(TriadOptions, None, options)
+    cfg = command_config(config, o, rest)
+    spec = o.spec(by_role(o.llm, judge=o.judge_llm, extract=o.extract_llm), max_usd=o.max_usd, concurrency=cfg.concurrency)
+    fresh = not Path(o.out).exists()
+    run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, o.seeds_file), in_flight=cfg.in_flight, write=not o.estimate)
+    if o.estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models)) or 0
     _refuse_mixed_resume(run.out, run.index, run.inputs, run.llms)
-    result = run_opened(run, fresh, max_calls=max_calls, max_usd=max_usd)
+    result = run_opened(run, fresh, max_calls=o.max_calls, max_usd=o.max_usd)
     _print_summary(result.summary, run.out)
     return _report_stop(result.summary, run.inputs)
