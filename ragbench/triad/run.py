@@ -514,13 +514,14 @@ def remove_unstarted(out: Path) -> bool:
     if (out / "tasks.jsonl").exists() and (out / "tasks.jsonl").stat().st_size: return False
     shutil.rmtree(out, ignore_errors=True); return True
 
-def command_config(config: Optional[str], o: TriadOptions, options: dict) -> TriadConfig:
-    "The command's TriadConfig: --config, then --n or --n-from-plan, the run flags changed from their defaults, every other option."
+def command_config(config: Optional[str], options: dict) -> tuple[TriadOptions, TriadConfig]:
+    "The command's run flags and TriadConfig: --config, then --n or --n-from-plan, the run flags changed from their defaults, every other option."
+    o, options = read_options(TriadOptions, None, options)
     if (o.n is None) == (o.n_from_plan is None): raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
     if o.n_from_plan: options = {**options, "n_per_type": plan_targets(o.n_from_plan)}
     flags = changed(o, ("n", "max_seeds", "types", "binary_share", "seed", "n_chunks", "concurrency"))
     if "types" in flags: flags["types"] = comma_items(flags["types"])
-    return triad_config(config, defaults={"concurrency": o.concurrency}, **flags, **options)
+    return o, triad_config(config, defaults={"concurrency": o.concurrency}, **flags, **options)
 
 def run_opened(run, fresh: bool, **kw) -> RunResult:
     "`run_triad` on a run the spine opened; a refused start of a new run leaves no half-made run folder."
@@ -567,8 +568,7 @@ def triad_command(
     **options,  # the fields of TriadOptions and every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds ...
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
-    o, rest = read_options(TriadOptions, None, options)
-    cfg = command_config(config, o, rest)
+    o, cfg = command_config(config, options)
     spec = o.spec(by_role(o.llm, judge=o.judge_llm, extract=o.extract_llm), max_usd=o.max_usd, concurrency=cfg.concurrency)
     fresh = not Path(o.out).exists()
     run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, o.seeds_file), in_flight=cfg.in_flight, write=not o.estimate)
