@@ -1,6 +1,6 @@
 """Peak memory of the Ray driver against corpus size (issue 23: flat, <= 1.2x from 60k to 600k chunks).
 
-    python tests/bench/bench_ray_driver_memory.py [--sizes 60000,600000] [--under TREE]
+    python tests/bench/bench_ray_driver_memory.py [--sizes 60000,600000] [--round-mb MB] [--under TREE]
 
 Each size runs in a fresh process that starts a local Ray cluster (2 CPUs) and calls `build_index_on_ray` on a JSONL
 of synthetic documents (20 paragraphs of about 600 characters each, one chunk per paragraph) with the model-free
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import json, resource, sys, time
-n, work = int(sys.argv[1]), sys.argv[2]
+n, work, round_mb = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 from ragbench.scale import build_index_on_ray, connect
 WORDS = "commit branch merge rebase tag remote stash index tree blob object reference history patch diff".split()
 src = f"{work}/docs.jsonl"
@@ -27,7 +27,8 @@ with open(src, "w") as f:
 connect("local", num_cpus=2)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
-idx = build_index_on_ray(src, f"{work}/db", embedder="hash", chunking={"mode": "paragraph"}, progress=False)
+idx = build_index_on_ray(src, f"{work}/db", embedder="hash", chunking={"mode": "paragraph"}, progress=False,
+                         round_mb=round_mb)
 wall = time.perf_counter() - t
 st = dict(l.split(":", 1) for l in open("/proc/self/status"))
 mb = lambda k: int(st[k].split()[0]) / 1024
@@ -36,11 +37,11 @@ print(json.dumps({"chunks": len(idx), "wall_s": wall, "base_mb": base, "anon_mb"
 """
 
 
-def run_size(n: int, tree: Path) -> dict:
+def run_size(n: int, tree: Path, round_mb: float) -> dict:
     "Index `n` chunks on a fresh local cluster in a fresh driver process; its figures."
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree)}
-        r = subprocess.run([sys.executable, "-c", CHILD, str(n), d], capture_output=True, text=True, env=env, cwd=d)
+        r = subprocess.run([sys.executable, "-c", CHILD, str(n), d, str(round_mb)], capture_output=True, text=True, env=env, cwd=d)
         if r.returncode: raise SystemExit(r.stderr[-3000:])
         return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -49,9 +50,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="60000,600000")
     ap.add_argument("--under", default=str(ROOT), help="source tree to import ragbench from")
+    ap.add_argument("--round-mb", type=float, default=64.0, help="build_index_on_ray's round_mb (text the driver holds a round)")
     a = ap.parse_args()
-    rows = [run_size(int(s), Path(a.under).resolve()) for s in a.sizes.split(",")]
-    print(f"tree {a.under}")
+    rows = [run_size(int(s), Path(a.under).resolve(), a.round_mb) for s in a.sizes.split(",")]
+    print(f"tree {a.under}, round_mb {a.round_mb:g}")
     print(f"{'chunks':>9} {'wall s':>8} {'chunks/s':>9} {'base MB':>8} {'peak MB':>8} {'peak ratio':>10} "
           f"{'end: anon MB':>12} {'shmem MB':>9}")
     for r in rows:
