@@ -44,7 +44,7 @@ ADDED = {
     # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
     "report": {"--baseline": "baseline"},           # issue 20: the setup the report's paired decision compares the others with
     "compare": {f: f[2:].replace("-", "_") for f in ("--baseline", "--metrics", "--by", "--all-pairs", "--alpha", "--power",
-                                                     "--fail-if-worse", "--setups")},
+                                                     "--fail-if-worse", "--setups")} | {"--config": "config"},   # issue 18
     "fake-llm-server": {"--stage-faults": "stage_faults",   # issue 24: hostile replies for one stage (TEXT=FAULT;...)
                         "--retry-after": "retry_after"},    # issue 24: the wait a 'retry_after' fault (429) asks for
 }

@@ -489,3 +489,18 @@ def test_own_table_pipeline(tmp_path, fake_server):
     assert rows and all(c.startswith("row-") for r in rows for c in r["retrieved_chunk_ids"])
     assert json.loads((out / "manifest.json").read_text())["index"]["columns"]["vector"] == "embedding"
     assert (out / "report.html").exists()
+
+
+def test_index_takes_its_options_from_a_config_file(folder, tmp_path, capsys):
+    "issue 18: `ragbench index --config FILE` sets options by name (dashed or not); a flag given wins; bad names and values are named."
+    conf = tmp_path / "index.yaml"
+    conf.write_text("embedder: hash:32\nmode: paragraph\ntable: from_file\nwrite-rows: 2\n")
+    rc, out, err = run_cli(["index", str(folder), "--db", str(tmp_path / "db"), "--config", str(conf), "--table", "given", "--quiet"], capsys)
+    assert rc == 0, err
+    idx = ChunkIndex.open(tmp_path / "db", "given")            # --table given beats the file's table
+    assert idx.dim == 32 and len(idx) == 3                      # the file's embedder
+    conf.write_text("target_tokns: 100\n")
+    rc, out, err = run_cli(["index", str(folder), "--db", str(tmp_path / "db2"), "--config", str(conf)], capsys)
+    assert rc == 2 and "index.yaml: unknown option 'target_tokns'; options: db, table" in err and not (tmp_path / "db2").exists()
+    rc, out, err = run_cli(["index", str(folder), "--db", str(tmp_path / "db2"), "--embedder", "hash", "--overlap", "1.5"], capsys)
+    assert rc == 2 and "--overlap: Input should be less than 1" in err

@@ -8,9 +8,11 @@ import json, math, sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 from ..core import UserError, atomic_write, read_config_file
 from .run import EvalError, read_scores
 from .compare import compare_command as ranking_command, configured_order
+from ..spine import options_model, read_options
 from ..stats import HEADLINE_METRICS, order_metrics, resample_weights, split_metric
 
 # %% auto #0
@@ -18,7 +20,7 @@ __all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'paired_bootstrap_ci', 'sign_flip_p', 
            'n_needed', 'power_at', 'worst_case_sd', 'simulate_pairs', 'higher_is_better', 'metric_values',
            'item_groups', 'available_metrics', 'paired_row', 'paired_rows', 'paired_comparison', 'decision_sentence',
            'parse_margins', 'gate_margins', 'gate_failures', 'plan_questions', 'print_paired', 'gated_metrics',
-           'report_gate', 'compare_command', 'plan_command']
+           'report_gate', 'CompareOptions', 'paired_gate', 'compare_command', 'plan_command']
 
 # %% ../../nbs/41_eval.paired.ipynb #c999fd9d
 def _z(q: float) -> float:
@@ -325,36 +327,52 @@ def report_gate(rows: list[dict], margins: dict, baseline: Optional[str]) -> int
     if margins and not failed: print(f"gate passed: no setup worse than {baseline or 'its pair'} by more than the margin on {', '.join(margins)}")
     return 1 if failed else 0
 
+class CompareOptions(BaseModel):
+    "The options of `ragbench compare`: flags, a `--config FILE`, or keyword arguments of `compare_command`."
+    model_config = ConfigDict(extra="forbid")
+    metric: Optional[str] = Field(None, description="metric: to rank by (two folders; default recall@5), or the one to pair (--baseline)")
+    n_boot: int = Field(1000, ge=0, description="bootstrap resamples")
+    seed: int = Field(0, description="seed of the resampling")
+    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(None, description="also write the result as JSON "
+                                                                                "(with --baseline: a list of rows)")
+    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None, description="paired comparison: every setup of EVAL_DIR "
+                                                                      "against this setup")
+    metrics: Optional[str] = Field(None, description="comma-separated metrics to pair (default: the headline metrics the evaluation has)")
+    by: Optional[str] = Field(None, description="also per value of these dimensions, comma-separated: kind, style, difficulty")
+    all_pairs: bool = Field(False, description="pair every two setups instead of each against --baseline")
+    alpha: float = Field(0.05, gt=0, lt=1, description="level of the tests and 1 - coverage of the intervals")
+    power: float = Field(0.8, gt=0, lt=1, description="power at which the minimum detectable effect (mde) is given")
+    fail_if_worse: Annotated[list[str], {"metavar": "METRIC:MARGIN"}] = Field((), description="exit 1 when a setup is worse than the "
+                                                                              "baseline by more than MARGIN (repeatable)")
+    setups: Annotated[Optional[str], {"metavar": "FILE"}] = Field(None, description="setups file whose `fail_if_worse: {metric: margin}` "
+                                                                    "adds to the gate")
+
+def paired_gate(eval_dir, o: CompareOptions) -> int:
+    "The paired comparison of one evaluation's setups, printed (and written as JSON); the gate's exit status."
+    margins = gate_margins(o.fail_if_worse, o.setups)
+    rows = paired_comparison(eval_dir, o.baseline, metrics=gated_metrics(eval_dir, o.metrics or o.metric, margins),
+                             by=[b.strip() for b in (o.by or "").split(",") if b.strip()], all_pairs=o.all_pairs, n_boot=o.n_boot,
+                             alpha=o.alpha, power=o.power, seed=o.seed).to_dict("records")
+    print_paired(rows, o.alpha)
+    if o.json_file: atomic_write(o.json_file, json.dumps(rows, indent=2, default=float))
+    return report_gate(rows, margins, o.baseline)
+
+@options_model(CompareOptions)
 def compare_command(
     dir_a: Annotated[str, {"metavar": "EVAL_DIR"}],  # evaluation folder (with --baseline: the one whose setups are paired; else folder A)
     dir_b: Annotated[Optional[str], {"metavar": "EVAL_DIR_B"}] = None,  # evaluation folder B, for the ranking agreement of two evaluations
     *,
-    metric: Optional[str] = None,  # metric: to rank by (two folders; default recall@5), or the one to pair (--baseline)
-    n_boot: int = 1000,  # bootstrap resamples
-    seed: int = 0,  # seed of the resampling
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = None,  # also write the result as JSON (with --baseline: a list of rows)
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = None,  # paired comparison: every setup of EVAL_DIR against this setup
-    metrics: Optional[str] = None,  # comma-separated metrics to pair (default: the headline metrics the evaluation has)
-    by: Optional[str] = None,  # also per value of these dimensions, comma-separated: kind, style, difficulty
-    all_pairs: bool = False,  # pair every two setups instead of each against --baseline
-    alpha: float = 0.05,  # level of the tests and 1 - coverage of the intervals
-    power: float = 0.8,  # power at which the minimum detectable effect (mde) is given
-    fail_if_worse: Annotated[list[str], {"metavar": "METRIC:MARGIN"}] = (),  # exit 1 when a setup is worse than the baseline by more than MARGIN (repeatable)
-    setups: Annotated[Optional[str], {"metavar": "FILE"}] = None,  # setups file whose `fail_if_worse: {metric: margin}` adds to the gate
+    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of CompareOptions: baseline, fail_if_worse ...)
+    **options,  # every field of CompareOptions, one flag each
 ) -> int:
     "Paired comparison of setups against a baseline on the same questions (--baseline NAME EVAL_DIR), or the ranking agreement of two evaluations (Kendall tau)."
-    paired = baseline is not None or all_pairs
-    if not paired:
-        if dir_b is None: raise UserError("give two evaluation folders (ranking agreement) or --baseline NAME EVAL_DIR (paired comparison)")
-        if fail_if_worse or setups: raise UserError("--fail-if-worse and --setups need --baseline NAME")
-        return ranking_command(dir_a, dir_b, metric=metric or "recall@5", n_boot=n_boot, seed=seed, json_file=json_file)
-    if dir_b is not None: raise UserError("--baseline pairs the setups of one evaluation folder: give one EVAL_DIR")
-    margins = gate_margins(fail_if_worse, setups)
-    rows = paired_comparison(dir_a, baseline, metrics=gated_metrics(dir_a, metrics or metric, margins), by=[b.strip() for b in (by or "").split(",") if b.strip()],
-                             all_pairs=all_pairs, n_boot=n_boot, alpha=alpha, power=power, seed=seed).to_dict("records")
-    print_paired(rows, alpha)
-    if json_file: atomic_write(json_file, json.dumps(rows, indent=2, default=float))
-    return report_gate(rows, margins, baseline)
+    o = read_options(CompareOptions, config, options)[0]
+    if o.baseline is not None or o.all_pairs:
+        if dir_b is not None: raise UserError("--baseline pairs the setups of one evaluation folder: give one EVAL_DIR")
+        return paired_gate(dir_a, o)
+    if dir_b is None: raise UserError("give two evaluation folders (ranking agreement) or --baseline NAME EVAL_DIR (paired comparison)")
+    if o.fail_if_worse or o.setups: raise UserError("--fail-if-worse and --setups need --baseline NAME")
+    return ranking_command(dir_a, dir_b, metric=o.metric or "recall@5", n_boot=o.n_boot, seed=o.seed, json_file=o.json_file)
 
 # %% ../../nbs/41_eval.paired.ipynb #32ceb539
 def plan_command(

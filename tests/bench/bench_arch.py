@@ -129,7 +129,8 @@ def command_lines() -> dict:
     return out
 
 CONFIGS = {"triad": "ragbench.triad.config:TriadConfig", "dora": "ragbench.dora.run:DoraConfig",
-           "check": "ragbench.triad.checks:CheckConfig"}
+           "check": "ragbench.triad.checks:CheckConfig",
+           "index": "ragbench.spine:IndexOptions", "evaluate": "ragbench.eval.run:EvaluateOptions"}   # options models (issue 18)
 
 def cli_settable() -> dict:
     "Per command with a config model: (fields with a flag of their own, all fields, whether it takes --config FILE)."
@@ -143,6 +144,12 @@ def cli_settable() -> dict:
         dests, flags = {a.dest for a in acts}, {f for a in acts for f in a.option_strings}
         out[cmd] = (len(fields & dests), len(fields), "--config" in flags)
     return out
+
+def commands_with_config() -> list[str]:
+    "The subcommands that take `--config FILE` (their options, or their method's config, from a YAML/JSON file)."
+    from ragbench.cli import COMMANDS, command_parser, resolve_command
+    return [c for c in COMMANDS if "--config" in {f for a in command_parser(resolve_command(c))._actions for f in a.option_strings}
+            or c == "pipeline"]                                   # pipeline's positional is its config file
 
 def executors_and_runners(mods: dict) -> dict:
     "Executors (classes with an `async def run(self, tasks, work, commit, wanted)`) and loops of their own (a RunLock and a journal)."
@@ -201,7 +208,8 @@ def house_figures() -> dict:
     mods = module_trees()
     return {"cycles_counting_string_imports": len(find_cycles(all_edges(mods))),
             "production_to_testing": len(production_testing_edges(all_edges(mods))),
-            "command_lines": command_lines(), "cli_settable": cli_settable(), **executors_and_runners(mods),
+            "command_lines": command_lines(), "cli_settable": cli_settable(),
+            "commands_with_config": commands_with_config(), **executors_and_runners(mods),
             "registries": registries(mods), **library_lines(), **notebook_figures()}
 
 if __name__ == "__main__":
