@@ -20,7 +20,7 @@ __all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'paired_bootstrap_ci', 'sign_flip_p', 
            'n_needed', 'power_at', 'worst_case_sd', 'simulate_pairs', 'higher_is_better', 'metric_values',
            'item_groups', 'available_metrics', 'paired_row', 'paired_rows', 'paired_comparison', 'decision_sentence',
            'parse_margins', 'gate_margins', 'gate_failures', 'plan_questions', 'print_paired', 'gated_metrics',
-           'report_gate', 'CompareOptions', 'paired_gate', 'compare_command', 'plan_command']
+           'report_gate', 'CompareOptions', 'paired_gate', 'compare_command', 'print_plan', 'plan_command']
 
 # %% ../../nbs/41_eval.paired.ipynb #c999fd9d
 def _z(q: float) -> float:
@@ -375,6 +375,14 @@ def compare_command(
     return ranking_command(dir_a, dir_b, metric=o.metric or "recall@5", n_boot=o.n_boot, seed=o.seed, json_file=o.json_file)
 
 # %% ../../nbs/41_eval.paired.ipynb #32ceb539
+def print_plan(rows: list[dict], d: float, metric: str, alpha: float, power: float) -> None:
+    "The plan's table: per group the paired sd, the questions needed and, with a pilot, the power it had."
+    print(f"to detect a difference of {d:g} in {metric} at {power:.0%} power (two-sided paired test, alpha = {alpha:g}):")
+    print(f"{'group':<16} {'sd(d)':>6} {'n needed':>9} {'n pilot':>8} {'power now':>9}  source")
+    for r in rows:
+        print(f"{r['group']:<16} {r['sd_diff']:>6.3f} {r['n_needed']:>9} {_f(r['n_pilot'], 'd'):>8} {_f(r['power_at_pilot_n'], '.2f'):>9}  {r['source']}")
+    print("per group: each question type needs its own n if each type's decision matters on its own")
+
 def plan_command(
     *,
     d: float,  # the true difference in the metric's mean you want to be able to detect (e.g. 0.05)
@@ -390,9 +398,5 @@ def plan_command(
 ) -> None:
     "How many questions (per type) a paired comparison needs to detect a difference d with the given power; with --pilot, the power the pilot had."
     rows = plan_questions(d, pilot=pilot, baseline=baseline, setup=setup, metric=metric, by=by or None, alpha=alpha, power=power, p=p)
-    print(f"to detect a difference of {d:g} in {metric} at {power:.0%} power (two-sided paired test, alpha = {alpha:g}):")
-    print(f"{'group':<16} {'sd(d)':>6} {'n needed':>9} {'n pilot':>8} {'power now':>9}  source")
-    for r in rows:
-        print(f"{r['group']:<16} {r['sd_diff']:>6.3f} {r['n_needed']:>9} {_f(r['n_pilot'], 'd'):>8} {_f(r['power_at_pilot_n'], '.2f'):>9}  {r['source']}")
-    print("per group: each question type needs its own n if each type's decision matters on its own")
+    print_plan(rows, d, metric, alpha, power)
     if json_file: atomic_write(json_file, json.dumps(rows, indent=2))

@@ -13,7 +13,8 @@ from .ppi import mean_estimates
 # %% auto #0
 __all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS_HELP', 'VALIDITY_KEYS', 'accepted_items', 'judge_verdicts',
            'sample_order', 'share_estimates', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate',
-           'ValidityQueue', 'validity_rows', 'validity_estimates', 'validity_command', 'simulate_validity']
+           'ValidityQueue', 'validity_rows', 'validity_estimates', 'record_verdicts', 'print_validity',
+           'validity_command', 'simulate_validity']
 
 # %% ../../nbs/43_eval.validity.ipynb #3cf8ccf5
 VALIDITY = "validity.jsonl"
@@ -183,6 +184,22 @@ def _verdict(text: str) -> tuple[str, bool]:
     if v.lower() not in truth: raise UserError(f"verdict '{text}': write CRITERION=yes or CRITERION=no (criteria: {', '.join(CRITERIA)})")
     return name, truth[v.lower()]
 
+def record_verdicts(run_dir, item: str, reviewer: str, verdicts: Sequence[str]) -> None:
+    "Record a reviewer's verdicts (`CRITERION=yes/no`) on one accepted item and say what was recorded."
+    row = record_validity(run_dir, item, reviewer, **dict(_verdict(v) for v in verdicts))
+    print(f"recorded {row['item_id']}: " + ", ".join(f"{c}={'yes' if row[c] else 'no'}" for c in CRITERIA if c in row))
+
+def print_validity(run_dir, t, n: int, seed: int) -> None:
+    "How much of the seeded sample is validated (and the next item), then judge, human and PPI shares per criterion."
+    nxt, done = next_to_validate(run_dir, n, seed), read_validity(run_dir)
+    full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in validity_sample(run_dir, n, seed))
+    print(f"{full} of {min(n, int(t.n_accepted.iloc[0]))} sampled items validated" + (f"; next: {nxt.id}" if nxt else "; sample done"))
+    print(f"{'criterion':<12} {'judge':>6} {'human':>6} {'PPI':>6}  {'95% interval':<15} {'labelled':>8}")
+    f = lambda v, s=".2f": "–" if v is None or v != v else format(v, s)
+    for r in t.to_dict("records"):
+        print(f"{r['criterion']:<12} {f(r['judge']):>6} {f(r['human']):>6} {f(r['ppi']):>6}  "
+              f"[{f(r['ppi_lo'])}, {f(r['ppi_hi'])}]{'':<3} {r['n_labelled']:>8}")
+
 def validity_command(
     run_dir: str,  # a TRIAD run directory (its dataset.jsonl)
     *,
@@ -194,21 +211,10 @@ def validity_command(
     json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = None,  # also write the table as JSON
 ) -> None:
     "The share of a run's accepted items that are truly valid, per criterion, from human verdicts on a random sample (PPI)."
-    if record:
-        row = record_validity(run_dir, record, reviewer, **dict(_verdict(v) for v in verdict or []))
-        print(f"recorded {row['item_id']}: " + ", ".join(f"{c}={'yes' if row[c] else 'no'}" for c in CRITERIA if c in row))
+    if record: record_verdicts(run_dir, record, reviewer, verdict or [])
     t = validity_estimates(run_dir)
-    nxt = next_to_validate(run_dir, n, seed)
-    done = read_validity(run_dir)
-    full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in validity_sample(run_dir, n, seed))
-    print(f"{full} of {min(n, int(t.n_accepted.iloc[0]))} sampled items validated" + (f"; next: {nxt.id}" if nxt else "; sample done"))
-    print(f"{'criterion':<12} {'judge':>6} {'human':>6} {'PPI':>6}  {'95% interval':<15} {'labelled':>8}")
-    f = lambda v, s=".2f": "–" if v is None or v != v else format(v, s)
-    for r in t.to_dict("records"):
-        print(f"{r['criterion']:<12} {f(r['judge']):>6} {f(r['human']):>6} {f(r['ppi']):>6}  "
-              f"[{f(r['ppi_lo'])}, {f(r['ppi_hi'])}]{'':<3} {r['n_labelled']:>8}")
+    print_validity(run_dir, t, n, seed)
     if json_file: atomic_write(json_file, t.to_json(orient="records", indent=2))
-
 
 # %% ../../nbs/43_eval.validity.ipynb #15540e69
 def simulate_validity(rng: np.random.Generator, n_items: int = 400, n_labels: int = 60, valid: float = 0.8,
