@@ -19,9 +19,9 @@ __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_IN
            'MALLOC_ARENAS', 'VECTOR_CHECK_ROWS', 'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit', 'IndexSchemaError',
            'is_local', 'db_location', 'db_exists', 'read_stored_text', 'write_stored_text', 'table_lock',
            'sidecar_path', 'detect_columns', 'resolve_columns', 'detected_line', 'ChunkIndex', 'limit_malloc_arenas',
-           'id_hashes', 'IdHashes', 'vector_index_params', 'PendingRows', 'stored_vs_embedded', 'check_vectors',
-           'in_source', 'Produced', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index',
-           'save_index_mapping', 'search_command']
+           'chunk_table', 'id_hashes', 'IdHashes', 'vector_index_params', 'PendingRows', 'stored_vs_embedded',
+           'check_vectors', 'in_source', 'Produced', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns',
+           'open_index', 'save_index_mapping', 'search_command']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -254,16 +254,20 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     return idx
 
 # %% ../nbs/11_index.ipynb #a77c773e
-@patch
-def _arrow(self: ChunkIndex, chunks: list[Chunk], vecs: np.ndarray):
-    "An Arrow table of chunks and their vectors in the ragbench layout (the table's own schema)."
+def chunk_table(chunks: list[Chunk], vecs: np.ndarray, schema, dim: int):
+    "An Arrow table of chunks and their `dim`-float vectors in the ragbench layout, with `schema` (a ragbench table's)."
     import pyarrow as pa
     flat = pa.array(np.ascontiguousarray(vecs, dtype=np.float32).ravel(), type=pa.float32())
     return pa.table({"id": [c.id for c in chunks], "doc_id": [c.doc_id for c in chunks],
                      "text": [c.text for c in chunks],
-                     "vector": pa.FixedSizeListArray.from_arrays(flat, self.dim),
+                     "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
                      "meta": [json.dumps(c.meta, ensure_ascii=False, default=str) for c in chunks]},
-                    schema=self.tbl.schema)
+                    schema=schema)
+
+@patch
+def _arrow(self: ChunkIndex, chunks: list[Chunk], vecs: np.ndarray):
+    "An Arrow table of chunks and their vectors in the table's own schema."
+    return chunk_table(chunks, vecs, self.tbl.schema, self.dim)
 
 @patch
 def _all_ids(self: ChunkIndex) -> list:
@@ -461,8 +465,8 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
         self._write_pending(pending, st, force=True, append=append)
     finally:
         bar.close()
+    if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)   # first: its peak is the larger
     if st["added"] or removed or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0 or removed > 0)
-    if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)
     self._fts_ready = True
     self.last_build = st
     return st["added"]
@@ -702,8 +706,8 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
     finally: bar.close()
     diff, gone = _diff(stored, produced, source is not None)
     for part in _batched(gone, 500): self.tbl.delete(f"`{self.columns['id']}` IN ({', '.join(_quote(i) for i in part)})")
+    if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)   # first: its peak is the larger
     if st["added"] or gone or removed_dups or not self._has_fts(): self._ensure_indices(rebuild=True)
-    if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)
     self._fts_ready = True
     self.last_build = {**st, **diff, "removed": len(gone), "previous_version": before, "version": self.tbl.version}
     if self.last_build["version"] != before: self._record_version(source)

@@ -267,10 +267,9 @@ def build_index(source, db, emb, *, table="chunks", fmt="auto", report=None, max
     address = ray_address(ray)
     if address is not None:
         from ragbench.scale.index import build_index_on_ray
-        idx = build_index_on_ray(source, db, embedder=emb, table=table, fmt=fmt, max_doc_mb=max_doc_mb, report=report,
-                                 address=address, progress=progress, chunking=chunking)
-        idx.ensure_vector_index(vector_index_min_rows)          # a Ray build: the vector index once the table reached the size
-        return idx
+        return build_index_on_ray(source, db, embedder=emb, table=table, fmt=fmt, max_doc_mb=max_doc_mb, report=report,
+                                  address=address, progress=progress, chunking=chunking,
+                                  vector_index_min_rows=vector_index_min_rows)   # the vector index too, on a worker
     c = chunking
     chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), c["target_tokens"], c["min_tokens"], c["max_tokens"],
                              c["overlap"], c["mode"])

@@ -4,20 +4,21 @@
 
 # %% ../../nbs/18_scale.index.ipynb #bbffb98b
 from __future__ import annotations
-import json, sys, time
+import json, sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
 from fastcore.basics import patch
 from ..corpus import (DEFAULT_MAX_DOC_MB, CorpusError, Document, LoadReport, chunk_document, chunk_documents,
                              detect_format, load_documents, read_file_document)
 from ..embed import make_embedder
-from ..index import (WRITE_ROWS, ChunkIndex, IdHashes, db_location, id_hashes, is_local, limit_malloc_arenas,
-                            table_lock)
+from ..index import (DEFAULT_COLUMNS, VECTOR_INDEX_MIN_ROWS, ChunkIndex, IdHashes, chunk_table, db_location,
+                            id_hashes, is_local, limit_malloc_arenas, table_lock)
 from .cluster import cluster_cpus, cluster_gpus, connect
 
 # %% auto #0
-__all__ = ['OUT_COLUMNS', 'DEFAULT_CHUNKING', 'document_rows', 'file_rows', 'rounds', 'rows_per_batch', 'ChunkEmbedder',
-           'out_table', 'TableWriter', 'source_rows', 'build_index_on_ray']
+__all__ = ['DEFAULT_BATCH_CHUNKS', 'OUT_COLUMNS', 'DEFAULT_CHUNKING', 'document_rows', 'file_rows', 'row_chunks', 'batches',
+           'ChunkEmbedder', 'status_table', 'BuildTally', 'settle', 'source_rows', 'start_embedders', 'on_actors',
+           'table_indices', 'build_index_on_ray']
 
 # %% ../../nbs/18_scale.index.ipynb #17a56268
 def document_rows(docs: Iterable[Document]) -> Iterator[dict]:
@@ -35,22 +36,26 @@ def file_rows(folder: Union[str, Path]) -> Iterator[dict]:
         yield {"doc": "", "path": str(p), "abs": str(p.resolve()), "rel": rel.as_posix(), "size": p.stat().st_size}
 
 # %% ../../nbs/18_scale.index.ipynb #95ed9e0e
-def rounds(rows: Iterable[dict], max_bytes: float) -> Iterator[list[dict]]:
-    "Consecutive lists of rows of about `max_bytes` together (at least one row each)."
-    buf, size = [], 0
+def row_chunks(row: dict, target_tokens: int) -> float:
+    "About how many chunks a row makes (a chunk ~ 4.5 characters per token of `target_tokens`; at least one)."
+    return max(1.0, row["size"] / (4.5 * target_tokens))
+
+def batches(rows: Iterable[dict], target_tokens: int, batch_chunks: int) -> Iterator[list[dict]]:
+    "Consecutive lists of rows that make about `batch_chunks` chunks each (at least one row each)."
+    buf, est = [], 0.0
     for r in rows:
-        buf.append(r); size += r["size"]
-        if size >= max_bytes: yield buf; buf, size = [], 0
+        buf.append(r)
+        est += row_chunks(r, target_tokens)
+        if est >= batch_chunks:
+            yield buf
+            buf, est = [], 0.0
     if buf: yield buf
 
 # %% ../../nbs/18_scale.index.ipynb #16b47c07
-def rows_per_batch(rows: list[dict], target_tokens: int, batch_chunks: int) -> int:
-    "How many rows make about `batch_chunks` chunks (a chunk ~ 4.5 characters per token of `target_tokens`)."
-    est = sum(max(1.0, r["size"] / (4.5 * target_tokens)) for r in rows)
-    return max(1, round(len(rows) * batch_chunks / max(est, 1.0)))
+DEFAULT_BATCH_CHUNKS = {"cpu": 2048, "gpu": 4096}   # chunks a batch (and a table write) aims at
 
 # %% ../../nbs/18_scale.index.ipynb #e1a63f3a
-OUT_COLUMNS = ("id", "doc_id", "text", "vector", "meta", "status")
+OUT_COLUMNS = ("id", "meta", "status")   # what a worker sends the driver: no text, no vectors
 
 def _read_row(row: dict, max_doc_mb: float) -> tuple[Optional[Document], Optional[tuple]]:
     "(document, None), or (None, (line, reason)) for a file that cannot be loaded."
@@ -67,14 +72,14 @@ def _sql(v: str) -> str: return "'" + str(v).replace("'", "''") + "'"
 
 # %% ../../nbs/18_scale.index.ipynb #6b157f92
 class ChunkEmbedder:
-    "Ray Data UDF: read or decode a batch of rows, chunk them, drop chunks the table holds, embed the rest."
+    "Ray Data UDF: read or decode a batch of rows, chunk them, drop chunks the table holds, embed and write the rest."
     def __init__(self, embedder: str, device: str, db: str, table: str, chunking: dict, max_doc_mb: float,
-                 encode_batch: int = 64):
+                 encode_batch: int = 64, append: bool = True):
         import lancedb
         self.emb = make_embedder(embedder, device=device, batch_size=encode_batch)
         self.tbl = lancedb.connect(db).open_table(table)
         self.stored = self.tbl.count_rows() > 0
-        self.chunking, self.max_doc_mb = chunking, max_doc_mb
+        self.chunking, self.max_doc_mb, self.append = chunking, max_doc_mb, append
 
     def existing(self, ids: list[str]) -> set:
         "The ids among `ids` that the table already holds."
@@ -82,73 +87,67 @@ class ChunkEmbedder:
         q = self.tbl.search().where(f"id IN ({', '.join(map(_sql, ids))})").select(["id"]).limit(None)
         return set(q.to_arrow().column("id").to_pylist())
 
+    def embed(self, batch):
+        "Status rows of one batch of rows (the actor method the driver calls)."
+        return self(batch)
+
+    def write(self, chunks: list, vecs) -> int:
+        "Write chunks and their vectors (appended, or merged on the id when no lock is held); returns how many went in."
+        if not chunks: return 0
+        rows = chunk_table(chunks, vecs, self.tbl.schema, self.emb.dim)
+        if not self.append: return self.tbl.merge_insert("id").when_not_matched_insert_all().execute(rows).num_inserted_rows
+        self.tbl.add(rows)
+        return len(rows)
+
 # %% ../../nbs/18_scale.index.ipynb #b6cff929
 @patch
 def __call__(self: ChunkEmbedder, batch):
-    "The rows of one batch: new chunks with vectors, existing ones by id, documents read, files skipped."
+    "Status rows of one batch: chunks written (`new`) or found (`existing`), documents read, files skipped."
     marks, chunks = [], []
     for row in batch.to_pylist():
         doc, skip = _read_row(row, self.max_doc_mb)
-        if skip: marks.append((row["path"], "", "", json.dumps({"line": skip[0], "reason": skip[1]}), "skip")); continue
-        if row["path"]: marks.append((doc.id, doc.id, "", "{}", "doc"))
+        if skip:
+            marks.append((row["path"], json.dumps({"line": skip[0], "reason": skip[1]}), "skip"))
+            continue
+        if row["path"]: marks.append((doc.id, "{}", "doc"))
         chunks += chunk_document(doc, **self.chunking)
     stored = self.existing([c.id for c in chunks])
     new = [c for c in chunks if c.id not in stored]
-    vecs = self.emb.encode([c.text for c in new])
-    rows = [(c.id, c.doc_id, c.text, json.dumps(c.meta, ensure_ascii=False, default=str), "new") for c in new]
-    rows += [(c.id, c.doc_id, "", "{}", "existing") for c in chunks if c.id in stored] + marks
-    return out_table(rows, vecs, self.emb.dim)
+    written = self.write(new, self.emb.encode([c.text for c in new]))
+    rows = [(c.id, "{}", "new" if i < written else "existing") for i, c in enumerate(new)]   # a merge counts, not names
+    return status_table(rows + [(c.id, "{}", "existing") for c in chunks if c.id in stored] + marks)
 
 # %% ../../nbs/18_scale.index.ipynb #ccec1d3b
-def out_table(rows: list[tuple], vecs, dim: int):
-    "Arrow table of (id, doc_id, text, meta, status) rows; the first len(vecs) rows get those vectors, the rest none."
-    import numpy as np, pyarrow as pa
-    n, k = len(rows), len(vecs)
-    flat = np.zeros((n, dim), dtype=np.float32); flat[:k] = vecs
-    valid = pa.array([i < k for i in range(n)])
-    vec = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel(), type=pa.float32()), dim, mask=pa.compute.invert(valid))
-    cols = list(zip(*rows)) if rows else [[] for _ in range(5)]
-    return pa.table({"id": pa.array(cols[0], pa.string()), "doc_id": pa.array(cols[1], pa.string()),
-                     "text": pa.array(cols[2], pa.string()), "vector": vec, "meta": pa.array(cols[3], pa.string()),
-                     "status": pa.array(cols[4], pa.string())})
+def status_table(rows: list[tuple]):
+    "Arrow table of (id, meta, status) rows: what a worker tells the driver."
+    import pyarrow as pa
+    cols = list(zip(*rows)) if rows else [[] for _ in OUT_COLUMNS]
+    return pa.table({name: pa.array(col, pa.string()) for name, col in zip(OUT_COLUMNS, cols)})
 
 # %% ../../nbs/18_scale.index.ipynb #549c1a06
-class TableWriter:
-    "Writes streamed worker rows into a ChunkIndex's table, each chunk id once, counting as it goes (`append`: the lock is held)."
-    def __init__(self, index: ChunkIndex, report: LoadReport, flush_rows: int = WRITE_ROWS, flush_every: float = 30.0,
-                 append: bool = False):
-        self.index, self.report, self.flush_rows, self.flush_every = index, report, flush_rows, flush_every
-        self.pending, self.n_pending, self.last, self.append, self.seen = [], 0, time.monotonic(), append, IdHashes()
+class BuildTally:
+    "The driver's side of a build: counts the workers' status rows; documents and skipped files go to the load report."
+    def __init__(self, report: LoadReport):
+        self.report, self.seen = report, IdHashes()
         self.stats = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0}
 
     def add(self, batch) -> int:
-        "Take one batch of worker rows; returns how many chunks it held."
-        import pyarrow.compute as pc
-        status = batch.column("status")
-        for s, i, m in zip(status.to_pylist(), batch.column("id").to_pylist(), batch.column("meta").to_pylist()):
+        "Take one batch of status rows; returns how many chunks it held."
+        status, ids = batch.column("status").to_pylist(), batch.column("id").to_pylist()
+        for s, i, m in zip(status, ids, batch.column("meta").to_pylist()):
             if s == "doc": self.report.documents += 1
             elif s == "skip": self.report.skip(i, json.loads(m)["line"], json.loads(m)["reason"])
-        new = batch.filter(pc.equal(status, "new")).drop_columns(["status"])
-        n_old = sum(1 for s in status.to_pylist() if s == "existing")
-        self.stats["chunks"] += len(new) + n_old; self.stats["existing"] += n_old
-        if len(new): self.pending.append(new); self.n_pending += len(new)
-        if self.n_pending >= self.flush_rows or (self.pending and time.monotonic() - self.last > self.flush_every): self.flush()
+        new = [i for s, i in zip(status, ids) if s == "new"]
+        firsts, n_old = sum(self.seen.take_new(id_hashes(new))), status.count("existing")
+        for k, v in (("chunks", len(new) + n_old), ("existing", n_old), ("added", firsts), ("repeated", len(new) - firsts)):
+            self.stats[k] += v
         return len(new) + n_old
 
 # %% ../../nbs/18_scale.index.ipynb #ac33f377
-@patch
-def flush(self: TableWriter) -> None:
-    "Write the gathered new chunks whose ids this writer has not written yet: appended, or merged on the id."
-    import pyarrow as pa
-    if self.pending:
-        rows = pa.concat_tables(self.pending)
-        keep = self.seen.take_new(id_hashes(rows.column("id").to_pylist()))
-        rows = rows.filter(pa.array(keep)).cast(self.index.tbl.schema)
-        if self.append: self.index.tbl.add(rows); added = len(rows)
-        else: added = self.index.tbl.merge_insert("id").when_not_matched_insert_all().execute(rows).num_inserted_rows
-        self.stats["added"] += added; self.stats["repeated"] += len(keep) - len(rows)
-        self.stats["existing"] += len(rows) - added
-    self.pending, self.n_pending, self.last = [], 0, time.monotonic()
+def settle(index: ChunkIndex, tally: BuildTally) -> int:
+    "See what the workers wrote, and delete the second copies of ids written twice in this build; returns the rows deleted."
+    index.tbl.checkout_latest()
+    return index.remove_duplicates() if tally.stats["repeated"] else 0
 
 # %% ../../nbs/18_scale.index.ipynb #583770ff
 DEFAULT_CHUNKING = dict(target_tokens=512, min_tokens=100, max_tokens=1024, overlap=0.25, mode="auto")
@@ -161,26 +160,50 @@ def source_rows(source, fmt: str, report: LoadReport, max_doc_mb: float) -> tupl
     return document_rows(docs), False
 
 # %% ../../nbs/18_scale.index.ipynb #6e6a7585
-def _round_pipeline(ray, rows: list[dict], udf: dict, workers: int, gpus: int, batch_chunks: int):
-    "The Ray Data pipeline of one round: rows -> ChunkEmbedder actors (one per CPU, or per GPU)."
-    per = min(rows_per_batch(rows, udf["chunking"]["target_tokens"], batch_chunks), -(-len(rows) // (gpus or workers)))
-    ds = ray.data.from_items(rows, override_num_blocks=max(1, min(-(-len(rows) // per), 200)))
-    res = dict(num_gpus=1, concurrency=gpus) if gpus else dict(num_cpus=1, concurrency=workers)
-    return ds.map_batches(ChunkEmbedder, fn_constructor_kwargs=udf, batch_size=per, batch_format="pyarrow",
-                          max_restarts=0, **res)       # a lost worker fails the round loudly; re-running resumes
+def start_embedders(ray, udf: dict, workers: int, gpus: int) -> list:
+    "One ChunkEmbedder actor per GPU (or per CPU), each loading the model and opening the table once for the build."
+    res = dict(num_gpus=1) if gpus else dict(num_cpus=1)
+    cls = ray.remote(max_restarts=0, **res)(ChunkEmbedder)   # a lost worker fails the build loudly; re-running resumes
+    return [cls.remote(**udf) for _ in range(gpus or workers)]
+
+def _take_one(ray, pending: dict, free: list):
+    "Wait for one batch to finish: its status rows; its actor is free again."
+    (done,), _ = ray.wait(list(pending), num_returns=1)
+    free.append(pending.pop(done))
+    return ray.get(done)
+
+def on_actors(ray, actors: list, row_batches: Iterable[list[dict]], per_actor: int = 2) -> Iterator:
+    "The status rows of each batch as the actors finish them, with at most `per_actor` batches an actor in flight."
+    import pyarrow as pa
+    free, pending = [a for a in actors for _ in range(per_actor)], {}
+    for rows in row_batches:
+        if not free: yield _take_one(ray, pending, free)
+        actor = free.pop()
+        pending[actor.embed.remote(pa.Table.from_pylist(rows))] = actor
+    while pending: yield _take_one(ray, pending, free)
 
 def _finish_indices(index: ChunkIndex, added: int) -> None:
     "Rebuild the full-text index on the text and the B-tree index on the id after rows were added."
     from lancedb.index import FTS, BTree
     have = {i.index_type for i in index.tbl.list_indices()}
     if len(index) and (added or "FTS" not in have):
-        index.tbl.create_index("text", config=FTS(), replace=True); index.tbl.create_index("id", config=BTree(), replace=True)
+        index.tbl.create_index("text", config=FTS(), replace=True)
+        index.tbl.create_index("id", config=BTree(), replace=True)
+
+def table_indices(db: str, table: str, dim: int, added: int, vector_index_min_rows: Optional[int]) -> bool:
+    "The table's vector index (from `vector_index_min_rows` rows), then its text and id indexes; True if a vector index was built."
+    import lancedb
+    index = ChunkIndex(db, table, lancedb.connect(db).open_table(table), None, dict(DEFAULT_COLUMNS), dim)
+    built = bool(added) and index.ensure_vector_index(vector_index_min_rows)
+    _finish_indices(index, added)
+    return built
 
 # %% ../../nbs/18_scale.index.ipynb #1f9391d2
 def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: str = "chunks", fmt: str = "auto",
                        chunking: Optional[dict] = None, max_doc_mb: float = DEFAULT_MAX_DOC_MB,
-                       report: Optional[LoadReport] = None, address: Optional[str] = None, round_mb: float = 64.0,
-                       batch_chunks: Optional[int] = None, progress: bool = True) -> ChunkIndex:
+                       report: Optional[LoadReport] = None, address: Optional[str] = None,
+                       batch_chunks: Optional[int] = None, progress: bool = True,
+                       vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> ChunkIndex:
     "Load, chunk and embed `source` (a path, or Documents) into `db`/`table` on a Ray cluster: `ChunkIndex.build`'s table, resumable."
     from tqdm.auto import tqdm
     ray = connect(address)                                                  # no Ray extra: a UserError before anything is written
@@ -197,15 +220,20 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
         gpus, workers = cluster_gpus(ray), cluster_cpus(ray)
         db_abs = str(idx.db_dir) if "://" in str(idx.db_dir) else str(Path(idx.db_dir).resolve())   # workers have their own cwd
         udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
-                   max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64)
-        writer = TableWriter(idx, report, append=is_local(db_dir))          # the lock is held: plain appends
-        with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress, file=sys.stderr) as bar:
-            for rnd in rounds(rows, round_mb * 1e6):
-                for b in _round_pipeline(ray, rnd, udf, workers, gpus, batch_chunks or (1024 if gpus else 256)).iter_batches(batch_size=None, batch_format="pyarrow"):
-                    bar.update(writer.add(b))
-            writer.flush()
+                   max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64, append=is_local(db_dir))   # lock held: appends
+        tally, actors = BuildTally(report), start_embedders(ray, udf, workers, gpus)
+        row_batches = batches(rows, chunking["target_tokens"], batch_chunks or DEFAULT_BATCH_CHUNKS["gpu" if gpus else "cpu"])
+        try:
+            with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress, file=sys.stderr) as bar:
+                for status in on_actors(ray, actors, row_batches): bar.update(tally.add(status))
+        finally:
+            for a in actors: ray.kill(a)
+        settle(idx, tally)
         if folder and report.documents == 0:
             raise CorpusError(f"nothing loadable in {source}: " + ("; ".join(report.messages()[:5]) or "no files"))
-        _finish_indices(idx, writer.stats["added"])
-        idx.last_build = {**writer.stats, "duplicates_removed": removed}
+        on_worker = ray.remote(num_cpus=1, max_retries=0)(table_indices)   # the index builders' memory is a worker's
+        built = ray.get(on_worker.remote(db_abs, table, emb.dim, tally.stats["added"], vector_index_min_rows))
+        idx.tbl.checkout_latest()
+        idx._ann = False                                                    # the vector index is looked up again
+        idx.last_build = {**tally.stats, "duplicates_removed": removed, **({"vector_index_built": True} if built else {})}
     return idx

@@ -16,7 +16,7 @@ def test_same_table_as_one_process_with_the_real_model(cluster, tmp_path):
     src = sample_corpus_path()
     one = ChunkIndex.build(tmp_path / "one", chunk_documents(load_documents(src), mode="auto"), progress=False)
     rep = LoadReport()
-    on_ray = build_index_on_ray(src, tmp_path / "ray", address=cluster, report=rep, round_mb=0.2, progress=False)
+    on_ray = build_index_on_ray(src, tmp_path / "ray", address=cluster, report=rep, batch_chunks=8, progress=False)
     a, b = _rows(one), _rows(on_ray)
     assert sorted(a) == sorted(b) and len(a) > 50
     assert all((a[k]["doc_id"], a[k]["text"], a[k]["meta"]) == (b[k]["doc_id"], b[k]["text"], b[k]["meta"]) for k in a)
