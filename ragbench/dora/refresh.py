@@ -8,10 +8,11 @@ import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional, Sequence
+from pydantic import BaseModel, ConfigDict, Field
 from ..core import Attempt, Chunk, QAItem, RunDir, RunLock, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import TaskJournal, TaskResult, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
-from ..spine import LLMPool
+from ..spine import LLMPool, options_model, read_options
 from ..triad.refresh import (gather_all, print_refresh, refresh_card, refresh_event, refresh_plan, refresh_snapshot,
                                     run_version, with_refresh_event)
 from ..triad.refresh import refresh_command as triad_refresh_command
@@ -25,7 +26,7 @@ __all__ = ['evidence_map', 'remap_evidence', 'item_result', 'dropped_item', 'reg
            'refresh_items', 'refreshed_dataset', 'areplace_all', 'refresh_summary', 'write_refreshed', 'refresh_method',
            'arefresh_dora_run', 'refresh_dora_run', 'estimate_dora_refresh', 'split_halves', 'read_refresh_run',
            'dora_run_config', 'dora_llm_specs', 'dora_refresh_estimate', 'dora_refresh', 'dora_refresh_command',
-           'half_result', 'refresh_splits_command', 'refresh_command']
+           'half_result', 'refresh_splits_command', 'RefreshOptions', 'refresh_command']
 
 # %% ../../nbs/31_dora.refresh.ipynb #a6dcd9db
 def evidence_map(it: QAItem, fates: dict) -> dict[str, str]:
@@ -336,24 +337,32 @@ def refresh_splits_command(out: Path, m: dict, *, max_calls: Optional[int], esti
 
 
 # %% ../../nbs/31_dora.refresh.ipynb #53f9fb57
+class RefreshOptions(BaseModel):
+    "The options of `ragbench refresh`: flags, a `--config FILE`, or keyword arguments of `refresh_command`."
+    model_config = ConfigDict(extra="forbid")
+    db: str = Field(description="LanceDB folder as it is now (re-indexed with `ragbench index`)")
+    table: str = Field("chunks", description="table name")
+    llm: Optional[str] = Field(None, description="generator LLM spec (default: the run's own)")
+    judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm, else the run's own)")
+    extract_llm: Optional[str] = Field(None, description="relevance-labelling LLM spec "
+                                                         "(default: --llm, else the run's own; TRIAD only)")
+    max_calls: Optional[int] = Field(None, description="hard limit on LLM calls for this refresh, across resumes "
+                                                       "(cache hits are free)")
+    max_usd: Optional[float] = Field(None, description="hard limit on cost in USD (where prices are known)")
+    estimate: bool = Field(False, description="print what is stale and the calls a refresh is expected to send, "
+                                              "then exit (sends none)")
+    concurrency: int = Field(8, description="LLM requests in flight")
+
+@options_model(RefreshOptions)
 def refresh_command(
     run: str,  # a TRIAD or DoRA run directory (made by `ragbench triad` or `ragbench dora`)
     *,
-    db: str,  # LanceDB folder as it is now (re-indexed with `ragbench index`)
-    table: str = "chunks",  # table name
-    llm: Optional[str] = None,  # generator LLM spec (default: the run's own)
-    judge_llm: Optional[str] = None,  # judge LLM spec (default: --llm, else the run's own)
-    extract_llm: Optional[str] = None,  # relevance-labelling LLM spec (default: --llm, else the run's own; TRIAD only)
-    max_calls: Optional[int] = None,  # hard limit on LLM calls for this refresh, across resumes (cache hits are free)
-    max_usd: Optional[float] = None,  # hard limit on cost in USD (where prices are known)
-    estimate: bool = False,  # print what is stale and the calls a refresh is expected to send, then exit (sends none)
-    concurrency: int = 8,  # LLM requests in flight
+    config: Optional[str] = None,  # YAML/JSON file of RefreshOptions (llm, max_calls ...); the flags given override it
+    **options,  # every field of RefreshOptions, one flag each
 ) -> int:
     "Re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised or dropped, replacements from new documents."
-    out = Path(run); m = read_refresh_run(out)
-    if m["kind"] == "triad":
-        return triad_refresh_command(run, db=db, table=table, llm=llm, judge_llm=judge_llm, extract_llm=extract_llm,
-                                     max_calls=max_calls, max_usd=max_usd, estimate=estimate, concurrency=concurrency)
+    o = read_options(RefreshOptions, config, options)[0]
+    m = read_refresh_run(Path(run))
+    if m["kind"] == "triad": return triad_refresh_command(run, **o.model_dump())
     command = refresh_splits_command if m["kind"] == "dora-splits" else dora_refresh_command
-    return command(out, m, db=db, table=table, llm=llm, judge_llm=judge_llm, max_calls=max_calls, max_usd=max_usd,
-                   estimate=estimate, concurrency=concurrency)
+    return command(Path(run), m, **o.model_dump(exclude={"extract_llm"}))       # DoRA labels no contexts
