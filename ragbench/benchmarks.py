@@ -46,7 +46,9 @@ def _contexts(paragraphs: list[tuple[str, Any, bool]]) -> tuple[list[str], list[
     gold, ctxs, seen, bad = [], [], set(), 0
     for title, text, is_gold in paragraphs:
         cid = _pid(title, text)
-        if cid is None: bad += 1; continue
+        if cid is None:
+            bad += 1
+            continue
         if cid in seen: continue
         seen.add(cid)
         if is_gold: gold.append(cid)
@@ -95,7 +97,9 @@ def _parquet_records(path: Path) -> Iterator[tuple[Any, str]]:
     except Exception as e: raise StaticFormatError(f"{path}: not a readable Parquet file ({e})") from None
     n = 0
     for batch in f.iter_batches(batch_size=256):
-        for rec in batch.to_pylist(): n += 1; yield rec, f"{path}:row {n}"
+        for rec in batch.to_pylist():
+            n += 1
+            yield rec, f"{path}:row {n}"
 
 def _jsonl_records(path: Path) -> Iterator[tuple[Any, str]]:
     with open(path, encoding="utf-8-sig") as f:
@@ -108,8 +112,12 @@ def _jsonl_records(path: Path) -> Iterator[tuple[Any, str]]:
 def question_records(path: Union[str, Path], fmt: str) -> Iterator[tuple[Any, str]]:
     "(record, 'file:line' or 'file:row N') of each question in a JSON list, JSON Lines or Parquet file."
     path = Path(path)
-    if path.suffix == ".parquet": yield from _parquet_records(path); return
-    if path.suffix == ".jsonl": yield from _jsonl_records(path); return
+    if path.suffix == ".parquet":
+        yield from _parquet_records(path)
+        return
+    if path.suffix == ".jsonl":
+        yield from _jsonl_records(path)
+        return
     try:
         for key, q, line in iter_json_items(path):
             if isinstance(key, str):
@@ -197,7 +205,9 @@ def missing_gold(ds: Dataset, index) -> list[str]:
         try: have |= {c.id for c in index.get_many(part)}
         except KeyError:
             for g in part:
-                try: index.get(g); have.add(g)
+                try:
+                    index.get(g)
+                    have.add(g)
                 except KeyError: pass
     return [g for g in ids if g not in have]
 

@@ -62,7 +62,8 @@ def regate(it: QAItem, method: DoraMethod) -> tuple[QAItem, object]:
 # %% ../../nbs/31_dora.refresh.ipynb #6a1360ef
 def recheck_item(it: QAItem, fates: dict, st: dict, method: DoraMethod) -> TaskResult:
     "Refresh one item whose evidence text changed: kept (renamed to the new chunk ids) or dropped, the audit trail saying why."
-    ids = evidence_map(it, fates); moved = remap_evidence(it, ids)
+    ids = evidence_map(it, fates)
+    moved = remap_evidence(it, ids)
     if len(set(moved.gold_chunk_ids)) < len(moved.gold_chunk_ids): return dropped_item(it, st["reasons"], why="two evidence chunks now map to one")
     missing = [i for i in moved.gold_chunk_ids if i not in method.by_id]
     if missing: return dropped_item(it, st["reasons"], why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
@@ -129,8 +130,11 @@ async def areplace(style: str, k: int, seeds: list[Chunk], used: set, journal: d
         r = journal.get(tid)
         if r is None:
             task = dora_task(style, seed, k, 0, method.split, getattr(method.llm, "spec", ""))
-            r = as_replacement(await method.run_task(task, index), tid, k, seed, kept, method); commit(r)
-        if r.items: kept += r.items; return
+            r = as_replacement(await method.run_task(task, index), tid, k, seed, kept, method)
+            commit(r)
+        if r.items:
+            kept += r.items
+            return
 
 # %% ../../nbs/31_dora.refresh.ipynb #2d2c6bf1
 async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod, journal: dict, commit, workers: int = 4) -> dict:
@@ -141,12 +145,14 @@ async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod,
         if tid in out or st["action"] in ("none", "recheck"): continue
         r = (dropped_item(it, st["reasons"]) if st["action"] == "drop" else
              item_result(it, "remapped", keep=[with_refresh_event(remap_evidence(it, evidence_map(it, fates)), refresh_event("remapped", st["reasons"]))]))
-        commit(r); out[tid] = r
+        commit(r)
+        out[tid] = r
     gate = asyncio.Semaphore(workers)
     async def one(it):
         async with gate:
             r = await asyncio.to_thread(recheck_item, it, fates, plan["stale"][it.id], method)
-        commit(r); out[r.task_id] = r
+        commit(r)
+        out[r.task_id] = r
     await gather_all([one(it) for it in items if plan["stale"][it.id]["action"] == "recheck" and f"item:{it.id}" not in out])
     return out
 
@@ -155,8 +161,11 @@ def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequ
     data, dropped = [], []
     for it in items:
         r = results.get(f"item:{it.id}")
-        if r is None: data.append(it); continue
-        data += r.items; dropped += r.rejected
+        if r is None:
+            data.append(it)
+            continue
+        data += r.items
+        dropped += r.rejected
     return data + [i for r in replacements for i in r.items], dropped
 
 # %% ../../nbs/31_dora.refresh.ipynb #f78a387f
@@ -215,13 +224,17 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = RunDir(run_dir)
     with RunLock(run.path):
-        m = run.manifest(); rid, items = refresh_snapshot(run)
+        m = run.manifest()
+        rid, items = refresh_snapshot(run)
         method = refresh_method(run.path, index, llms, cfg, (m.get("config") or {}).get("split"), embed)
         plan = refresh_plan(items, index, run_version(m, index))
         meter = CallMeter(run / "refresh" / f"{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         for l in {id(l): l for l in llms.values()}.values(): l.meter = meter
-        tj = TaskJournal(run / "refresh" / f"{rid}.jsonl"); journal = tj.load()
-        def commit(r): tj.commit(r); journal[r.task_id] = r
+        tj = TaskJournal(run / "refresh" / f"{rid}.jsonl")
+        journal = tj.load()
+        def commit(r):
+            tj.commit(r)
+            journal[r.task_id] = r
         stop = None
         try:
             results = await refresh_items(items, plan, method, journal, commit, cfg.workers)
@@ -229,7 +242,9 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
         except BudgetExceeded as e: stop = f"budget spent ({e})"
         summary = refresh_summary(rid, plan, journal, meter, stop)
         run.write(f"refresh/{rid}.json", summary)
-        if stop: log(f"ragbench refresh: stopped: {stop}; re-run the same command to continue"); return summary
+        if stop:
+            log(f"ragbench refresh: stopped: {stop}; re-run the same command to continue")
+            return summary
         return {**summary, "card": write_refreshed(run, m, items, summary, journal, index_fingerprint(index), method)}
 
 def refresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, **kw) -> dict:
@@ -317,16 +332,22 @@ def half_result(half: Path) -> DoraRun:
 def refresh_splits_command(out: Path, m: dict, *, max_calls: Optional[int], estimate: bool, **kw) -> int:
     "`ragbench refresh` of a DoRA train/test run: the test split, the train split on what is left of the budget, then the combined dataset, leakage report and SFT export again."
     from ragbench.index import open_index
-    run = RunDir(out); done, est = dict(m.get("split_refresh") or {}), {}
+    run = RunDir(out)
+    done, est = dict(m.get("split_refresh") or {}), {}
     for half in ("test", "train"):
         if half in done and not estimate: continue                    # finished before a kill: its calls are in `done`
         left = None if max_calls is None else max(0, max_calls - sum(done.values()))
         s = dora_refresh(out / half, read_refresh_run(out / half), max_calls=left, estimate=estimate, **kw)
-        if estimate: est[half] = s["estimate"]; continue
+        if estimate:
+            est[half] = s["estimate"]
+            continue
         if "card" not in s: return 0                                  # stopped (budget): it said so; re-run to continue
         print_refresh(s, out / half)
-        done[half] = s["llm"].get("calls", 0); run.write_manifest(split_refresh=done)
-    if estimate: print(json.dumps(est, indent=2)); return 0
+        done[half] = s["llm"].get("calls", 0)
+        run.write_manifest(split_refresh=done)
+    if estimate:
+        print(json.dumps(est, indent=2))
+        return 0
     index = open_index(kw["db"], kw["table"], run_dir=out / "train", save=False)
     cfg = m.get("config") or {}
     rc = finish_splits(out, half_result(out / "train"), half_result(out / "test"), index,

@@ -51,7 +51,8 @@ def _write_rows(rows: list[dict], out: Path) -> Path:
     "Rows as .jsonl or .parquet (atomically)."
     if out.suffix == ".parquet":
         import pandas as pd
-        buf = io.BytesIO(); pd.DataFrame(rows).to_parquet(buf, index=False)
+        buf = io.BytesIO()
+        pd.DataFrame(rows).to_parquet(buf, index=False)
         return atomic_write(out, buf.getvalue())
     if out.suffix != ".jsonl": raise EvalError(f"--out must end in .jsonl or .parquet, got {out.name}")
     return atomic_write(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
@@ -111,7 +112,8 @@ def export_hf(dataset: Union[Dataset, str, Path], out: Union[str, Path]) -> Path
     import pyarrow.parquet as pq
     out = Path(out)
     if out.suffix != ".parquet": raise EvalError(f"the Hugging Face export is Parquet: --out must end in .parquet, got {out.name}")
-    buf = io.BytesIO(); pq.write_table(hf_table(_dataset(dataset)), buf)
+    buf = io.BytesIO()
+    pq.write_table(hf_table(_dataset(dataset)), buf)
     return atomic_write(out, buf.getvalue())
 
 # %% ../../nbs/40_eval.export.ipynb #b678d107

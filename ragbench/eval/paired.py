@@ -31,7 +31,8 @@ def _z(q: float) -> float:
 
 def paired_bootstrap_ci(d: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
     "Percentile bootstrap interval of the mean of paired differences `d` (items resampled, each with its pair)."
-    d = np.asarray(d, dtype=float); n = len(d)
+    d = np.asarray(d, dtype=float)
+    n = len(d)
     if n == 0: return (math.nan, math.nan)
     if n == 1 or n_boot <= 0: return (float(d.mean()), float(d.mean()))
     rng, means = np.random.default_rng(seed), np.empty(n_boot)
@@ -301,7 +302,8 @@ def _f(v, fmt: str = "+.3f") -> str: return "–" if v is None or (isinstance(v,
 def print_paired(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 10, log: Callable = print) -> None:
     "The paired rows as a table, then the missing items of each row that has any, then the decision sentence."
     w = max([len(f"{r['setup']} - {r['baseline']}") for r in rows] + [16])
-    wm = max([len(r["metric"]) for r in rows] + [6]); wg = max([len(r["group"]) for r in rows] + [5])
+    wm = max([len(r["metric"]) for r in rows] + [6])
+    wg = max([len(r["group"]) for r in rows] + [5])
     log(f"{'setup - baseline':<{w}}  {'metric':<{wm}}  {'group':<{wg}}  {'n':>5} {'miss':>4}  {'diff':>7}  {'95% interval':<17}  "
           f"{'p':>6}  {'p_holm':>6}  {'mde':>5}  {'test':<13}  decision".replace("95%", f"{100 * (1 - alpha):.0f}%"))
     for r in rows:
