@@ -7,12 +7,15 @@ from __future__ import annotations
 import json, sys
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal, Optional, Union
+from pydantic import BaseModel, ConfigDict, Field
 from .core import QAItem, Context, Dataset, UserError, item_id
 from .corpus import Document, chunk_document, paragraph_chunk_id, iter_json_items
+from .spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['STATIC_FORMATS', 'StaticFormatError', 'hotpotqa_item', 'musique_item', 'question_records', 'hotpotqa_record',
-           'iter_static', 'load_static', 'question_documents', 'index_static', 'missing_gold', 'static_command']
+           'iter_static', 'load_static', 'question_documents', 'index_static', 'missing_gold', 'StaticOptions',
+           'static_index', 'print_static', 'static_command']
 
 # %% ../nbs/44_benchmarks.ipynb #3049de30
 class StaticFormatError(UserError):
@@ -43,7 +46,9 @@ def _contexts(paragraphs: list[tuple[str, Any, bool]]) -> tuple[list[str], list[
     gold, ctxs, seen, bad = [], [], set(), 0
     for title, text, is_gold in paragraphs:
         cid = _pid(title, text)
-        if cid is None: bad += 1; continue
+        if cid is None:
+            bad += 1
+            continue
         if cid in seen: continue
         seen.add(cid)
         if is_gold: gold.append(cid)
@@ -92,7 +97,9 @@ def _parquet_records(path: Path) -> Iterator[tuple[Any, str]]:
     except Exception as e: raise StaticFormatError(f"{path}: not a readable Parquet file ({e})") from None
     n = 0
     for batch in f.iter_batches(batch_size=256):
-        for rec in batch.to_pylist(): n += 1; yield rec, f"{path}:row {n}"
+        for rec in batch.to_pylist():
+            n += 1
+            yield rec, f"{path}:row {n}"
 
 def _jsonl_records(path: Path) -> Iterator[tuple[Any, str]]:
     with open(path, encoding="utf-8-sig") as f:
@@ -105,8 +112,12 @@ def _jsonl_records(path: Path) -> Iterator[tuple[Any, str]]:
 def question_records(path: Union[str, Path], fmt: str) -> Iterator[tuple[Any, str]]:
     "(record, 'file:line' or 'file:row N') of each question in a JSON list, JSON Lines or Parquet file."
     path = Path(path)
-    if path.suffix == ".parquet": yield from _parquet_records(path); return
-    if path.suffix == ".jsonl": yield from _jsonl_records(path); return
+    if path.suffix == ".parquet":
+        yield from _parquet_records(path)
+        return
+    if path.suffix == ".jsonl":
+        yield from _jsonl_records(path)
+        return
     try:
         for key, q, line in iter_json_items(path):
             if isinstance(key, str):
@@ -194,30 +205,52 @@ def missing_gold(ds: Dataset, index) -> list[str]:
         try: have |= {c.id for c in index.get_many(part)}
         except KeyError:
             for g in part:
-                try: index.get(g); have.add(g)
+                try:
+                    index.get(g)
+                    have.add(g)
                 except KeyError: pass
     return [g for g in ids if g not in have]
 
+# %% ../nbs/44_benchmarks.ipynb #e3c68d97
+class StaticOptions(BaseModel):
+    "The options of `ragbench static`: flags, a `--config FILE`, or keyword arguments of `static_command`."
+    model_config = ConfigDict(extra="forbid")
+    fmt: Annotated[Literal[STATIC_FORMATS], "--format"] = Field(description="the benchmark the file comes from")
+    db: str = Field(description="LanceDB folder (indexed here if the table is missing or empty)")
+    out: str = Field(description="dataset file to write (.jsonl or .parquet)")
+    table: str = Field("chunks", description="table name")
+    embedder: Optional[str] = Field(None, description="embedder for a new index (default: bundled all-MiniLM-L6-v2)")
+    corpus: Optional[str] = Field(None, description="paragraphs to index instead of the question file's own")
+    limit: Optional[int] = Field(None, description="first N questions only (indexes only their paragraphs)")
+    quiet: bool = Field(False, description="no progress bar")
+
+def static_index(file, ds: Dataset, o: StaticOptions):
+    "The paragraph index of `o.corpus`, else of `file` (with `o.limit` and no corpus: only the paragraphs of `ds`)."
+    only = {c.chunk_id for it in ds for c in it.contexts} if (o.limit and not o.corpus) else None
+    return index_static(o.corpus or file, o.fmt, o.db, table=o.table, embedder=o.embedder, only_ids=only,
+                        progress=not o.quiet, corpus=bool(o.corpus))
+
+def print_static(ds: Dataset, idx, missing: list[str], o: StaticOptions) -> None:
+    "What `ragbench static` wrote, on stdout; a warning on stderr for gold chunk ids the table does not hold."
+    card = ds.card()
+    print(f"{len(ds)} {o.fmt} questions -> {o.out}; kinds {card['kind']}; binary {card['binary'].get(True, 0)}; "
+          f"table '{o.table}' in {o.db}: {len(idx)} chunks")
+    if missing:
+        print(f"warning: {len(missing)} gold chunk id(s) are not in the table (was it built in another chunking mode?)",
+              file=sys.stderr)
+
 # %% ../nbs/44_benchmarks.ipynb #d13119e0
+@options_model(StaticOptions)
 def static_command(
     file: str,  # HotpotQA or MuSiQue question file (.json, .jsonl or .parquet; original or Hugging Face layout)
     *,
-    fmt: Annotated[Literal[STATIC_FORMATS], "--format"],  # the benchmark the file comes from
-    db: str,  # LanceDB folder (indexed here if the table is missing or empty)
-    out: str,  # dataset file to write (.jsonl or .parquet)
-    table: str = "chunks",  # table name
-    embedder: Optional[str] = None,  # embedder for a new index (default: bundled all-MiniLM-L6-v2)
-    corpus: Optional[str] = None,  # paragraphs to index instead of the question file's own
-    limit: Optional[int] = None,  # first N questions only (indexes only their paragraphs)
-    quiet: bool = False,  # no progress bar
+    config: Optional[str] = None,  # YAML/JSON file of StaticOptions (db, limit ...); the flags given override it
+    **options,  # every field of StaticOptions, one flag each
 ) -> None:
     "Load HotpotQA or MuSiQue questions as a ragbench dataset with gold chunk ids; indexes their paragraphs (paragraph mode) if the table is empty."
-    ds = load_static(file, fmt, limit)
-    only = {c.chunk_id for it in ds for c in it.contexts} if (limit and not corpus) else None
-    idx = index_static(corpus or file, fmt, db, table=table, embedder=embedder, only_ids=only, progress=not quiet, corpus=bool(corpus))
-    miss = missing_gold(ds, idx)
-    ds.write(out)
-    card = ds.card()
-    print(f"{len(ds)} {fmt} questions -> {out}; kinds {card['kind']}; binary {card['binary'].get(True, 0)}; "
-          f"table '{table}' in {db}: {len(idx)} chunks")
-    if miss: print(f"warning: {len(miss)} gold chunk id(s) are not in the table (was it built in another chunking mode?)", file=sys.stderr)
+    o = read_options(StaticOptions, config, options)[0]
+    ds = load_static(file, o.fmt, o.limit)
+    idx = static_index(file, ds, o)
+    missing = missing_gold(ds, idx)
+    ds.write(o.out)
+    print_static(ds, idx, missing, o)

@@ -64,6 +64,8 @@ for _name in ("triad", "dora", "evaluate"):
     ADDED[_name] = {**ADDED.get(_name, {}), **_gen, **({"--config": "config"} if _name != "dora" else {})}
 ADDED["evaluate"].update({"--seed": "seed", "--ks": "ks", "--bertscore-model": "bertscore_model",   # issue 18: every option of
                           "--parallel-batches": "parallel_batches"})                              # evaluate() has a flag
+for _name in ("static", "export-ragas"):           # issue 18: StaticOptions, ExportRagasOptions, and --config FILE
+    ADDED[_name] = {**ADDED.get(_name, {}), "--config": "config"}
 # defaults changed on purpose after the snapshot: (command, dest) -> the new default, with the reason
 CHANGED_DEFAULTS = {
     # issue 11: DoRA's 1-5 rubric judge runs by default; it applies only to items with a style, so a TRIAD

@@ -8,10 +8,11 @@ import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional, Sequence
+from pydantic import BaseModel, ConfigDict, Field
 from ..core import Attempt, Chunk, QAItem, RunDir, RunLock, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import TaskJournal, TaskResult, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
-from ..spine import LLMPool
+from ..spine import LLMPool, options_model, read_options
 from ..triad.refresh import (gather_all, print_refresh, refresh_card, refresh_event, refresh_plan, refresh_snapshot,
                                     run_version, with_refresh_event)
 from ..triad.refresh import refresh_command as triad_refresh_command
@@ -25,7 +26,7 @@ __all__ = ['evidence_map', 'remap_evidence', 'item_result', 'dropped_item', 'reg
            'refresh_items', 'refreshed_dataset', 'areplace_all', 'refresh_summary', 'write_refreshed', 'refresh_method',
            'arefresh_dora_run', 'refresh_dora_run', 'estimate_dora_refresh', 'split_halves', 'read_refresh_run',
            'dora_run_config', 'dora_llm_specs', 'dora_refresh_estimate', 'dora_refresh', 'dora_refresh_command',
-           'half_result', 'refresh_splits_command', 'refresh_command']
+           'half_result', 'refresh_splits_command', 'RefreshOptions', 'refresh_command']
 
 # %% ../../nbs/31_dora.refresh.ipynb #a6dcd9db
 def evidence_map(it: QAItem, fates: dict) -> dict[str, str]:
@@ -61,7 +62,8 @@ def regate(it: QAItem, method: DoraMethod) -> tuple[QAItem, object]:
 # %% ../../nbs/31_dora.refresh.ipynb #6a1360ef
 def recheck_item(it: QAItem, fates: dict, st: dict, method: DoraMethod) -> TaskResult:
     "Refresh one item whose evidence text changed: kept (renamed to the new chunk ids) or dropped, the audit trail saying why."
-    ids = evidence_map(it, fates); moved = remap_evidence(it, ids)
+    ids = evidence_map(it, fates)
+    moved = remap_evidence(it, ids)
     if len(set(moved.gold_chunk_ids)) < len(moved.gold_chunk_ids): return dropped_item(it, st["reasons"], why="two evidence chunks now map to one")
     missing = [i for i in moved.gold_chunk_ids if i not in method.by_id]
     if missing: return dropped_item(it, st["reasons"], why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
@@ -128,8 +130,11 @@ async def areplace(style: str, k: int, seeds: list[Chunk], used: set, journal: d
         r = journal.get(tid)
         if r is None:
             task = dora_task(style, seed, k, 0, method.split, getattr(method.llm, "spec", ""))
-            r = as_replacement(await method.run_task(task, index), tid, k, seed, kept, method); commit(r)
-        if r.items: kept += r.items; return
+            r = as_replacement(await method.run_task(task, index), tid, k, seed, kept, method)
+            commit(r)
+        if r.items:
+            kept += r.items
+            return
 
 # %% ../../nbs/31_dora.refresh.ipynb #2d2c6bf1
 async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod, journal: dict, commit, workers: int = 4) -> dict:
@@ -140,12 +145,14 @@ async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod,
         if tid in out or st["action"] in ("none", "recheck"): continue
         r = (dropped_item(it, st["reasons"]) if st["action"] == "drop" else
              item_result(it, "remapped", keep=[with_refresh_event(remap_evidence(it, evidence_map(it, fates)), refresh_event("remapped", st["reasons"]))]))
-        commit(r); out[tid] = r
+        commit(r)
+        out[tid] = r
     gate = asyncio.Semaphore(workers)
     async def one(it):
         async with gate:
             r = await asyncio.to_thread(recheck_item, it, fates, plan["stale"][it.id], method)
-        commit(r); out[r.task_id] = r
+        commit(r)
+        out[r.task_id] = r
     await gather_all([one(it) for it in items if plan["stale"][it.id]["action"] == "recheck" and f"item:{it.id}" not in out])
     return out
 
@@ -154,8 +161,11 @@ def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequ
     data, dropped = [], []
     for it in items:
         r = results.get(f"item:{it.id}")
-        if r is None: data.append(it); continue
-        data += r.items; dropped += r.rejected
+        if r is None:
+            data.append(it)
+            continue
+        data += r.items
+        dropped += r.rejected
     return data + [i for r in replacements for i in r.items], dropped
 
 # %% ../../nbs/31_dora.refresh.ipynb #f78a387f
@@ -214,13 +224,17 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = RunDir(run_dir)
     with RunLock(run.path):
-        m = run.manifest(); rid, items = refresh_snapshot(run)
+        m = run.manifest()
+        rid, items = refresh_snapshot(run)
         method = refresh_method(run.path, index, llms, cfg, (m.get("config") or {}).get("split"), embed)
         plan = refresh_plan(items, index, run_version(m, index))
         meter = CallMeter(run / "refresh" / f"{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         for l in {id(l): l for l in llms.values()}.values(): l.meter = meter
-        tj = TaskJournal(run / "refresh" / f"{rid}.jsonl"); journal = tj.load()
-        def commit(r): tj.commit(r); journal[r.task_id] = r
+        tj = TaskJournal(run / "refresh" / f"{rid}.jsonl")
+        journal = tj.load()
+        def commit(r):
+            tj.commit(r)
+            journal[r.task_id] = r
         stop = None
         try:
             results = await refresh_items(items, plan, method, journal, commit, cfg.workers)
@@ -228,7 +242,9 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
         except BudgetExceeded as e: stop = f"budget spent ({e})"
         summary = refresh_summary(rid, plan, journal, meter, stop)
         run.write(f"refresh/{rid}.json", summary)
-        if stop: log(f"ragbench refresh: stopped: {stop}; re-run the same command to continue"); return summary
+        if stop:
+            log(f"ragbench refresh: stopped: {stop}; re-run the same command to continue")
+            return summary
         return {**summary, "card": write_refreshed(run, m, items, summary, journal, index_fingerprint(index), method)}
 
 def refresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, **kw) -> dict:
@@ -316,16 +332,22 @@ def half_result(half: Path) -> DoraRun:
 def refresh_splits_command(out: Path, m: dict, *, max_calls: Optional[int], estimate: bool, **kw) -> int:
     "`ragbench refresh` of a DoRA train/test run: the test split, the train split on what is left of the budget, then the combined dataset, leakage report and SFT export again."
     from ragbench.index import open_index
-    run = RunDir(out); done, est = dict(m.get("split_refresh") or {}), {}
+    run = RunDir(out)
+    done, est = dict(m.get("split_refresh") or {}), {}
     for half in ("test", "train"):
         if half in done and not estimate: continue                    # finished before a kill: its calls are in `done`
         left = None if max_calls is None else max(0, max_calls - sum(done.values()))
         s = dora_refresh(out / half, read_refresh_run(out / half), max_calls=left, estimate=estimate, **kw)
-        if estimate: est[half] = s["estimate"]; continue
+        if estimate:
+            est[half] = s["estimate"]
+            continue
         if "card" not in s: return 0                                  # stopped (budget): it said so; re-run to continue
         print_refresh(s, out / half)
-        done[half] = s["llm"].get("calls", 0); run.write_manifest(split_refresh=done)
-    if estimate: print(json.dumps(est, indent=2)); return 0
+        done[half] = s["llm"].get("calls", 0)
+        run.write_manifest(split_refresh=done)
+    if estimate:
+        print(json.dumps(est, indent=2))
+        return 0
     index = open_index(kw["db"], kw["table"], run_dir=out / "train", save=False)
     cfg = m.get("config") or {}
     rc = finish_splits(out, half_result(out / "train"), half_result(out / "test"), index,
@@ -336,24 +358,32 @@ def refresh_splits_command(out: Path, m: dict, *, max_calls: Optional[int], esti
 
 
 # %% ../../nbs/31_dora.refresh.ipynb #53f9fb57
+class RefreshOptions(BaseModel):
+    "The options of `ragbench refresh`: flags, a `--config FILE`, or keyword arguments of `refresh_command`."
+    model_config = ConfigDict(extra="forbid")
+    db: str = Field(description="LanceDB folder as it is now (re-indexed with `ragbench index`)")
+    table: str = Field("chunks", description="table name")
+    llm: Optional[str] = Field(None, description="generator LLM spec (default: the run's own)")
+    judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm, else the run's own)")
+    extract_llm: Optional[str] = Field(None, description="relevance-labelling LLM spec "
+                                                         "(default: --llm, else the run's own; TRIAD only)")
+    max_calls: Optional[int] = Field(None, description="hard limit on LLM calls for this refresh, across resumes "
+                                                       "(cache hits are free)")
+    max_usd: Optional[float] = Field(None, description="hard limit on cost in USD (where prices are known)")
+    estimate: bool = Field(False, description="print what is stale and the calls a refresh is expected to send, "
+                                              "then exit (sends none)")
+    concurrency: int = Field(8, description="LLM requests in flight")
+
+@options_model(RefreshOptions)
 def refresh_command(
     run: str,  # a TRIAD or DoRA run directory (made by `ragbench triad` or `ragbench dora`)
     *,
-    db: str,  # LanceDB folder as it is now (re-indexed with `ragbench index`)
-    table: str = "chunks",  # table name
-    llm: Optional[str] = None,  # generator LLM spec (default: the run's own)
-    judge_llm: Optional[str] = None,  # judge LLM spec (default: --llm, else the run's own)
-    extract_llm: Optional[str] = None,  # relevance-labelling LLM spec (default: --llm, else the run's own; TRIAD only)
-    max_calls: Optional[int] = None,  # hard limit on LLM calls for this refresh, across resumes (cache hits are free)
-    max_usd: Optional[float] = None,  # hard limit on cost in USD (where prices are known)
-    estimate: bool = False,  # print what is stale and the calls a refresh is expected to send, then exit (sends none)
-    concurrency: int = 8,  # LLM requests in flight
+    config: Optional[str] = None,  # YAML/JSON file of RefreshOptions (llm, max_calls ...); the flags given override it
+    **options,  # every field of RefreshOptions, one flag each
 ) -> int:
     "Re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised or dropped, replacements from new documents."
-    out = Path(run); m = read_refresh_run(out)
-    if m["kind"] == "triad":
-        return triad_refresh_command(run, db=db, table=table, llm=llm, judge_llm=judge_llm, extract_llm=extract_llm,
-                                     max_calls=max_calls, max_usd=max_usd, estimate=estimate, concurrency=concurrency)
+    o = read_options(RefreshOptions, config, options)[0]
+    m = read_refresh_run(Path(run))
+    if m["kind"] == "triad": return triad_refresh_command(run, **o.model_dump())
     command = refresh_splits_command if m["kind"] == "dora-splits" else dora_refresh_command
-    return command(out, m, db=db, table=table, llm=llm, judge_llm=judge_llm, max_calls=max_calls, max_usd=max_usd,
-                   estimate=estimate, concurrency=concurrency)
+    return command(Path(run), m, **o.model_dump(exclude={"extract_llm"}))       # DoRA labels no contexts

@@ -20,7 +20,8 @@ __all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'paired_bootstrap_ci', 'sign_flip_p', 
            'n_needed', 'power_at', 'worst_case_sd', 'simulate_pairs', 'higher_is_better', 'metric_values',
            'item_groups', 'available_metrics', 'paired_row', 'paired_rows', 'paired_comparison', 'decision_sentence',
            'parse_margins', 'gate_margins', 'gate_failures', 'plan_questions', 'print_paired', 'gated_metrics',
-           'report_gate', 'CompareOptions', 'paired_gate', 'compare_command', 'print_plan', 'plan_command']
+           'report_gate', 'CompareOptions', 'paired_gate', 'compare_command', 'print_plan', 'PlanOptions',
+           'plan_command']
 
 # %% ../../nbs/41_eval.paired.ipynb #c999fd9d
 def _z(q: float) -> float:
@@ -30,7 +31,8 @@ def _z(q: float) -> float:
 
 def paired_bootstrap_ci(d: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
     "Percentile bootstrap interval of the mean of paired differences `d` (items resampled, each with its pair)."
-    d = np.asarray(d, dtype=float); n = len(d)
+    d = np.asarray(d, dtype=float)
+    n = len(d)
     if n == 0: return (math.nan, math.nan)
     if n == 1 or n_boot <= 0: return (float(d.mean()), float(d.mean()))
     rng, means = np.random.default_rng(seed), np.empty(n_boot)
@@ -300,7 +302,8 @@ def _f(v, fmt: str = "+.3f") -> str: return "–" if v is None or (isinstance(v,
 def print_paired(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 10, log: Callable = print) -> None:
     "The paired rows as a table, then the missing items of each row that has any, then the decision sentence."
     w = max([len(f"{r['setup']} - {r['baseline']}") for r in rows] + [16])
-    wm = max([len(r["metric"]) for r in rows] + [6]); wg = max([len(r["group"]) for r in rows] + [5])
+    wm = max([len(r["metric"]) for r in rows] + [6])
+    wg = max([len(r["group"]) for r in rows] + [5])
     log(f"{'setup - baseline':<{w}}  {'metric':<{wm}}  {'group':<{wg}}  {'n':>5} {'miss':>4}  {'diff':>7}  {'95% interval':<17}  "
           f"{'p':>6}  {'p_holm':>6}  {'mde':>5}  {'test':<13}  decision".replace("95%", f"{100 * (1 - alpha):.0f}%"))
     for r in rows:
@@ -383,20 +386,33 @@ def print_plan(rows: list[dict], d: float, metric: str, alpha: float, power: flo
         print(f"{r['group']:<16} {r['sd_diff']:>6.3f} {r['n_needed']:>9} {_f(r['n_pilot'], 'd'):>8} {_f(r['power_at_pilot_n'], '.2f'):>9}  {r['source']}")
     print("per group: each question type needs its own n if each type's decision matters on its own")
 
+class PlanOptions(BaseModel):
+    "The options of `ragbench plan`: flags, a `--config FILE`, or keyword arguments of `plan_command`."
+    model_config = ConfigDict(extra="forbid")
+    d: float = Field(description="the true difference in the metric's mean you want to be able to detect (e.g. 0.05)")
+    pilot: Annotated[Optional[str], {"metavar": "EVAL_DIR"}] = Field(
+        None, description="a pilot evaluation: use its paired variance (else the worst-case bound)")
+    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(
+        None, description="the pilot's baseline setup (default: its first)")
+    setup: Annotated[Optional[str], {"metavar": "NAME"}] = Field(
+        None, description="the pilot's setup to pair with it (default: the next one)")
+    metric: str = Field("recall@5", description="the metric to plan for")
+    by: Optional[str] = Field("kind", description="per value of this dimension of the pilot (kind, style, difficulty; "
+                                                  "'' for none)")
+    alpha: float = Field(0.05, description="level of the two-sided paired test")
+    power: float = Field(0.8, description="the power wanted")
+    p: float = Field(0.5, description="the metric's mean for the worst-case bound sqrt(2p(1-p)) (0.5 is the worst)")
+    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(
+        None, description="also write the table as JSON")
+
+@options_model(PlanOptions)
 def plan_command(
     *,
-    d: float,  # the true difference in the metric's mean you want to be able to detect (e.g. 0.05)
-    pilot: Annotated[Optional[str], {"metavar": "EVAL_DIR"}] = None,  # a pilot evaluation: use its paired variance (else the worst-case bound)
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = None,  # the pilot's baseline setup (default: its first)
-    setup: Annotated[Optional[str], {"metavar": "NAME"}] = None,  # the pilot's setup to pair with it (default: the next one)
-    metric: str = "recall@5",  # the metric to plan for
-    by: Optional[str] = "kind",  # per value of this dimension of the pilot (kind, style, difficulty; '' for none)
-    alpha: float = 0.05,  # level of the two-sided paired test
-    power: float = 0.8,  # the power wanted
-    p: float = 0.5,  # the metric's mean for the worst-case bound sqrt(2p(1-p)) (0.5 is the worst)
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = None,  # also write the table as JSON
+    config: Optional[str] = None,  # YAML/JSON file of PlanOptions (d, pilot, metric ...); the flags given override it
+    **options,  # every field of PlanOptions, one flag each
 ) -> None:
     "How many questions (per type) a paired comparison needs to detect a difference d with the given power; with --pilot, the power the pilot had."
-    rows = plan_questions(d, pilot=pilot, baseline=baseline, setup=setup, metric=metric, by=by or None, alpha=alpha, power=power, p=p)
-    print_plan(rows, d, metric, alpha, power)
-    if json_file: atomic_write(json_file, json.dumps(rows, indent=2))
+    o = read_options(PlanOptions, config, options)[0]
+    rows = plan_questions(**o.model_dump(exclude={"json_file"}))     # by '' (none) and None alike: no groups
+    print_plan(rows, o.d, o.metric, o.alpha, o.power)
+    if o.json_file: atomic_write(o.json_file, json.dumps(rows, indent=2))

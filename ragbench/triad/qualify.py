@@ -11,6 +11,7 @@ from typing import Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import Chunk, RunDir, UserError, read_jsonl
 from ..llm import arun
+from ..spine import options_model, read_options
 from ..text import content_words, mentions
 from .judge import CRITERIA, ajudge, asufficiency, sufficiency_groups
 from .write import QAPair
@@ -19,7 +20,7 @@ from .write import QAPair
 __all__ = ['QUALIFY_CRITERIA', 'MARGIN_OVER_BASELINE', 'QualifyCase', 'qualify_set_path', 'load_qualify_set', 'aqualify_case',
            'string_baseline_case', 'wilson', 'flagged', 'defective', 'criterion_metrics', 'decision_breakdown',
            'qualify_metrics', 'margin', 'qualify_level', 'qualify_verdict', 'arun_qualify', 'run_qualify',
-           'qualify_command']
+           'QualifyOptions', 'qualify_judge', 'print_qualify', 'qualify_command']
 
 # %% ../../nbs/26_triad.qualify.ipynb #a479773c
 class QualifyCase(BaseModel):
@@ -218,23 +219,40 @@ def _table(metrics: dict) -> str:
     lines.append(f"{'rejections that were valid (paper: 10-15%)':<34} {_pct(d['wrong_rejection_share'])}")
     return "\n".join(lines)
 
-def qualify_command(
-    *,
-    judge_llm: str,  # the judge LLM spec to qualify, e.g. gemini:gemini-2.5-flash-lite
-    out: str,  # output folder: qualify.jsonl (every case), baseline.jsonl, summary.json (metrics, verdict), cache/
-    n: Optional[int] = None,  # cases to run (the first N, stratified by kind; default: all 345)
-    concurrency: int = 8,  # LLM requests in flight
-) -> int:
-    "Qualify a judge model: TRIAD's checks on questions with known right verdicts, against a no-model string baseline."
+class QualifyOptions(BaseModel):
+    "The options of `ragbench qualify`: flags, a `--config FILE`, or keyword arguments of `qualify_command`."
+    model_config = ConfigDict(extra="forbid")
+    judge_llm: str = Field(description="the judge LLM spec to qualify, e.g. gemini:gemini-2.5-flash-lite")
+    out: str = Field(description="output folder: qualify.jsonl (every case), baseline.jsonl, "
+                                 "summary.json (metrics, verdict), cache/")
+    n: Optional[int] = Field(None, description="cases to run (the first N, stratified by kind; default: all 345)")
+    concurrency: int = Field(8, description="LLM requests in flight")
+
+def qualify_judge(spec: str, out, concurrency: int = 8):
+    "The judge LLM of `spec`, its replies cached in `out`/cache; a bad spec raises UserError."
     from ragbench.llm import LLMConfigError, make_llm
     from ragbench.triad.run import check_spec
-    cases = load_qualify_set(n=n)
-    try: llm = make_llm(check_spec(judge_llm), cache_dir=Path(out) / "cache", max_concurrency=concurrency)
+    try: return make_llm(check_spec(spec), cache_dir=Path(out) / "cache", max_concurrency=concurrency)
     except LLMConfigError as e: raise UserError(str(e)) from e
-    s = run_qualify(llm, out, cases=cases)
+
+def print_qualify(s: dict, out) -> None:
+    "A qualification on stdout: the metrics table, the string baseline's verdict, the cases and calls, the verdict."
     print(_table(s["metrics"]))
     print(f"string baseline (no model): {s['baseline']['verdict']}")
     print(f"{s['cases']} cases ({', '.join(f'{k} {v}' for k, v in s['by_case'].items())}), {s['llm']['calls']} calls "
           f"({s['llm']['cached']} cached) -> {Path(out) / 'summary.json'}")
     print(s["verdict"])
+
+# %% ../../nbs/26_triad.qualify.ipynb #3d78e162
+@options_model(QualifyOptions)
+def qualify_command(
+    *,
+    config: Optional[str] = None,  # YAML/JSON file of QualifyOptions (judge_llm, n ...); the flags given override it
+    **options,  # every field of QualifyOptions, one flag each
+) -> int:
+    "Qualify a judge model: TRIAD's checks on questions with known right verdicts, against a no-model string baseline."
+    o = read_options(QualifyOptions, config, options)[0]
+    cases = load_qualify_set(n=o.n)
+    s = run_qualify(qualify_judge(o.judge_llm, o.out, o.concurrency), o.out, cases=cases)
+    print_qualify(s, o.out)
     return 0
