@@ -24,7 +24,8 @@ __all__ = ['query_threads', 'build_demo_index', 'demo_searches', 'stand_in_gener
 def query_threads(n: int = 1):
     "Run the block with `n` torch threads (for one-query-at-a-time embedding), then restore the setting."
     import torch
-    old = torch.get_num_threads(); torch.set_num_threads(n)
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
     try: yield
     finally: torch.set_num_threads(old)
 
@@ -116,7 +117,8 @@ def hotpotqa_benchmark(out: Path, embedder=None, progress: bool = False, log: Ca
     ds = load_static(hotpotqa_sample_path(), "hotpotqa")
     ds.write(out / "dataset.jsonl")
     log(f"[4/6] indexing the paragraphs of {len(ds)} human-written HotpotQA questions")
-    idx = index_static(hotpotqa_sample_path(), "hotpotqa", out / "db", embedder=embedder or make_embedder(), progress=progress)
+    idx = index_static(hotpotqa_sample_path(), "hotpotqa", out / "db",
+                       embedder=embedder or make_embedder(), progress=progress)
     log(f"[4/6] indexed {len(idx)} paragraphs into {out / 'db'}; the questions: {out / 'dataset.jsonl'}")
     return ds, idx
 
@@ -242,7 +244,8 @@ def demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, draf
            "judges and answers.</li><li>Your own RAG: a setup with <code>endpoint: URL</code> or <code>function: module:attr</code> "
            "(nbs/tutorials/own_rag.ipynb).</li></ul>")
     return [("What this demo shows", real), ("Indexing and search", search), ("TRIAD: the bridges it finds", br),
-            ("What a real run would cost", estimate), ("Retrieval setups on human-written questions", retrieval_section(summary, n_questions)),
+            ("What a real run would cost", estimate), ("Retrieval setups on human-written questions",
+                                                       retrieval_section(summary, n_questions)),
             ("Next", nxt)]
 
 def demo_reports(out: Path, sections: Sequence[tuple[str, str]], log: Callable = print) -> dict:
@@ -268,7 +271,9 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     "The main job: index + search -> TRIAD (stand-in) -> HotpotQA setups scored -> HTML reports."
     from ragbench.embed import make_embedder
     from ragbench.spine import LLMPool
-    out = Path(out); run = RunDir(out); t0 = time.monotonic()
+    out = Path(out)
+    run = RunDir(out)
+    t0 = time.monotonic()
     run.write_manifest(kind="demo", config=demo_config(llm_spec, gen_spec, n_questions=n_questions, max_seeds=max_seeds,
                                                        max_docs=max_docs))
     emb = embedder or make_embedder()
@@ -293,7 +298,8 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     log(f"[6/6] report: {reports['report']} (one page)  ({time.monotonic() - t0:.0f} s in all)")
     return {"index_rows": len(idx), "triad": {k: gen.get(k, 0) for k in ("accepted", "drafts", "attempts", "seeds_tried")},
             "bridges": bridges, "estimate": est,
-            "dataset": str(out / "triad" / "dataset.jsonl"), "hotpotqa": {"questions": len(hds), "paragraphs": len(hidx)},
+            "dataset": str(out / "triad" / "dataset.jsonl"), "hotpotqa": {"questions": len(hds),
+                                                                          "paragraphs": len(hidx)},
             "eval": str(out / "eval"), "means": {s: {m: round(v["mean"], 3) for m, v in ms.items() if v.get("mean") is not None
                                                      and m in ("recall@k", "hit@k", "mrr", "ndcg@k", "token_f1", "correct")}
                                                  for s, ms in summary["setups"].items()}, **reports}

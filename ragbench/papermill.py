@@ -153,7 +153,8 @@ def _alive(rec: dict) -> bool:
     if not process_alive(pid): return False
     if rec.get("pid_start") is not None and process_start(pid) is not None:
         return process_start(pid) == rec["pid_start"]
-    cmd = _cmdline(pid)                       # a record without a start time (older runs): is it a ragbench process at all?
+    # a record without a start time (older runs): is it a ragbench process at all?
+    cmd = _cmdline(pid)
     return cmd is None or any(w in cmd for w in ("ragbench", "papermill", "ipykernel"))
 
 # %% ../nbs/70_papermill.ipynb #11b878c1
@@ -184,10 +185,15 @@ def hide_secrets(params: dict) -> tuple[dict, dict]:
     shown, env = {}, {}
     for k, v in params.items():
         red = redact_spec(v) if isinstance(v, str) else v
-        if red == v: shown[k] = v; continue
+        if red == v:
+            shown[k] = v
+            continue
         name = "RAGBENCH_SECRET_" + re.sub(r"\W", "_", str(k)).upper()
         parts = _secret_parts(v, red)
-        if parts is None: env[name] = v; shown[k] = "${" + name + "}"; continue
+        if parts is None:
+            env[name] = v
+            shown[k] = "${" + name + "}"
+            continue
         refs = [f"{name}_{i}" for i in range(1, len(parts) + 1)]
         env.update(zip(refs, parts))
         segs = red.split("***")
@@ -247,7 +253,8 @@ def _is_terminal(f) -> bool:
 class ProgressMirror:
     "Bars on this process's stderr that follow the kernel's tqdm widgets: live tqdm lines on a terminal, plain lines in a log."
     def __init__(self, file=None, live: Optional[bool] = None, step: float = 0.1):
-        self.file, self.bars, self.closed, self.printed = file, {}, set(), {}   # printed: a logged bar's last (text, tenth)
+        # printed: a logged bar's last (text, tenth)
+        self.file, self.bars, self.closed, self.printed = file, {}, set(), {}
         self.live = _is_terminal(file or sys.stderr) if live is None else live
         self.step = step                         # in a log: a line each time a bar passes another `step` of its total
 
@@ -334,7 +341,8 @@ def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = Tr
         if mirror is not None: mirror.close()
 
 # %% ../nbs/70_papermill.ipynb #b094d9d9
-def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict, cwd, resumed: bool) -> tuple[dict, dict]:
+def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict, cwd,
+           resumed: bool) -> tuple[dict, dict]:
     "Record the step as running in run.json (keeping an earlier attempt's notebook); returns (record, attempt)."
     output = run / "notebooks" / f"{key}.ipynb"
     output.parent.mkdir(exist_ok=True)
@@ -361,7 +369,9 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     key = name or short_name(src)
     out = Path(out) if out is not None else Path("runs") / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}"
     _check_out(out)
-    run = RunDir(out); state = load_state(run); rec = state["steps"].get(key)
+    run = RunDir(out)
+    state = load_state(run)
+    rec = state["steps"].get(key)
     if rec and rec.get("status") == "running" and _alive(rec):
         raise RunError(f"step '{key}' of {run.path} is being run by process {rec['pid']}; wait for it or stop it first")
     given, secrets = hide_secrets(parameters) if parameters else (parameters, {})      # keys stay out of files
@@ -374,14 +384,19 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     check_parameters(params, declared, src, quiet)
     rec, attempt = _begin(run, state, key, notebook, src, params, cwd, resumed)
     t0, status, err = time.time(), "failed", None
-    try: execute(src, run.path / rec["output"], params, rec["cwd"], progress, log_output, secrets); status = "completed"
-    except KeyboardInterrupt: status, err = "interrupted", "interrupted by the user"; raise
+    try:
+        execute(src, run.path / rec["output"], params, rec["cwd"], progress, log_output, secrets)
+        status = "completed"
+    except KeyboardInterrupt:
+        status, err = "interrupted", "interrupted by the user"
+        raise
     except Exception as e:
         err = _error_text(e)
         raise NotebookFailed(f"{key}: {src.name} failed in {err}; the executed notebook is {run.path / rec['output']}") from e
     finally:
         attempt.update(finished=utc_now(), seconds=round(time.time() - t0, 2), status=status, error=err)
-        rec.update(status=status, pid=None); save_state(run, state)
+        rec.update(status=status, pid=None)
+        save_state(run, state)
     return {**rec, "run_dir": str(run.path)}
 
 # %% ../nbs/70_papermill.ipynb #63de4389
@@ -400,7 +415,8 @@ def run_parameters(param: Sequence[tuple[str, str]] = (), raw: Sequence[tuple[st
 def runnable_notebooks() -> dict[str, Path]:
     "{name: path} of the notebooks with a parameters cell, each under the shortest name that finds it."
     nbs = list_notebooks()
-    return {n: p for n, p in sorted(nbs.items()) if n == min((m for m, q in nbs.items() if q == p), key=len) and notebook_parameters(p)}
+    return {n: p for n, p in sorted(nbs.items()) if n == min((m for m, q in nbs.items() if q == p),
+                                                             key=len) and notebook_parameters(p)}
 
 # %% ../nbs/70_papermill.ipynb #dc953f8c
 class RunNotebookOptions(BaseModel):

@@ -29,7 +29,8 @@ def dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = Non
     "Counts of the evaluated items per kind, yes/no, answerable, difficulty, style (from the dataset, else the score rows)."
     if dataset is not None:
         card = dataset.card()
-        return {k: card[k] for k in ("n_items", "method", "kind", "binary", "answerable", "difficulty", "style") if k in card}
+        return {k: card[k] for k in ("n_items", "method", "kind", "binary", "answerable", "difficulty",
+                                     "style") if k in card}
     items = {}
     for r in scores: items.setdefault(r.get("item_id"), r)
     out = {"n_items": len(items)}
@@ -192,7 +193,8 @@ def _rows_sections(summary: dict) -> list[str]:
                 "document-level context counts as a miss at chunk level, so when there are any, recall@k, hit@k, MRR and "
                 "nDCG are lower bounds; doc_hit@k and doc_recall@k score the same contexts by document.</p>", _nested_html(maps)]
     for key, title in (("skipped", "Skipped rows"), ("not_applicable", "Rows not applicable")):
-        if any((summary.get(key) or {}).values()): out += [f"<h2>{title}</h2>", _nested_html({k: v for k, v in summary[key].items() if v})]
+        if any((summary.get(key) or {}).values()): out += [f"<h2>{title}</h2>",
+                                                           _nested_html({k: v for k, v in summary[key].items() if v})]
     return out
 
 def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
@@ -213,12 +215,14 @@ def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: st
     parts += ["<h2>Means per setup</h2>", "<p class='sub'>Means over the rows where a metric applies, 95% bootstrap "
               "interval in brackets; n/a rows (not applicable, or a judge reply that could not be parsed) are counted, "
               "not averaged as zero.</p>", means_table_html(summary)]
-    if metric_notes(summary): parts += ["<ul class='sub'>", *(f"<li>{_esc(n)}</li>" for n in metric_notes(summary)), "</ul>"]
+    if metric_notes(summary): parts += ["<ul class='sub'>",
+                                        *(f"<li>{_esc(n)}</li>" for n in metric_notes(summary)), "</ul>"]
     if calibration: parts += ["<h2>Judge calibration</h2><p class='sub'>The rubric judge against the reviewers' 1–5 scores "
                               "on the same sampled items.</p>", calibration_html(calibration)]
     if items: parts += ["<h2>Per item</h2>", items]
     parts += _rows_sections(summary)
-    if gen_summary and gen_summary.get("usage"): parts += ["<h2>Generation usage</h2>", _nested_html(gen_summary["usage"])]
+    if gen_summary and gen_summary.get("usage"): parts += ["<h2>Generation usage</h2>",
+                                                           _nested_html(gen_summary["usage"])]
     if notes: parts += ["<h2>Notes</h2><ul class='notes'>", *(f"<li>{_esc(n)}</li>" for n in notes), "</ul>"]
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -227,7 +231,8 @@ def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: st
 def _generation(generation_dir, notes: list) -> tuple[Optional[dict], Optional[Dataset], Optional[list]]:
     "(generation summary, dataset, calibration table) of a generation run; notes say what is missing."
     if generation_dir is None:
-        notes.append("no generation run given (--generation RUN): generation funnel skipped"); return None, None, None
+        notes.append("no generation run given (--generation RUN): generation funnel skipped")
+        return None, None, None
     gen, ds = load_generation(generation_dir)
     if not gen: notes.append(f"{generation_dir}: no summary.json, generation figures skipped")
     cal = load_calibration(generation_dir)
@@ -243,7 +248,8 @@ def _manifest(eval_dir) -> dict:
 # %% ../../nbs/50_report.html.ipynb #6d9d780e
 def paired_table_html(rows: Sequence[dict]) -> str:
     "HTML table of paired comparison rows: difference with interval, n, missing, p, p_holm, MDE, test, decision."
-    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "n", "missing", "diff [95% CI]", "p", "p_holm", "MDE", "test", "decision"))
+    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "n", "missing", "diff [95% CI]", "p",
+                                             "p_holm", "MDE", "test", "decision"))
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
     body = "".join(f"<tr><td>{_esc(r['setup'])} − {_esc(r['baseline'])}</td><td>{_esc(metric_label(r['metric']))}</td><td>{r['n']}</td>"
                    f"<td title='{_esc(', '.join(r['missing'] or []))}'>{r['n_missing']}</td>"
