@@ -109,7 +109,7 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "demo": Command("ragbench.demo:demo_command", "the main job: index the bundled corpus, generate, evaluate, report (offline)", True),
     "index": Command("ragbench.spine:index_command", "chunk and embed documents into a LanceDB table", True),
-    "search": Command("ragbench.index:search_command", "search an index (dense, bm25 or hybrid)"),
+    "search": Command("ragbench.spine:search_command", "search an index (dense, bm25 or hybrid)"),
     "triad": Command("ragbench.triad.run:triad_command", "generate validated multi-hop questions with labelled contexts (TRIAD)", True),
     "refresh": Command("ragbench.dora.refresh:refresh_command", "re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised, dropped or replaced", True),
     "check": Command("ragbench.triad.checks:check_command", "check a run's items against the whole corpus: answer uniqueness, gold completeness, closed-book", True),

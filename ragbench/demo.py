@@ -8,21 +8,24 @@ import contextlib, json, sys, time
 from importlib.resources import files
 from pathlib import Path
 from typing import Callable, Optional, Sequence
+from pydantic import BaseModel, ConfigDict, Field
 
 from .core import Dataset, RunDir, UserError
+from .spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['query_threads', 'build_demo_index', 'demo_searches', 'stand_in_generator', 'demo_triad', 'demo_bridges',
            'demo_estimate', 'hotpotqa_sample_path', 'hotpotqa_benchmark', 'demo_setups', 'local_smoke', 'headline',
            'demo_evaluate', 'demo_paired', 'bars_svg', 'retrieval_section', 'demo_page', 'demo_sections',
-           'demo_reports', 'demo_config', 'run_demo', 'demo_command']
+           'demo_reports', 'demo_config', 'run_demo', 'DemoOptions', 'demo_command']
 
 # %% ../nbs/90_demo.ipynb #badff83c
 @contextlib.contextmanager
 def query_threads(n: int = 1):
     "Run the block with `n` torch threads (for one-query-at-a-time embedding), then restore the setting."
     import torch
-    old = torch.get_num_threads(); torch.set_num_threads(n)
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
     try: yield
     finally: torch.set_num_threads(old)
 
@@ -114,7 +117,8 @@ def hotpotqa_benchmark(out: Path, embedder=None, progress: bool = False, log: Ca
     ds = load_static(hotpotqa_sample_path(), "hotpotqa")
     ds.write(out / "dataset.jsonl")
     log(f"[4/6] indexing the paragraphs of {len(ds)} human-written HotpotQA questions")
-    idx = index_static(hotpotqa_sample_path(), "hotpotqa", out / "db", embedder=embedder or make_embedder(), progress=progress)
+    idx = index_static(hotpotqa_sample_path(), "hotpotqa", out / "db",
+                       embedder=embedder or make_embedder(), progress=progress)
     log(f"[4/6] indexed {len(idx)} paragraphs into {out / 'db'}; the questions: {out / 'dataset.jsonl'}")
     return ds, idx
 
@@ -240,7 +244,8 @@ def demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, draf
            "judges and answers.</li><li>Your own RAG: a setup with <code>endpoint: URL</code> or <code>function: module:attr</code> "
            "(nbs/tutorials/own_rag.ipynb).</li></ul>")
     return [("What this demo shows", real), ("Indexing and search", search), ("TRIAD: the bridges it finds", br),
-            ("What a real run would cost", estimate), ("Retrieval setups on human-written questions", retrieval_section(summary, n_questions)),
+            ("What a real run would cost", estimate), ("Retrieval setups on human-written questions",
+                                                       retrieval_section(summary, n_questions)),
             ("Next", nxt)]
 
 def demo_reports(out: Path, sections: Sequence[tuple[str, str]], log: Callable = print) -> dict:
@@ -266,7 +271,9 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     "The main job: index + search -> TRIAD (stand-in) -> HotpotQA setups scored -> HTML reports."
     from ragbench.embed import make_embedder
     from ragbench.spine import LLMPool
-    out = Path(out); run = RunDir(out); t0 = time.monotonic()
+    out = Path(out)
+    run = RunDir(out)
+    t0 = time.monotonic()
     run.write_manifest(kind="demo", config=demo_config(llm_spec, gen_spec, n_questions=n_questions, max_seeds=max_seeds,
                                                        max_docs=max_docs))
     emb = embedder or make_embedder()
@@ -291,25 +298,37 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     log(f"[6/6] report: {reports['report']} (one page)  ({time.monotonic() - t0:.0f} s in all)")
     return {"index_rows": len(idx), "triad": {k: gen.get(k, 0) for k in ("accepted", "drafts", "attempts", "seeds_tried")},
             "bridges": bridges, "estimate": est,
-            "dataset": str(out / "triad" / "dataset.jsonl"), "hotpotqa": {"questions": len(hds), "paragraphs": len(hidx)},
+            "dataset": str(out / "triad" / "dataset.jsonl"), "hotpotqa": {"questions": len(hds),
+                                                                          "paragraphs": len(hidx)},
             "eval": str(out / "eval"), "means": {s: {m: round(v["mean"], 3) for m, v in ms.items() if v.get("mean") is not None
                                                      and m in ("recall@k", "hit@k", "mrr", "ndcg@k", "token_f1", "correct")}
                                                  for s, ms in summary["setups"].items()}, **reports}
 
 # %% ../nbs/90_demo.ipynb #f2c5a561
+class DemoOptions(BaseModel):
+    "The options of `ragbench demo`: flags, a `--config FILE`, or keyword arguments of `demo_command`."
+    model_config = ConfigDict(extra="forbid")
+    out: str = Field("runs/demo", description="run directory (re-run to resume)")
+    llm: Optional[str] = Field(None, description="LLM of the RAG setups, answering and judging (default: none, "
+                                                 "retrieval only); e.g. local")
+    gen_llm: Optional[str] = Field(None, description="TRIAD generator/validator LLM (default: template, the rule-based "
+                                                     "stand-in)")
+    n: int = Field(2, description="accepted TRIAD questions wanted")
+    max_seeds: int = Field(12, description="seeds tried at most")
+    max_docs: int = Field(6, description="documents of the bundled Git corpus to index")
+
+@options_model(DemoOptions)
 def demo_command(
     *,
-    out: str = "runs/demo",  # run directory (re-run to resume)
-    llm: Optional[str] = None,  # LLM of the RAG setups, answering and judging (default: none, retrieval only); e.g. local
-    gen_llm: Optional[str] = None,  # TRIAD generator/validator LLM (default: template, the rule-based stand-in)
-    n: int = 2,  # accepted TRIAD questions wanted
-    max_seeds: int = 12,  # seeds tried at most
-    max_docs: int = 6,  # documents of the bundled Git corpus to index
+    config: Optional[str] = None,  # YAML/JSON file of these options (out, llm, n ...); the flags given override it
+    **options,  # every field of DemoOptions, one flag each
 ) -> None:
     "The main job on bundled data, offline: index + search -> TRIAD -> retrieval setups scored on HotpotQA -> HTML report."
     from ragbench.llm import LLMConfigError
+    o = read_options(DemoOptions, config, options)[0]
     try:
-        res = run_demo(out, llm_spec=llm, n_questions=n, max_seeds=max_seeds, max_docs=max_docs, gen_spec=gen_llm,
-                       progress=sys.stderr.isatty(), log=lambda *a: print(*a, flush=True))   # each step shows at once, piped too
+        res = run_demo(o.out, llm_spec=o.llm, n_questions=o.n, max_seeds=o.max_seeds, max_docs=o.max_docs,
+                       gen_spec=o.gen_llm, progress=sys.stderr.isatty(),
+                       log=lambda *a: print(*a, flush=True))   # each step shows at once, piped too
     except LLMConfigError as e: raise UserError(str(e)) from e
     print(f"dataset: {res['dataset']}\nreport: {res['report']}")

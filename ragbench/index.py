@@ -21,7 +21,7 @@ __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_IN
            'sidecar_path', 'detect_columns', 'resolve_columns', 'detected_line', 'ChunkIndex', 'limit_malloc_arenas',
            'chunk_table', 'id_hashes', 'IdHashes', 'vector_index_params', 'PendingRows', 'stored_vs_embedded',
            'check_vectors', 'in_source', 'Produced', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns',
-           'open_index', 'save_index_mapping', 'search_command']
+           'open_index', 'save_index_mapping']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -933,51 +933,3 @@ def save_index_mapping(run_dir, table: str, idx: ChunkIndex) -> None:
     with RunLock(run_dir):
         RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec,
                                                "version": idx.tbl.version})
-
-def _queries(query: Optional[str], queries: Optional[str]) -> list[str]:
-    "The queries to run: the one given and the non-blank lines of the --queries file ('-': stdin)."
-    out = [query] if query else []
-    if queries:
-        if queries != "-" and not Path(queries).is_file(): raise UserError(f"--queries: file not found: {queries}")
-        text = sys.stdin.read() if queries == "-" else Path(queries).read_text(encoding="utf-8")
-        out += [q.strip() for q in text.splitlines() if q.strip()]
-    if not out: raise UserError("give a query, or --queries FILE (one query a line; '-' reads stdin)")
-    return out
-
-def _print_hits(hits: list[Hit]) -> None:
-    "Hits as numbered lines with a snippet."
-    for i, h in enumerate(hits, 1):
-        where = " / ".join(str(x) for x in (h.meta.get("title"), h.meta.get("section")) if x)
-        snippet = " ".join(h.text.split())
-        print(f"{i}. {h.score:.4f}  {h.chunk_id}  {where}\n   {snippet[:200]}{'...' if len(snippet) > 200 else ''}")
-    if not hits: print("no hits")
-
-def _hit_json(h: Hit) -> dict: return {"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}
-
-def search_command(
-    query: Optional[str] = None,  # what to search for
-    *,
-    db: str,  # LanceDB folder
-    table: str = "chunks",  # table name
-    k: Annotated[int, "-k"] = 5,  # number of hits
-    mode: Literal[SEARCH_MODES] = "dense",  # dense (vectors), bm25 (full text) or hybrid (both, fused)
-    as_json: Annotated[bool, "--json"] = False,  # print a JSON list of {chunk_id, doc_id, text, score} ({query, hits} per query with --queries)
-    embedder: Optional[str] = None,  # embedder (default: the one the index was built with)
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = (),  # map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable
-    queries: Annotated[Optional[str], {"metavar": "FILE"}] = None,  # more queries, one a line ('-': stdin), searched with one embedder load
-) -> None:
-    "Search a ragbench index or your own LanceDB table and print the top hits. Most of a single search's time is loading the embedding model (seconds); search many queries at once with --queries FILE."
-    if k < 1: raise UserError(f"-k must be at least 1 (got {k})")
-    qs = _queries(query, queries)
-    idx = open_index(db, table, embedder=embedder, columns=column, fts=mode != "dense")
-    try: found = [(q, idx.search(q, k=k, mode=mode)) for q in qs]
-    except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
-    if as_json:
-        res = ([_hit_json(h) for h in found[0][1]] if queries is None else
-               [{"query": q, "hits": [_hit_json(h) for h in hits]} for q, hits in found])
-        print(json.dumps(res, ensure_ascii=False, indent=2))
-        return
-    for q, hits in found:
-        if queries is not None: print(f"\n## {q}")
-        _print_hits(hits)
-

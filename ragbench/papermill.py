@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib, functools, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
+from pydantic import BaseModel, ConfigDict, Field
 from .core import RunDir, UserError, utc_now, package_versions, process_alive
 from .jupyter import kernel_config
+from .spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['ALIASES', 'NOTEBOOK_MODULES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs',
@@ -16,7 +18,7 @@ __all__ = ['ALIASES', 'NOTEBOOK_MODULES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'package
            'require_notebook_extra', 'notebook_parameters', 'with_run_dir', 'check_parameters', 'load_state',
            'save_state', 'process_start', 'resolve_parameters', 'hide_secrets', 'kernel_env', 'tqdm_widget',
            'ProgressMirror', 'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks',
-           'run_command']
+           'RunNotebookOptions', 'print_runnable', 'run_and_report', 'run_command']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
 ALIASES = {"eval": "eval.run", "review": "review_queue", "generate": "triad"}
@@ -151,7 +153,8 @@ def _alive(rec: dict) -> bool:
     if not process_alive(pid): return False
     if rec.get("pid_start") is not None and process_start(pid) is not None:
         return process_start(pid) == rec["pid_start"]
-    cmd = _cmdline(pid)                       # a record without a start time (older runs): is it a ragbench process at all?
+    # a record without a start time (older runs): is it a ragbench process at all?
+    cmd = _cmdline(pid)
     return cmd is None or any(w in cmd for w in ("ragbench", "papermill", "ipykernel"))
 
 # %% ../nbs/70_papermill.ipynb #11b878c1
@@ -182,10 +185,15 @@ def hide_secrets(params: dict) -> tuple[dict, dict]:
     shown, env = {}, {}
     for k, v in params.items():
         red = redact_spec(v) if isinstance(v, str) else v
-        if red == v: shown[k] = v; continue
+        if red == v:
+            shown[k] = v
+            continue
         name = "RAGBENCH_SECRET_" + re.sub(r"\W", "_", str(k)).upper()
         parts = _secret_parts(v, red)
-        if parts is None: env[name] = v; shown[k] = "${" + name + "}"; continue
+        if parts is None:
+            env[name] = v
+            shown[k] = "${" + name + "}"
+            continue
         refs = [f"{name}_{i}" for i in range(1, len(parts) + 1)]
         env.update(zip(refs, parts))
         segs = red.split("***")
@@ -245,7 +253,8 @@ def _is_terminal(f) -> bool:
 class ProgressMirror:
     "Bars on this process's stderr that follow the kernel's tqdm widgets: live tqdm lines on a terminal, plain lines in a log."
     def __init__(self, file=None, live: Optional[bool] = None, step: float = 0.1):
-        self.file, self.bars, self.closed, self.printed = file, {}, set(), {}   # printed: a logged bar's last (text, tenth)
+        # printed: a logged bar's last (text, tenth)
+        self.file, self.bars, self.closed, self.printed = file, {}, set(), {}
         self.live = _is_terminal(file or sys.stderr) if live is None else live
         self.step = step                         # in a log: a line each time a bar passes another `step` of its total
 
@@ -332,7 +341,8 @@ def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = Tr
         if mirror is not None: mirror.close()
 
 # %% ../nbs/70_papermill.ipynb #b094d9d9
-def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict, cwd, resumed: bool) -> tuple[dict, dict]:
+def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict, cwd,
+           resumed: bool) -> tuple[dict, dict]:
     "Record the step as running in run.json (keeping an earlier attempt's notebook); returns (record, attempt)."
     output = run / "notebooks" / f"{key}.ipynb"
     output.parent.mkdir(exist_ok=True)
@@ -359,7 +369,9 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     key = name or short_name(src)
     out = Path(out) if out is not None else Path("runs") / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}"
     _check_out(out)
-    run = RunDir(out); state = load_state(run); rec = state["steps"].get(key)
+    run = RunDir(out)
+    state = load_state(run)
+    rec = state["steps"].get(key)
     if rec and rec.get("status") == "running" and _alive(rec):
         raise RunError(f"step '{key}' of {run.path} is being run by process {rec['pid']}; wait for it or stop it first")
     given, secrets = hide_secrets(parameters) if parameters else (parameters, {})      # keys stay out of files
@@ -372,14 +384,19 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     check_parameters(params, declared, src, quiet)
     rec, attempt = _begin(run, state, key, notebook, src, params, cwd, resumed)
     t0, status, err = time.time(), "failed", None
-    try: execute(src, run.path / rec["output"], params, rec["cwd"], progress, log_output, secrets); status = "completed"
-    except KeyboardInterrupt: status, err = "interrupted", "interrupted by the user"; raise
+    try:
+        execute(src, run.path / rec["output"], params, rec["cwd"], progress, log_output, secrets)
+        status = "completed"
+    except KeyboardInterrupt:
+        status, err = "interrupted", "interrupted by the user"
+        raise
     except Exception as e:
         err = _error_text(e)
         raise NotebookFailed(f"{key}: {src.name} failed in {err}; the executed notebook is {run.path / rec['output']}") from e
     finally:
         attempt.update(finished=utc_now(), seconds=round(time.time() - t0, 2), status=status, error=err)
-        rec.update(status=status, pid=None); save_state(run, state)
+        rec.update(status=status, pid=None)
+        save_state(run, state)
     return {**rec, "run_dir": str(run.path)}
 
 # %% ../nbs/70_papermill.ipynb #63de4389
@@ -398,30 +415,53 @@ def run_parameters(param: Sequence[tuple[str, str]] = (), raw: Sequence[tuple[st
 def runnable_notebooks() -> dict[str, Path]:
     "{name: path} of the notebooks with a parameters cell, each under the shortest name that finds it."
     nbs = list_notebooks()
-    return {n: p for n, p in sorted(nbs.items()) if n == min((m for m, q in nbs.items() if q == p), key=len) and notebook_parameters(p)}
+    return {n: p for n, p in sorted(nbs.items()) if n == min((m for m, q in nbs.items() if q == p),
+                                                             key=len) and notebook_parameters(p)}
 
 # %% ../nbs/70_papermill.ipynb #dc953f8c
+class RunNotebookOptions(BaseModel):
+    "The options of `ragbench run`: flags, a `--config FILE`, or keyword arguments of `run_command`."
+    model_config = ConfigDict(extra="forbid")
+    param: Annotated[list[tuple[str, str]], "-p", "--param", {"metavar": ("NAME", "VALUE")}] = Field(
+        (), description="a parameter (JSON-typed); repeatable")
+    raw: Annotated[list[tuple[str, str]], "-r", "--raw", {"metavar": ("NAME", "VALUE")}] = Field(
+        (), description="a parameter kept as a string; repeatable")
+    parameters_file: Annotated[Optional[str], "-f", "--parameters-file"] = Field(
+        None, description="a YAML file of parameters")
+    out: Optional[str] = Field(None, description="run directory (default runs/NAME-TIMESTAMP)")
+    name: Optional[str] = Field(None, description="step name in the run directory (default: the notebook's name)")
+    cwd: Optional[str] = Field(None, description="working directory of the kernel (default: the current one)")
+    force: bool = Field(False, description="run again even if completed, with the given parameters")
+    log_output: bool = Field(False, description="stream the cells' output")
+    progress: bool = Field(True, description="a progress bar")
+    listing: Annotated[bool, "--list"] = Field(
+        False, description="list the runnable notebooks (with a parameters cell)")
+
+def print_runnable() -> int:
+    "List the runnable notebooks on stdout (`ragbench run --list`); the exit status, 0."
+    for n, p in runnable_notebooks().items(): print(f"{n:<20} {p}")
+    return 0
+
+def run_and_report(notebook: str, o: RunNotebookOptions) -> int:
+    "Run `notebook` with the options `o`, saying where its executed copy is; the exit status (1: a cell failed)."
+    try: rec = run_notebook(notebook, run_parameters(o.param, o.raw, o.parameters_file), o.out, name=o.name,
+                            force=o.force, cwd=o.cwd, progress=o.progress, log_output=o.log_output)
+    except NotebookFailed as e:
+        print(f"ragbench run: {e}", file=sys.stderr)
+        return 1
+    print(f"{rec['name']}: {rec['status']}; executed notebook: {Path(rec['run_dir']) / rec['output']}")
+    return 0
+
+@options_model(RunNotebookOptions)
 def run_command(
     notebook: Optional[str] = None,  # a stage or step notebook's name (see --list) or a path to a .ipynb file
     *,
-    param: Annotated[list[tuple[str, str]], "-p", "--param", {"metavar": ("NAME", "VALUE")}] = (),  # a parameter (JSON-typed); repeatable
-    raw: Annotated[list[tuple[str, str]], "-r", "--raw", {"metavar": ("NAME", "VALUE")}] = (),  # a parameter kept as a string; repeatable
-    parameters_file: Annotated[Optional[str], "-f", "--parameters-file"] = None,  # a YAML file of parameters
-    out: Optional[str] = None,  # run directory (default runs/NAME-TIMESTAMP)
-    name: Optional[str] = None,  # step name in the run directory (default: the notebook's name)
-    cwd: Optional[str] = None,  # working directory of the kernel (default: the current one)
-    force: bool = False,  # run again even if completed, with the given parameters
-    log_output: bool = False,  # stream the cells' output
-    progress: bool = True,  # a progress bar
-    listing: Annotated[bool, "--list"] = False,  # list the runnable notebooks (with a parameters cell)
+    config: Optional[str] = None,  # YAML/JSON file of these options (out, force ...); the flags given override it
+    **options,  # every field of RunNotebookOptions, one flag each
 ) -> int:
-    "Execute a stage or pipeline-step notebook (by name) or your own notebook with papermill into a run directory; re-running an interrupted run resumes it."
-    if listing:
-        for n, p in runnable_notebooks().items(): print(f"{n:<20} {p}")
-        return 0
+    """Execute a stage or pipeline-step notebook (by name) or your own notebook with papermill into a run directory;
+    re-running an interrupted run resumes it."""
+    o = read_options(RunNotebookOptions, config, options)[0]
+    if o.listing: return print_runnable()
     if not notebook: raise RunError("a notebook is required (see ragbench run --list)")
-    try: rec = run_notebook(notebook, run_parameters(param, raw, parameters_file), out, name=name, force=force, cwd=cwd,
-                            progress=progress, log_output=log_output)
-    except NotebookFailed as e: print(f"ragbench run: {e}", file=sys.stderr); return 1
-    print(f"{rec['name']}: {rec['status']}; executed notebook: {Path(rec['run_dir']) / rec['output']}")
-    return 0
+    return run_and_report(notebook, o)

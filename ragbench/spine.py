@@ -4,7 +4,7 @@
 
 # %% ../nbs/19_spine.ipynb #870ee860
 from __future__ import annotations
-import argparse, inspect, os, sys, types
+import argparse, inspect, json, os, sys, types
 from dataclasses import dataclass, field
 from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
@@ -12,14 +12,16 @@ from typing import Annotated, Any, Callable, Literal, Optional, Sequence, Union,
 from .core import UserError, read_config_file, validation_problems
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
-from .index import VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, IndexSchemaError, changes_line, open_index, save_index_mapping
+from .index import (SEARCH_MODES, VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, Hit, IndexSchemaError,
+                            changes_line, open_index, save_index_mapping)
 from .llm import BACKENDS, LLMError, make_llm, redact_spec
 from .scale.cluster import ray_address
 
 # %% auto #0
 __all__ = ['RAY_HELP', 'RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'record_index_db',
            'RunResult', 'comma_items', 'field_argument', 'config_flags', 'read_config', 'options_model', 'read_options',
-           'RunOptions', 'changed', 'build_index', 'print_index_summary', 'IndexOptions', 'index_command']
+           'RunOptions', 'changed', 'build_index', 'print_index_summary', 'IndexOptions', 'index_command',
+           'search_queries', 'hit_json', 'print_hits', 'print_search', 'SearchOptions', 'search_command']
 
 # %% ../nbs/19_spine.ipynb #c2c9be8b
 @dataclass
@@ -332,3 +334,70 @@ def index_command(
         idx = build_index(source, o.db, emb, report=report, progress=not o.quiet, **o.model_dump(exclude={"db", "embedder", "quiet"}))
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     print_index_summary(source, o.db, o.table, idx, emb, report)
+
+# %% ../nbs/19_spine.ipynb #6fd734bb
+def search_queries(query: Optional[str], queries: Optional[str]) -> list[str]:
+    "The queries to run: the one given and the non-blank lines of the --queries file ('-': stdin)."
+    out = [query] if query else []
+    if queries:
+        if queries != "-" and not Path(queries).is_file(): raise UserError(f"--queries: file not found: {queries}")
+        text = sys.stdin.read() if queries == "-" else Path(queries).read_text(encoding="utf-8")
+        out += [q.strip() for q in text.splitlines() if q.strip()]
+    if not out: raise UserError("give a query, or --queries FILE (one query a line; '-' reads stdin)")
+    return out
+
+def hit_json(h: Hit) -> dict:
+    "A hit as `--json` prints it."
+    return {"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}
+
+def print_hits(hits: list[Hit]) -> None:
+    "Hits as numbered lines with a snippet."
+    for i, h in enumerate(hits, 1):
+        where = " / ".join(str(x) for x in (h.meta.get("title"), h.meta.get("section")) if x)
+        snippet = " ".join(h.text.split())
+        print(f"{i}. {h.score:.4f}  {h.chunk_id}  {where}\n   {snippet[:200]}{'...' if len(snippet) > 200 else ''}")
+    if not hits: print("no hits")
+
+def print_search(found: list[tuple[str, list[Hit]]], as_json: bool = False, titled: bool = False) -> None:
+    "The hits of each (query, hits) on stdout: numbered lines, or JSON; `titled`: under `## QUERY`, or {query, hits}."
+    if as_json:
+        res = ([hit_json(h) for h in found[0][1]] if not titled else
+               [{"query": q, "hits": [hit_json(h) for h in hits]} for q, hits in found])
+        print(json.dumps(res, ensure_ascii=False, indent=2))
+        return
+    for q, hits in found:
+        if titled: print(f"\n## {q}")
+        print_hits(hits)
+
+# %% ../nbs/19_spine.ipynb #894396b9
+class SearchOptions(BaseModel):
+    "The options of `ragbench search`: flags, a `--config FILE`, or keyword arguments of `search_command`."
+    model_config = ConfigDict(extra="forbid")
+    db: str = Field(description="LanceDB folder")
+    table: str = Field("chunks", description="table name")
+    k: Annotated[int, "-k"] = Field(5, description="number of hits")
+    mode: Literal[SEARCH_MODES] = Field("dense", description="dense (vectors), bm25 (full text) or hybrid (both, "
+                                                            "fused)")
+    as_json: Annotated[bool, "--json"] = Field(False, description="print a JSON list of {chunk_id, doc_id, text, "
+                                                                  "score} ({query, hits} per query with --queries)")
+    embedder: Optional[str] = Field(None, description="embedder (default: the one the index was built with)")
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field(
+        (), description="map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable")
+    queries: Annotated[Optional[str], {"metavar": "FILE"}] = Field(
+        None, description="more queries, one a line ('-': stdin), searched with one embedder load")
+
+@options_model(SearchOptions)
+def search_command(
+    query: Optional[str] = None,  # what to search for
+    *,
+    config: Optional[str] = None,  # YAML/JSON file of these options (db, k, mode ...); the flags given override it
+    **options,  # every field of SearchOptions, one flag each
+) -> None:
+    """Search a ragbench index or your own LanceDB table and print the top hits. Most of a single search's time is
+    loading the embedding model (seconds); search many queries at once with --queries FILE."""
+    o = read_options(SearchOptions, config, options)[0]
+    if o.k < 1: raise UserError(f"-k must be at least 1 (got {o.k})")
+    idx = open_index(o.db, o.table, embedder=o.embedder, columns=o.column, fts=o.mode != "dense")
+    try: found = [(q, idx.search(q, k=o.k, mode=o.mode)) for q in search_queries(query, o.queries)]
+    except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
+    print_search(found, o.as_json, titled=o.queries is not None)

@@ -35,14 +35,18 @@ ADDED = {
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
                  "--column": "column", **RAY,       # issue 13: your own vector table (--column ROLE=NAME, as search has)
                  "--table": "table"},               # issue 25: the table of your own database
-    "search": {"--queries": "queries"},            # issue 25: many queries with one embedder load
+    "search": {"--queries": "queries",             # issue 25: many queries with one embedder load
+               "--config": "config"},              # issue 18: every command takes --config FILE
+    "run": {"--config": "config"},                 # issue 18
+    "demo": {"--config": "config"},                # issue 18
     "export-ragas": {"--column": "column", "--embedder": "embedder"},   # issue 25: your own table, as the other commands take it
     "index": {**RAY, "--vector-index-min-rows": "vector_index_min_rows",  # issue 14: --ray; issue 23: the vector-index threshold
               "--write-rows": "write_rows",                               # issue 23: new chunks gathered per table write
               "--config": "config"},                                      # issue 18: every command takes --config FILE
     "pipeline": RAY,                               # issue 14: --ray local|auto|ADDRESS
     # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
-    "report": {"--baseline": "baseline"},           # issue 20: the setup the report's paired decision compares the others with
+    "report": {"--baseline": "baseline", "--config": "config"},   # issue 20: the setup the report's paired decision
+                                                                  # compares the others with; issue 18: --config FILE
     "compare": {f: f[2:].replace("-", "_") for f in ("--baseline", "--metrics", "--by", "--all-pairs", "--alpha", "--power",
                                                      "--fail-if-worse", "--setups")} | {"--config": "config"},   # issue 18
     "fake-llm-server": {"--stage-faults": "stage_faults",   # issue 24: hostile replies for one stage (TEXT=FAULT;...)
@@ -238,3 +242,20 @@ def test_top_level_help_imports_no_stage_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out.splitlines()[-1] == "['ragbench', 'ragbench.cli']"
     assert "subcommands:" in out and all(name in out for name in COMMANDS)
+
+
+def test_demo_takes_its_options_from_a_config_file(tmp_path, monkeypatch, capsys):
+    "issue 18: `ragbench demo --config FILE` reads its options from the file; a flag given wins (the job is stubbed)."
+    import ragbench.demo
+    seen = {}
+    def run_demo(out, **kw):
+        seen.update(out=out, **kw)
+        return {"dataset": f"{out}/triad/dataset.jsonl", "report": f"{out}/report.html"}
+    monkeypatch.setattr(ragbench.demo, "run_demo", run_demo)
+    conf = tmp_path / "demo.yaml"
+    conf.write_text("out: runs/from-file\nn: 3\nmax-docs: 4\ngen_llm: template\n")
+    assert main(["demo", "--config", str(conf), "--n", "1"]) == 0
+    assert {k: seen[k] for k in ("out", "n_questions", "max_docs", "max_seeds", "gen_spec", "llm_spec")} == \
+        dict(out="runs/from-file", n_questions=1, max_docs=4, max_seeds=12, gen_spec="template", llm_spec=None)
+    assert capsys.readouterr().out.splitlines()[-2:] == ["dataset: runs/from-file/triad/dataset.jsonl",
+                                                          "report: runs/from-file/report.html"]

@@ -504,3 +504,19 @@ def test_index_takes_its_options_from_a_config_file(folder, tmp_path, capsys):
     assert rc == 2 and "index.yaml: unknown option 'target_tokns'; options: db, table" in err and not (tmp_path / "db2").exists()
     rc, out, err = run_cli(["index", str(folder), "--db", str(tmp_path / "db2"), "--embedder", "hash", "--overlap", "1.5"], capsys)
     assert rc == 2 and "--overlap: Input should be less than 1" in err
+
+
+def test_search_takes_its_options_from_a_config_file(folder, tmp_path, capsys):
+    "issue 18: `ragbench search --config FILE` reads k, mode and as_json from the file; a flag given wins."
+    db = tmp_path / "db"
+    assert run_cli(["index", str(folder), "--db", str(db), "--embedder", "hash", "--quiet"], capsys)[0] == 0
+    conf = tmp_path / "search.yaml"
+    conf.write_text("mode: bm25\nk: 3\nas_json: true\n")
+    rc, out, err = run_cli(["search", "git", "--db", str(db), "--config", str(conf)], capsys)
+    assert rc == 0, err
+    assert len(json.loads(out)) == 3                            # the file's k, as JSON
+    rc, out, err = run_cli(["search", "git", "--db", str(db), "--config", str(conf), "-k", "1"], capsys)
+    assert rc == 0 and len(json.loads(out)) == 1, err           # -k 1 beats the file's k
+    conf.write_text("kk: 3\n")
+    rc, out, err = run_cli(["search", "git", "--db", str(db), "--config", str(conf)], capsys)
+    assert rc == 2 and "search.yaml: unknown option 'kk'; options: db, table, k" in err

@@ -203,3 +203,14 @@ def test_acceptance_by_type_from_a_real_triad_run(tmp_path):
     assert list(fig.data[0].text) == [f"{decided[t]['accepted']:g}/{decided[t]['accepted'] + decided[t]['rejected']:g}"
                                       for t in fig.data[0].x]
     assert shows_something(fig)
+
+
+def test_report_takes_its_options_from_a_config_file(run_dirs, tmp_path, capsys):
+    "issue 18: `ragbench report --config FILE` reads out and title from the file; a flag given wins."
+    eval_dir, _ = run_dirs
+    conf = tmp_path / "report.yaml"
+    conf.write_text(f"out: {tmp_path / 'from-file.html'}\ntitle: From the file\n")
+    assert report_cli([str(eval_dir), "--config", str(conf), "--out", str(tmp_path / "given.html")]) == 0
+    assert str(tmp_path / "given.html") in capsys.readouterr().out      # --out beats the file's out
+    assert "<h1>From the file</h1>" in (tmp_path / "given.html").read_text()      # the file's title
+    assert not (tmp_path / "from-file.html").exists()

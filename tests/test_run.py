@@ -235,3 +235,16 @@ def test_stage_notebook_run_honours_out(tmp_path):
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "run" / "dataset.jsonl").exists() and (out / "db").is_dir(), sorted(p.name for p in out.iterdir())
+
+
+def test_run_takes_its_options_from_a_config_file(tmp_path):
+    "issue 18: `ragbench run NOTEBOOK --config FILE` reads out, param and progress from the file; a flag given wins."
+    nb = write_notebook(tmp_path / "made.ipynb", "out = None\nn = 2",
+                        "from pathlib import Path\nPath(out, 'made.txt').write_text(str(n))")
+    conf = tmp_path / "run.yaml"
+    conf.write_text(f"out: {tmp_path / 'from_file'}\nparam: [[n, '7']]\nprogress: false\n")
+    proc = subprocess.run(RUN + [str(nb), "--config", str(conf), "--out", str(tmp_path / "given")], env=ENV,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "given" / "made.txt").read_text() == "7"     # the file's param n, in --out (beats the file's)
+    assert not (tmp_path / "from_file").exists()

@@ -8,6 +8,7 @@ import html, json, re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
+from pydantic import BaseModel, ConfigDict, Field
 from ..core import Dataset, atomic_write, utc_now
 from ..eval.calibration import JUDGE_FILE, load_calibration
 from ..eval.setups import NOT_APPLICABLE
@@ -16,18 +17,20 @@ from .figures import (ReportError, ReportFigure, demo_eval_dir, demo_generation_
                                      metric_label, report_figures, value_label)
 from .png import export_pngs, find_chrome
 from ..stats import order_metrics, split_metric
+from ..spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['STAND_INS', 'ITEM_SCORES', 'dataset_counts', 'means_table_html', 'stand_in', 'model_roles', 'stand_in_banner',
            'items_table_html', 'calibration_html', 'render_report_html', 'paired_table_html', 'paired_lead',
-           'build_report', 'report_command']
+           'build_report', 'ReportOptions', 'report_command']
 
 # %% ../../nbs/50_report.html.ipynb #8b01bf59
 def dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = None) -> dict:
     "Counts of the evaluated items per kind, yes/no, answerable, difficulty, style (from the dataset, else the score rows)."
     if dataset is not None:
         card = dataset.card()
-        return {k: card[k] for k in ("n_items", "method", "kind", "binary", "answerable", "difficulty", "style") if k in card}
+        return {k: card[k] for k in ("n_items", "method", "kind", "binary", "answerable", "difficulty",
+                                     "style") if k in card}
     items = {}
     for r in scores: items.setdefault(r.get("item_id"), r)
     out = {"n_items": len(items)}
@@ -190,7 +193,8 @@ def _rows_sections(summary: dict) -> list[str]:
                 "document-level context counts as a miss at chunk level, so when there are any, recall@k, hit@k, MRR and "
                 "nDCG are lower bounds; doc_hit@k and doc_recall@k score the same contexts by document.</p>", _nested_html(maps)]
     for key, title in (("skipped", "Skipped rows"), ("not_applicable", "Rows not applicable")):
-        if any((summary.get(key) or {}).values()): out += [f"<h2>{title}</h2>", _nested_html({k: v for k, v in summary[key].items() if v})]
+        if any((summary.get(key) or {}).values()): out += [f"<h2>{title}</h2>",
+                                                           _nested_html({k: v for k, v in summary[key].items() if v})]
     return out
 
 def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
@@ -211,12 +215,14 @@ def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: st
     parts += ["<h2>Means per setup</h2>", "<p class='sub'>Means over the rows where a metric applies, 95% bootstrap "
               "interval in brackets; n/a rows (not applicable, or a judge reply that could not be parsed) are counted, "
               "not averaged as zero.</p>", means_table_html(summary)]
-    if metric_notes(summary): parts += ["<ul class='sub'>", *(f"<li>{_esc(n)}</li>" for n in metric_notes(summary)), "</ul>"]
+    if metric_notes(summary): parts += ["<ul class='sub'>",
+                                        *(f"<li>{_esc(n)}</li>" for n in metric_notes(summary)), "</ul>"]
     if calibration: parts += ["<h2>Judge calibration</h2><p class='sub'>The rubric judge against the reviewers' 1–5 scores "
                               "on the same sampled items.</p>", calibration_html(calibration)]
     if items: parts += ["<h2>Per item</h2>", items]
     parts += _rows_sections(summary)
-    if gen_summary and gen_summary.get("usage"): parts += ["<h2>Generation usage</h2>", _nested_html(gen_summary["usage"])]
+    if gen_summary and gen_summary.get("usage"): parts += ["<h2>Generation usage</h2>",
+                                                           _nested_html(gen_summary["usage"])]
     if notes: parts += ["<h2>Notes</h2><ul class='notes'>", *(f"<li>{_esc(n)}</li>" for n in notes), "</ul>"]
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -225,7 +231,8 @@ def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: st
 def _generation(generation_dir, notes: list) -> tuple[Optional[dict], Optional[Dataset], Optional[list]]:
     "(generation summary, dataset, calibration table) of a generation run; notes say what is missing."
     if generation_dir is None:
-        notes.append("no generation run given (--generation RUN): generation funnel skipped"); return None, None, None
+        notes.append("no generation run given (--generation RUN): generation funnel skipped")
+        return None, None, None
     gen, ds = load_generation(generation_dir)
     if not gen: notes.append(f"{generation_dir}: no summary.json, generation figures skipped")
     cal = load_calibration(generation_dir)
@@ -241,7 +248,8 @@ def _manifest(eval_dir) -> dict:
 # %% ../../nbs/50_report.html.ipynb #6d9d780e
 def paired_table_html(rows: Sequence[dict]) -> str:
     "HTML table of paired comparison rows: difference with interval, n, missing, p, p_holm, MDE, test, decision."
-    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "n", "missing", "diff [95% CI]", "p", "p_holm", "MDE", "test", "decision"))
+    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "n", "missing", "diff [95% CI]", "p",
+                                             "p_holm", "MDE", "test", "decision"))
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
     body = "".join(f"<tr><td>{_esc(r['setup'])} − {_esc(r['baseline'])}</td><td>{_esc(metric_label(r['metric']))}</td><td>{r['n']}</td>"
                    f"<td title='{_esc(', '.join(r['missing'] or []))}'>{r['n_missing']}</td>"
@@ -294,19 +302,30 @@ def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generat
     return atomic_write(out_html, html_text)
 
 # %% ../../nbs/50_report.html.ipynb #e1c605e5
+class ReportOptions(BaseModel):
+    "The options of `ragbench report`: flags, a `--config FILE`, or keyword arguments of `report_command`."
+    model_config = ConfigDict(extra="forbid")
+    out: Optional[str] = Field(None, description="HTML file to write (default: EVAL_DIR/report.html)")
+    generation: Annotated[Optional[str], {"metavar": "RUN"}] = Field(
+        None, description="TRIAD or DoRA run directory (summary.json, reviews) for the funnel and calibration")
+    png_dir: Annotated[Optional[str], {"metavar": "DIR"}] = Field(
+        None, description="also write every figure as DIR/NAME.png (needs Chromium)")
+    title: Optional[str] = Field(None, description="the report's title")
+    width: int = Field(1100, description="PNG width in pixels")
+    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(
+        None, description="setup the report's paired decision compares the others with (default: the first)")
+
+@options_model(ReportOptions)
 def report_command(
     eval_dir: Annotated[str, {"metavar": "EVAL_DIR"}],  # directory written by `ragbench evaluate --out`
     *,
-    out: Optional[str] = None,  # HTML file to write (default: EVAL_DIR/report.html)
-    generation: Annotated[Optional[str], {"metavar": "RUN"}] = None,  # TRIAD or DoRA run directory (summary.json, reviews) for the funnel and calibration
-    png_dir: Annotated[Optional[str], {"metavar": "DIR"}] = None,  # also write every figure as DIR/NAME.png (needs Chromium)
-    title: Optional[str] = None,  # the report's title
-    width: int = 1100,  # PNG width in pixels
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = None,  # setup the report's paired decision compares the others with (default: the first)
+    config: Optional[str] = None,  # YAML/JSON file of these options (out, title ...); the flags given override it
+    **options,  # every field of ReportOptions, one flag each
 ) -> None:
     "Write a self-contained HTML report of an evaluation run (EVAL_DIR with summary.json and scores.jsonl)."
-    out = Path(out) if out else Path(eval_dir) / "report.html"
-    if png_dir: find_chrome()                             # fail before writing anything
-    path = build_report(eval_dir, out, generation_dir=generation, title=title, png_dir=png_dir, width=width, baseline=baseline)
+    o = read_options(ReportOptions, config, options)[0]
+    if o.png_dir: find_chrome()                             # fail before writing anything
+    path = build_report(eval_dir, Path(o.out) if o.out else Path(eval_dir) / "report.html", generation_dir=o.generation,
+                        title=o.title, png_dir=o.png_dir, width=o.width, baseline=o.baseline)
     print(path)
-    if png_dir: print(f"PNG figures in {png_dir}")
+    if o.png_dir: print(f"PNG figures in {o.png_dir}")

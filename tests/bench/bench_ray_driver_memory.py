@@ -19,12 +19,15 @@ import json, resource, sys, time
 n, work, batch = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 from ragbench.scale import build_index_on_ray, connect
 import ragbench.scale.index as scale_index
-before_fts, _settle = [0.0], scale_index.settle
-def settle(*a, **k):   # the driver's peak once the chunks are written, before the table's indexes are built
-    out = _settle(*a, **k)
-    before_fts[0] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return out
-scale_index.settle = settle
+before_fts = [0.0]
+def after(f):   # the driver's peak once the chunks are written, before the table's indexes are built
+    def g(*a, **k):
+        out = f(*a, **k)
+        before_fts[0] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return out
+    return g
+if hasattr(scale_index, "settle"): scale_index.settle = after(scale_index.settle)
+else: scale_index.TableWriter.flush = after(scale_index.TableWriter.flush)   # an older tree: its last write
 WORDS = "commit branch merge rebase tag remote stash index tree blob object reference history patch diff".split()
 src = f"{work}/docs.jsonl"
 with open(src, "w") as f:
