@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Annotated, Optional, Sequence, Union
 import numpy as np
 from ..core import QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
+from pydantic import BaseModel, ConfigDict, Field
 from .ppi import mean_estimates
+from ..spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS_HELP', 'VALIDITY_KEYS', 'accepted_items', 'judge_verdicts',
            'sample_order', 'share_estimates', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate',
            'ValidityQueue', 'validity_rows', 'validity_estimates', 'record_verdicts', 'print_validity',
-           'validity_command', 'simulate_validity']
+           'ValidityOptions', 'validity_command', 'simulate_validity']
 
 # %% ../../nbs/43_eval.validity.ipynb #3cf8ccf5
 VALIDITY = "validity.jsonl"
@@ -200,21 +202,31 @@ def print_validity(run_dir, t, n: int, seed: int) -> None:
         print(f"{r['criterion']:<12} {f(r['judge']):>6} {f(r['human']):>6} {f(r['ppi']):>6}  "
               f"[{f(r['ppi_lo'])}, {f(r['ppi_hi'])}]{'':<3} {r['n_labelled']:>8}")
 
+class ValidityOptions(BaseModel):
+    "The options of `ragbench validity`: flags, a `--config FILE`, or keyword arguments of `validity_command`."
+    model_config = ConfigDict(extra="forbid")
+    record: Annotated[Optional[str], {"metavar": "ITEM"}] = Field(
+        None, description="record verdicts (--verdict) on this accepted item first")
+    verdict: Annotated[Optional[list[str]], {"metavar": "CRITERION=yes/no"}] = Field(
+        None, description="one verdict (repeat it), e.g. --verdict correct=no")
+    reviewer: str = Field("anonymous", description="who gives the verdicts (with --record)")
+    n: int = Field(60, description="size of the seeded random sample of accepted items to validate")
+    seed: int = Field(0, description="seed of the sample")
+    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(None, description="also write the table as JSON")
+
+@options_model(ValidityOptions)
 def validity_command(
     run_dir: str,  # a TRIAD run directory (its dataset.jsonl)
     *,
-    record: Annotated[Optional[str], {"metavar": "ITEM"}] = None,  # record verdicts (--verdict) on this accepted item first
-    verdict: Annotated[Optional[list[str]], {"metavar": "CRITERION=yes/no"}] = None,  # one verdict (repeat it), e.g. --verdict correct=no
-    reviewer: str = "anonymous",  # who gives the verdicts (with --record)
-    n: int = 60,  # size of the seeded random sample of accepted items to validate
-    seed: int = 0,  # seed of the sample
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = None,  # also write the table as JSON
+    config: Optional[str] = None,  # YAML/JSON file of ValidityOptions (reviewer, n, seed ...); the flags given override it
+    **options,  # every field of ValidityOptions, one flag each
 ) -> None:
     "The share of a run's accepted items that are truly valid, per criterion, from human verdicts on a random sample (PPI)."
-    if record: record_verdicts(run_dir, record, reviewer, verdict or [])
+    o = read_options(ValidityOptions, config, options)[0]
+    if o.record: record_verdicts(run_dir, o.record, o.reviewer, o.verdict or [])
     t = validity_estimates(run_dir)
-    print_validity(run_dir, t, n, seed)
-    if json_file: atomic_write(json_file, t.to_json(orient="records", indent=2))
+    print_validity(run_dir, t, o.n, o.seed)
+    if o.json_file: atomic_write(o.json_file, t.to_json(orient="records", indent=2))
 
 # %% ../../nbs/43_eval.validity.ipynb #15540e69
 def simulate_validity(rng: np.random.Generator, n_items: int = 400, n_labels: int = 60, valid: float = 0.8,

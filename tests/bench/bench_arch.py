@@ -130,7 +130,13 @@ def command_lines() -> dict:
 
 CONFIGS = {"triad": "ragbench.triad.config:TriadConfig", "dora": "ragbench.dora.run:DoraConfig",
            "check": "ragbench.triad.checks:CheckConfig",
-           "index": "ragbench.spine:IndexOptions", "evaluate": "ragbench.eval.run:EvaluateOptions"}   # options models (issue 18)
+           "index": "ragbench.spine:IndexOptions", "evaluate": "ragbench.eval.run:EvaluateOptions",   # options models (issue 18)
+           "compare": "ragbench.eval.paired:CompareOptions", "search": "ragbench.spine:SearchOptions",
+           "run": "ragbench.papermill:RunNotebookOptions", "demo": "ragbench.demo:DemoOptions",
+           "report": "ragbench.report.html:ReportOptions", "static": "ragbench.benchmarks:StaticOptions",
+           "refresh": "ragbench.dora.refresh:RefreshOptions", "qualify": "ragbench.triad.qualify:QualifyOptions",
+           "export-ragas": "ragbench.eval.export:ExportRagasOptions", "plan": "ragbench.eval.paired:PlanOptions",
+           "validity": "ragbench.eval.validity:ValidityOptions"}
 
 def cli_settable() -> dict:
     "Per command with a config model: (fields with a flag of their own, all fields, whether it takes --config FILE)."
