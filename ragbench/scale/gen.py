@@ -18,8 +18,8 @@ from .cluster import cluster_cpus, connect
 
 # %% auto #0
 __all__ = ['plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute', 'index_location',
-           'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events', 'first_unwanted',
-           'amap_on_ray', 'map_on_ray']
+           'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events', 'mirror_reply',
+           'first_unwanted', 'amap_on_ray', 'map_on_ray']
 
 # %% ../../nbs/18_scale.gen.ipynb #d22f91d1
 def plan_shards(tasks: Sequence[Task], workers: int, size: int) -> list[list[Task]]:
@@ -41,6 +41,7 @@ class RunCoordinator:
     "The cluster-wide state of one run (a Ray actor): call meters with their budgets, rate limiters, the cut-off."
     def __init__(self, driver_pid: Optional[int] = None):
         self.meters, self.limiters, self.events, self.cutoff = {}, {}, [], None
+        self.first = 0                           # the number of the first event in `events` (see `drain`)
         self.driver_pid = driver_pid             # the actor runs on the driver's node, so it can see whether the driver lives
 
     def add_meter(self, key: int, journal: Optional[str], max_calls: Optional[int], max_usd: Optional[float]) -> None:
@@ -70,10 +71,11 @@ def reserve(self: RunCoordinator, key: int, tokens: int = 0) -> float:
 def settle(self: RunCoordinator, key: int, tokens: int) -> None: self.limiters[key].settle(tokens)
 
 @patch
-def drain(self: RunCoordinator) -> list:
-    "The events booked since the last drain (for the driver's meter)."
-    ev, self.events = self.events, []
-    return ev
+def drain(self: RunCoordinator, applied: int = 0) -> tuple[int, list]:
+    "(number of the first, events) from event number `applied` on; the driver applied those before it, so they go."
+    del self.events[:max(0, applied - self.first)]
+    self.first = max(self.first, applied)
+    return self.first, list(self.events)          # a reply the driver never read loses nothing: it asks again
 
 @patch
 def report(self: RunCoordinator, key: int, what: str): return getattr(self.meters[key], what)()
@@ -317,6 +319,13 @@ def mirror_events(meters: dict, events: list) -> None:
             for _, event, stage, args in mine: getattr(meter, event)(stage, *args)
         finally: meter.journal, meter.max_calls, meter.max_usd = saved
 
+def mirror_reply(meters: dict, reply: tuple, applied: list) -> None:
+    "Apply the events of a `drain` reply past `applied[0]` (how many the driver has applied) and count them in."
+    start, events = reply
+    fresh = events[applied[0] - start:]
+    mirror_events(meters, fresh)
+    applied[0] += len(fresh)
+
 # %% ../../nbs/18_scale.gen.ipynb #5499bcc3
 def first_unwanted(tasks: Sequence[Task], wanted: Callable[[Task], bool]) -> Optional[int]:
     "Position of the first task (in plan order) that `wanted` refuses, or None when all are wanted."
@@ -373,7 +382,8 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
             if st["cutoff"] is not None and s[0].position >= st["cutoff"]: continue
             gen = remote.remote(key, payload, coord, [t.model_dump() for t in s], self.in_flight, st["cutoff"])
             running[asyncio.ensure_future(_consume(gen, on_item))] = gen; st["shards"] += 1
-    mirror = asyncio.ensure_future(self._mirror_loop(ray, coord, shipped))
+    applied = [0]                                        # coordinator events applied to the driver's meters
+    mirror = asyncio.ensure_future(self._mirror_loop(ray, coord, shipped, applied))
     try:
         launch()
         while running:
@@ -386,17 +396,17 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
         _cancel_all(ray, running); raise
     finally:
         mirror.cancel()
-        mirror_events(shipped.meters, ray.get(coord.drain.remote()))
+        mirror_reply(shipped.meters, ray.get(coord.drain.remote(applied[0])), applied)
         self.last_run = {"tasks": len(tasks), "shards": st["shards"], "workers": workers, "nodes": sorted(st["nodes"] - {None})}
     return st["stop"]
 
 # %% ../../nbs/18_scale.gen.ipynb #447bc573
 @patch
-async def _mirror_loop(self: RayExecutor, ray, coord, shipped: Shipment) -> None:
+async def _mirror_loop(self: RayExecutor, ray, coord, shipped: Shipment, applied: list) -> None:
     "Every `mirror_every` seconds, mirror the coordinator's new events into the driver's meters."
     while True:
         await asyncio.sleep(self.mirror_every)
-        mirror_events(shipped.meters, await coord.drain.remote())
+        mirror_reply(shipped.meters, await coord.drain.remote(applied[0]), applied)
 
 # %% ../../nbs/18_scale.gen.ipynb #e9f33478
 async def amap_on_ray(fn: Callable[[list], Any], batches: Sequence[list], *, address: Optional[str] = None,
