@@ -20,8 +20,8 @@ __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_IN
            'is_local', 'db_location', 'db_exists', 'read_stored_text', 'write_stored_text', 'table_lock',
            'sidecar_path', 'detect_columns', 'resolve_columns', 'detected_line', 'ChunkIndex', 'limit_malloc_arenas',
            'chunk_table', 'id_hashes', 'IdHashes', 'vector_index_params', 'PendingRows', 'stored_vs_embedded',
-           'check_vectors', 'in_source', 'Produced', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns',
-           'open_index', 'save_index_mapping']
+           'check_vectors', 'in_source', 'StoredRows', 'StoredTexts', 'Produced', 'minmax', 'fuse_hybrid',
+           'changes_line', 'parse_columns', 'open_index', 'save_index_mapping']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -622,26 +622,72 @@ def in_source(row_source: Optional[str], source: Union[str, Path, None]) -> bool
     a, b = Path(str(row_source)).absolute(), Path(str(source)).absolute()
     return a == b or b in a.parents
 
-def _text_key(text: str) -> str:
-    "What a vector depends on: a hash of the text (the embedder is the table's own)."
-    return short_hash(text, n=20)
+def _position(meta: dict) -> int:
+    "A chunk's position in its document from its meta (-1 when it has none)."
+    p = meta.get("position")
+    return p if isinstance(p, int) else -1
+
+@dataclass
+class StoredRows:
+    "Every stored row of a table as arrays, about 40 bytes a row: hashes of id and text, document, position, row id."
+    ids: np.ndarray         # uint64 hashes of the ids (`id_hashes`)
+    docs: np.ndarray        # int32: index of the row's document in `doc_names`
+    positions: np.ndarray   # int64: position in the document (-1: none)
+    texts: np.ndarray       # uint64 hashes of the texts: what a vector depends on (the embedder is the table's own)
+    inside: np.ndarray      # bool: the row's meta `source` is in the re-indexed source
+    rowids: np.ndarray      # uint64 LanceDB row ids (`_rowid`)
+    doc_names: list
+
+    def __len__(self) -> int: return len(self.ids)
+
+    def doc_ids(self) -> list[str]:
+        "The document of each stored row."
+        return [self.doc_names[d] for d in self.docs.tolist()]
 
 @patch
-def _stored(self: ChunkIndex, source=None) -> dict:
-    "id -> (doc id, position, text hash, in `source`) of every stored row, read 4,096 rows at a time."
-    c, out = self.columns, {}
-    for b in self.tbl.search().select([c["id"], c["doc_id"], c["text"], c["meta"]]).limit(None).to_batches(4096):
-        for r in b.to_pylist():
-            m = json.loads(r[c["meta"]] or "{}")
-            out[str(r[c["id"]])] = (str(r[c["doc_id"]]), m.get("position"), _text_key(r[c["text"]] or ""), in_source(m.get("source"), source))
-    return out
+def _stored(self: ChunkIndex, source=None) -> StoredRows:
+    "Every stored row's id, document, position, text and whether it is in `source`, as arrays, read 4,096 rows at a time."
+    c, names, parts = self.columns, {}, {k: [] for k in ("ids", "docs", "positions", "texts", "inside", "rowids")}
+    q = self.tbl.search().with_row_id(True).select([c["id"], c["doc_id"], c["text"], c["meta"]]).limit(None)
+    for b in q.to_batches(4096):
+        metas = [json.loads(m or "{}") for m in b.column(c["meta"]).to_pylist()]
+        parts["ids"].append(id_hashes(b.column(c["id"]).to_pylist()))
+        parts["docs"].append(np.array([names.setdefault(str(d), len(names)) for d in b.column(c["doc_id"]).to_pylist()], np.int32))
+        parts["positions"].append(np.array([_position(m) for m in metas], np.int64))
+        parts["texts"].append(id_hashes(t or "" for t in b.column(c["text"]).to_pylist()))
+        parts["inside"].append(np.array([in_source(m.get("source"), source) for m in metas], bool))
+        parts["rowids"].append(np.asarray(b.column("_rowid").to_numpy(), np.uint64))
+    empty = {"ids": np.uint64, "docs": np.int32, "positions": np.int64, "texts": np.uint64, "inside": bool, "rowids": np.uint64}
+    arrays = {k: np.concatenate(v) if v else np.zeros(0, empty[k]) for k, v in parts.items()}
+    return StoredRows(**arrays, doc_names=list(names))
 
 # %% ../nbs/11_index.ipynb #43d15da8
-def _vectors_for(self: ChunkIndex, new: list[Chunk], by_text: dict, bar, st: dict) -> np.ndarray:
+class StoredTexts:
+    "Text hash -> the row id of a stored row with that text, in sorted arrays (16 bytes a row)."
+    def __init__(self, stored: StoredRows):
+        order = np.argsort(stored.texts, kind="stable")
+        self.texts, self.rowids = stored.texts[order], stored.rowids[order]
+
+    def find(self, hashes: np.ndarray) -> list:
+        "For each text hash, the row id of a stored row with that text, or None."
+        if not len(self.texts): return [None] * len(hashes)
+        at = np.minimum(np.searchsorted(self.texts, hashes), len(self.texts) - 1)
+        return [int(r) if hit else None for r, hit in zip(self.rowids[at].tolist(), (self.texts[at] == hashes).tolist())]
+
+@patch
+def _rows_at(self: ChunkIndex, rowids: Iterable[int]) -> dict:
+    "Rows (with vectors) at LanceDB row ids, keyed by row id, fetched 500 at a time."
+    out = {}
+    for part in _batched(sorted(set(rowids)), 500):
+        q = self.tbl.search().with_row_id(True).where(f"_rowid IN ({', '.join(map(str, part))})")
+        for r in q.select(self._select(True)).limit(None).to_list(): out[int(r["_rowid"])] = r
+    return out
+
+def _vectors_for(self: ChunkIndex, new: list[Chunk], texts: StoredTexts, bar, st: dict) -> np.ndarray:
     "Vectors of `new`: a stored row's vector where the same text is stored already (reused), else embedded (counted in `st`)."
-    reuse = {i: by_text[_text_key(c.text)] for i, c in enumerate(new) if _text_key(c.text) in by_text}
-    rows = self._rows(set(reuse.values()), vector=True) if reuse else {}
-    reuse = {i: rid for i, rid in reuse.items() if rid in rows}
+    reuse = {i: r for i, r in enumerate(texts.find(id_hashes(c.text for c in new))) if r is not None}
+    rows = self._rows_at(reuse.values()) if reuse else {}
+    reuse = {i: r for i, r in reuse.items() if r in rows}           # a row moved since it was read: embedded again
     fresh = [c for i, c in enumerate(new) if i not in reuse]
     vecs, fv = np.zeros((len(new), self.dim), dtype=np.float32), iter(self.embed_counted(fresh, bar))
     for i in range(len(new)):
@@ -653,36 +699,53 @@ ChunkIndex._vectors_for = _vectors_for
 
 @dataclass
 class Produced:
-    "What a sync's stream produced, kept small: the stored ids it gave again, its documents, and its new ids counted."
-    kept: set = field(default_factory=set)          # stored ids the stream gave again
-    docs: set = field(default_factory=set)          # every document in the stream
-    added: int = 0                                   # distinct ids not stored
-    added_docs: set = field(default_factory=set)    # documents with a new id
-    at_stored: dict = field(default_factory=dict)   # (doc, position) in a stored document -> new ids there
+    "What a sync's stream produced, kept small: the stored ids it gave again (hashed), its documents, and its new ids counted."
+    kept: IdHashes = field(default_factory=IdHashes)   # stored ids the stream gave again
+    docs: set = field(default_factory=set)            # every document in the stream
+    added: int = 0                                     # distinct ids not stored
+    added_docs: set = field(default_factory=set)      # documents with a new id
+    at_stored: dict = field(default_factory=dict)     # (doc, position) in a stored document -> new ids there
 
-    def take(self, batch: list[Chunk], new: list[Chunk], stored: dict, stored_docs: set) -> None:
+    def take(self, batch: list[Chunk], new: list[Chunk], stored_ids: IdHashes, stored_docs: set) -> None:
         "Count one batch of the stream and its `new` chunks (first sightings of ids not stored)."
-        for c in batch:
-            self.docs.add(c.doc_id)
-            if c.id in stored: self.kept.add(c.id)
+        hashes = id_hashes(c.id for c in batch)
+        self.kept.take_new(hashes[np.array(stored_ids.flags(hashes), dtype=bool)])
+        self.docs.update(c.doc_id for c in batch)
         for c in new:
-            self.added += 1; self.added_docs.add(c.doc_id)
+            self.added += 1
+            self.added_docs.add(c.doc_id)
             if c.doc_id in stored_docs:
-                at = (c.doc_id, (c.meta or {}).get("position")); self.at_stored[at] = self.at_stored.get(at, 0) + 1
+                at = (c.doc_id, _position(c.meta or {}))
+                self.at_stored[at] = self.at_stored.get(at, 0) + 1
 
-def _diff(stored: dict, p: Produced, scoped: bool) -> tuple[dict, list[str]]:
-    "Documents and chunks added / changed / removed / unchanged, and the stored ids to delete."
-    gone = [i for i, (d, _, _, inside) in stored.items() if i not in p.kept and (d in p.docs or (scoped and inside))]
-    old_at = {(stored[i][0], stored[i][1]) for i in gone}
-    changed = sum(n for at, n in p.at_stored.items() if at in old_at)
-    docs_before = {d for d, *_ in stored.values()}
-    touched = {stored[i][0] for i in gone} | p.added_docs
-    docs = {"added": len(p.docs - docs_before), "removed": len({stored[i][0] for i in gone} - p.docs),
+def _diff(stored: StoredRows, p: Produced, scoped: bool) -> tuple[dict, np.ndarray]:
+    "Documents and chunks added / changed / removed / unchanged, and the id hashes of the stored rows to delete."
+    names = stored.doc_names
+    kept = np.array(p.kept.flags(stored.ids), dtype=bool)
+    in_stream = np.array([d in p.docs for d in names], dtype=bool)
+    gone = ~kept & (in_stream[stored.docs] | (scoped & stored.inside)) if len(stored) else np.zeros(0, bool)
+    gone_at = [(names[d], q) for d, q in zip(stored.docs[gone].tolist(), stored.positions[gone].tolist())]
+    gone_set = set(gone_at)
+    changed = sum(n for at, n in p.at_stored.items() if at in gone_set)
+    gone_docs, docs_before = {d for d, _ in gone_at}, set(names)
+    touched = gone_docs | p.added_docs
+    docs = {"added": len(p.docs - docs_before), "removed": len(gone_docs - p.docs),
             "changed": len((touched & p.docs) & docs_before)}
     docs["unchanged"] = len(p.docs) - docs["added"] - docs["changed"]
     chunks = {"added": p.added - changed, "changed": changed,
-              "removed": sum((stored[i][0], stored[i][1]) not in p.at_stored for i in gone), "unchanged": len(p.kept)}
-    return {"documents": docs, "chunks_diff": chunks}, gone
+              "removed": sum(at not in p.at_stored for at in gone_at), "unchanged": len(p.kept)}
+    return {"documents": docs, "chunks_diff": chunks}, stored.ids[gone]
+
+@patch
+def _delete_hashed(self: ChunkIndex, hashes: np.ndarray) -> int:
+    "Delete the rows whose id hashes to one of `hashes` (their ids read back from the table); returns how many ids."
+    if not len(hashes): return 0
+    want, col, ids = IdHashes(hashes), self.columns["id"], []
+    for b in self.tbl.search().select([col]).limit(None).to_batches(65536):
+        got = b.column(col).to_pylist()
+        ids += [i for i, hit in zip(got, want.flags(id_hashes(got))) if hit]
+    for part in _batched(ids, 500): self.tbl.delete(f"`{col}` IN ({', '.join(_quote(i) for i in part)})")
+    return len(ids)
 
 @patch
 def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int = 256, progress: bool = False,
@@ -690,24 +753,24 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
     "Make the table hold `chunks`: embed only new texts, delete the old chunks of changed documents (and, with `source`, of its documents that are gone); returns the diff."
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
-    stored = self._stored(source); by_text = {h: i for i, (_, _, h, _) in stored.items()}
-    stored_docs = {d for d, *_ in stored.values()}
-    produced, stored_ids, new_ids, pending = Produced(), IdHashes(id_hashes(stored)), IdHashes(), PendingRows(write_rows)
+    stored = self._stored(source)
+    texts, stored_docs = StoredTexts(stored), set(stored.doc_names)
+    produced, stored_ids, new_ids, pending = Produced(), IdHashes(stored.ids), IdHashes(), PendingRows(write_rows)
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0, "duplicates_removed": removed_dups}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in _batched(chunks, batch_size):
             new = _new_in_batch(batch, stored_ids, new_ids, st)
-            produced.take(batch, new, stored, stored_docs)
-            if new: pending.put(new, self._vectors_for(new, by_text, bar, st))
+            produced.take(batch, new, stored_ids, stored_docs)
+            if new: pending.put(new, self._vectors_for(new, texts, bar, st))
             self._write_pending(pending, st, append=append)
             bar.update(len(batch) - len(new))
         self._write_pending(pending, st, force=True, append=append)
     finally: bar.close()
     diff, gone = _diff(stored, produced, source is not None)
-    for part in _batched(gone, 500): self.tbl.delete(f"`{self.columns['id']}` IN ({', '.join(_quote(i) for i in part)})")
+    self._delete_hashed(gone)
     if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)   # first: its peak is the larger
-    if st["added"] or gone or removed_dups or not self._has_fts(): self._ensure_indices(rebuild=True)
+    if st["added"] or len(gone) or removed_dups or not self._has_fts(): self._ensure_indices(rebuild=True)
     self._fts_ready = True
     self.last_build = {**st, **diff, "removed": len(gone), "previous_version": before, "version": self.tbl.version}
     if self.last_build["version"] != before: self._record_version(source)
