@@ -358,11 +358,17 @@ def upsert(self: ChunkIndex, chunks: Sequence[Chunk], vectors: Optional[np.ndarr
 @patch
 def remove_duplicates(self: ChunkIndex) -> int:
     "Delete all but one row of every id stored more than once (rows of one chunk id are the same chunk); returns the rows deleted."
-    col = self.columns["id"]; seen, extra = set(), []
-    t = self.tbl.search().with_row_id(True).select([col]).limit(None).to_arrow()
-    for i, rowid in zip(t.column(col).to_pylist(), t.column("_rowid").to_pylist()):
-        if i in seen: extra.append(rowid)
-        else: seen.add(i)
+    col, seen, twice = self.columns["id"], IdHashes(), []
+    for b in self.tbl.search().select([col]).limit(None).to_batches(65536):   # 8 bytes an id, not a string
+        h = id_hashes(b.column(col).to_pylist())
+        twice.append(h[~np.array(seen.take_new(h), dtype=bool)])
+    if not sum(map(len, twice)): return 0
+    want, first, extra = IdHashes(np.concatenate(twice)), set(), []     # those ids' rows, compared by the id itself
+    for b in self.tbl.search().with_row_id(True).select([col]).limit(None).to_batches(65536):
+        ids = b.column(col).to_pylist()
+        for i, rowid, hit in zip(ids, b.column("_rowid").to_pylist(), want.flags(id_hashes(ids))):
+            if hit and i in first: extra.append(rowid)
+            elif hit: first.add(i)
     for part in _batched(sorted(extra), 5000): self.tbl.delete(f"_rowid IN ({', '.join(map(str, part))})")
     return len(extra)
 
@@ -656,7 +662,7 @@ def _stored(self: ChunkIndex, source=None) -> StoredRows:
         parts["positions"].append(np.array([_position(m) for m in metas], np.int64))
         parts["texts"].append(id_hashes(t or "" for t in b.column(c["text"]).to_pylist()))
         parts["inside"].append(np.array([in_source(m.get("source"), source) for m in metas], bool))
-        parts["rowids"].append(np.asarray(b.column("_rowid").to_numpy(), np.uint64))
+        parts["rowids"].append(np.array(b.column("_rowid").to_pylist(), np.uint64))   # a copy: a view keeps the batch
     empty = {"ids": np.uint64, "docs": np.int32, "positions": np.int64, "texts": np.uint64, "inside": bool, "rowids": np.uint64}
     arrays = {k: np.concatenate(v) if v else np.zeros(0, empty[k]) for k, v in parts.items()}
     return StoredRows(**arrays, doc_names=list(names))
