@@ -4,13 +4,13 @@
 
 # %% ../nbs/11_index.ipynb #d585e612
 from __future__ import annotations
-import contextlib, ctypes, hashlib, itertools, json, os, random, sys, time
+import contextlib, ctypes, hashlib, itertools, json, math, os, random, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import Chunk, RunDir, RunLock, UserError, atomic_write, make_chunk_id, short_hash, utc_now
+from .core import Chunk, RunDir, RunLock, UserError, atomic_write, corpus_fingerprint, make_chunk_id, short_hash, utc_now
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
 
@@ -20,8 +20,8 @@ __all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_IN
            'is_local', 'db_location', 'db_exists', 'read_stored_text', 'write_stored_text', 'table_lock',
            'sidecar_path', 'detect_columns', 'resolve_columns', 'detected_line', 'ChunkIndex', 'limit_malloc_arenas',
            'chunk_table', 'id_hashes', 'IdHashes', 'vector_index_params', 'PendingRows', 'stored_vs_embedded',
-           'check_vectors', 'in_source', 'StoredRows', 'StoredTexts', 'Produced', 'minmax', 'fuse_hybrid',
-           'changes_line', 'parse_columns', 'open_index', 'save_index_mapping']
+           'check_vectors', 'in_source', 'StoredRows', 'StoredTexts', 'Produced', 'sample_positions', 'minmax',
+           'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index', 'save_index_mapping']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -829,11 +829,43 @@ def present_ids(self: ChunkIndex, ids: Iterable[str]) -> set[str]:
 
 
 # %% ../nbs/11_index.ipynb #810c36be
+def _pool_sampled(population: int, k: int) -> bool:
+    "Whether `random.sample` draws `k` of `population` from a pool list (else from a set of picks): CPython's own rule."
+    setsize = 21 + (4 ** math.ceil(math.log(k * 3, 4)) if k > 5 else 0)
+    return population <= setsize
+
+def sample_positions(population: int, k: int, seed: int = 0, first: Optional[int] = None) -> list[int]:
+    "The positions `random.Random(seed).sample(range(population), k)[:first]` picks, in memory that grows with `first`, not `population`."
+    rng, k = random.Random(seed), min(k, population)
+    first = k if first is None else min(first, k)
+    if not _pool_sampled(population, k): return rng.sample(range(population), k)[:first]
+    moved, out = {}, []                       # the pool's swaps, kept only where a position was moved
+    for i in range(first):
+        j = rng._randbelow(population - i)
+        out.append(moved.get(j, j)); moved[j] = moved.pop(population - i - 1, population - i - 1)
+    return out
+
 @patch
-def sample_ids(self: ChunkIndex, n: int, seed: int = 0) -> list[str]:
-    "`n` chunk ids drawn at random, reproducibly for a given seed (independent of storage order)."
-    ids = sorted(str(i) for i in self._all_ids())
-    return random.Random(seed).sample(ids, min(n, len(ids)))
+def _ids_at_ranks(self: ChunkIndex, ranks: Sequence[int]) -> list[str]:
+    "The ids at these positions of the table's ids sorted as text (reads the id column as Arrow: about 20 bytes a row)."
+    import pyarrow as pa, pyarrow.compute as pc
+    col = self.columns["id"]
+    ids = self.tbl.search().select([col]).limit(None).to_arrow().column(col)
+    if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)): ids = pc.cast(ids, pa.string())
+    order = pc.sort_indices(ids)                        # byte order of UTF-8 = code point order, as Python sorts str
+    return pc.take(ids, pc.take(order, pa.array(ranks, pa.int64()))).to_pylist()
+
+@patch
+def sample_ids(self: ChunkIndex, n: int, seed: int = 0, first: Optional[int] = None) -> list[str]:
+    "`n` chunk ids drawn at random (only the `first` of them when given), reproducibly for a seed and independent of storage order."
+    return self._ids_at_ranks(sample_positions(len(self), n, seed, first))
+
+@patch
+def fingerprint(self: ChunkIndex) -> str:
+    "`corpus_fingerprint` of the table's chunk ids, reading only the id column (a run resumes only on the same corpus)."
+    col = self.columns["id"]
+    batches = self.tbl.search().select([col]).limit(None).to_batches(65536)
+    return corpus_fingerprint(str(i) for b in batches for i in b.column(col).to_pylist())
 
 @patch
 def iter_chunks(self: ChunkIndex, batch_size: int = 1000) -> Iterator[Chunk]:

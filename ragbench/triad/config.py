@@ -104,7 +104,7 @@ class SeedPlan(BaseModel):
 def pick_seeds(index, cfg: TriadConfig) -> list[str]:
     "The seed chunk ids to try, in order: `cfg.seeds` if given, else the first `seed_cap` of a seeded shuffle of the index."
     if cfg.seeds: return list(dict.fromkeys(cfg.seeds))[: cfg.seed_cap]
-    return list(index.sample_ids(len(index), seed=cfg.seed))[: cfg.seed_cap]
+    return list(index.sample_ids(len(index), seed=cfg.seed, first=cfg.seed_cap))
 
 def _binary_flags(n: int, share: float, offset: float) -> list[bool]:
     "n yes/no flags whose every prefix of length m holds m x share of them, to within one (a seeded offset in [0, 1))."
