@@ -270,12 +270,20 @@ def _arrow(self: ChunkIndex, chunks: list[Chunk], vecs: np.ndarray):
     return chunk_table(chunks, vecs, self.tbl.schema, self.dim)
 
 @patch
+def _id_lists(self: ChunkIndex) -> Iterator[list]:
+    "The table's ids, 65,536 at a time (reads only the id column)."
+    col = self.columns["id"]
+    for b in self.tbl.search().select([col]).limit(None).to_batches(65536): yield b.column(col).to_pylist()
+
+@patch
 def _all_ids(self: ChunkIndex) -> list:
     "Every id in the table (reads only the id column)."
-    col = self.columns["id"]; out = []
-    for b in self.tbl.search().select([col]).limit(None).to_batches(65536):
-        out += b.column(col).to_pylist()
-    return out
+    return [i for ids in self._id_lists() for i in ids]
+
+@patch
+def _id_hash_array(self: ChunkIndex) -> np.ndarray:
+    "`id_hashes` of every id in the table, repeats kept, in storage order (8 bytes an id)."
+    return np.concatenate([np.zeros(0, np.uint64)] + [id_hashes(ids) for ids in self._id_lists()])
 
 # %% ../nbs/11_index.ipynb #0030894c
 @patch
@@ -359,10 +367,8 @@ def upsert(self: ChunkIndex, chunks: Sequence[Chunk], vectors: Optional[np.ndarr
 @patch
 def remove_duplicates(self: ChunkIndex) -> int:
     "Delete all but one row of every id stored more than once (rows of one chunk id are the same chunk); returns the rows deleted."
-    col = self.columns["id"]
-    batches = self.tbl.search().select([col]).limit(None).to_batches(65536)
-    hashes = np.sort(np.concatenate([np.zeros(0, np.uint64)] + [id_hashes(b.column(col).to_pylist()) for b in batches]))
-    repeated = np.unique(hashes[1:][hashes[1:] == hashes[:-1]])         # 8 bytes an id, sorted once
+    col, hashes = self.columns["id"], np.sort(self._id_hash_array())   # 8 bytes an id, sorted once
+    repeated = hashes[1:][hashes[1:] == hashes[:-1]]
     del hashes
     if not len(repeated): return 0
     want, first, extra = IdHashes(repeated), set(), []                # those ids' rows, compared by the id itself
@@ -449,9 +455,7 @@ def _write_pending(self: ChunkIndex, pending: PendingRows, st: dict, force: bool
 @patch
 def _stored_hashes(self: ChunkIndex) -> IdHashes:
     "The hashes of every id in the table (the id column read 65,536 rows at a time)."
-    col = self.columns["id"]
-    parts = [id_hashes(b.column(col).to_pylist()) for b in self.tbl.search().select([col]).limit(None).to_batches(65536)]
-    return IdHashes(np.concatenate(parts) if parts else None)
+    return IdHashes(self._id_hash_array())
 
 @patch
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False,
@@ -664,7 +668,7 @@ def _stored(self: ChunkIndex, source=None) -> StoredRows:
         parts["positions"].append(np.array([_position(m) for m in metas], np.int64))
         parts["texts"].append(id_hashes(t or "" for t in b.column(c["text"]).to_pylist()))
         parts["inside"].append(np.array([in_source(m.get("source"), source) for m in metas], bool))
-        parts["rowids"].append(np.array(b.column("_rowid").to_pylist(), np.uint64))   # a copy: a view keeps the batch
+        parts["rowids"].append(np.array(b.column("_rowid").to_numpy(), np.uint64))   # a copy: a view keeps the batch
     empty = {"ids": np.uint64, "docs": np.int32, "positions": np.int64, "texts": np.uint64, "inside": bool, "rowids": np.uint64}
     arrays = {k: np.concatenate(v) if v else np.zeros(0, empty[k]) for k, v in parts.items()}
     return StoredRows(**arrays, doc_names=list(names))
@@ -749,9 +753,7 @@ def _delete_hashed(self: ChunkIndex, hashes: np.ndarray) -> int:
     "Delete the rows whose id hashes to one of `hashes` (their ids read back from the table); returns how many ids."
     if not len(hashes): return 0
     want, col, ids = IdHashes(hashes), self.columns["id"], []
-    for b in self.tbl.search().select([col]).limit(None).to_batches(65536):
-        got = b.column(col).to_pylist()
-        ids += [i for i, hit in zip(got, want.flags(id_hashes(got))) if hit]
+    for got in self._id_lists(): ids += [i for i, hit in zip(got, want.flags(id_hashes(got))) if hit]
     for part in _batched(ids, 500): self.tbl.delete(f"`{col}` IN ({', '.join(_quote(i) for i in part)})")
     return len(ids)
 
@@ -865,9 +867,7 @@ def sample_ids(self: ChunkIndex, n: int, seed: int = 0, first: Optional[int] = N
 @patch
 def fingerprint(self: ChunkIndex) -> str:
     "`corpus_fingerprint` of the table's chunk ids, reading only the id column (a run resumes only on the same corpus)."
-    col = self.columns["id"]
-    batches = self.tbl.search().select([col]).limit(None).to_batches(65536)
-    return corpus_fingerprint(str(i) for b in batches for i in b.column(col).to_pylist())
+    return corpus_fingerprint(str(i) for ids in self._id_lists() for i in ids)
 
 @patch
 def iter_chunks(self: ChunkIndex, batch_size: int = 1000) -> Iterator[Chunk]:

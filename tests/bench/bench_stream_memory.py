@@ -10,7 +10,7 @@ fresh process and measured with GNU time (peak RSS, wall): `ragbench triad --n N
 (`fake`), and `ragbench evaluate` of the static dataset with built-in dense and hybrid retrieval (top 5), the stand-in as answering LLM
 and judge, BERTScore off. Printed per size and command: peak MB, wall s and the ratio to the smallest size's peak.
 """
-import argparse, json, os, re, subprocess, sys, time
+import argparse, json, re, shutil, subprocess, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +37,10 @@ print(len(index))
 """
 
 
-def ragbench(*args, env=None) -> subprocess.CompletedProcess:
+def ragbench(*args) -> None:
     "Run the `ragbench` CLI of this interpreter's environment; exit with its output on failure."
-    r = subprocess.run([sys.executable, "-m", "ragbench.cli", *map(str, args)], capture_output=True, text=True,
-                       env=env or os.environ)
+    r = subprocess.run([sys.executable, "-m", "ragbench.cli", *map(str, args)], capture_output=True, text=True)
     if r.returncode: raise SystemExit(f"ragbench {' '.join(map(str, args))} failed:\n{r.stdout[-2000:]}{r.stderr[-3000:]}")
-    return r
 
 
 def make_table(work: Path, size: int, items: int) -> tuple[Path, Path]:
@@ -64,14 +62,14 @@ def measured(*args) -> dict:
     r = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"PEAK (\d+) WALL ([\d.]+)", r.stderr)
     if r.returncode or not m: raise SystemExit(f"{' '.join(map(str, args))} failed:\n{r.stdout[-2000:]}{r.stderr[-3000:]}")
-    return {"peak_mb": int(m[1]) / 1024, "wall_s": float(m[2]), "tail": r.stdout.strip().splitlines()[-6:]}
+    return {"peak_mb": int(m[1]) / 1024, "wall_s": float(m[2])}
 
 
 def run_size(work: Path, size: int, a) -> dict:
     "Make the table, then measure triad and evaluate on it."
     t = time.perf_counter(); db, ds = make_table(work, size, a.items); made = time.perf_counter() - t
     triad_out, eval_out = work / f"triad_{size}", work / f"eval_{size}"
-    for d in (triad_out, eval_out): subprocess.run(["rm", "-rf", str(d)])
+    for d in (triad_out, eval_out): shutil.rmtree(d, ignore_errors=True)
     triad = measured("triad", "--db", db, "--out", triad_out, "--n", a.n, "--llm", "fake", "--no-precheck")
     setups = work / "setups.yaml"
     setups.write_text("defaults: {llm: fake}\nbaseline: {name: dense5, top_k: 5}\n"
