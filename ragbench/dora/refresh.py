@@ -9,11 +9,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
-from ..core import Attempt, Chunk, QAItem, RunDir, RunLock, UserError, atomic_write, read_jsonl, utc_now
-from ..gen.base import TaskJournal, TaskResult, index_fingerprint
+from ..core import Attempt, Chunk, QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
+from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
 from ..spine import LLMPool, options_model, read_options
-from ..triad.refresh import (gather_all, print_refresh, refresh_card, refresh_event, refresh_plan, refresh_snapshot,
+from ..triad.refresh import (print_refresh, refresh_card, refresh_event, refresh_plan, refresh_snapshot,
                                     run_version, with_refresh_event)
 from ..triad.refresh import refresh_command as triad_refresh_command
 from .styles import StyleError
@@ -137,24 +137,20 @@ async def areplace(style: str, k: int, seeds: list[Chunk], used: set, journal: d
             return
 
 # %% ../../nbs/31_dora.refresh.ipynb #2d2c6bf1
-async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod, journal: dict, commit, workers: int = 4) -> dict:
-    "Every stale item: drops and renames (no call), then the re-gates, `workers` at a time; returns {task id: TaskResult}."
-    fates, out = plan["fates"], dict(journal)
+async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod, tr: TaskRun) -> tuple[dict, Optional[str]]:
+    "Every stale item: drops and renames (no call), then the re-gates as tasks of the runner; ({task id: TaskResult}, stop reason)."
+    fates, by_id = plan["fates"], {it.id: it for it in items}
     for it in items:
         st, tid = plan["stale"][it.id], f"item:{it.id}"
-        if tid in out or st["action"] in ("none", "recheck"): continue
-        r = (dropped_item(it, st["reasons"]) if st["action"] == "drop" else
-             item_result(it, "remapped", keep=[with_refresh_event(remap_evidence(it, evidence_map(it, fates)), refresh_event("remapped", st["reasons"]))]))
-        commit(r)
-        out[tid] = r
-    gate = asyncio.Semaphore(workers)
-    async def one(it):
-        async with gate:
-            r = await asyncio.to_thread(recheck_item, it, fates, plan["stale"][it.id], method)
-        commit(r)
-        out[r.task_id] = r
-    await gather_all([one(it) for it in items if plan["stale"][it.id]["action"] == "recheck" and f"item:{it.id}" not in out])
-    return out
+        if tid in tr.results or st["action"] in ("none", "recheck"): continue
+        moved = with_refresh_event(remap_evidence(it, evidence_map(it, fates)), refresh_event("remapped", st["reasons"]))
+        tr.commit(dropped_item(it, st["reasons"]) if st["action"] == "drop" else item_result(it, "remapped", keep=[moved]))
+    async def one(t: Task) -> TaskResult:
+        it = by_id[t.id.removeprefix("item:")]
+        return await asyncio.to_thread(recheck_item, it, fates, plan["stale"][it.id], method)
+    stale = [it for it in items if plan["stale"][it.id]["action"] == "recheck"]
+    stop = await tr.run([Task(id=f"item:{it.id}", position=i) for i, it in enumerate(stale)], one)
+    return dict(tr.results), stop
 
 def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequence[TaskResult]) -> tuple[list[QAItem], list[QAItem]]:
     "The refreshed dataset (item order kept, replacements at the end) and the dropped items."
@@ -223,22 +219,16 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
     "Refresh a DoRA run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = RunDir(run_dir)
-    with RunLock(run.path):
+    with TaskRun(run.path, None, LocalExecutor(cfg.workers)) as tr:
         m = run.manifest()
         rid, items = refresh_snapshot(run)
         method = refresh_method(run.path, index, llms, cfg, (m.get("config") or {}).get("split"), embed)
         plan = refresh_plan(items, index, run_version(m, index))
-        meter = CallMeter(run / "refresh" / f"{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
-        for l in {id(l): l for l in llms.values()}.values(): l.meter = meter
-        tj = TaskJournal(run / "refresh" / f"{rid}.jsonl")
-        journal = tj.load()
-        def commit(r):
-            tj.commit(r)
-            journal[r.task_id] = r
-        stop = None
+        meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", llms.values(), max_calls=max_calls, max_usd=max_usd)
+        journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
-            results = await refresh_items(items, plan, method, journal, commit, cfg.workers)
-            await areplace_all(items, results, plan, method, index, journal, commit)
+            results, stop = await refresh_items(items, plan, method, tr)
+            if stop is None: await areplace_all(items, results, plan, method, index, journal, tr.commit)
         except BudgetExceeded as e: stop = f"budget spent ({e})"
         summary = refresh_summary(rid, plan, journal, meter, stop)
         run.write(f"refresh/{rid}.json", summary)

@@ -19,8 +19,8 @@ from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, 
 __all__ = ['Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'capped_counts',
            'frontier_and_total', 'frontier', 'counted_total', 'PlanOrderTally', 'Selection', 'select_first_n',
            'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume',
-           'index_fingerprint', 'run_summary', 'drafts_of_stand_in', 'known_spent', 'restore_spent', 'arun_generation',
-           'run_generation', 'QuestionReply', 'OneChunkQuestions']
+           'index_fingerprint', 'budget_stops', 'TaskRun', 'run_summary', 'drafts_of_stand_in', 'known_spent',
+           'restore_spent', 'arun_generation', 'run_generation', 'QuestionReply', 'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
@@ -310,6 +310,60 @@ def index_fingerprint(index) -> str:
 # %% ../../nbs/17_gen.base.ipynb #dde2bf3b
 from ..llm import BudgetExceeded, CallMeter, task_usage
 
+# %% ../../nbs/17_gen.base.ipynb #taskrun1
+def budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Task], Awaitable[TaskResult]]:
+    "`work` with a spent budget turned into a draining StopRun (the running tasks finish; this one is redone on resume)."
+    async def guarded(t: Task) -> TaskResult:
+        try: return await work(t)
+        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})", drain=True) from None
+    return guarded
+
+class TaskRun:
+    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a call meter on its LLMs, an executor."
+    def __init__(self, path: Union[str, Path], journal: Optional[str] = "tasks.jsonl", executor=None):
+        self.path, self.journal_name = Path(path), journal
+        self.lock, self.executor, self.meter, self.journal = RunLock(self.path), executor or LocalExecutor(), None, None
+        self.results: dict[str, TaskResult] = {}
+
+    def __enter__(self) -> "TaskRun":
+        self.lock.acquire()
+        try:
+            if self.journal_name: self.open_journal(self.journal_name)
+        except BaseException: self.lock.release(); raise
+        return self
+
+    def open_journal(self, name: str) -> dict[str, TaskResult]:
+        "Load the task journal `name` (in the run folder) and return its results, which `commit` keeps current."
+        self.journal = TaskJournal(self.path / name)
+        self.results = self.journal.load()
+        return self.results
+
+    def __exit__(self, *exc): self.lock.release()
+
+    def open_meter(self, calls: str, llms: Iterable = (), max_calls: Optional[int] = None,
+                   max_usd: Optional[float] = None) -> CallMeter:
+        "The run's call meter, journaled in `calls` (its budget holds across resumes), attached to each of `llms`."
+        self.meter = CallMeter(self.path / calls, max_calls=max_calls, max_usd=max_usd)
+        for l in {id(l): l for l in llms}.values(): l.meter = self.meter
+        return self.meter
+
+    def commit(self, r: TaskResult) -> None:
+        "Journal a finished task and keep its result."
+        self.journal.commit(r)
+        self.results[r.task_id] = r
+
+    def todo(self, tasks: Iterable[Task]) -> list[Task]:
+        "The tasks the journal has not finished (a task that ended in `error` is run again)."
+        return [t for t in tasks if t.id not in self.results or self.results[t.id].outcome == "error"]
+
+    async def run(self, tasks: Sequence[Task], work: Callable[[Task], Awaitable[TaskResult]],
+                  commit: Optional[Callable[[TaskResult], None]] = None,
+                  wanted: Optional[Callable[[Task], bool]] = None) -> Optional[str]:
+        "Run the unfinished `tasks` on the executor, committing each result; returns the stop reason (a spent budget) or None."
+        todo = self.todo(tasks) if self.journal else list(tasks)
+        if not todo: return None
+        return await self.executor.run(todo, budget_stops(work), commit or self.commit, wanted or (lambda t: True))
+
 # %% ../../nbs/17_gen.base.ipynb #cf416cb7
 def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Selection:
     "Rewrite dataset / rejected / overflow / duplicates and the method's views from the committed results."
@@ -402,16 +456,13 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
     "Run (or resume) `method` over `index` into `run_dir`; returns the summary (also in summary.json)."
     log = log or (lambda m: print(m, file=sys.stderr))
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-    executor = executor or LocalExecutor()
-    with RunLock(run.path):
+    with TaskRun(run.path, "tasks.jsonl", executor) as tr:
         fp, cfg = index_fingerprint(index), method.config()
-        journal = TaskJournal(run / "tasks.jsonl")
-        results, seen, stop, t0, new = journal.load(), set(), None, time.monotonic(), 0
+        results, seen, stop, t0, new = tr.results, set(), None, time.monotonic(), 0
         check_resume(run, method.name, fp, cfg, results.values())
         stamp = {"kind": method.name, "corpus_fingerprint": fp, "config": cfg}
-        meter = CallMeter(run / "calls.jsonl", max_calls=max_calls, max_usd=max_usd)
+        meter = tr.open_meter("calls.jsonl", method.llms(), max_calls=max_calls, max_usd=max_usd)
         restore_spent(meter, results.values(), log, run.manifest())
-        for llm in method.llms(): llm.meter = meter
         run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
         tally = PlanOrderTally(method.quotas, results.values())
         front, last_views = [tally.frontier(method.target)], [time.monotonic()]
@@ -419,7 +470,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         def commit(r: TaskResult) -> None:
             nonlocal new
             r = r.model_copy(update={"run": {**stamp, "calls_sent": meter.totals()["calls"]}})   # a floor for the meter
-            journal.commit(r); results[r.task_id] = r; new += 1
+            tr.commit(r); new += 1
             tally.add(r); front[0] = tally.frontier(method.target)
             bar.update(tally.total if method.target else len(results))
             if time.monotonic() - last_views[0] > view_every: _write_views(run, method, results); last_views[0] = time.monotonic()
@@ -430,8 +481,8 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
                 fresh = [t for t in plan if t.id not in seen]
                 if not fresh: break
                 seen.update(t.id for t in plan)
-                todo = sorted((t for t in fresh if t.id not in results or results[t.id].outcome == "error"), key=lambda t: t.position)
-                if todo: stop = await executor.run(todo, lambda t: _run_one(method, t, index), commit, wanted)
+                todo = sorted(tr.todo(fresh), key=lambda t: t.position)
+                if todo: stop = await tr.run(todo, lambda t: _run_one(method, t, index), commit, wanted)
         finally:
             bar.close()
             sel = _write_views(run, method, results)

@@ -4,14 +4,14 @@
 
 # %% ../../nbs/28_triad.checks.ipynb #3e1728dc
 from __future__ import annotations
-import asyncio, json, sys
+import json, sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
-from ..core import Context, Dataset, QAItem, RunDir, RunLock, UserError, atomic_write, read_jsonl, utc_now
-from ..gen.base import TaskJournal, TaskResult
-from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError, arun
+from ..core import Context, Dataset, QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
+from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
+from ..llm import LLMError, LLMParseError, arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
 from .bridge import hit_chunk
 from .config import in_thread
@@ -158,23 +158,18 @@ def checks_card(items: Sequence[QAItem]) -> dict:
         if (r.get("closed_book") or {}).get("answerable_closed_book"): c["closed_book"] += 1
     return {k: dict(v) for k, v in sorted(out.items())}
 
-async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls: Optional[int] = None) -> dict:
+async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls: Optional[int] = None, executor=None) -> dict:
     "Run the whole-corpus checks over a run's dataset (resumable); returns the per-type findings (also in card.json)."
-    run = RunDir(run_dir)
-    with RunLock(run.path):
+    run, key = RunDir(run_dir), ",".join(cfg.checks)
+    with TaskRun(run.path, "checks.jsonl", executor or LocalExecutor(32)) as tr:
         items = run.read("dataset.jsonl", QAItem)
-        meter = CallMeter(run / "checks.calls.jsonl", max_calls=max_calls)
-        for l in {id(l): l for l in llms.values()}.values(): l.meter = meter
-        tj = TaskJournal(run / "checks.jsonl"); done = tj.load(); key = ",".join(cfg.checks)
-        async def one(it):
-            tid = f"{it.id}:{key}"
-            if tid in done or not it.answerable: return
-            r = await acorpus_checks(it, index, llms, cfg)
-            res = TaskResult(task_id=tid, position=0, outcome="checked", items=[r]); tj.commit(res); done[tid] = res
-        stop = None
-        for r in await asyncio.gather(*(one(it) for it in items), return_exceptions=True):
-            if isinstance(r, BudgetExceeded): stop = f"budget spent ({r})"
-            elif isinstance(r, BaseException): raise r
+        meter = tr.open_meter("checks.calls.jsonl", llms.values(), max_calls=max_calls)
+        by_task = {f"{it.id}:{key}": it for it in items if it.answerable}
+        async def one(t: Task) -> TaskResult:
+            r = await acorpus_checks(by_task[t.id], index, llms, cfg)
+            return TaskResult(task_id=t.id, position=0, outcome="checked", items=[r])
+        stop = await tr.run([Task(id=tid, position=i) for i, tid in enumerate(by_task)], one)
+        done = tr.results
         checked = [done[f"{it.id}:{key}"].items[0] if f"{it.id}:{key}" in done else it for it in items]
         found = checks_card(checked)
         if stop: return {"stop_reason": stop, "by_type": found, "llm": meter.totals()}

@@ -4,14 +4,14 @@
 
 # %% ../../nbs/27_triad.refresh.ipynb #1c7eeb04
 from __future__ import annotations
-import asyncio, json, shutil, sys
+import json, shutil, sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence
-from ..core import (Dataset, QAItem, RunDir, RunLock, UserError, atomic_write, dataset_diff, dataset_version,
+from ..core import (Dataset, QAItem, RunDir, UserError, atomic_write, dataset_diff, dataset_version,
                            read_jsonl, short_hash, utc_now)
-from ..gen.base import TaskJournal, TaskResult, index_fingerprint
-from ..llm import BudgetExceeded, CallMeter, LLMError, arun
+from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun, index_fingerprint
+from ..llm import BudgetExceeded, LLMError, arun
 from ..text import jaccard, words
 from .bridge import hit_chunk
 from .config import SeedPlan, TriadConfig, in_thread
@@ -23,8 +23,8 @@ from ..spine import LLMPool
 # %% auto #0
 __all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'refresh_event', 'with_refresh_event', 'arecheck', 'arecheck_variant',
            'replacement_slots', 'areplace', 'refresh_plan', 'estimate_refresh', 'run_version', 'refresh_snapshot',
-           'gather_all', 'refresh_card', 'arefresh_run', 'refresh_run', 'read_triad_run', 'run_llm_specs',
-           'print_refresh', 'run_config', 'refresh_estimate', 'refresh_command']
+           'refresh_card', 'arefresh_run', 'refresh_run', 'read_triad_run', 'run_llm_specs', 'print_refresh',
+           'run_config', 'refresh_estimate', 'refresh_command']
 
 # %% ../../nbs/27_triad.refresh.ipynb #ef9df931
 def _history_rows(index, ids: Sequence[str]) -> dict:
@@ -226,40 +226,45 @@ def refresh_snapshot(run: RunDir) -> tuple[str, list[QAItem]]:
     return rid, items
 
 # %% ../../nbs/27_triad.refresh.ipynb #0088e4e5
-async def gather_all(coros) -> None:
-    "Await every coroutine (none is left running); then raise the first error, if any."
-    for r in await asyncio.gather(*coros, return_exceptions=True):
-        if isinstance(r, BaseException): raise r
+def _settled(it: QAItem, st: dict, fates: dict) -> TaskResult:
+    "The result of an item a refresh settles without a call: dropped, or its ids remapped."
+    tid = f"item:{it.id}"
+    if st["action"] == "drop":
+        gone = with_refresh_event(it.model_copy(update={"status": "rejected"}), refresh_event("dropped", st["reasons"]))
+        return TaskResult(task_id=tid, position=0, outcome="dropped", rejected=[gone], record={"item_id": it.id})
+    moved = with_refresh_event(_remap(it, fates), refresh_event("remapped", st["reasons"]))
+    return TaskResult(task_id=tid, position=0, outcome="remapped", items=[moved], record={"item_id": it.id})
 
-async def _refresh_items(items, plan, index, llms, cfg, journal: dict, commit) -> dict:
-    "Phase 1 and 2: every stale answerable item, then every variant; returns {item id: TaskResult}."
-    fates, out = plan["fates"], dict(journal)
-    async def one(it):
-        tid = f"item:{it.id}"
-        if tid in out: return
-        r = await arecheck(it, fates, plan["stale"][it.id], index, llms, cfg); commit(r); out[tid] = r
+async def _refresh_items(items, plan, index, llms, cfg, tr: TaskRun) -> tuple[dict, Optional[str]]:
+    "Phase 1 and 2 as tasks of the runner: every stale answerable item, then every variant; ({task id: TaskResult}, stop reason)."
+    fates, by_id, new_ids = plan["fates"], {it.id: it for it in items}, set(plan["new_ids"])
     for it in items:                                               # no calls: drops and id remaps
-        st, tid = plan["stale"][it.id], f"item:{it.id}"
-        if not it.answerable or tid in out or st["action"] in ("none", "recheck"): continue
-        if st["action"] == "drop":
-            r = TaskResult(task_id=tid, position=0, outcome="dropped", rejected=[with_refresh_event(it.model_copy(update={"status": "rejected"}), refresh_event("dropped", st["reasons"]))], record={"item_id": it.id})
-        else: r = TaskResult(task_id=tid, position=0, outcome="remapped", items=[with_refresh_event(_remap(it, fates), refresh_event("remapped", st["reasons"]))], record={"item_id": it.id})
-        commit(r); out[tid] = r
-    await gather_all([one(it) for it in items if it.answerable and plan["stale"][it.id]["action"] == "recheck"])
-    by_id = {it.id: it for it in items}; new_ids = set(plan["new_ids"])
-    async def variant(v):
-        tid = f"item:{v.id}"
-        if tid in out: return
+        st = plan["stale"][it.id]
+        if it.answerable and f"item:{it.id}" not in tr.results and st["action"] not in ("none", "recheck"):
+            tr.commit(_settled(it, st, fates))
+    stale = [it for it in items if it.answerable and plan["stale"][it.id]["action"] == "recheck"]
+    async def one(t: Task) -> TaskResult:
+        it = by_id[t.id.removeprefix("item:")]
+        return await arecheck(it, fates, plan["stale"][it.id], index, llms, cfg)
+    stop = await tr.run([Task(id=f"item:{it.id}", position=i) for i, it in enumerate(stale)], one)
+    out = dict(tr.results)
+    if stop: return out, stop
+    async def variant(t: Task) -> TaskResult:
+        v = by_id[t.id.removeprefix("item:")]
         pid = v.meta.get("variant_of"); pr = out.get(f"item:{pid}")
         parent = (pr.items[0] if pr.items else None) if pr else by_id.get(pid)
         st = staleness(v, fates)
         if pr and pr.outcome == "remapped" and st["action"] in ("none", "remap"):     # ids only: no call
-            r = TaskResult(task_id=tid, position=0, outcome="remapped", items=[with_refresh_event(_remap(v, fates), refresh_event("remapped", st["reasons"] or ["its parent's ids were remapped"]))], record={"item_id": v.id})
-        else: r = await arecheck_variant(v, parent, pr.outcome if pr else "unchanged", index, llms, cfg, new_ids, fates)
-        if r.outcome != "unchanged": commit(r)
-        out[tid] = r
-    await gather_all([variant(v) for v in items if not v.answerable])
-    return out
+            ev = refresh_event("remapped", st["reasons"] or ["its parent's ids were remapped"])
+            return TaskResult(task_id=t.id, position=0, outcome="remapped", items=[with_refresh_event(_remap(v, fates), ev)],
+                              record={"item_id": v.id})
+        return await arecheck_variant(v, parent, pr.outcome if pr else "unchanged", index, llms, cfg, new_ids, fates)
+    def keep(r: TaskResult) -> None:
+        "Journal a changed variant; an unchanged one is only remembered."
+        out[r.task_id] = r
+        if r.outcome != "unchanged": tr.commit(r)
+    variants = [v for v in items if not v.answerable]
+    return out, await tr.run([Task(id=f"item:{v.id}", position=i) for i, v in enumerate(variants)], variant, keep)
 
 # %% ../../nbs/27_triad.refresh.ipynb #ff5a32cc
 def _views(items, results: dict, replacements: list[TaskResult]) -> tuple[list[QAItem], list[QAItem]]:
@@ -285,19 +290,17 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
     "Refresh a TRIAD run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
     log = log or (lambda m: print(m, file=sys.stderr))
     run = RunDir(run_dir)
-    with RunLock(run.path):
+    with TaskRun(run.path, None, LocalExecutor(cfg.in_flight)) as tr:
         m = run.manifest(); rid, items = refresh_snapshot(run)
         plan = refresh_plan(items, index, run_version(m, index))
-        meter = CallMeter(run / "refresh" / f"{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
-        for l in {id(l): l for l in llms.values()}.values(): l.meter = meter
-        tj = TaskJournal(run / "refresh" / f"{rid}.jsonl"); journal = tj.load()
-        def commit(r): tj.commit(r); journal[r.task_id] = r
-        stop = None
+        meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", llms.values(), max_calls=max_calls, max_usd=max_usd)
+        journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
-            results = await _refresh_items(items, plan, index, llms, cfg, journal, commit)
+            results, stop = await _refresh_items(items, plan, index, llms, cfg, tr)
             dropped = [r.rejected[0] for r in results.values() if r.outcome == "dropped" and r.rejected and r.rejected[0].answerable]
             seeds, used = plan["new_ids"], set()
-            for k, slot in enumerate(replacement_slots(dropped)): await areplace(slot, k, seeds, used, journal, commit, index, llms, cfg)
+            for k, slot in enumerate(replacement_slots(dropped) if stop is None else []):
+                await areplace(slot, k, seeds, used, journal, tr.commit, index, llms, cfg)
         except BudgetExceeded as e: stop = f"budget spent ({e})"
         results = {k: v for k, v in journal.items() if k.startswith("item:")}
         repl = sorted((v for k, v in journal.items() if k.startswith("replace:")), key=lambda r: r.position)
