@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # %% auto #0
 __all__ = ['short_hash', 'make_chunk_id', 'content_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review',
            'is_stand_in', 'QAItem', 'as_draft', 'item_id', 'UserError', 'RecordError', 'validation_problems',
-           'Registry', 'parse_record', 'read_jsonl', 'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset',
-           'item_digest', 'dataset_version', 'dataset_diff', 'package_dir', 'package_versions', 'corpus_fingerprint',
-           'RunDir', 'RunLock', 'process_alive', 'arun']
+           'Registry', 'parse_record', 'read_jsonl', 'repair_torn_tail', 'append_jsonl', 'atomic_write',
+           'read_config_file', 'Dataset', 'item_digest', 'dataset_version', 'dataset_diff', 'package_dir',
+           'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock', 'process_alive', 'arun']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -250,19 +250,20 @@ def read_jsonl(path: Union[str, Path], model: Optional[type[BaseModel]] = None, 
                 errors.append(str(e))
 
 # %% ../nbs/00_core.ipynb #2d74c9ed
-def _repair_torn_tail(path: Path) -> None:
-    "Cut a half-written last line (no trailing newline) so appends start on a clean line."
-    if not path.exists() or path.stat().st_size == 0: return
+def repair_torn_tail(path: Path) -> bool:
+    "Cut a half-written last line (no trailing newline) so appends start on a clean line; returns whether anything was cut."
+    if not path.exists() or path.stat().st_size == 0: return False
     with open(path, "rb+") as f:
         f.seek(-1, os.SEEK_END)
-        if f.read(1) == b"\n": return
+        if f.read(1) == b"\n": return False
         f.seek(0); data = f.read()
         f.seek(data.rfind(b"\n") + 1); f.truncate()
+        return True
 
 def append_jsonl(path: Union[str, Path], records: Iterable[Any], *, fsync: bool = True) -> int:
     "Append records (pydantic models or JSON-able objects) as lines, flushed to disk; returns the count."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    _repair_torn_tail(path)
+    repair_torn_tail(path)
     n = 0
     with open(path, "a", encoding="utf-8") as f:
         for r in records:
@@ -480,14 +481,6 @@ def write_manifest(self: RunDir, **fields) -> dict:
     self.write("manifest.json", m)
     return m
 
-@patch
-def check_resume(self: RunDir, **expected) -> None:
-    "Refuse to resume a run whose manifest disagrees with `expected` (e.g. another corpus fingerprint)."
-    m = self.manifest()
-    for k, v in expected.items():
-        if k in m and m[k] != v:
-            raise UserError(f"{self.path}/manifest.json: '{k}' is {m[k]!r} but this run has {v!r}; "
-                            f"use a new --out directory or delete the old one")
 
 # %% ../nbs/00_core.ipynb #c2ef0468
 class RunLock:

@@ -18,7 +18,7 @@ from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupError, SetupCo
                                   listed_top_k)
 from pydantic import BaseModel, ConfigDict, Field
 from ..spine import RAY_HELP, LLMPool, RunResult, choose_executor, options_model, read_options
-from ..gen.base import LocalExecutor, StopRun, Task, TaskResult
+from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
 from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
 
@@ -478,22 +478,18 @@ def score_tasks(plan: list, batch_size: int) -> tuple[list[Task], list[tuple]]:
     batches = [(s, mode, items[b:b + batch_size]) for s, mode, items in plan for b in range(0, len(items), batch_size)]
     return [Task(id=f"score-{i}", position=i) for i in range(len(batches))], batches
 
-async def score_plan(plan: list, run: RunDir, score: Callable, batch_size: int, executor, bar) -> tuple[int, Optional[str]]:
-    "Score the plan's batches with the runner's executor (this process or a Ray cluster), appending rows as each finishes: (new rows, stop reason or None)."
-    from ragbench.llm import BudgetExceeded
-    tasks, batches = score_tasks(plan, batch_size)
+async def score_plan(plan: list, tr: TaskRun, score: Callable, batch_size: int, bar) -> tuple[int, Optional[str]]:
+    "Score the plan's batches as tasks of the runner (this process or a Ray cluster), appending rows as each finishes: (new rows, stop reason or None)."
+    tasks, batches, run = *score_tasks(plan, batch_size), RunDir(tr.path)
     async def work(t: Task) -> TaskResult:
         s, mode, items = batches[t.position]
-        try: rows = await score(items, s, mode)
-        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})", drain=True) from None
-        # the other running batches finish and are kept; this one is redone on resume (its answered calls from the cache)
+        rows = await score(items, s, mode)    # a spent budget stops the run: the running batches finish and are kept, this one is redone
         return TaskResult(task_id=t.id, position=t.position, outcome="scored", record={"rows": rows})
     new = [0]
     def commit(r: TaskResult) -> None:
         rows = r.record["rows"]; run.append("scores.jsonl", *rows); new[0] += len(rows); bar.update(len(rows))
-    stop = await executor.run(tasks, work, commit, lambda t: True)
+    stop = await tr.run(tasks, work, commit)
     return new[0], stop
-
 
 # %% ../../nbs/40_eval.run.ipynb #2a65d804
 def _system(s: Setup, cache_dir: Path, meter) -> RagSystem:
@@ -511,7 +507,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
              max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None,
              similarity_model: Optional[str] = "default") -> RunResult:
     "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary (`similarity_model`: embedder of RAGAS answer correctness, None: off)."
-    from ragbench.llm import CallMeter, arun, task_usage
+    from ragbench.llm import arun, task_usage
     ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
     similarity = _similarity_embedder(similarity_model)
     if index_factory is None: setups = check_setups(setups, db)
@@ -522,9 +518,9 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     if llm_factory is None:               # check every LLM spec before writing anything
         for spec in {s.llm or default_llm for s in setups if not s.external and not s.calls_system} | ({judge_llm} if isinstance(judge_llm, str) else set()):
             if spec is not None: LLMPool().get(spec)
-    with RunLock(out):
+    with TaskRun(out, None, choose_executor(ray, in_flight=parallel_batches) or LocalExecutor(parallel_batches)) as tr:
         run, t0 = RunDir(out), time.time()
-        meter = CallMeter(out / "calls.jsonl", max_calls=max_calls)
+        meter = tr.open_meter("calls.jsonl", max_calls=max_calls)
         llms = LLMPool(out / "cache", factory=llm_factory); llms.attach(meter)
         judge = llms.get(judge_llm) if isinstance(judge_llm, str) else llms.attach(meter, judge_llm)
         _manifest(run, dataset, ds, setups, modes, judges, judge, unknown, max_calls)
@@ -538,9 +534,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                                bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks, similarity=similarity, system=systems.get(s.name))
         bar = _progress_bar(sum(len(p[2]) for p in plan), progress)
         with task_usage() as session:
-            try:
-                executor = choose_executor(ray, in_flight=parallel_batches) or LocalExecutor(parallel_batches)
-                n_new, stop = arun(score_plan(plan, run, score, batch_size, executor, bar))
+            try: n_new, stop = arun(score_plan(plan, tr, score, batch_size, bar))
             finally: bar.close()
         summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups], n_boot=n_boot, seed=seed)
         summary.update(unknown_answer_ids=unknown, items_without_gold=items_without_gold(dataset, ds),

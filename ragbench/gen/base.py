@@ -13,7 +13,7 @@ from ..llm import arun
 from ..text import words
 from ..prompts import format_chunks
 from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, atomic_write, corpus_fingerprint, item_id,
-                           read_jsonl, short_hash, utc_now)
+                           read_jsonl, repair_torn_tail, utc_now)
 
 # %% auto #0
 __all__ = ['Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'capped_counts',
@@ -61,24 +61,12 @@ class TaskJournal:
     def load(self) -> dict[str, TaskResult]:
         "The committed results by task id (a torn tail is cut off first)."
         if not self.path.exists(): return {}
-        _cut_torn_tail(self.path)
+        repair_torn_tail(self.path)
         return {r.task_id: r for r in read_jsonl(self.path, TaskResult)}
 
     def commit(self, result: TaskResult) -> None:
         "Append one task's result as a single line."
         append_jsonl(self.path, [result], fsync=False)
-
-# %% ../../nbs/17_gen.base.ipynb #10e1e1d2
-def _cut_torn_tail(path: Path) -> bool:
-    "Drop a last line without a newline (an interrupted write); returns whether anything was cut."
-    with open(path, "rb+") as f:
-        f.seek(0, 2)
-        if f.tell() == 0: return False
-        f.seek(-1, 2)
-        if f.read(1) == b"\n": return False
-        f.seek(0); data = f.read()
-        f.seek(data.rfind(b"\n") + 1); f.truncate()
-        return True
 
 # %% ../../nbs/17_gen.base.ipynb #6d75d3b2
 def result_group(r: TaskResult) -> Optional[str]:

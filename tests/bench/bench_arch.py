@@ -158,24 +158,28 @@ def commands_with_config() -> list[str]:
             or c == "pipeline"]                                   # pipeline's positional is its config file
 
 def executors_and_runners(mods: dict) -> dict:
-    "Executors (classes with an `async def run(self, tasks, work, commit, wanted)`) and loops of their own (a RunLock and a journal)."
-    execs, own = [], []
+    "Executors (classes with an `async def run(self, tasks, work, commit, wanted)`), runners (a function or class that takes a run's lock and drives its tasks) and the functions that open the runner `TaskRun`."
+    execs, own, users = [], [], []
     def executor_of(fn, cls=None):
         "The class an `async run(self, tasks, work, commit, wanted)` belongs to (its class, or `self: C` under fastcore's @patch)."
         if not (isinstance(fn, ast.AsyncFunctionDef) and fn.name == "run"): return None
         if [a.arg for a in fn.args.args[1:5]] != ["tasks", "work", "commit", "wanted"]: return None
         ann = fn.args.args[0].annotation
         return cls or (ann.id if isinstance(ann, ast.Name) else None)
+    def called(node) -> set:
+        "The names a node calls."
+        return {n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "") for n in ast.walk(node) if isinstance(n, ast.Call)}
     for m, tree in mods.items():
+        in_runner = set()
         for node in ast.walk(tree):
             for fn, cls in ([(b, node.name) for b in node.body] if isinstance(node, ast.ClassDef) else [(node, None)]):
                 if (c := executor_of(fn, cls)): execs.append(f"{m}.{c}")
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                names = {n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
-                         for n in ast.walk(node) if isinstance(n, ast.Call)}
-                if names & {"RunLock", "table_lock"} and names & {"TaskJournal", "run", "score_plan", "add", "sync", "_write_pending"}:
-                    own.append(f"{m}.{node.name}")
-    return {"executors": sorted(set(execs)), "runners": sorted(set(own))}
+            if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) or node in in_runner: continue
+            names = called(node)
+            if names & {"RunLock", "table_lock"} and names & {"TaskJournal", "run", "score_plan", "add", "sync", "_write_pending"}:
+                own.append(f"{m}.{node.name}"); in_runner.update(ast.walk(node))
+            elif "TaskRun" in names and not isinstance(node, ast.ClassDef): users.append(f"{m}.{node.name}")
+    return {"executors": sorted(set(execs)), "runners": sorted(set(own)), "runner_users": sorted(set(users))}
 
 def registries(mods: dict) -> list[str]:
     "Module-level `Registry(...)` instances."
