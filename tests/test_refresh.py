@@ -110,6 +110,7 @@ def test_refresh_marks_exactly_the_touched_items_and_shows_the_diff(scenario, ca
         est = json.loads(capsys.readouterr().out)
         assert srv.stats()["requests"] == 0 and est["items"] == len(s["items"])     # --estimate sends nothing
         shutil.copytree(run, s["tmp"] / "run_copy")                                # for the kill test
+        shutil.copytree(run, s["tmp"] / "run_budget")                              # for the budget test
         assert main(["refresh", str(run), "--db", str(s["db"]), "--llm", f"openai:{srv.url}/v1@fake-model"]) == 0
         served = srv.stats()["requests"]
     rid = json.loads((run / "manifest.json").read_text())["refreshes"][-1]["refresh"]
@@ -171,6 +172,28 @@ def test_refresh_killed_resumes_without_loss_or_duplicates(scenario):
     assert len(ids) == len(set(ids))
     assert {i.id for i in _items(run) if i.id in {x.id for x in s["items"]}} == \
            {i.id for i in _items(s["run"]) if i.id in {x.id for x in s["items"]}}    # the same kept items as the refresh never killed
+
+
+def test_refresh_stops_at_its_budget_and_the_next_run_finishes_it(scenario):
+    "A refresh's re-checks are tasks of the one runner: --max-calls stops it after the tasks in flight, naming why; run again, it ends where an unbudgeted refresh ends."
+    from ragbench.testing import FakeLLMServer
+    s = scenario; run = s["tmp"] / "run_budget"
+    with FakeLLMServer() as srv:
+        cmd = ["refresh", str(run), "--db", str(s["db"]), "--llm", f"openai:{srv.url}/v1@fake-model", "--concurrency", "2"]
+        assert main(cmd + ["--max-calls", "3"]) == 0
+        first = srv.stats()["requests"]
+        journal = _journal(run)[0]
+        stopped = json.loads(journal.with_suffix(".json").read_text())
+        assert stopped["stop_reason"].startswith("budget spent") and stopped["llm"]["calls"] == first <= 3
+        assert not (run / "card.json").exists() or "refresh" not in json.loads((run / "card.json").read_text())
+        assert main(cmd) == 0
+        total = srv.stats()["requests"]
+    tasks = [json.loads(l)["task_id"] for l in journal.open()]
+    assert len(tasks) == len(set(tasks))                                          # nothing re-checked twice
+    ended = json.loads(journal.with_suffix(".json").read_text())
+    assert ended["stop_reason"] == "done" and ended["llm"]["calls"] == total > first
+    ids = {x.id for x in s["items"]}
+    assert {i.id for i in _items(run) if i.id in ids} == {i.id for i in _items(s["run"]) if i.id in ids}
 
 
 def test_whole_corpus_checks_over_a_run_counted_and_in_the_card(scenario, capsys):
