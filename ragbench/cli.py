@@ -174,7 +174,8 @@ def storage_problem(exc: BaseException) -> Optional[str]:
 def _stdout_gone() -> int:
     "The reader of stdout went away: point stdout at /dev/null (so the exit flush is quiet) and return 141."
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY); os.dup2(devnull, sys.stdout.fileno())
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError): pass
     return 141
 
@@ -187,9 +188,12 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
     resume = "Resumable: re-run the same command to continue an interrupted run." if cmd.resumable else None
     try: kwargs = parse_command(func, argv, f"ragbench {name}", resume)
     except SystemExit as e: return e.code if isinstance(e.code, int) else 2        # --help, or argparse's usage error
-    try: rc = func(**kwargs); sys.stdout.flush()
+    try:
+        rc = func(**kwargs)
+        sys.stdout.flush()
     except UserError as e:
-        print(f"ragbench {name}: {e}", file=sys.stderr); return 2
+        print(f"ragbench {name}: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"ragbench {name}: interrupted" + ("; run the same command again to resume" if cmd.resumable else ""), file=sys.stderr)
         return 130
@@ -207,15 +211,22 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
 # %% ../nbs/99_cli.ipynb #ac74cc65
 def main(argv: Optional[Sequence[str]] = None) -> int:
     "Entry point of the `ragbench` command."
-    os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        try: print(usage()); sys.stdout.flush(); return 0
+        try:
+            print(usage())
+            sys.stdout.flush()
+            return 0
         except BrokenPipeError: return _stdout_gone()
     if argv[0] == "--version":
-        from ragbench import __version__; print(__version__); return 0
+        from ragbench import __version__
+        print(__version__)
+        return 0
     if argv[0] not in command_names():
-        print(f"ragbench: unknown subcommand '{argv[0]}'\n\n{usage()}", file=sys.stderr); return 2
+        print(f"ragbench: unknown subcommand '{argv[0]}'\n\n{usage()}", file=sys.stderr)
+        return 2
     return call_command(argv[0], argv[1:])
 
 # %% ../nbs/99_cli.ipynb #745803ba

@@ -256,13 +256,16 @@ def repair_torn_tail(path: Path) -> bool:
     with open(path, "rb+") as f:
         f.seek(-1, os.SEEK_END)
         if f.read(1) == b"\n": return False
-        f.seek(0); data = f.read()
-        f.seek(data.rfind(b"\n") + 1); f.truncate()
+        f.seek(0)
+        data = f.read()
+        f.seek(data.rfind(b"\n") + 1)
+        f.truncate()
         return True
 
 def append_jsonl(path: Union[str, Path], records: Iterable[Any], *, fsync: bool = True) -> int:
     "Append records (pydantic models or JSON-able objects) as lines, flushed to disk; returns the count."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     repair_torn_tail(path)
     n = 0
     with open(path, "a", encoding="utf-8") as f:
@@ -276,12 +279,14 @@ def append_jsonl(path: Union[str, Path], records: Iterable[Any], *, fsync: bool 
 # %% ../nbs/00_core.ipynb #f45a778d
 def atomic_write(path: Union[str, Path], data: Union[str, bytes]) -> Path:
     "Write a whole file atomically: a reader sees the old file or the new one, never a half-written one."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush(); os.fsync(f.fileno())
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp): os.unlink(tmp)
@@ -378,7 +383,8 @@ def write(self: Dataset, path: Union[str, Path]) -> Path:
     path = Path(path)
     if path.suffix == ".parquet":
         import io
-        buf = io.BytesIO(); _flat_frame(self.items).to_parquet(buf, index=False)
+        buf = io.BytesIO()
+        _flat_frame(self.items).to_parquet(buf, index=False)
         return atomic_write(path, buf.getvalue())
     return atomic_write(path, "".join(it.to_json() + "\n" for it in self.items))
 
@@ -430,14 +436,16 @@ def corpus_fingerprint(chunk_ids: Iterable[str]) -> str:
     "Order-independent fingerprint of a corpus from its chunk ids (streams; constant memory)."
     acc, n = 0, 0
     for cid in chunk_ids:
-        acc ^= int(hashlib.sha256(cid.encode()).hexdigest()[:16], 16); n += 1
+        acc ^= int(hashlib.sha256(cid.encode()).hexdigest()[:16], 16)
+        n += 1
     return f"{n}:{acc:016x}"
 
 # %% ../nbs/00_core.ipynb #ca459b93
 class RunDir:
     "A run directory: append-only JSONL results, atomic writes, a manifest, and resume bookkeeping."
     def __init__(self, path: Union[str, Path]):
-        self.path = Path(path); self.path.mkdir(parents=True, exist_ok=True)
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
 
     def __truediv__(self, name: str) -> Path: return self.path / name
     def __repr__(self): return f"RunDir({str(self.path)!r})"
@@ -477,7 +485,9 @@ def write_manifest(self: RunDir, **fields) -> dict:
     "Merge `fields` into the manifest, stamping package versions and update time; written atomically."
     m = self.manifest()
     m.setdefault("created", utc_now())
-    m.update(fields); m["updated"] = utc_now(); m["versions"] = package_versions()
+    m.update(fields)
+    m["updated"] = utc_now()
+    m["versions"] = package_versions()
     self.write("manifest.json", m)
     return m
 
@@ -495,12 +505,16 @@ class RunLock:
         f = open(self.path, "a+", encoding="utf-8")
         try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            f.seek(0); holder = f.read().strip() or "unknown"; f.close()
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
             raise UserError(f"{self.label or self.path.parent} is in use by another ragbench process ({holder}); "
                             f"wait for it to finish{'' if self.label else ', or use another output directory'}") from None
         if not self.path.exists() or os.stat(self.path).st_ino != os.fstat(f.fileno()).st_ino:
-            f.close(); return self.acquire()   # its holder removed the file as we opened it: lock the new one
-        f.seek(0); f.truncate()                 # the command name only: its arguments may hold a key
+            f.close()
+            return self.acquire()  # its holder removed the file as we opened it: lock the new one
+        f.seek(0)
+        f.truncate()  # the command name only: its arguments may hold a key
         f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now(),
                             "command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:2]))})); f.flush()
         self._f = f
@@ -508,7 +522,10 @@ class RunLock:
 
     def release(self) -> None:
         "Let go of the lock and remove its file (no stale lock left behind; the OS also releases it if the process dies)."
-        if self._f is not None: self.path.unlink(missing_ok=True); self._f.close(); self._f = None
+        if self._f is not None:
+            self.path.unlink(missing_ok=True)
+            self._f.close()
+            self._f = None
 
     def __enter__(self): return self.acquire()
     def __exit__(self, *exc): self.release()

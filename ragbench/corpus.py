@@ -61,7 +61,9 @@ TEXT_SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".h
 
 class _Skip(Exception):
     "An input that cannot be loaded; `line` is where (or None)."
-    def __init__(self, reason: str, line: Optional[int] = None): super().__init__(reason); self.line = line
+    def __init__(self, reason: str, line: Optional[int] = None):
+        super().__init__(reason)
+        self.line = line
 
 def _check_size(path: Path, max_bytes: int) -> None:
     "Reject files above the size limit before reading them."
@@ -119,7 +121,9 @@ def _pdf_document(path: Path, rel: str) -> Document:
         parts, starts, pos = [], [], 0
         for page in reader.pages:
             t = (page.extract_text() or "").strip()
-            starts.append(pos); parts.append(t); pos += len(t) + 2
+            starts.append(pos)
+            parts.append(t)
+            pos += len(t) + 2
         title = (reader.metadata or {}).get("/Title") if reader.metadata else None
     except _Skip: raise
     except Exception as e:
@@ -132,7 +136,8 @@ def _pdf_document(path: Path, rel: str) -> Document:
 def read_file_document(path: Union[str, Path], rel: Optional[str] = None,
                        max_doc_mb: float = DEFAULT_MAX_DOC_MB) -> Document:
     "Load one .txt/.md/.html/.htm/.pdf file as a Document (raises _Skip with a reason if it cannot)."
-    path = Path(path); rel = rel or path.name
+    path = Path(path)
+    rel = rel or path.name
     kind = TEXT_SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise _Skip(f"unsupported file type '{path.suffix or '(none)'}' (supported: {', '.join(TEXT_SUFFIXES)})")
@@ -202,11 +207,14 @@ def question_file_error(source: str) -> "CorpusError":
 def iter_jsonl(path: Union[str, Path], report: LoadReport,
                max_doc_mb: float = DEFAULT_MAX_DOC_MB) -> Iterator[Document]:
     "Documents from a JSONL file, one line at a time; bad lines are reported with their line and field."
-    path = Path(path); max_bytes = int(max_doc_mb * 1e6); seen: set[str] = set()
+    path = Path(path)
+    max_bytes = int(max_doc_mb * 1e6)
+    seen: set[str] = set()
     with open(path, "rb") as f:
         for lineno, raw in enumerate(_capped_lines(f, max_bytes), 1):
             if raw is None:
-                report.skip(path, lineno, f"line is longer than the {max_doc_mb:g} MB per-document limit"); continue
+                report.skip(path, lineno, f"line is longer than the {max_doc_mb:g} MB per-document limit")
+                continue
             if not raw.strip(): continue
             try:
                 try: line = raw.decode("utf-8")
@@ -232,11 +240,16 @@ class _JsonStream:
     def more(self, n: int = 0) -> bool:
         "Read more text, dropping what was consumed; False at end of file."
         if self.eof: return False
-        self.line += self.buf.count("\n", self.lpos, self.pos); self.lpos = 0
-        self.buf = self.buf[self.pos:]; self.pos = 0
+        self.line += self.buf.count("\n", self.lpos, self.pos)
+        self.lpos = 0
+        self.buf = self.buf[self.pos:]
+        self.pos = 0
         data = self.f.read(max(self.bufsize, n))
-        if not data: self.eof = True; return False
-        self.buf += data; return True
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
 
 # %% ../nbs/10_corpus.ipynb #f54bdd19
 @patch
@@ -250,7 +263,8 @@ def peek(self: _JsonStream) -> str:
 @patch
 def cur_line(self: _JsonStream) -> int:
     "Line number of the current position."
-    self.line += self.buf.count("\n", self.lpos, self.pos); self.lpos = self.pos
+    self.line += self.buf.count("\n", self.lpos, self.pos)
+    self.lpos = self.pos
     return self.line
 
 # %% ../nbs/10_corpus.ipynb #febb4824
@@ -262,7 +276,8 @@ def value(self: _JsonStream) -> Any:
         try:
             v, end = self.dec.raw_decode(self.buf, self.pos)
             if end == len(self.buf) and self.more(): continue   # a number may go on in the next block
-            self.pos = end; return v
+            self.pos = end
+            return v
         except json.JSONDecodeError as e:
             if self.more(len(self.buf)): continue
             raise _Skip(f"invalid JSON ({e.msg})", self.cur_line()) from None
@@ -275,7 +290,8 @@ def _next_item(s: _JsonStream, close: str, i: int) -> bool:
     if c == "": raise _Skip("unexpected end of file (truncated JSON?)", s.cur_line())
     if i:
         if c != ",": raise _Skip(f"expected ',' or '{close}' between items", s.cur_line())
-        s.pos += 1; s.peek()
+        s.pos += 1
+        s.peek()
     return True
 
 # %% ../nbs/10_corpus.ipynb #e77bc492
@@ -295,7 +311,9 @@ def iter_json_items(path: Union[str, Path], bufsize: int = 1 << 16) -> Iterator[
         try:
             c = s.peek()
             if c not in ("[", "{"): raise _Skip("expected a JSON list or object at the top level", s.cur_line())
-            s.pos += 1; close = "]" if c == "[" else "}"; i = 0
+            s.pos += 1
+            close = "]" if c == "[" else "}"
+            i = 0
             while _next_item(s, close, i):
                 line = s.cur_line()
                 key, val = _read_item(s, close, i)
@@ -320,7 +338,8 @@ def _hotpot_paragraphs(key: Any, val: Any) -> Iterator[tuple[Any, Any]]:
     "(title, sentences) pairs of one item of a HotpotQA corpus ({title: [sentences]}) or question file."
     if not isinstance(val, dict):
         if not isinstance(val, list): raise _Skip(f"paragraph '{key}': expected a list of sentences")
-        yield key, val; return
+        yield key, val
+        return
     if "context" not in val: raise _Skip("field 'context' is missing (expected a HotpotQA question)")
     for pair in val["context"]:
         if not (isinstance(pair, list) and len(pair) == 2): raise _Skip("field 'context': expected [title, [sentences]] pairs")
@@ -332,7 +351,8 @@ def _musique_paragraphs(val: Any) -> Iterator[tuple[Any, Any]]:
     if not isinstance(val, dict): raise _Skip(f"expected a JSON object, got {type(val).__name__}")
     if "paragraphs" not in val:
         if "text" not in val: raise _Skip("field 'text' is missing")
-        yield val.get("title"), val["text"]; return
+        yield val.get("title"), val["text"]
+        return
     for p in val["paragraphs"]:
         if not isinstance(p, dict) or "paragraph_text" not in p: raise _Skip("field 'paragraphs[].paragraph_text' is missing")
         yield p.get("title"), p["paragraph_text"]
@@ -344,15 +364,20 @@ def _paragraphs(key: Any, val: Any, fmt: str) -> Iterator[tuple[Any, Any]]:
 # %% ../nbs/10_corpus.ipynb #4e7f441d
 def iter_wiki_paragraphs(path: Union[str, Path], report: LoadReport, fmt: str = "hotpotqa") -> Iterator[Document]:
     "Paragraph documents from a HotpotQA or MuSiQue corpus/question file, streamed item by item."
-    path = Path(path); seen: set[bytes] = set(); line = None
+    path = Path(path)
+    seen: set[bytes] = set()
+    line = None
     try:
         for key, val, line in iter_json_items(path):
             try:
                 for title, text in _paragraphs(key, val, fmt):
                     doc = _paragraph_doc(title, text, str(path), fmt)
                     h = hashlib.sha1(f"{doc.title}\x00{doc.text}".encode()).digest()[:12]
-                    if h in seen: report.duplicates += 1; continue
-                    seen.add(h); yield doc
+                    if h in seen:
+                        report.duplicates += 1
+                        continue
+                    seen.add(h)
+                    yield doc
             except _Skip as e:
                 report.skip(path, line, str(e))
     except _Skip as e:
@@ -472,7 +497,8 @@ def _blocks(text: str) -> list[_Block]:
     bounds = [(m.start(), m.end()) for m in _PARA_SEP.finditer(text)] + [(len(text), len(text))]
     for sep_start, sep_end in bounds:
         seg = text[pos:sep_start]
-        lead = len(seg) - len(seg.lstrip()); s, e = pos + lead, pos + len(seg.rstrip())
+        lead = len(seg) - len(seg.lstrip())
+        s, e = pos + lead, pos + len(seg.rstrip())
         pos = sep_end
         if e <= s: continue
         lines = text[s:e].split("\n")
@@ -493,15 +519,20 @@ def _units(text: str, start: int, end: int, max_tokens: int, piece: int) -> list
     out, pos = [], start
     seps = [(m.start() + start, m.end() + start) for m in _SENT_END.finditer(text[start:end])] + [(end, end)]
     for a, b in seps:
-        s, e = pos, a; pos = b
+        s, e = pos, a
+        pos = b
         if e <= s: continue
         n = count_tokens(text[s:e])
-        if n <= max_tokens: out.append((s, e, n)); continue
+        if n <= max_tokens:
+            out.append((s, e, n))
+            continue
         cnt = first = last = 0                       # cut by tokens without materialising them all
         for m in _TOKEN.finditer(text, s, e):
             if cnt == 0: first = m.start()
             last, cnt = m.end(), cnt + 1
-            if cnt == piece: out.append((first, last, cnt)); cnt = 0
+            if cnt == piece:
+                out.append((first, last, cnt))
+                cnt = 0
         if cnt: out.append((first, last, cnt))
     return out
 
@@ -511,11 +542,15 @@ def _windows(units: list[tuple[int, int, int]], target: int, overlap: float) -> 
     i = 0
     while i < len(units):
         j, tot = i, 0
-        while j < len(units) and (j == i or tot + units[j][2] <= target): tot += units[j][2]; j += 1
+        while j < len(units) and (j == i or tot + units[j][2] <= target):
+            tot += units[j][2]
+            j += 1
         yield units[i][0], units[j - 1][1]
         if j >= len(units): return
         k, back = j, 0
-        while k - 1 > i and back + units[k - 1][2] <= overlap * target: k -= 1; back += units[k][2]
+        while k - 1 > i and back + units[k - 1][2] <= overlap * target:
+            k -= 1
+            back += units[k][2]
         i = k
 
 # %% ../nbs/10_corpus.ipynb #a1514188
@@ -526,7 +561,9 @@ def _pack_spans(text: str, blocks: list[_Block], target: int, min_t: int, max_t:
     buf: list[_Block] = []
 
     def flush():
-        if buf: spans.append((buf[0].start, buf[-1].end, buf[0].section)); buf.clear()
+        if buf:
+            spans.append((buf[0].start, buf[-1].end, buf[0].section))
+            buf.clear()
 
     def window(start, end, section):
         for s, e in _windows(_units(text, start, end, max_t, target), target, overlap): spans.append((s, e, section))
@@ -535,8 +572,11 @@ def _pack_spans(text: str, blocks: list[_Block], target: int, min_t: int, max_t:
         tot = sum(x.tokens for x in buf)
         if b.tokens > max_t:
             if buf and (tot >= min_t or mode == "paragraph" and not all(x.heading for x in buf)): flush()
-            start = buf[0].start if buf else b.start; sec = buf[0].section if buf else b.section
-            buf.clear(); window(start, b.end, sec); continue
+            start = buf[0].start if buf else b.start
+            sec = buf[0].section if buf else b.section
+            buf.clear()
+            window(start, b.end, sec)
+            continue
         if mode == "paragraph":
             if buf and not all(x.heading for x in buf): flush()
         elif buf and (tot + b.tokens > max_t or (tot >= min_t and (tot + b.tokens > target or b.heading))):

@@ -120,7 +120,8 @@ def _load_model(path: Path, device: str):
     if key not in _MODELS:
         _offline_env()
         try:
-            from transformers.utils import logging as _tl; _tl.disable_progress_bar()
+            from transformers.utils import logging as _tl
+            _tl.disable_progress_bar()
         except Exception: pass
         from sentence_transformers import SentenceTransformer
         try: _MODELS[key] = SentenceTransformer(str(path), device=device)

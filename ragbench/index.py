@@ -106,7 +106,8 @@ def _table_names(db) -> list[str]:
     names, token = [], None
     while True:
         resp = db.list_tables(page_token=token)
-        names += list(resp.tables); token = getattr(resp, "page_token", None)
+        names += list(resp.tables)
+        token = getattr(resp, "page_token", None)
         if not token: return names
 
 # %% ../nbs/11_index.ipynb #1631b2d2
@@ -119,7 +120,9 @@ def _batched(it: Iterable, n: int) -> Iterator[list]:
     buf = []
     for x in it:
         buf.append(x)
-        if len(buf) >= n: yield buf; buf = []
+        if len(buf) >= n:
+            yield buf
+            buf = []
     if buf: yield buf
 
 # %% ../nbs/11_index.ipynb #5b17bfc9
@@ -142,11 +145,15 @@ def detect_columns(schema, columns: Optional[dict] = None) -> tuple[dict, dict, 
     names, m, picked, problems = list(schema.names), dict(columns or {}), {}, []
     for role in ROLES:
         if role in m: continue
-        if role in names: m[role] = role; continue
+        if role in names:
+            m[role] = role
+            continue
         taken = set(m.values())
         cands = [n for n in names if n.lower() in COLUMN_NAMES[role] and n not in taken and _fits(role, schema.field(n).type)]
         if role == "vector" and not cands: cands = [n for n in names if n not in taken and _fits("vector", schema.field(n).type)]
-        if len(cands) == 1: m[role] = picked[role] = cands[0]; continue
+        if len(cands) == 1:
+            m[role] = picked[role] = cands[0]
+            continue
         m[role] = None
         if cands: problems.append(f"the {role} column is ambiguous: it could be {', '.join(cands)} (--column {role}=<one of them>)")
         elif role in ("id", "text", "vector"):
@@ -220,7 +227,8 @@ def limit_malloc_arenas(n: int = MALLOC_ARENAS) -> bool:
 @patch(cls_method=True)
 def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex:
     "The ragbench table `table`, created (with its sidecar) if missing; the caller holds `table_lock(db_dir, table)`."
-    db = _connect(db_dir); side = _read_sidecar(db_dir, table)
+    db = _connect(db_dir)
+    side = _read_sidecar(db_dir, table)
     exists = table in _table_names(db)
     if exists and side is None:
         raise IndexSchemaError(f"table '{table}' in {db_dir} was not built by ragbench (no {table}.ragbench.json); "
@@ -239,8 +247,10 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
           vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
           write_rows: int = WRITE_ROWS) -> ChunkIndex:
     "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`)."
-    emb = make_embedder(embedder); limit_malloc_arenas()
-    chunks = iter(chunks); first = list(itertools.islice(chunks, batch_size))   # a load error surfaces here, before any write
+    emb = make_embedder(embedder)
+    limit_malloc_arenas()
+    chunks = iter(chunks)
+    first = list(itertools.islice(chunks, batch_size))  # a load error surfaces here, before any write
     db_dir = db_location(db_dir)
     if not first and not (db_exists(db_dir) and table in _table_names(_connect(db_dir))):
         raise IndexSchemaError(f"no chunks to index; nothing was created in {db_dir}")
@@ -357,7 +367,8 @@ def upsert(self: ChunkIndex, chunks: Sequence[Chunk], vectors: Optional[np.ndarr
     "Store the chunks whose ids are not in the table yet in one `merge_insert` on the id (stored rows are kept); returns how many were inserted."
     firsts = {}
     for i, c in enumerate(chunks): firsts.setdefault(c.id, i)
-    keep = sorted(firsts.values()); chunks = [chunks[i] for i in keep]
+    keep = sorted(firsts.values())
+    chunks = [chunks[i] for i in keep]
     if not chunks: return 0
     vecs = self.embedder.encode([c.text for c in chunks]) if vectors is None else np.asarray(vectors)[keep]
     mi = self.tbl.merge_insert(self.columns["id"]).when_not_matched_insert_all()
@@ -421,7 +432,8 @@ def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: Optional[int
     "Embed the chunks' texts one model batch (or `step`) at a time, moving the progress `bar` after each (so it moves every few seconds)."
     parts, step = [], step or getattr(self.embedder, "batch_size", 64)
     for part in _batched(chunks, step):
-        parts.append(self.embedder.encode([c.text for c in part])); bar.update(len(part))
+        parts.append(self.embedder.encode([c.text for c in part]))
+        bar.update(len(part))
     return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
 @dataclass
@@ -436,7 +448,8 @@ class PendingRows:
     def put(self, chunks: list[Chunk], vecs: np.ndarray) -> None:
         "Gather one batch of chunks and their vectors."
         if not self.items: self.since = time.monotonic()
-        self.items.append((chunks, vecs)); self.rows += len(chunks)
+        self.items.append((chunks, vecs))
+        self.rows += len(chunks)
 
     def due(self) -> bool:
         "Whether to write them now: `limit` of them, or the first was gathered `seconds` ago."
@@ -447,9 +460,12 @@ def _write_pending(self: ChunkIndex, pending: PendingRows, st: dict, force: bool
     "Store the gathered chunks when due (or `force`), counted in `st`: one append (`append`: the build holds the lock), else one `upsert`."
     if not pending.items or not (force or pending.due()): return
     chunks, vecs = [c for cs, _ in pending.items for c in cs], np.concatenate([v for _, v in pending.items])
-    if append: self.tbl.add(self._arrow(chunks, vecs)); n = len(chunks)
+    if append:
+        self.tbl.add(self._arrow(chunks, vecs))
+        n = len(chunks)
     else: n = self.upsert(chunks, vecs)
-    st["added"] += n; st["existing"] += len(chunks) - n      # another writer stored the rest first
+    st["added"] += n
+    st["existing"] += len(chunks) - n  # another writer stored the rest first
     pending.items, pending.rows = [], 0
 
 @patch
@@ -473,7 +489,8 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
             new = _new_in_batch(batch, stored, new_ids, st)
             if new: pending.put(new, self.embed_counted(new, bar))
             self._write_pending(pending, st, append=append)
-            bar.update(len(batch) - len(new)); bar.set_postfix(added=st["added"], refresh=False)
+            bar.update(len(batch) - len(new))
+            bar.set_postfix(added=st["added"], refresh=False)
         self._write_pending(pending, st, force=True, append=append)
     finally:
         bar.close()
@@ -512,10 +529,12 @@ def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embed
     db_dir = db_location(db_dir)
     if not db_exists(db_dir):
         raise IndexSchemaError(f"no LanceDB database at {db_dir} (build one with: ragbench index SOURCE --db {db_dir})")
-    db = _connect(db_dir); names = _table_names(db)
+    db = _connect(db_dir)
+    names = _table_names(db)
     if table not in names:
         raise IndexSchemaError(f"no table '{table}' in {db_dir}; tables there: {', '.join(names) or 'none'}")
-    tbl = db.open_table(table); side = _read_sidecar(db_dir, table)
+    tbl = db.open_table(table)
+    side = _read_sidecar(db_dir, table)
     if not allow_empty and tbl.count_rows() == 0:
         raise IndexSchemaError(f"table '{table}' in {db_dir} is empty (left by a failed or interrupted index?); fill it with: "
                                f"ragbench index SOURCE --db {db_dir}" + (f" --table {table}" if table != "chunks" else ""))
@@ -551,7 +570,8 @@ def _select(self: ChunkIndex, vector: bool = False) -> list[str]:
 @patch
 def _chunk(self: ChunkIndex, row: dict) -> Chunk:
     "A Chunk from a table row."
-    c = self.columns; cid = str(row[c["id"]])
+    c = self.columns
+    cid = str(row[c["id"]])
     if c["meta"]:
         m = row.get(c["meta"])
         meta = json.loads(m) if isinstance(m, str) and m else (dict(m) if isinstance(m, dict) else {})
@@ -570,7 +590,8 @@ def _hit(self: ChunkIndex, row: dict, score: float) -> Hit:
 @patch
 def _has_text(self: ChunkIndex, row: dict) -> bool:
     "Whether a row's text column holds a passage (not null, not blank)."
-    t = row.get(self.columns["text"]); return isinstance(t, str) and bool(t.strip())
+    t = row.get(self.columns["text"])
+    return isinstance(t, str) and bool(t.strip())
 
 @patch
 def _fetch_until(self: ChunkIndex, fetch, n: int, enough) -> list:
@@ -599,7 +620,8 @@ def _key(self: ChunkIndex, i: Any) -> Any:
 @patch
 def _rows(self: ChunkIndex, ids: Iterable, vector: bool = False) -> dict:
     "Rows for `ids` keyed by id (as a string), fetched 500 at a time."
-    idcol = self.columns["id"]; out = {}
+    idcol = self.columns["id"]
+    out = {}
     for part in _batched(sorted({self._key(i) for i in ids}), 500):
         where = f"`{idcol}` IN ({', '.join(_quote(i) for i in part)})"
         for r in self.tbl.search().where(where).select(self._select(vector)).limit(None).to_list():
@@ -704,7 +726,9 @@ def _vectors_for(self: ChunkIndex, new: list[Chunk], texts: StoredTexts, bar, st
     vecs, fv = np.zeros((len(new), self.dim), dtype=np.float32), iter(self.embed_counted(fresh, bar))
     for i in range(len(new)):
         vecs[i] = rows[reuse[i]][self.columns["vector"]] if i in reuse else next(fv)
-    st["embedded"] += len(fresh); st["reused"] += len(reuse); bar.update(len(reuse))
+    st["embedded"] += len(fresh)
+    st["reused"] += len(reuse)
+    bar.update(len(reuse))
     return vecs
 
 ChunkIndex._vectors_for = _vectors_for
@@ -846,7 +870,8 @@ def sample_positions(population: int, k: int, seed: int = 0, first: Optional[int
     moved, out = {}, []                       # the pool's swaps, kept only where a position was moved
     for i in range(first):
         j = rng._randbelow(population - i)
-        out.append(moved.get(j, j)); moved[j] = moved.pop(population - i - 1, population - i - 1)
+        out.append(moved.get(j, j))
+        moved[j] = moved.pop(population - i - 1, population - i - 1)
     return out
 
 @patch
@@ -898,7 +923,9 @@ def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False)
 @patch
 def ensure_fts(self: ChunkIndex, log=None) -> bool:
     "Make BM25 search ready: a ragbench table gets its full-text index; a user's table is never written (an in-memory copy of its ids and texts is indexed instead)."
-    if self._fts_ready or self._has_fts(): self._fts_ready = True; return False
+    if self._fts_ready or self._has_fts():
+        self._fts_ready = True
+        return False
     from lancedb.index import FTS
     say = log or (lambda m: print(m, file=sys.stderr))
     if _read_sidecar(self.db_dir, self.table_name) is None:
@@ -944,7 +971,8 @@ def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict
     rows = {str(r[idcol]): r for r in sparse} | {str(r[idcol]): r for r in dense}
     cos = {str(r[idcol]): 1.0 - r["_distance"] for r in dense}
     for r in sparse:                   # a BM25-only row gets its cosine from its stored vector
-        v = np.asarray(r[vcol], dtype=np.float32); nv = float(np.linalg.norm(v) * np.linalg.norm(qv))
+        v = np.asarray(r[vcol], dtype=np.float32)
+        nv = float(np.linalg.norm(v) * np.linalg.norm(qv))
         cos.setdefault(str(r[idcol]), float(v @ qv) / nv if nv else 0.0)
     fused = fuse_hybrid(cos, {str(r[idcol]): r["_score"] for r in sparse}, w)
     return sorted(((rows[k], f) for k, f in fused.items()), key=lambda x: -x[1])
@@ -966,7 +994,8 @@ def search(self: ChunkIndex, query: str, k: int = 5, mode: str = "dense", exclud
     "The top-k chunks for `query` by dense, BM25 or hybrid (weighted fusion) search, minus `exclude_ids`."
     if mode not in SEARCH_MODES: raise ValueError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     if not isinstance(query, str) or not query.strip(): raise ValueError("the query is empty")
-    ex = {str(i) for i in exclude_ids}; idcol = self.columns["id"]
+    ex = {str(i) for i in exclude_ids}
+    idcol = self.columns["id"]
     if k <= 0 or len(self) == 0: return []
     qv = None if mode == "bm25" else self.embedder.encode([query])[0]
     w = self.dense_weight if dense_weight is None else dense_weight
@@ -1000,7 +1029,8 @@ def parse_columns(items: Union[Iterable[str], dict, None]) -> dict:
     out = {}
     for it in items or []:
         if "=" not in it: raise UserError(f"--column expects ROLE=NAME (roles: {', '.join(ROLES)}), got {it!r}")
-        k, v = it.split("=", 1); out[k.strip()] = v.strip()
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
     return out
 
 def _saved_index(run_dir) -> dict:

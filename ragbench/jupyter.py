@@ -23,7 +23,8 @@ def encrypt_kernels(config) -> bool:
 def kernel_config():
     "A traitlets `Config` for kernel managers with encrypted kernel sockets (CurveZMQ, else Unix sockets)."
     from traitlets.config import Config
-    c = Config(); encrypt_kernels(c)
+    c = Config()
+    encrypt_kernels(c)
     return c
 
 # %% ../nbs/07_jupyter.ipynb #d90889be

@@ -48,7 +48,8 @@ class ShortcutView:
         self.body, self.message = styled(W.HTML(), f"rb-{self.name}-row"), W.HTML()
         def btn(label, key):
             b = styled(W.Button(description=label), f"rb-{self.name}-{key}")
-            b.on_click(lambda _: self.press(key)); return b
+            b.on_click(lambda _: self.press(key))
+            return b
         self.buttons = [btn(f"{l} ({k})", k) for k, l in self.keys]
         self.field = styled(W.Text(placeholder=f"shortcuts: click, then {self.placeholder}", continuous_update=True), "rb-keys")
         self.field.observe(self._on_key, names="value")
@@ -59,7 +60,8 @@ class ShortcutView:
         "Do what `key` does in the queue, then redraw."
         done = self.q.key(key)
         self.message.value = f"<span class='rb-msg'>{html.escape(done or '')}</span>"
-        self.refresh(); return done
+        self.refresh()
+        return done
 
     def _on_key(self, change):
         known = self.shortcuts()

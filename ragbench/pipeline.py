@@ -51,7 +51,8 @@ def _step(s, where: str, base: Path) -> dict:
 
 def load_pipeline_config(path: Union[str, Path]) -> dict:
     "Read and check a pipeline config: {out, parameters, steps: [{name, notebook, parameters}]}."
-    path = Path(path); cfg = _read_yaml(path)
+    path = Path(path)
+    cfg = _read_yaml(path)
     raw = cfg.get("steps")
     if isinstance(raw, dict): raw = [{"name": k, **(v or {})} for k, v in raw.items()]
     if not raw or not isinstance(raw, list): raise ConfigError(f"{path}: field 'steps' must be a non-empty list")
@@ -84,7 +85,9 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
     for i, s in enumerate(cfg["steps"], 1):
         prev = load_state(run)["steps"].get(s["name"])
         if prev and prev.get("status") == "completed" and not force:
-            log(f"[{i}/{n}] {s['name']}: already completed, skipped"); recs.append(prev); continue
+            log(f"[{i}/{n}] {s['name']}: already completed, skipped")
+            recs.append(prev)
+            continue
         log(f"[{i}/{n}] {s['name']}: {'resuming' if prev and not force else 'running'} {find_notebook(s['notebook']).name} -> "
             f"{run.path / 'notebooks' / (s['name'] + '.ipynb')}")
         t0 = time.time()
@@ -122,8 +125,12 @@ def pipeline_command(
     ray: Optional[str] = None,  # run the steps that take it on a Ray cluster: 'local', 'auto' or HOST:PORT (pip install -e ".[ray]")
 ) -> int:
     "Run the steps of a YAML pipeline config, each a papermill-executed notebook, into one run directory; re-running resumes."
-    if example: print(EXAMPLE_PIPELINE, end=""); return 0
+    if example:
+        print(EXAMPLE_PIPELINE, end="")
+        return 0
     if not config: raise ConfigError("a config file is required (ragbench pipeline --example prints one)")
     try: run_pipeline(config, out, force=force, progress=progress, ray=ray)
-    except NotebookFailed as e: print(f"ragbench pipeline: {e}", file=sys.stderr); return 1
+    except NotebookFailed as e:
+        print(f"ragbench pipeline: {e}", file=sys.stderr)
+        return 1
     return 0

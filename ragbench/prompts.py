@@ -117,8 +117,11 @@ def _template_regex(template: str) -> Optional[re.Pattern]:
     for lit, fld, spec, conv in string.Formatter().parse(template):
         out.append(re.escape(lit))
         if fld is None: continue
-        if not fld.isidentifier() or spec or conv: out.append(".*?"); continue
-        out.append(f"(?P={fld})" if fld in seen else f"(?P<{fld}>.*?)"); seen.add(fld)
+        if not fld.isidentifier() or spec or conv:
+            out.append(".*?")
+            continue
+        out.append(f"(?P={fld})" if fld in seen else f"(?P<{fld}>.*?)")
+        seen.add(fld)
     try: return re.compile("".join(out), re.S)
     except re.error: return None
 
@@ -136,8 +139,12 @@ def match_rendered(text: str) -> Optional[tuple[str, dict]]:
 def override_prompt(name: str, template: Optional[str] = None, system: Optional[str] = None) -> None:
     "Override the user `template` and/or `system` text of prompt `name` (may precede its registration)."
     ov = dict(_OVERRIDES.get(name, {}))
-    if template is not None: template_variables(template, name); ov["template"] = template
-    if system is not None: template_variables(system, name); ov["system"] = system
+    if template is not None:
+        template_variables(template, name)
+        ov["template"] = template
+    if system is not None:
+        template_variables(system, name)
+        ov["system"] = system
     if ov: _OVERRIDES[name] = ov
 
 def set_stand_in(name: str, rules: dict) -> PromptTemplate:

@@ -96,7 +96,8 @@ def demo_run_dir(path, *, overwrite: bool = False) -> Path:
     if (run / "dataset.jsonl").exists() and not overwrite: return run.path
     accepted, rejected = demo_items()
     run.write("chunks.jsonl", "".join(c.to_json() + "\n" for c in demo_chunks()))
-    Dataset(accepted).write(run / "dataset.jsonl"); Dataset(rejected).write(run / "rejected.jsonl")
+    Dataset(accepted).write(run / "dataset.jsonl")
+    Dataset(rejected).write(run / "rejected.jsonl")
     return run.path
 
 # %% ../nbs/60_review.ipynb #ef7c7d4c
@@ -109,7 +110,9 @@ def load_items(run_dir, sources: Sequence[str] = SOURCES) -> list[QAItem]:
     run, out, seen = RunDir(run_dir), [], set()
     for name in sources:
         for it in run.read(name, QAItem):
-            if it.id not in seen: seen.add(it.id); out.append(it)
+            if it.id not in seen:
+                seen.add(it.id)
+                out.append(it)
     return out
 
 # %% ../nbs/60_review.ipynb #d89bd17d
@@ -148,14 +151,16 @@ def write_reviewed(run_dir, items: Optional[list[QAItem]] = None, reviews: Optio
     done = apply_reviews(items, reviews)
     kept = [it for it in done if it.status in ("accepted", "draft")]      # a stand-in's draft stays a draft
     dropped = [it for it in done if it.status not in ("accepted", "draft")]
-    Dataset(kept).write(run / out); Dataset(dropped).write(run / rejected_out)
+    Dataset(kept).write(run / out)
+    Dataset(dropped).write(run / rejected_out)
     return {"accepted": len(kept), "rejected": len(dropped), "reviewed": len({r["item_id"] for r in reviews} & known),
             "unknown_item_reviews": sum(r["item_id"] not in known for r in reviews)}
 
 # %% ../nbs/60_review.ipynb #a446a852
 def run_index_spec(run_dir) -> Optional[dict]:
     "How to open the index a run was built on: {db, table, columns, embedder} from RUN/db or the run's manifest, or None."
-    run = Path(run_dir); m = RunDir(run).manifest() if (run / "manifest.json").exists() else {}
+    run = Path(run_dir)
+    m = RunDir(run).manifest() if (run / "manifest.json").exists() else {}
     idx, corpus = m.get("index") or {}, m.get("corpus") or {}
     db = run / "db" if (run / "db").is_dir() else Path(idx.get("db") or corpus.get("db") or run / "db")
     if not db.is_dir(): return None
@@ -164,7 +169,8 @@ def run_index_spec(run_dir) -> Optional[dict]:
 
 def run_index_dir(run_dir) -> Optional[Path]:
     "The LanceDB folder a run was built on: RUN/db, else the `db` in its manifest (if that folder exists)."
-    spec = run_index_spec(run_dir); return spec["db"] if spec else None
+    spec = run_index_spec(run_dir)
+    return spec["db"] if spec else None
 
 # %% ../nbs/60_review.ipynb #4e64d561
 def index_lookup(index) -> Callable[[Sequence[str]], dict]:
@@ -264,12 +270,14 @@ class ReviewQueue:
 
     def decision(self, item_id: str) -> Optional[str]:
         "The latest human decision on an item, or None."
-        r = self.latest.get(item_id); return r["decision"] if r else None
+        r = self.latest.get(item_id)
+        return r["decision"] if r else None
 
 # %% ../nbs/60_review.ipynb #30706da9
 def check_edit(item: QAItem, question: Optional[str], answer: Optional[str]) -> tuple[Optional[str], Optional[str]]:
     "The (question, answer) an edit changes (None: unchanged); raises ValueError for an empty or impossible edit."
-    question = (question or "").strip() or None; answer = (answer or "").strip() or None
+    question = (question or "").strip() or None
+    answer = (answer or "").strip() or None
     if question == item.question: question = None
     if answer == item.answer: answer = None
     if answer is not None and not item.answerable:
@@ -313,7 +321,8 @@ def reload(self: ReviewQueue) -> list[str]:
     "Read the run's items again (items generated into it since); keeps the filters and the current item; returns the new ids."
     cur, new = self.current.id if self.current else None, [it for it in load_items(self.run.path, self.sources) if it.id not in self.by_id]
     if not new: return []
-    self.items += new; self.by_id.update({it.id: it for it in new})
+    self.items += new
+    self.by_id.update({it.id: it for it in new})
     self.order = [it.id for it in self.items if self.matches(it, **self.filters)]
     self.pos = self.order.index(cur) if cur in self.order else 0
     if self.sync: write_reviewed(self.run.path, self.items, self.reviews, sources=self.sources)
@@ -367,7 +376,9 @@ def next_undecided(self: ReviewQueue, from_start: bool = False) -> Optional[QAIt
     n, start = len(self.order), 0 if from_start else self.pos + 1
     for j in range(n):
         i = (start + j) % n
-        if self.decision(self.order[i]) is None: self.pos = i; return self.current
+        if self.decision(self.order[i]) is None:
+            self.pos = i
+            return self.current
     return self.current
 
 # %% ../nbs/60_review.ipynb #23a4bb29
@@ -462,8 +473,10 @@ def accept_reject_stats(judge_accept: Sequence[bool], human_accept: Sequence[boo
     "Judge vs human accept/reject: precision and recall of accepts and of rejects, false-rejection rate, agreement."
     if len(judge_accept) != len(human_accept): raise ValueError("judge and human lists differ in length")
     pairs = list(zip(map(bool, judge_accept), map(bool, human_accept)))
-    tp = sum(j and h for j, h in pairs); fp = sum(j and not h for j, h in pairs)
-    fn = sum(not j and h for j, h in pairs); tn = sum(not j and not h for j, h in pairs)
+    tp = sum(j and h for j, h in pairs)
+    fp = sum(j and not h for j, h in pairs)
+    fn = sum(not j and h for j, h in pairs)
+    tn = sum(not j and not h for j, h in pairs)
     return {"n": len(pairs), "agreement": ratio(tp + tn, len(pairs)),
             "accept_precision": ratio(tp, tp + fp), "accept_recall": ratio(tp, tp + fn),
             "reject_precision": ratio(tn, tn + fn), "reject_recall": ratio(tn, tn + fp),

@@ -141,7 +141,8 @@ def record_index_db(out, db) -> None:
     "Add the index's LanceDB folder (absolute) to the manifest's `index`, so a review of the run finds its chunk texts."
     from ragbench.core import RunDir, RunLock
     with RunLock(out):
-        run = RunDir(out); run.write_manifest(index={**(run.manifest().get("index") or {}), "db": str(Path(db).resolve())})
+        run = RunDir(out)
+        run.write_manifest(index={**(run.manifest().get("index") or {}), "db": str(Path(db).resolve())})
 
 # %% ../nbs/19_spine.ipynb #6fbf44d0
 @dataclass

@@ -41,7 +41,9 @@ def _paragraph_units(para: str) -> list[str]:
     "The lines of a paragraph joined into units, a list item starting a new one."
     units, buf = [], []
     for line in para.splitlines():
-        if _ITEM_RE.match(line) and buf: units.append(" ".join(buf)); buf = []
+        if _ITEM_RE.match(line) and buf:
+            units.append(" ".join(buf))
+            buf = []
         buf.append(line.strip())
     return units + ([" ".join(buf)] if buf else [])
 
@@ -94,7 +96,9 @@ def _pieces(ws: list[str]) -> list[list[str]]:
     out, cur = [], []
     for i, w in enumerate(ws):
         cur.append(w)
-        if w.endswith(".") and i + 1 < len(ws) and not_a_name(clean_name(ws[i + 1])): out.append(cur); cur = []
+        if w.endswith(".") and i + 1 < len(ws) and not_a_name(clean_name(ws[i + 1])):
+            out.append(cur)
+            cur = []
     return out + ([cur] if cur else [])
 
 def _spans(text: str) -> list[tuple[list[str], bool]]:
@@ -104,7 +108,9 @@ def _spans(text: str) -> list[tuple[list[str], bool]]:
     for m in _SPAN_RE.finditer(text):
         for i, ws in enumerate(_pieces(m.group(0).split())):
             opener = i > 0 or m.start() in starts
-            while ws and (not_a_name(clean_name(ws[0])) or ws[0][0].islower()): ws.pop(0); opener = False
+            while ws and (not_a_name(clean_name(ws[0])) or ws[0][0].islower()):
+                ws.pop(0)
+                opener = False
             if ws: out.append((ws, opener))
     return out
 

@@ -77,7 +77,8 @@ def highlight(text: str, spans: Iterable[str], tag: str = "mark") -> str:
         else: merged.append([a, b])
     out, last = [], 0
     for a, b in merged:
-        out += [html.escape(text[last:a]), f"<{tag}>", html.escape(text[a:b]), f"</{tag}>"]; last = b
+        out += [html.escape(text[last:a]), f"<{tag}>", html.escape(text[a:b]), f"</{tag}>"]
+        last = b
     return "".join(out + [html.escape(text[last:])])
 
 # %% ../nbs/61_widgets.ipynb #637ba920
@@ -188,7 +189,8 @@ def table_line(values: Sequence) -> str:
     "One fixed-width line of the item table."
     cells = []
     for (_, w), v in zip(TABLE_COLUMNS, values):
-        s = str(v); cells.append(s[: w - 1] + "…" if len(s) > w else s.ljust(w))
+        s = str(v)
+        cells.append(s[: w - 1] + "…" if len(s) > w else s.ljust(w))
     return " ".join(cells).rstrip()
 
 # %% ../nbs/61_widgets.ipynb #531810ac
@@ -298,7 +300,8 @@ def _build_actions(self: ReviewQueueView, queue):
     "The action bar: previous, accept, reject, edit & accept, next, the shortcut box and the message line."
     def btn(label, cls, style, fn):
         b = styled(W.Button(description=label, button_style=style, layout=W.Layout(width="auto")), cls)
-        b.on_click(lambda _: self._do(fn)); return b
+        b.on_click(lambda _: self._do(fn))
+        return b
     self.b_prev, self.b_next = btn("◀ prev (p)", "rb-prev", "", queue.prev), btn("next (n) ▶", "rb-next", "", queue.next)
     self.b_accept = btn("Accept (a)", "rb-accept", "success", lambda: queue.accept(note=self.note.value, scores=self._scores()))
     self.b_reject = btn("Reject (r)", "rb-reject", "danger", lambda: queue.reject(note=self.note.value, scores=self._scores()))
@@ -319,14 +322,16 @@ def _scores(self: ReviewQueueView) -> Optional[dict]:
 # %% ../nbs/61_widgets.ipynb #15aaeccb
 @patch
 def _refilter(self: ReviewQueueView):
-    self.q.filter(**{k: w.value for k, w in self.filters.items()}); self.refresh()
+    self.q.filter(**{k: w.value for k, w in self.filters.items()})
+    self.refresh()
 
 # %% ../nbs/61_widgets.ipynb #fb48fdad
 @patch
 def _on_pick(self: ReviewQueueView, change):
     "A click on a line of the item table opens that item."
     if self._picking or change["new"] is None or change["new"] not in self.q.order: return
-    self.q.goto(self.q.order.index(change["new"])); self.refresh()
+    self.q.goto(self.q.order.index(change["new"]))
+    self.refresh()
 
 # %% ../nbs/61_widgets.ipynb #481f2178
 @patch
@@ -366,7 +371,9 @@ def refresh(self: ReviewQueueView):
         self.table.value = it.id if it else None
     finally: self._picking = False
     if self.calibration is not None: self.calibration.value = calibration_html(JudgeCalibration.from_queue(self.q))
-    if it is None: self.head.value = self.body.value = ""; return
+    if it is None:
+        self.head.value = self.body.value = ""
+        return
     self.head.value = item_head_html(it, self.q.latest.get(it.id))
     self.body.value = item_body_html(it, self.q.contexts(it))
     self.question.value, self.answer.value = it.question, it.answer
@@ -459,22 +466,31 @@ def _changed(self: SeedPicker):
 
 # %% ../nbs/61_widgets.ipynb #9452d9b8
 @patch
-def tick(self: SeedPicker, chunk_id: str) -> None: self._ticked[chunk_id] = None; self._changed()
+def tick(self: SeedPicker, chunk_id: str) -> None:
+    self._ticked[chunk_id] = None
+    self._changed()
 
 # %% ../nbs/61_widgets.ipynb #fb51b616
 @patch
-def untick(self: SeedPicker, chunk_id: str) -> None: self._ticked.pop(chunk_id, None); self._changed()
+def untick(self: SeedPicker, chunk_id: str) -> None:
+    self._ticked.pop(chunk_id, None)
+    self._changed()
 
 # %% ../nbs/61_widgets.ipynb #5a7d3e27
 @patch
-def clear(self: SeedPicker) -> None: self._ticked.clear(); self._changed()
+def clear(self: SeedPicker) -> None:
+    self._ticked.clear()
+    self._changed()
 
 # %% ../nbs/61_widgets.ipynb #aa864cb2
 @patch
 def toggle(self: SeedPicker, chunk_id: str) -> bool:
     "Tick or untick `chunk_id`; returns whether it is ticked now."
-    if chunk_id in self._ticked: self.untick(chunk_id); return False
-    self.tick(chunk_id); return True
+    if chunk_id in self._ticked:
+        self.untick(chunk_id)
+        return False
+    self.tick(chunk_id)
+    return True
 
 # %% ../nbs/61_widgets.ipynb #267fea40
 def seeds_summary_html(picker: SeedPicker) -> str:
@@ -489,7 +505,8 @@ def seeds_summary_html(picker: SeedPicker) -> str:
 # %% ../nbs/61_widgets.ipynb #601003ee
 def chunk_detail_html(picker: SeedPicker, chunk_id: str) -> str:
     "A chunk in full with its nearest neighbours (label, score, opening)."
-    b = picker.browse(chunk_id); c = b["chunk"]
+    b = picker.browse(chunk_id)
+    c = b["chunk"]
     return (CSS + f"<div class='rb-item'><b>{html.escape(chunk_label(c))}</b><div class='rb-chunk rb-gold'>{html.escape(c.text)}</div>"
             "<b>Neighbours</b>" + "".join(f"<div class='rb-chunk'>{badges(f'{h.score:.2f}', chunk_label(h))} "
                                           f"{html.escape(h.text[:240])}</div>" for h in b["neighbours"]) + "</div>")
@@ -532,7 +549,8 @@ class SeedPickerView:
         cb = styled(W.Checkbox(value=self.p.is_ticked(hit.chunk_id), description=f"{chunk_label(hit)} · {hit.score:.2f}",
                                indent=False, layout=W.Layout(width="260px")), "rb-seed-tick")
         def on(ch):
-            (self.p.tick if ch["new"] else self.p.untick)(hit.chunk_id); self.summary.value = seeds_summary_html(self.p)
+            (self.p.tick if ch["new"] else self.p.untick)(hit.chunk_id)
+            self.summary.value = seeds_summary_html(self.p)
         cb.observe(on, names="value")
         more = W.Button(description="show", layout=W.Layout(width="auto", flex="0 0 auto"))
         more.on_click(lambda _: setattr(self.detail, "value", chunk_detail_html(self.p, hit.chunk_id)))
@@ -560,8 +578,10 @@ def run_triad_config(run_dir):
 def generate_from_seeds(picker: SeedPicker, llms, cfg=None, run_dir=None, **kw):
     "Run (or resume) TRIAD on the ticked seeds the run has not tried: the target rises by their number, so ticks after a first run are used."
     from ragbench.triad import run_triad
-    run_dir = Path(run_dir or picker.run_dir); cfg = cfg or run_triad_config(run_dir)
-    recs = seed_records_of(run_dir); tried = [r["seed"] for r in recs]
+    run_dir = Path(run_dir or picker.run_dir)
+    cfg = cfg or run_triad_config(run_dir)
+    recs = seed_records_of(run_dir)
+    tried = [r["seed"] for r in recs]
     new = [s for s in picker.seed_ids if s not in set(tried)]
     if not new:
         raise ValueError(f"every ticked seed ({len(picker.seed_ids)}) was tried in {run_dir} already"
@@ -690,7 +710,9 @@ def neighbour_id(self: BridgeInspector) -> Optional[str]: return self._neighbour
 def topic(self: BridgeInspector) -> Optional[str]:
     "The user's topic, else the automatic one, else the first name shared with a user-chosen neighbour."
     if self._topic: return self._topic
-    if self._neighbour: s = self.shared(self._neighbour); return s[0] if s else None
+    if self._neighbour:
+        s = self.shared(self._neighbour)
+        return s[0] if s else None
     return self.auto_topic
 
 # %% ../nbs/61_widgets.ipynb #ab41fb78
@@ -788,7 +810,9 @@ def names_html(names: Sequence[str], shared: Sequence[str], limit: int = 8) -> s
 # %% ../nbs/61_widgets.ipynb #6f25899e
 def bridge_html(inspector: BridgeInspector) -> str:
     "Topic and reason, a table of neighbours with their names, the seed beside the chosen neighbour, the rest collapsed."
-    bi = inspector; rows = bi.rows(); shared = bi.shared(bi.neighbour_id) if bi.neighbour_id else []
+    bi = inspector
+    rows = bi.rows()
+    shared = bi.shared(bi.neighbour_id) if bi.neighbour_id else []
     t = ["<table><tr><th></th><th>neighbour</th><th>score</th><th>shared with the seed · other names</th></tr>"]
     t += [f"<tr><td>{'▶' if r['chosen'] else ''}</td><td>{html.escape(r['label'])}</td><td>{r['score']:.2f}</td>"
           f"<td>{names_html(r['entities'], r['shared'])}</td></tr>" for r in rows]
@@ -816,7 +840,8 @@ class BridgeInspectorView:
         self.topic = styled(W.Text(value=bi._topic or "", placeholder=bi.auto_topic or "type a bridge topic", description="topic"),
                             "rb-bridge-topic")
         self.view, self.result = W.HTML(bridge_html(bi)), styled(W.HTML(), "rb-bridge-result")
-        self.neighbour.observe(self.update, names="value"); self.topic.observe(self.update, names="value")
+        self.neighbour.observe(self.update, names="value")
+        self.topic.observe(self.update, names="value")
         kids = [W.HBox([self.neighbour, self.topic]), self.view]
         if run_dir is not None and llms is not None:
             self.kind = W.Dropdown(options=list(getattr(cfg, "types", None) or ["comparison", "intersection", "composition"]),
@@ -830,7 +855,8 @@ class BridgeInspectorView:
 
     def update(self, _=None):
         "Apply the dropdown and the topic box to the inspector and redraw."
-        self.bi.choose_neighbour(self.neighbour.value); self.bi.set_topic(self.topic.value)
+        self.bi.choose_neighbour(self.neighbour.value)
+        self.bi.set_topic(self.topic.value)
         self.view.value = bridge_html(self.bi)
 
 # %% ../nbs/61_widgets.ipynb #9415a9b4

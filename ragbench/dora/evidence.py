@@ -255,7 +255,8 @@ class CrossEncoderEntailment:
     def model(self):
         "The cross-encoder, loaded on first use (offline, by path)."
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             from sentence_transformers import CrossEncoder
             self._model = CrossEncoder(self.path, device="cpu")
         return self._model
@@ -266,7 +267,8 @@ class CrossEncoderEntailment:
         if not pairs: return []
         logits = np.asarray(self.model.predict([(p[0], p[1]) for p in pairs], batch_size=self.batch_size), dtype=float)
         logits = logits.reshape(len(pairs), -1)
-        e = np.exp(logits - logits.max(axis=1, keepdims=True)); pr = e / e.sum(axis=1, keepdims=True)
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        pr = e / e.sum(axis=1, keepdims=True)
         return [dict(zip(self.label_order, row)) for row in pr]
 
 # %% ../../nbs/30_dora.evidence.ipynb #fa5a2fa0

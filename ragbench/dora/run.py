@@ -78,7 +78,8 @@ def seed_order(style: Union[str, Style], doc_chunks: dict[str, list[Chunk]], see
     "Every usable seed chunk of `style`, documents interleaved round-robin in a seeded order."
     st = get_style(style)
     rng = random.Random(f"{seed}:{st.name}")
-    docs = sorted(doc_chunks); rng.shuffle(docs)
+    docs = sorted(doc_chunks)
+    rng.shuffle(docs)
     lists = []
     for d in docs:
         cs = [c for c in doc_chunks[d] if has_number(c.text)] if st.needs_number else list(doc_chunks[d])
@@ -118,14 +119,22 @@ def dedup_items(items: Sequence[QAItem], jaccard_at: float = 0.7, embed: Optiona
     kept, kept_idx, exact, dropped = [], [], {}, {}
     for i, it in enumerate(order):
         k, s = _qkey(it.question), sets[i]
-        if k in exact: dropped[it.id] = (exact[k], "exact"); continue
+        if k in exact:
+            dropped[it.id] = (exact[k], "exact")
+            continue
         mh = _minhash(s) if lsh is not None else None
         near = [j for j in (map(int, lsh.query(mh)) if lsh is not None else kept_idx) if s and jaccard(s, sets[j]) >= jaccard_at]
-        if near: dropped[it.id] = (order[min(near)].id, "near"); continue
+        if near:
+            dropped[it.id] = (order[min(near)].id, "near")
+            continue
         if vecs is not None and kept_idx:
             sims = vecs[kept_idx] @ vecs[i]
-            if float(sims.max()) >= cosine_at: dropped[it.id] = (order[kept_idx[int(sims.argmax())]].id, "embedding"); continue
-        exact[k] = it.id; kept.append(it); kept_idx.append(i)
+            if float(sims.max()) >= cosine_at:
+                dropped[it.id] = (order[kept_idx[int(sims.argmax())]].id, "embedding")
+                continue
+        exact[k] = it.id
+        kept.append(it)
+        kept_idx.append(i)
         if lsh is not None: lsh.insert(str(i), mh)
     return kept, dropped
 
@@ -140,7 +149,8 @@ def _round_robin(pool: list[QAItem], n: int, per_doc: Counter, max_per_doc: Opti
         for d in docs:
             if len(got) >= n or r >= len(by_doc[d]): continue
             if (max_per_doc is not None and per_doc[d] >= max_per_doc) or (max_per_doc_style is not None and r >= max_per_doc_style): continue
-            got.append(by_doc[d][r]); per_doc[d] += 1
+            got.append(by_doc[d][r])
+            per_doc[d] += 1
         r += 1
     return got
 
@@ -324,7 +334,9 @@ def generate_candidate(self: DoraMethod, task: Task) -> QAItem:
 async def run_task(self: DoraMethod, task: Task, index) -> TaskResult:
     "One task on a thread; a spent budget is remembered for the summary and stops the run."
     try: item = await asyncio.to_thread(self.generate_candidate, task)
-    except BudgetExceeded: self.stopped = "budget"; raise
+    except BudgetExceeded:
+        self.stopped = "budget"
+        raise
     ok = item.status == "accepted"
     return TaskResult(task_id=task.id, position=task.position, outcome="accepted" if ok else "rejected",
                       items=[item] if ok else [], rejected=[] if ok else [item],
@@ -378,7 +390,9 @@ def _gate_failures(cands: list[QAItem]) -> tuple[Counter, dict]:
     for it in cands:
         a = it.attempts[-1] if it.attempts else None
         if it.status == "accepted" or a is None: continue
-        for c in list((a.judge or {}).get("checks") or {}) or [a.failed_check or "unknown"]: fails[c] += 1; per[it.style][c] += 1
+        for c in list((a.judge or {}).get("checks") or {}) or [a.failed_check or "unknown"]:
+            fails[c] += 1
+            per[it.style][c] += 1
     return fails, {s: dict(c) for s, c in per.items()}
 
 # %% ../../nbs/30_dora.run.ipynb #f379d1e9
@@ -581,7 +595,8 @@ def _split_runs(index, llms: tuple, cfg: DoraConfig, out: Path, docs: tuple, max
 def _single_run(index, gen, judge, cfg: DoraConfig, out: Path, max_calls: Optional[int], kw: dict) -> int:
     "One run without splits: generate, print the summary and its caveats."
     r = run_dora(index, gen, judge, cfg, out, max_calls=max_calls, **kw)
-    _print_summary(r.summary); _print_notes(r.summary["warnings"])
+    _print_summary(r.summary)
+    _print_notes(r.summary["warnings"])
     print(f"wrote {out / 'dataset.jsonl'} and {out / 'summary.json'}")
     return 0
 
@@ -597,7 +612,8 @@ def split_warnings(train: DoraRun, test: DoraRun) -> list[str]:
 def finish_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, embed: Optional[Callable] = None,
                   ngram_at: float = 0.5, cosine_at: float = 0.95) -> int:
     "Write the combined dataset, the leakage report and the SFT export of a train/test run; 3 if leakage fails."
-    out = Path(out); run = RunDir(out)
+    out = Path(out)
+    run = RunDir(out)
     Dataset(train.items + test.items).write(out / "dataset.jsonl")
     texts = {c.id: c for c in index.get_many(sorted({i for it in train.items + test.items for i in it.gold_chunk_ids}))}
     leak = leakage_check(train.items, test.items, texts, embed=embed, ngram_at=ngram_at, cosine_at=cosine_at)
@@ -607,7 +623,9 @@ def finish_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, e
     same_gen = train.summary["models"].get("generate") == test.summary["models"].get("generate")
     run.write("summary.json", {"train": train.summary, "test": test.summary, "leakage_passed": leak["passed"],
                                "same_generator": same_gen, "warnings": ws, "sft": card})
-    _print_summary(train.summary, "train"); _print_summary(test.summary, "test"); _print_notes(ws)
+    _print_summary(train.summary, "train")
+    _print_summary(test.summary, "test")
+    _print_notes(ws)
     print(f"leakage check: {'passed' if leak['passed'] else 'FAILED'} ({out / 'leakage.json'}); SFT export in {out / 'sft'}")
     if not leak["passed"]:
         print(f"ragbench dora: leakage between train and test over threshold: {leak['reason']}", file=sys.stderr)

@@ -71,11 +71,13 @@ def judge_sample(run_dir, llm, index=None, concurrency: int = 8) -> list[dict]:
 def weighted_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)) -> Optional[float]:
     "Cohen's kappa with quadratic weights over the ordered `labels`; None when undefined (no data or no variance)."
     import numpy as np
-    labels = list(labels); ix = {l: i for i, l in enumerate(labels)}
+    labels = list(labels)
+    ix = {l: i for i, l in enumerate(labels)}
     if len(a) != len(b): raise ValueError("score lists differ in length")
     bad = [v for v in list(a) + list(b) if v not in ix]
     if bad: raise ValueError(f"score {bad[0]!r} is not one of {labels}")
-    k = len(labels); O = np.zeros((k, k))
+    k = len(labels)
+    O = np.zeros((k, k))
     for x, y in zip(a, b): O[ix[x], ix[y]] += 1
     if O.sum() == 0: return None
     W = np.subtract.outer(np.arange(k), np.arange(k)) ** 2

@@ -23,7 +23,8 @@ def _metric_matrix(rows: Sequence[dict], metric: str, where: str = "") -> tuple[
     if rows and not any(name in r["metrics"] for r in rows):
         have = sorted({k for r in rows for k in r["metrics"]})
         raise EvalError(f"{where}unknown metric '{metric}'; metrics there: {', '.join(have[:40])}")
-    items = list(dict.fromkeys(r["item_id"] for r in rows)); setups = list(dict.fromkeys(r["setup"] for r in rows))
+    items = list(dict.fromkeys(r["item_id"] for r in rows))
+    setups = list(dict.fromkeys(r["setup"] for r in rows))
     ii, si = {k: i for i, k in enumerate(items)}, {k: i for i, k in enumerate(setups)}
     x = np.full((len(items), len(setups)), np.nan)
     for r in rows:

@@ -70,7 +70,8 @@ def claim_support(claims: Sequence[ClaimCheck]) -> Optional[float]:
 
 def claim_f1(answer_claims: Sequence[ClaimCheck], reference_claims: Sequence[ReferenceClaim]) -> Optional[float]:
     "Claim F1 of an answer against the reference (RAGAS factual correctness): TP / (TP + (FP + FN) / 2); None without claims."
-    tp = sum(c.supported for c in answer_claims); fp = len(answer_claims) - tp
+    tp = sum(c.supported for c in answer_claims)
+    fp = len(answer_claims) - tp
     fn = sum(not c.covered for c in reference_claims)
     return tp / (tp + (fp + fn) / 2) if tp + fp + fn else None
 
@@ -254,7 +255,9 @@ JUDGES = Registry("judge", error=ValueError)
 
 def judge(name: str, metrics: Sequence[str], applies: Callable = lambda a: not a.expect_abstain) -> Callable:
     "Decorator: register async `f(llm, verdicts, answer)` as judge `name`, filling `metrics` where `applies(answer)`."
-    def deco(f): JUDGES.register(name, Judge(f, tuple(metrics), applies)); return f
+    def deco(f):
+        JUDGES.register(name, Judge(f, tuple(metrics), applies))
+        return f
     return deco
 
 # %% ../../nbs/40_eval.judges.ipynb #5f31461b
@@ -274,7 +277,8 @@ class Verdicts:
 
     def fail(self, judge: str, err: Optional[str], **extra) -> None:
         "Record an unparseable verdict of `judge`."
-        self.failures.append(judge); self.details[judge] = {**extra, "error": err}
+        self.failures.append(judge)
+        self.details[judge] = {**extra, "error": err}
 
 # %% ../../nbs/40_eval.judges.ipynb #0371656d
 @judge("correctness", ("correct", "correct_score"))
@@ -290,7 +294,8 @@ async def _correctness(llm, v: Verdicts, a: JudgedAnswer):
 async def _faithfulness(llm, v: Verdicts, a: JudgedAnswer):
     r, err = await ajudge(llm, "eval_faithfulness", context=a.context, question=a.question, answer=a.answer)
     if r is None: return v.fail("faithfulness", err)
-    v.metrics.update(faithful=float(r.faithful), faithful_score=claim_support(r.claims)); v.details["faithfulness"] = r.model_dump()
+    v.metrics.update(faithful=float(r.faithful), faithful_score=claim_support(r.claims))
+    v.details["faithfulness"] = r.model_dump()
 
 # %% ../../nbs/40_eval.judges.ipynb #a16c66d1
 @judge("keypoints", ("keypoint_complete", "keypoint_hallucinated", "keypoint_irrelevant"))
@@ -306,20 +311,23 @@ async def _keypoints(llm, v: Verdicts, a: JudgedAnswer):
     r, err = await ajudge(llm, "eval_keypoints_judge", question=a.question, keypoints=listing, answer=a.answer)
     shares = keypoint_shares(kps, r) if r is not None else None
     if shares is None: return v.fail("keypoints", err or f"{len(r.verdicts)} verdicts for {len(kps)} key points", keypoints=kps)
-    v.metrics.update(shares); v.details["keypoints"] = {"keypoints": kps, "verdicts": [x.verdict for x in r.verdicts]}
+    v.metrics.update(shares)
+    v.details["keypoints"] = {"keypoints": kps, "verdicts": [x.verdict for x in r.verdicts]}
 
 # %% ../../nbs/40_eval.judges.ipynb #72b5edac
 @judge("abstention", ("abstained",), applies=lambda a: a.expect_abstain)
 async def _abstention(llm, v: Verdicts, a: JudgedAnswer):
     r, err = await ajudge(llm, "eval_abstention", question=a.question, answer=a.answer)
     if r is None: return v.fail("abstention", err)
-    v.metrics["abstained"] = float(r.abstained); v.details["abstention"] = r.model_dump()
+    v.metrics["abstained"] = float(r.abstained)
+    v.details["abstention"] = r.model_dump()
 
 @judge("rubric", tuple(f"rubric_{d}" for d in RUBRIC_DIMENSIONS), applies=lambda a: not a.expect_abstain and bool(a.style))
 async def _rubric(llm, v: Verdicts, a: JudgedAnswer):
     r, err = await ajudge(llm, "eval_rubric", **rubric_vars(a.question, a.answer, a.context, a.style, a.reference))
     if r is None: return v.fail("rubric", err)
-    v.metrics.update({f"rubric_{d}": float(s) for d, s in r.scores().items()}); v.details["rubric"] = r.model_dump()
+    v.metrics.update({f"rubric_{d}": float(s) for d, s in r.scores().items()})
+    v.details["rubric"] = r.model_dump()
 
 # %% ../../nbs/40_eval.judges.ipynb #370bb0b3
 async def ajudge_answer(llm, *, question: str, reference: str, answer: str, context: Optional[str],

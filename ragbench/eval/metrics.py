@@ -20,7 +20,9 @@ def _dedup(ids: Iterable[str]) -> list[str]:
     "Ids in order with repeats removed (first occurrence wins)."
     seen, out = set(), []
     for i in ids:
-        if i not in seen: seen.add(i); out.append(i)
+        if i not in seen:
+            seen.add(i)
+            out.append(i)
     return out
 
 # %% ../../nbs/40_eval.metrics.ipynb #6717e4c8
@@ -74,7 +76,8 @@ def _at_k(retrieved: Sequence[str], gold: list, k: int) -> dict[str, Optional[fl
 def retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], top_k: Optional[int] = None,
                       ks: Sequence[int] = DEFAULT_KS) -> dict[str, Optional[float]]:
     "Metrics at each k in `ks` and at `top_k` ('@k') plus MRR; None without gold ids or when k > top_k (not applicable)."
-    gold = list(gold); out: dict[str, Optional[float]] = {}
+    gold = list(gold)
+    out: dict[str, Optional[float]] = {}
     for name, k in [(str(k), k) for k in ks] + ([("k", top_k)] if top_k else []):
         beyond = top_k is not None and k > top_k
         for fam, v in _at_k(retrieved, gold, k).items(): out[f"{fam}@{name}"] = None if beyond else v
@@ -171,7 +174,8 @@ def _bert_scorer(model: Optional[str], num_layers: int, batch_size: int):
     key = (model or default_bertscore_model(), num_layers, batch_size)
     if key not in _SCORERS:
         import os, logging
-        os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from bert_score import BERTScorer
         logging.getLogger("transformers").setLevel(logging.ERROR)
         _SCORERS[key] = BERTScorer(model_type=key[0], num_layers=num_layers, batch_size=batch_size)

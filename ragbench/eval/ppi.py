@@ -30,7 +30,9 @@ def mean_estimates(human: Sequence[float], judge_labelled: Sequence[float], judg
         return {**out, "human": None, "ppi": None, "bias": None}
     out["human"] = {"mean": float(y.mean()), **dict(zip(("lo", "hi"), _interval(*classical_mean_ci(y, alpha=alpha))))}
     out["bias"] = {"mean": float((yl - y).mean()), **dict(zip(("lo", "hi"), _interval(*classical_mean_ci(yl - y, alpha=alpha))))}
-    if len(yu) == 0: out["ppi"] = dict(out["human"]); return out
+    if len(yu) == 0:
+        out["ppi"] = dict(out["human"])
+        return out
     est = float(np.ravel(ppi_mean_pointestimate(y, yl, yu))[0])
     out["ppi"] = {"mean": est, **dict(zip(("lo", "hi"), _interval(*ppi_mean_ci(y, yl, yu, alpha=alpha))))}
     return out
@@ -102,14 +104,19 @@ class LabelQueue:
 
     def goto(self, i: int) -> dict:
         "Move to row i (clamped to the queue)."
-        self.pos = max(0, min(len(self.rows) - 1, i)); return self.current
+        self.pos = max(0, min(len(self.rows) - 1, i))
+        return self.current
 
     def key(self, k: str) -> Optional[str]:
         "Handle one keystroke (LABEL_KEYS, MOVE_KEYS); returns what it did, or None for an unknown key."
         k = (k or "").lower()
         if k in LABEL_KEYS:
-            field, value = LABEL_KEYS[k]; self.label(**{field: value}); return f"{field}={value}"
-        if k in MOVE_KEYS: self.goto(self.pos + (1 if MOVE_KEYS[k] == "next" else -1)); return MOVE_KEYS[k]
+            field, value = LABEL_KEYS[k]
+            self.label(**{field: value})
+            return f"{field}={value}"
+        if k in MOVE_KEYS:
+            self.goto(self.pos + (1 if MOVE_KEYS[k] == "next" else -1))
+            return MOVE_KEYS[k]
         return None
 
     def progress(self) -> dict:

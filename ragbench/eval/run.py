@@ -92,9 +92,14 @@ def _contexts(items: Sequence[QAItem], setup: Setup, mode: str, index, external:
             a = external[(it.id, mode)]
             c = external_context(a, index)
             if mode == "retrieved" and unanswerable_kind(it) == "context": c = build_context(it, setup, mode, index)
-            ctxs.append(c); answers.append(a.answer)
-        elif llm is None and mode != "retrieved": ctxs.append(SetupContext(skipped=RETRIEVAL_ONLY)); answers.append(None)
-        else: ctxs.append(build_context(it, setup, mode, index)); answers.append(None)
+            ctxs.append(c)
+            answers.append(a.answer)
+        elif llm is None and mode != "retrieved":
+            ctxs.append(SetupContext(skipped=RETRIEVAL_ONLY))
+            answers.append(None)
+        else:
+            ctxs.append(build_context(it, setup, mode, index))
+            answers.append(None)
     return ctxs, answers
 
 # %% ../../nbs/40_eval.run.ipynb #sys-ask01
@@ -123,7 +128,9 @@ async def _ask_system(items: Sequence[QAItem], setup: Setup, mode: str, index, s
     got = await asyncio.gather(*(_guarded(system.aask(items[i].question)) for i in ask))
     _raise_spent(got)
     for i, (reply, err) in zip(ask, got):
-        if err: ctxs[i], errors[i] = SetupContext(), err; continue
+        if err:
+            ctxs[i], errors[i] = SetupContext(), err
+            continue
         ctxs[i], maps[i], docs = _system_context(reply, index, setup.map_threshold)
         answers[i], maps[i] = reply.get("answer"), {"contexts": maps[i], "doc_ids": docs}
     return ctxs, answers, maps, errors
@@ -168,7 +175,9 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
     import asyncio
     maps: list = [None] * len(items)
     if system is not None: ctxs, answers, maps, errors = await _ask_system(items, setup, mode, index, system)
-    else: ctxs, answers = _contexts(items, setup, mode, index, external, llm); errors = [None] * len(items)
+    else:
+        ctxs, answers = _contexts(items, setup, mode, index, external, llm)
+        errors = [None] * len(items)
     scored = [i for i, c in enumerate(ctxs) if c.skipped is None and errors[i] is None]
     if not setup.external and llm is not None:
         got = await asyncio.gather(*(_guarded(_answer(llm, items[i], ctxs[i], setup)) for i in scored))
@@ -195,7 +204,9 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
         _raise_spent(got)
         for i, (res, err) in zip(answered, got):
             if err: errors[i] = err
-            else: mets[i].update(res[0]); fails[i], details[i] = res[1], res[2]
+            else:
+                mets[i].update(res[0])
+                fails[i], details[i] = res[1], res[2]
         _correctness_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], similarity)
     rows = [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details, errors)]
     for r, mp in zip(rows, maps):
@@ -316,7 +327,8 @@ def scored_dataset_version(dataset, ds: Dataset) -> str:
     from ragbench.core import dataset_version
     m = {}
     if not isinstance(dataset, Dataset) and dataset is not None:
-        p = Path(dataset); p = (p if p.is_dir() else p.parent) / "manifest.json"
+        p = Path(dataset)
+        p = (p if p.is_dir() else p.parent) / "manifest.json"
         try: m = json.loads(p.read_text()) if p.exists() else {}
         except (OSError, ValueError): m = {}
     if m.get("dataset_version"): return m["dataset_version"]
@@ -487,7 +499,10 @@ async def score_plan(plan: list, tr: TaskRun, score: Callable, batch_size: int, 
         return TaskResult(task_id=t.id, position=t.position, outcome="scored", record={"rows": rows})
     new = [0]
     def commit(r: TaskResult) -> None:
-        rows = r.record["rows"]; run.append("scores.jsonl", *rows); new[0] += len(rows); bar.update(len(rows))
+        rows = r.record["rows"]
+        run.append("scores.jsonl", *rows)
+        new[0] += len(rows)
+        bar.update(len(rows))
     stop = await tr.run(tasks, work, commit)
     return new[0], stop
 
@@ -512,7 +527,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     similarity = _similarity_embedder(similarity_model)
     if index_factory is None: setups = check_setups(setups, db)
     external, unknown = _read_external(setups, ds)
-    out = Path(out_dir); _check_out(out, ds, setups)
+    out = Path(out_dir)
+    _check_out(out, ds, setups)
     indexes = _open_indexes(setups, index_factory)
     check_gold_in_index(ds, setups, indexes)
     if llm_factory is None:               # check every LLM spec before writing anything
@@ -521,7 +537,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     with TaskRun(out, None, choose_executor(ray, in_flight=parallel_batches) or LocalExecutor(parallel_batches)) as tr:
         run, t0 = RunDir(out), time.time()
         meter = tr.open_meter("calls.jsonl", max_calls=max_calls)
-        llms = LLMPool(out / "cache", factory=llm_factory); llms.attach(meter)
+        llms = LLMPool(out / "cache", factory=llm_factory)
+        llms.attach(meter)
         judge = llms.get(judge_llm) if isinstance(judge_llm, str) else llms.attach(meter, judge_llm)
         _manifest(run, dataset, ds, setups, modes, judges, judge, unknown, max_calls)
         done = {row_key(r) for r in latest_rows(run.read("scores.jsonl")) if not r.get("error")}

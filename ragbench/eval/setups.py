@@ -194,7 +194,8 @@ def table_names(db: Union[str, Path]) -> list[str]:
     conn, names, token = lancedb.connect(str(db)), [], None
     while True:
         res = conn.list_tables(page_token=token)
-        names += list(res.tables); token = res.page_token
+        names += list(res.tables)
+        token = res.page_token
         if not token or not res.tables: return names
 
 def check_setups(setups: Sequence[Setup], db: Optional[Union[str, Path]] = None) -> list[Setup]:
@@ -218,7 +219,8 @@ def check_setups(setups: Sequence[Setup], db: Optional[Union[str, Path]] = None)
                 if path not in tables: tables[path] = table_names(path)
                 if s.table not in tables[path]: path = None
             else: path = None
-            out.append(s.model_copy(update={"db": path})); continue
+            out.append(s.model_copy(update={"db": path}))
+            continue
         path = s.db or (str(db) if db is not None else None)
         if path is None: raise SetupError(f"setup '{s.name}': no database folder (set 'db' in the setup or pass --db)")
         if not db_exists(path): raise SetupError(f"setup '{s.name}': database folder not found: {path}")
@@ -351,7 +353,8 @@ def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tupl
         if (a.item_id, a.mode) in out:   # which one to score? never the last one silently (issue 24)
             raise SetupError(f"{path}: item {a.item_id!r} (mode {a.mode}) is answered twice (records {first[(a.item_id, a.mode)]} "
                              f"and {n}); keep one answer per item and mode")
-        out[(a.item_id, a.mode)] = a; first[(a.item_id, a.mode)] = n
+        out[(a.item_id, a.mode)] = a
+        first[(a.item_id, a.mode)] = n
     return out, unknown
 
 def listed_top_k(path: Union[str, Path], default: int = 5) -> int:

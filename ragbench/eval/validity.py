@@ -136,7 +136,9 @@ class ValidityQueue:
         if k in VALIDITY_KEYS_HELP: return f"{VALIDITY_KEYS_HELP[k]}: {'valid' if self.cycle(VALIDITY_KEYS_HELP[k]) else 'invalid'}"
         if k == "v": return self.all_valid()
         if k == "s": return self.save()
-        if k in ("n", "p"): self.go(self.pos + (1 if k == "n" else -1)); return None
+        if k in ("n", "p"):
+            self.go(self.pos + (1 if k == "n" else -1))
+            return None
         return None
 
     def progress(self) -> dict:
@@ -161,7 +163,8 @@ def validity_rows(items: Sequence[QAItem], labels: dict[str, dict[str, bool]], a
             unl = [float(pred[i]) for i in pred if c not in labels.get(i, {})]
             est = share_estimates(y, [float(pred[i]) for i in lab], unl, alpha=alpha)
         else:                                                       # no judge on some items: human labels only
-            est = mean_estimates(y, y, [], alpha=alpha); est["judge"] = est["bias"] = None
+            est = mean_estimates(y, y, [], alpha=alpha)
+            est["judge"] = est["bias"] = None
         row = {"criterion": c, "n_accepted": len(items), "n_labelled": len(lab)}
         for k in ("judge", "human", "ppi", "bias"):
             e = est.get(k) or {}

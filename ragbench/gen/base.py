@@ -134,7 +134,9 @@ class PlanOrderTally:
 
     def _undo(self) -> tuple[TaskResult, list]:
         "Take the last step back; returns its result and question keys."
-        r, g, grouped, new, keys = self.steps.pop(); self.totals.pop(); del self.walked[r.task_id]
+        r, g, grouped, new, keys = self.steps.pop()
+        self.totals.pop()
+        del self.walked[r.task_id]
         if grouped: self.got[g] -= grouped
         self.asked.difference_update(new)
         return r, keys
@@ -148,7 +150,9 @@ class PlanOrderTally:
         for x, keys in sorted(again, key=lambda xk: xk[0].position):
             keys = [question_key(i.question) for i in x.items] if keys is None else keys
             fits, grouped, added, _, new = _walk_step(x, self.got, self.asked, self.quotas, keys)
-            self.steps.append((x, result_group(x), grouped, new, keys)); self.totals.append(self.total + added); self.walked[x.task_id] = x.position
+            self.steps.append((x, result_group(x), grouped, new, keys))
+            self.totals.append(self.total + added)
+            self.walked[x.task_id] = x.position
 
 
 # %% ../../nbs/17_gen.base.ipynb #0628edd0
@@ -219,7 +223,9 @@ class GenerationMethod:
 # %% ../../nbs/17_gen.base.ipynb #78b11403
 class StopRun(Exception):
     "Raised by a task to stop the whole run; `reason` says why, `drain`: let the running tasks finish (their calls are sent and paid for)."
-    def __init__(self, reason: str, drain: bool = False): super().__init__(reason); self.reason, self.drain = reason, drain
+    def __init__(self, reason: str, drain: bool = False):
+        super().__init__(reason)
+        self.reason, self.drain = reason, drain
 
 class LocalExecutor:
     "Runs tasks as asyncio tasks in this process, at most `in_flight` at once, in plan order."
@@ -317,7 +323,9 @@ class TaskRun:
         self.lock.acquire()
         try:
             if self.journal_name: self.open_journal(self.journal_name)
-        except BaseException: self.lock.release(); raise
+        except BaseException:
+            self.lock.release()
+            raise
         return self
 
     def open_journal(self, name: str) -> dict[str, TaskResult]:
@@ -458,10 +466,14 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         def commit(r: TaskResult) -> None:
             nonlocal new
             r = r.model_copy(update={"run": {**stamp, "calls_sent": meter.totals()["calls"]}})   # a floor for the meter
-            tr.commit(r); new += 1
-            tally.add(r); front[0] = tally.frontier(method.target)
+            tr.commit(r)
+            new += 1
+            tally.add(r)
+            front[0] = tally.frontier(method.target)
             bar.update(tally.total if method.target else len(results))
-            if time.monotonic() - last_views[0] > view_every: _write_views(run, method, results); last_views[0] = time.monotonic()
+            if time.monotonic() - last_views[0] > view_every:
+                _write_views(run, method, results)
+                last_views[0] = time.monotonic()
         wanted = lambda t: front[0] is None or t.position <= front[0]
         try:
             while stop is None:

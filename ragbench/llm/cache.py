@@ -50,7 +50,8 @@ def get(self: ResponseCache, key: str) -> Optional[dict]:
     try: return json.loads(self.file(key).read_text(encoding="utf-8"))
     except FileNotFoundError: return None
     except (OSError, ValueError) as e:
-        _log.warning("ignoring unreadable cache entry %s: %s", key, e); return None
+        _log.warning("ignoring unreadable cache entry %s: %s", key, e)
+        return None
 
 # %% ../../nbs/03_llm.cache.ipynb #1ff9b615
 @patch
@@ -67,4 +68,5 @@ def put(self: ResponseCache, key: str, record: dict) -> None:
         tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, f)
     except BaseException:   # a full disk, say: no half-written `.tmp` file is left behind (issue 24)
-        tmp.unlink(missing_ok=True); raise
+        tmp.unlink(missing_ok=True)
+        raise

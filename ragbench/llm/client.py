@@ -60,7 +60,9 @@ def _book(self: LLM, req: LLMRequest) -> None:
     "Count `req` before it is sent; raises BudgetExceeded (counted as a failure) when the budget is spent."
     try: self._count("before_send", req.stage)
     except BudgetExceeded as e:
-        self._count("failure", req.stage, "budget"); e.stage = req.stage; raise
+        self._count("failure", req.stage, "budget")
+        e.stage = req.stage
+        raise
 
 # %% ../../nbs/03_llm.client.ipynb #5d1e8259
 @patch
@@ -91,7 +93,8 @@ def _failed(self: LLM, req: LLMRequest, exc: Exception, attempt: int) -> float:
         _log.info("%s stage %s: %s; retry %d/%d", self.spec, req.stage, redact(str(exc))[:200], attempt + 1, self.max_retries)
         return self._delay(exc, attempt)
     if isinstance(exc, LLMError):
-        self._count("failure", req.stage, "config" if isinstance(exc, LLMConfigError) else "provider"); raise exc
+        self._count("failure", req.stage, "config" if isinstance(exc, LLMConfigError) else "provider")
+        raise exc
     self._count("failure", req.stage, "provider")
     status = http_status(exc)
     raise LLMError(f"{self.spec} stage '{req.stage}': {type(exc).__name__}{f' (HTTP {status})' if status else ''}: "
@@ -108,7 +111,9 @@ def _call(self: LLM, req: LLMRequest) -> Completion:
             self._book(req)
             try: comp, exc = self.backend.call(req), None
             except Exception as e: comp, exc = None, e
-        if exc is None: self._after(req, comp, est); return comp
+        if exc is None:
+            self._after(req, comp, est)
+            return comp
         time.sleep(self._failed(req, exc, attempt))
         attempt += not isinstance(exc, StructuredOutputRejected)
 
@@ -125,7 +130,9 @@ async def _acall(self: LLM, req: LLMRequest) -> Completion:
             try: comp, exc = await self.backend.acall(req), None
             except Exception as e: comp, exc = None, e
         finally: self._slots.release()
-        if exc is None: self._after(req, comp, est); return comp
+        if exc is None:
+            self._after(req, comp, est)
+            return comp
         await asyncio.sleep(self._failed(req, exc, attempt))
         attempt += not isinstance(exc, StructuredOutputRejected)
 
@@ -144,7 +151,9 @@ def _from_cache(self: LLM, key: Optional[str], validate, stage: str):
     hit = self.cache.get(key) if key else None
     if hit is None: return False, None
     try: value = parse_reply(hit.get("text", ""), validate)
-    except ValueError: _log.warning("cache entry %s no longer validates; asking again", key); return False, None
+    except ValueError:
+        _log.warning("cache entry %s no longer validates; asking again", key)
+        return False, None
     self._count("cached", stage)
     return True, value
 

@@ -20,17 +20,22 @@ class Slots:
         self._lock, self._waiters = threading.Lock(), collections.deque()
 
     def _take(self) -> bool:
-        if self.active < self.n and not self._waiters: self.active += 1; return True
+        if self.active < self.n and not self._waiters:
+            self.active += 1
+            return True
         return False
 
     def acquire(self) -> None:
         "Block the calling thread until a slot is free."
         with self._lock:
             if self._take(): return
-            ev = threading.Event(); self._waiters.append(ev)
+            ev = threading.Event()
+            self._waiters.append(ev)
         ev.wait()  # release() hands its slot to us
 
-    def __enter__(self): self.acquire(); return self
+    def __enter__(self):
+        self.acquire()
+        return self
     def __exit__(self, *exc): self.release()
 
 # %% ../../nbs/03_llm.limits.ipynb #998ac6c2
@@ -40,7 +45,9 @@ async def aacquire(self: Slots) -> None:
     loop = asyncio.get_running_loop()
     with self._lock:
         if self._take(): return
-        fut = loop.create_future(); w = (loop, fut); self._waiters.append(w)
+        fut = loop.create_future()
+        w = (loop, fut)
+        self._waiters.append(w)
     try: await fut
     except BaseException:
         with self._lock:
@@ -56,9 +63,13 @@ def release(self: Slots) -> None:
     with self._lock:
         while self._waiters:
             w = self._waiters.popleft()
-            if isinstance(w, threading.Event): w.set(); return
+            if isinstance(w, threading.Event):
+                w.set()
+                return
             loop, fut = w
-            try: loop.call_soon_threadsafe(self._hand_over, fut); return
+            try:
+                loop.call_soon_threadsafe(self._hand_over, fut)
+                return
             except RuntimeError: continue  # that loop is closed
         self.active -= 1
 
@@ -77,14 +88,17 @@ class RateLimiter:
         self._req, self._tok = float(rpm or 0), float(tpm or 0)
 
     def _refill(self) -> None:
-        now = self._clock(); dt = max(0.0, now - self._t); self._t = now
+        now = self._clock()
+        dt = max(0.0, now - self._t)
+        self._t = now
         if self.rpm: self._req = min(float(self.rpm), self._req + dt * self.rpm / 60)
         if self.tpm: self._tok = min(float(self.tpm), self._tok + dt * self.tpm / 60)
 
     def reserve(self, tokens: int = 0) -> float:
         "Book one request of about `tokens` tokens; returns how long to wait before sending it."
         with self._lock:
-            self._refill(); wait = 0.0
+            self._refill()
+            wait = 0.0
             if self.rpm:
                 self._req -= 1
                 if self._req < 0: wait = -self._req * 60 / self.rpm
@@ -96,4 +110,6 @@ class RateLimiter:
     def settle(self, tokens: int) -> None:
         "Book `tokens` more (negative: fewer) than reserved, once the true usage is known."
         if self.tpm and tokens:
-            with self._lock: self._refill(); self._tok = min(float(self.tpm), self._tok - tokens)
+            with self._lock:
+                self._refill()
+                self._tok = min(float(self.tpm), self._tok - tokens)

@@ -118,16 +118,19 @@ def _resolve(schema: dict, root: dict) -> dict:
         if "$ref" in schema:
             target = root
             for part in schema["$ref"].lstrip("#/").split("/"): target = target.get(part, {}) if part else target
-            schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}; continue
+            schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+            continue
         for key in ("anyOf", "oneOf", "any_of"):
             if key in schema:
                 opts = [o for o in schema[key] if _type_of(_resolve(o, root)) != "null"] or schema[key]
-                schema = {**{k: v for k, v in schema.items() if k != key}, **opts[0]}; break
+                schema = {**{k: v for k, v in schema.items() if k != key}, **opts[0]}
+                break
         else:
             if "allOf" in schema:
                 merged = {k: v for k, v in schema.items() if k != "allOf"}
                 for o in schema["allOf"]: merged.update(_resolve(o, root))
-                schema = merged; continue
+                schema = merged
+                continue
             return schema
     return schema
 

@@ -48,7 +48,8 @@ def _apply(rows: dict, kinds: dict, e: dict) -> None:
     "Count event `e` (`{'e': send|reply|fail|cached|retry|repair|partial, 's': stage, ...}`) into `rows` and `kinds`."
     row = rows.setdefault(e["s"], dict(_ROW))
     if e["e"] == "reply":
-        row["input_tokens"] += e.get("in") or 0; row["output_tokens"] += e.get("out") or 0
+        row["input_tokens"] += e.get("in") or 0
+        row["output_tokens"] += e.get("out") or 0
         if e.get("usd") is None: row["unpriced_calls"] += 1
         else: row["cost_usd"] += e["usd"]
     elif e["e"] in _COUNTERS: row[_COUNTERS[e["e"]]] += 1
@@ -171,7 +172,9 @@ def failure_kinds(self: CallMeter) -> dict:
 def close(self: CallMeter) -> None:
     "Close the journal (the meter keeps counting in memory)."
     with self._lock:
-        if self._file is not None: self._file.close(); self._file = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 @patch
 def __del__(self: CallMeter):

@@ -153,9 +153,12 @@ def _demo_metrics(rnd, it: dict, j: int, k: int, mode: str) -> tuple[dict, Optio
         m.update({"precision@k": 2 / k if hit and rnd.random() < 0.5 else (1 / k if hit else 0.0), "precision_ceiling@k": 2 / k,
                   "recall@k": (0.5 + 0.5 * (rnd.random() < 0.6)) if hit else 0.0, "hit@k": float(hit),
                   "mrr": round(1 / rnd.randint(1, k), 3) if hit else 0.0})
-    if mode == "unanswerable" or not it["answerable"]: m["abstained"] = float(rnd.random() < 0.85 - 0.25 * j); return m, hit
+    if mode == "unanswerable" or not it["answerable"]:
+        m["abstained"] = float(rnd.random() < 0.85 - 0.25 * j)
+        return m, hit
     ok = rnd.random() < (min(0.97, skill + 0.1) if mode == "oracle" else (skill if hit else skill / 3))
-    kc = round(rnd.uniform(0.5, 1.0) if ok else rnd.uniform(0, 0.4), 2); kh = round(rnd.uniform(0, 1 - kc), 2)
+    kc = round(rnd.uniform(0.5, 1.0) if ok else rnd.uniform(0, 0.4), 2)
+    kh = round(rnd.uniform(0, 1 - kc), 2)
     m.update({"correct": None if rnd.random() < 0.03 else float(ok), "correct_score": round(kc, 2),
               "faithful": float(rnd.random() < skill + 0.2), "exact_match": float(ok and rnd.random() < 0.5),
               "token_f1": round(rnd.uniform(0.6, 1) if ok else rnd.uniform(0, 0.4), 3), "keypoint_complete": kc,
@@ -184,7 +187,8 @@ def _demo_rows(n_items: int, setups: Sequence[str], seed: int, method: str = "tr
 def demo_eval_dir(path: Union[str, Path], n_items: int = 24, setups: Sequence[str] = ("baseline", "top3", "other-llm"),
                   seed: int = 0, method: str = "triad") -> Path:
     "Write a synthetic evaluation directory (scores.jsonl + summary.json) for demos and tests."
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
     rows = _demo_rows(n_items, setups, seed, method)
     summary = summarize(rows, setups=setups, n_boot=200)
     summary["models"] = {"answer": {s: "gemini:gemini-2.5-flash-lite" if s == "other-llm" else "gemini:gemini-2.5-flash" for s in setups},
@@ -196,7 +200,8 @@ def demo_eval_dir(path: Union[str, Path], n_items: int = 24, setups: Sequence[st
 # %% ../../nbs/50_report.figures.ipynb #d1cc48a5
 def demo_generation_dir(path: Union[str, Path]) -> Path:
     "Write a synthetic TRIAD run directory (summary.json only, in the shape `ragbench triad` writes) for demos and tests."
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
     gen = {"seeds_tried": 60, "configurations": 41, "attempts": 70, "accepted": 47, "rejected": 23,
            "rejections_by_check": {"quality": 6, "multi_hop": 9, "unambiguous": 3, "sufficiency": 5},
            "by_type": {"comparison": {"seeds": 22, "accepted": 18, "rejected": 4, "acceptance_rate": 0.818},
@@ -234,9 +239,13 @@ def _bar(setup: str, color: str, cells: list, metric: str, multicat: bool, showl
     for x, per in cells:
         st = _stat(per, setup, metric)
         if st is None: continue
-        m = st["mean"]; lo = st.get("lo"); hi = st.get("hi")
-        xs.append(x); ys.append(m)
-        up.append(None if hi is None else max(0.0, hi - m)); down.append(None if lo is None else max(0.0, m - lo))
+        m = st["mean"]
+        lo = st.get("lo")
+        hi = st.get("hi")
+        xs.append(x)
+        ys.append(m)
+        up.append(None if hi is None else max(0.0, hi - m))
+        down.append(None if lo is None else max(0.0, m - lo))
         cd.append([lo if lo is not None else float("nan"), hi if hi is not None else float("nan"),
                    st.get("n", 0), st.get("n_na", 0)])
     x = [[a for a, _ in xs], [b for _, b in xs]] if multicat else xs
@@ -491,7 +500,8 @@ def keypoint_shares(summary: dict):
                              hovertemplate="%{y}: %{x:.3f} [%{customdata[0]:.3f}, %{customdata[1]:.3f}] n=%{customdata[2]}<extra></extra>"))
     fig = _layout(fig, "Keypoints of the gold answer: complete / irrelevant / hallucinated", "", False,
                   height=max(260, 90 + 50 * len(setups)))
-    fig.update_layout(barmode="stack", legend_traceorder="normal"); fig.update_xaxes(range=[0, 1.0], title_text="share of keypoints")
+    fig.update_layout(barmode="stack", legend_traceorder="normal")
+    fig.update_xaxes(range=[0, 1.0], title_text="share of keypoints")
     fig.update_yaxes(autorange="reversed", title_text="")
     return fig
 
@@ -531,8 +541,10 @@ def generation_funnel(gen_summary: dict):
         fig.add_trace(go.Bar(y=[k for k, _ in items], x=[_num(v) for _, v in items], orientation="h", name="rejections",
                              showlegend=False, marker_color="#C44E52", text=[_num(v) for _, v in items],
                              textposition="auto"), row=1, col=2)
-        fig.update_yaxes(autorange="reversed", row=1, col=2); fig.update_xaxes(title_text="rejected attempts", row=1, col=2)
-    acc = dict(stages).get("accepted"); att = dict(stages).get("attempts")
+        fig.update_yaxes(autorange="reversed", row=1, col=2)
+        fig.update_xaxes(title_text="rejected attempts", row=1, col=2)
+    acc = dict(stages).get("accepted")
+    att = dict(stages).get("attempts")
     rate = f" — {acc / att:.0%} of attempts accepted" if acc is not None and att else ""
     fig.update_layout(template="plotly_white", title=dict(text="Generation funnel" + rate, x=0.01), height=420,
                       font=dict(size=13), margin=dict(l=120, r=20, t=90, b=60))
@@ -644,7 +656,9 @@ def report_figures(summary: dict, scores: Optional[Sequence[dict]] = None, gen_s
     slug = lambda s: re.sub(r"[^A-Za-z0-9]+", "_", s).strip("_")
     def add(name, make, caption, counts=False):
         try: fig = make()
-        except MissingData as e: notes.append(f"{name}: skipped ({e})"); return
+        except MissingData as e:
+            notes.append(f"{name}: skipped ({e})")
+            return
         if shows_something(fig, counts): figs.append(ReportFigure(slug(name), fig, caption))
         else: notes.append(f"{name}: skipped (nothing to show: {'only zeros' if counts and _numbers(fig) else 'no values'})")
     if gen_summary: _generation_figures(add, gen_summary)

@@ -40,7 +40,9 @@ def _run_coro(make_coro):
     def target():
         try: box["v"] = asyncio.run(make_coro())
         except BaseException as e: box["e"] = e
-    t = threading.Thread(target=target, daemon=True); t.start(); t.join()
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join()
     if "e" in box: raise box["e"]
     return box["v"]
 

@@ -44,7 +44,8 @@ def _start_local(ray, num_cpus: Optional[int], kw: dict, tries: int = 3) -> None
     "Start a local cluster; tried again when Ray's fixed 30 s wait for its node runs out on a busy machine."
     for i in range(tries):
         try:
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **kw); return   # a new cluster, even when another runs here
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **kw)
+            return  # a new cluster, even when another runs here
         except Exception as e:
             if "timed out during startup" not in str(e) or i == tries - 1: raise
             ray.shutdown()

@@ -175,7 +175,8 @@ def open_index(location: dict) -> ChunkIndex:
 
 def _restored(cls, state: dict):
     "An object of `cls` with `state` as its attributes (no __init__)."
-    obj = cls.__new__(cls); obj.__dict__.update(state)
+    obj = cls.__new__(cls)
+    obj.__dict__.update(state)
     return obj
 
 # %% ../../nbs/18_scale.gen.ipynb #471ec130
@@ -207,7 +208,8 @@ def ship(work: Callable, coord=None) -> Shipment:
         def reducer_override(self, obj):
             r = _swap(obj, coord, meters, limiters)
             return r if r is not None else super().reducer_override(obj)
-    buf = io.BytesIO(); Shipper(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(work)
+    buf = io.BytesIO()
+    Shipper(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(work)
     return Shipment(buf.getvalue(), meters, limiters)
 
 # %% ../../nbs/18_scale.gen.ipynb #c67de238
@@ -267,7 +269,8 @@ def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int
     def loop():
         try: out.put(ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, tracked, out.put, cut.wanted), cut, drop)), _node()))
         except BaseException as e: out.put(e)
-    th = threading.Thread(target=loop, daemon=True, name=f"shard-{key}"); th.start()
+    th = threading.Thread(target=loop, daemon=True, name=f"shard-{key}")
+    th.start()
     try:
         while True:
             x = out.get()
@@ -276,7 +279,8 @@ def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int
             yield x
             if isinstance(x, ShardEnd): return
     finally:
-        cut.cancel.set(); th.join(timeout=30)
+        cut.cancel.set()
+        th.join(timeout=30)
 
 # %% ../../nbs/18_scale.gen.ipynb #9bcfc96f
 class RayExecutor:
@@ -361,7 +365,8 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
     "Run `tasks` on the cluster; returns a stop reason when a task raised StopRun (a spent budget), else None."
     ray = connect(self.address)
     coord = self._make_coordinator(ray)
-    shipped = ship(work, coord); _register(ray, coord, shipped)
+    shipped = ship(work, coord)
+    _register(ray, coord, shipped)
     key, payload = f"{id(self)}-{time.monotonic_ns()}", ray.put(shipped.payload)
     workers = self.workers or cluster_cpus(ray)
     shards = deque(plan_shards(tasks, workers, self.size or shard_size(len(tasks), workers, self.in_flight)))
@@ -371,17 +376,21 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
     def on_item(x):
         if isinstance(x, ShardEnd):
             if x.stop and x.stop != "cancelled": st["stop"] = st["stop"] or x.stop
-            st["nodes"].add(x.node); return
+            st["nodes"].add(x.node)
+            return
         commit(x)
         c = first_unwanted(tasks, wanted)
-        if c != st["cutoff"]: st["cutoff"] = c; coord.set_cutoff.remote(c)
+        if c != st["cutoff"]:
+            st["cutoff"] = c
+            coord.set_cutoff.remote(c)
     running = {}
     def launch():
         while shards and len(running) < workers and st["stop"] is None:
             s = shards.popleft()
             if st["cutoff"] is not None and s[0].position >= st["cutoff"]: continue
             gen = remote.remote(key, payload, coord, [t.model_dump() for t in s], self.in_flight, st["cutoff"])
-            running[asyncio.ensure_future(_consume(gen, on_item))] = gen; st["shards"] += 1
+            running[asyncio.ensure_future(_consume(gen, on_item))] = gen
+            st["shards"] += 1
     applied = [0]                                        # coordinator events applied to the driver's meters
     mirror = asyncio.ensure_future(self._mirror_loop(ray, coord, shipped, applied))
     try:
@@ -389,11 +398,13 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
         while running:
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for fut in done:
-                running.pop(fut); _raise_cause(fut)
+                running.pop(fut)
+                _raise_cause(fut)
             if st["stop"] is not None: ray.get(coord.set_cutoff.remote(-1))
             launch()
     except BaseException:
-        _cancel_all(ray, running); raise
+        _cancel_all(ray, running)
+        raise
     finally:
         mirror.cancel()
         mirror_reply(shipped.meters, ray.get(coord.drain.remote(applied[0])), applied)

@@ -211,7 +211,8 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     list(chunk_documents([], **chunking))                                   # bad chunking options fail here
     report = LoadReport() if report is None else report
     rows, folder = source_rows(source, fmt, report, max_doc_mb)
-    emb = make_embedder(embedder); limit_malloc_arenas()                   # as `ChunkIndex.build`: LanceDB's threads keep less
+    emb = make_embedder(embedder)
+    limit_malloc_arenas()  # as `ChunkIndex.build`: LanceDB's threads keep less
     db_dir = db_location(db)
     if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):                                         # one writer per table, as in `ChunkIndex.build`

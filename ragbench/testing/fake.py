@@ -59,7 +59,9 @@ def _as_completion(item, req: LLMRequest) -> Completion:
 
 @patch
 def _track(self: FakeBackend, delta: int) -> None:
-    with self._lock: self.active += delta; self.max_active = max(self.max_active, self.active)
+    with self._lock:
+        self.active += delta
+        self.max_active = max(self.max_active, self.active)
 
 # %% ../../nbs/05_testing.fake.ipynb #565b9173
 @patch

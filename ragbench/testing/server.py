@@ -149,8 +149,12 @@ def start(self: FakeLLMServer) -> FakeLLMServer:
     "Bind 127.0.0.1 and serve in a daemon thread."
     httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _Handler, bind_and_activate=False)
     httpd.daemon_threads, httpd.request_queue_size = True, 256
-    try: httpd.server_bind(); httpd.server_activate()
-    except OSError: httpd.server_close(); raise
+    try:
+        httpd.server_bind()
+        httpd.server_activate()
+    except OSError:
+        httpd.server_close()
+        raise
     httpd.fake = self
     self._httpd, self.port = httpd, httpd.server_address[1]
     self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name=f"fake-llm-{self.port}")
@@ -162,7 +166,9 @@ def start(self: FakeLLMServer) -> FakeLLMServer:
 def stop(self: FakeLLMServer) -> None:
     "Stop serving and close the socket."
     if self._httpd is not None:
-        self._httpd.shutdown(); self._httpd.server_close(); self._httpd = None
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._httpd = None
 
 # %% ../../nbs/05_testing.server.ipynb #1f26766a
 @patch
@@ -203,7 +209,8 @@ def _pick_fault(self: FakeLLMServer, header: Optional[str], req: dict) -> str:
         if hit: return hit
         if self.error_rate <= 0: return "ok"
         key = hashlib.sha256(f"{req['system']}\x1f{req['prompt']}".encode()).hexdigest()
-        n = self._seen[key]; self._seen[key] += 1
+        n = self._seen[key]
+        self._seen[key] += 1
     rng = seeded_rng(self.seed, key, str(n))
     return rng.choice(self.fault_kinds) if rng.random() < self.error_rate else "ok"
 
@@ -236,8 +243,13 @@ def _count(self: FakeLLMServer, api: str, req: dict, fault: Optional[str]) -> No
                                     default=str).encode()).hexdigest()
     with self._lock:
         st = self._stats
-        st["requests"] += 1; st["times"].append(round(time.time(), 4)); st["by_api"][api] += 1; st["models"][req["model"]] += 1
-        st["repeats"] += self._served[key] > 0; self._served[key] += 1; self._active += 1
+        st["requests"] += 1
+        st["times"].append(round(time.time(), 4))
+        st["by_api"][api] += 1
+        st["models"][req["model"]] += 1
+        st["repeats"] += self._served[key] > 0
+        self._served[key] += 1
+        self._active += 1
         st["structured"] += req["schema"] is not None
         if fault is None: st["rejected"] += 1
         elif fault != "ok": st["faults"][fault] += 1
@@ -257,7 +269,9 @@ def _handle(self: FakeLLMServer, h: _Handler) -> None:
     self._count(api, req, fault)
     try: self._reply(h, api, req, fault)
     finally:
-        with self._lock: self._active -= 1; self._answered.append(time.monotonic())
+        with self._lock:
+            self._active -= 1
+            self._answered.append(time.monotonic())
 
 @patch
 def _reply(self: FakeLLMServer, h: _Handler, api: str, req: dict, fault: Optional[str]) -> None:

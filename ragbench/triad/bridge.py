@@ -39,7 +39,9 @@ def distinct_neighbours(seed: Chunk, hits) -> list:
     for h in hits:
         t = _norm_text(h.text)
         if h.chunk_id in seen_ids or t in seen_text: continue
-        seen_ids.add(h.chunk_id); seen_text.add(t); out.append(h)
+        seen_ids.add(h.chunk_id)
+        seen_text.add(t)
+        out.append(h)
     return out
 
 # %% ../../nbs/21_triad.bridge.ipynb #3c842c47
@@ -119,14 +121,16 @@ def shared_terms(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]
 def precheck_passes(chunks: Sequence[Chunk], similarities: Optional[Sequence[float]] = None, min_similarity: float = 1.01,
                     skip: frozenset = frozenset(), need: Optional[int] = None) -> bool:
     "Whether at least `need` (default: all) chunks after the first join it in one group linked by a shared name, an opening word or a similarity to the first."
-    chunks = list(chunks); need = len(chunks) - 1 if need is None else need
+    chunks = list(chunks)
+    need = len(chunks) - 1 if need is None else need
     sims = list(similarities or [])
     close = lambda j: j - 1 < len(sims) and sims[j - 1] is not None and sims[j - 1] >= min_similarity
     linked, todo = {0}, set(range(1, len(chunks)))
     while todo and len(linked) - 1 < need:
         nxt = {j for j in todo if close(j) or any(shared_terms(chunks[i], chunks[j], skip) for i in linked)}
         if not nxt: break
-        linked |= nxt; todo -= nxt
+        linked |= nxt
+        todo -= nxt
     return len(linked) - 1 >= need
 
 # %% ../../nbs/21_triad.bridge.ipynb #8f35c824

@@ -152,9 +152,12 @@ def checks_card(items: Sequence[QAItem]) -> dict:
     for it in items:
         r = it.meta.get("corpus_checks")
         if not r: continue
-        c = out[it.kind]; c["checked"] += 1
+        c = out[it.kind]
+        c["checked"] += 1
         if (r.get("uniqueness") or {}).get("ambiguous"): c["ambiguous"] += 1
-        if (r.get("completeness") or {}).get("relevant"): c["more_relevant"] += 1; c["relevant_added"] += len(r["completeness"]["relevant"])
+        if (r.get("completeness") or {}).get("relevant"):
+            c["more_relevant"] += 1
+            c["relevant_added"] += len(r["completeness"]["relevant"])
         if (r.get("closed_book") or {}).get("answerable_closed_book"): c["closed_book"] += 1
     return {k: dict(v) for k, v in sorted(out.items())}
 

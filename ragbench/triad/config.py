@@ -114,7 +114,9 @@ def weighted_kinds(n: int, quotas: dict[str, int]) -> list[str]:
     "n types in turn, each as often as its quota's share (the type furthest behind its share next; ties in quota order)."
     kinds, got = [], dict.fromkeys(quotas, 0)
     for _ in range(n):
-        k = min(quotas, key=lambda t: got[t] / quotas[t]); kinds.append(k); got[k] += 1
+        k = min(quotas, key=lambda t: got[t] / quotas[t])
+        kinds.append(k)
+        got[k] += 1
     return kinds
 
 def plan_seeds(seed_ids: Sequence[str], cfg: TriadConfig) -> list[SeedPlan]:

@@ -28,7 +28,8 @@ async def candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optiona
     def add(hits, source):
         for h in hits:
             if h.chunk_id not in seen:
-                seen.add(h.chunk_id); out.append((Context(chunk_id=h.chunk_id, relevant=None, source=source), hit_chunk(h)))
+                seen.add(h.chunk_id)
+                out.append((Context(chunk_id=h.chunk_id, relevant=None, source=source), hit_chunk(h)))
     if cfg.extract_k:
         need = [g for g in item.gold_chunk_ids if len(known.get(g) or []) < cfg.extract_k]
         got = dict(zip(need, await asyncio.gather(*(in_thread(index.neighbours, g, k=cfg.extract_k) for g in need))))
@@ -132,7 +133,8 @@ async def alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, cf
     for last in (False, True):
         batches = [todo[i:i + cfg.label_batch] for i in range(0, len(todo), cfg.label_batch)]
         for b, (got, err) in zip(batches, await asyncio.gather(*(_label_batch(item, gold, b, llm) for b in batches))):
-            labels.update(got); errors += [err] if err else []
+            labels.update(got)
+            errors += [err] if err else []
             if not err and len(got) < len(b): _count_partial(llm, last)
         todo = [c for c in todo if c.id not in labels]
         if not todo: break
@@ -189,7 +191,9 @@ def _label_scores(cases: Sequence[LabelCase], labelled: Sequence[list[Context]],
     "Accuracy, precision and recall of 'relevant', unlabelled share and calls, over all candidates of `cases`."
     pairs = [(case.truth[c.chunk_id], c.relevant) for case, ctxs in zip(cases, labelled) for c in ctxs]
     got = [(t, p) for t, p in pairs if p is not None]
-    tp = sum(t and p for t, p in got); fp = sum(p and not t for t, p in got); fn = sum(t and not p for t, p in got)
+    tp = sum(t and p for t, p in got)
+    fp = sum(p and not t for t, p in got)
+    fn = sum(t and not p for t, p in got)
     return {"n_cases": len(cases), "n_candidates": len(pairs), "n_relevant": sum(t for t, _ in pairs), "calls": calls,
             "accuracy": sum(t == p for t, p in got) / len(got) if got else None,
             "precision": tp / (tp + fp) if tp + fp else None, "recall": tp / (tp + fn) if tp + fn else None,

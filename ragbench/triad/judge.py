@@ -257,7 +257,9 @@ async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm
         else:
             try: qa = await agenerate_qa(chunks, item.bridge_topic or "", item.kind, item.binary, gen_llm, cfg,
                                          previous=attempts[-1] if attempts else None)
-            except LLMParseError: attempts.append(_generation_failure()); continue
+            except LLMParseError:
+                attempts.append(_generation_failure())
+                continue
         if on_draft and not rule_check(qa, item.kind, item.binary, item.bridge_topic or "", [c.text for c in chunks]): on_draft(qa)
         attempts.append(await acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm))
         if attempts[-1].accepted: break

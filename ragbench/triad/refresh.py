@@ -35,7 +35,8 @@ def _history_rows(index, ids: Sequence[str]) -> dict:
         if not want: break
         try: rows = index.at_version(v)._rows(sorted(want))
         except Exception: continue
-        out.update(rows); want -= set(rows)
+        out.update(rows)
+        want -= set(rows)
     return out
 
 def _doc_rows(index, doc_id: str) -> list[dict]:
@@ -56,7 +57,8 @@ def _successor(index, doc_id: str, text: str, old_ids: set) -> Optional[str]:
 # %% ../../nbs/27_triad.refresh.ipynb #ad6817c0
 def chunk_fates(ids, index, old_ids: set = frozenset()) -> dict[str, dict]:
     "For each chunk id: `unchanged`, `migrated` (a position-based id), `changed` (`now`: the chunk in its place) or `vanished`, with the reason."
-    ids = sorted({str(i) for i in ids}); present = set(index._rows(ids)) if ids else set()
+    ids = sorted({str(i) for i in ids})
+    present = set(index._rows(ids)) if ids else set()
     fates = {i: {"fate": "unchanged", "now": i} for i in present}
     rest = [i for i in ids if i not in present]
     for old, new in (index.legacy_ids(rest) if rest else {}).items(): fates[old] = {"fate": "migrated", "now": new}
@@ -66,8 +68,10 @@ def chunk_fates(ids, index, old_ids: set = frozenset()) -> dict[str, dict]:
     for i in rest:
         r = old.get(i)
         if r is None:
-            fates[i] = {"fate": "vanished", "now": None, "reason": f"chunk {i} is in no version of the table"}; continue
-        doc = str(r[c["doc_id"]]); now = _successor(index, doc, r[c["text"]] or "", old_ids)
+            fates[i] = {"fate": "vanished", "now": None, "reason": f"chunk {i} is in no version of the table"}
+            continue
+        doc = str(r[c["doc_id"]])
+        now = _successor(index, doc, r[c["text"]] or "", old_ids)
         fates[i] = ({"fate": "changed", "now": now, "doc_id": doc, "reason": f"chunk {i} of document {doc!r} changed (now {now})"}
                     if now else {"fate": "vanished", "now": None, "doc_id": doc, "reason": f"chunk {i} vanished: document {doc!r} was removed"})
     return fates
@@ -215,7 +219,8 @@ def run_version(manifest: dict, index) -> Optional[int]:
 
 def refresh_snapshot(run: RunDir) -> tuple[str, list[QAItem]]:
     "The refresh in progress (its id and the dataset it began from), or a new one from `dataset.jsonl`."
-    m = run.manifest(); (run / "refresh").mkdir(exist_ok=True)
+    m = run.manifest()
+    (run / "refresh").mkdir(exist_ok=True)
     rid = m.get("refresh_in_progress")
     if rid and (run / "refresh" / f"{rid}.before.jsonl").exists():
         return rid, list(read_jsonl(run / "refresh" / f"{rid}.before.jsonl", QAItem))
@@ -251,7 +256,8 @@ async def _refresh_items(items, plan, index, llms, cfg, tr: TaskRun) -> tuple[di
     if stop: return out, stop
     async def variant(t: Task) -> TaskResult:
         v = by_id[t.id.removeprefix("item:")]
-        pid = v.meta.get("variant_of"); pr = out.get(f"item:{pid}")
+        pid = v.meta.get("variant_of")
+        pr = out.get(f"item:{pid}")
         parent = (pr.items[0] if pr.items else None) if pr else by_id.get(pid)
         st = staleness(v, fates)
         if pr and pr.outcome == "remapped" and st["action"] in ("none", "remap"):     # ids only: no call
@@ -272,8 +278,11 @@ def _views(items, results: dict, replacements: list[TaskResult]) -> tuple[list[Q
     data, dropped = [], []
     for it in items:
         r = results.get(f"item:{it.id}")
-        if r is None: data.append(it); continue
-        data += r.items; dropped += r.rejected
+        if r is None:
+            data.append(it)
+            continue
+        data += r.items
+        dropped += r.rejected
     for r in replacements: data += [i for i in r.items if i.status == "accepted"]
     return data, dropped
 
@@ -291,7 +300,8 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
     log = log or (lambda m: print(m, file=sys.stderr))
     run = RunDir(run_dir)
     with TaskRun(run.path, None, LocalExecutor(cfg.in_flight)) as tr:
-        m = run.manifest(); rid, items = refresh_snapshot(run)
+        m = run.manifest()
+        rid, items = refresh_snapshot(run)
         plan = refresh_plan(items, index, run_version(m, index))
         meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", llms.values(), max_calls=max_calls, max_usd=max_usd)
         journal = tr.open_journal(f"refresh/{rid}.jsonl")
@@ -312,7 +322,9 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
                                     "added": sum(i.answerable for r in repl for i in r.items if i.status == "accepted"), "seeds_tried": len(repl)},
                    "llm": usage, "usage_by_stage": meter.by_stage()}
         run.write(f"refresh/{rid}.json", summary)
-        if stop: log(f"ragbench refresh: stopped: {stop}; re-run the same command to continue"); return summary
+        if stop:
+            log(f"ragbench refresh: stopped: {stop}; re-run the same command to continue")
+            return summary
         data, gone = _views(items, results, repl)
         fp_now = index_fingerprint(index)
         card = refresh_card(items, data, m.get("refreshed_corpus_fingerprint") or m.get("corpus_fingerprint") or "", fp_now, usage, outcomes)
@@ -349,7 +361,8 @@ def run_llm_specs(m: dict, llm, judge_llm, extract_llm) -> dict:
 
 def print_refresh(s: dict, run: Path) -> None:
     "What the refresh did, on stdout."
-    c = s["card"]; d = c["diff"]
+    c = s["card"]
+    d = c["diff"]
     print(f"refreshed {run}: {len(s['stale'])} stale items; outcomes {json.dumps(s['outcomes'], sort_keys=True)}; "
           f"replacements {s['replacements']['added']}/{s['replacements']['slots']} ({s['replacements']['seeds_tried']} seeds tried)")
     print(f"dataset {c['previous_version']} -> {c['version']}: {d['added']} added, {d['revised']} revised, "
@@ -383,11 +396,14 @@ def refresh_command(
 ) -> int:
     "Re-check a TRIAD run against a changed corpus: stale items kept, revised or dropped, replacements from new documents."
     from ragbench.index import open_index, save_index_mapping
-    out = Path(run); m = read_triad_run(out)
+    out = Path(run)
+    m = read_triad_run(out)
     cfg = run_config(out, m, concurrency=concurrency)
     specs = run_llm_specs(m, llm, judge_llm, extract_llm)
     index = open_index(db, table, run_dir=out, save=False)
-    if estimate: print(json.dumps(refresh_estimate(out, m, index, cfg), indent=2)); return 0
+    if estimate:
+        print(json.dumps(refresh_estimate(out, m, index, cfg), indent=2))
+        return 0
     llms = LLMPool(cache_dir=out / "cache", concurrency=cfg.concurrency).by_role(specs)
     try: s = refresh_run(out, index, llms, cfg, max_calls=max_calls, max_usd=max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e

@@ -133,7 +133,9 @@ def _leave(self: SeedPacer, pos: int, accepted: Optional[int]) -> None:
     "The seed at `pos` stopped (`accepted`: its accepted items, None when it failed or was cancelled); wake the waiting."
     self.running.discard(pos)
     if accepted is not None: self.done[pos] = accepted
-    if self._wake is not None: self._wake.set(); self._wake = None
+    if self._wake is not None:
+        self._wake.set()
+        self._wake = None
 
 SeedPacer.enter, SeedPacer.leave = _enter, _leave
 
@@ -258,7 +260,9 @@ def pass_rates(attempts: Sequence) -> dict:
         fam = check_family(a.failed_check)
         for c in CHECK_ORDER:
             reached[c] += 1
-            if c == fam: failed[c] += 1; break
+            if c == fam:
+                failed[c] += 1
+                break
     return {c: {"reached": reached[c], "passed": reached[c] - failed[c], "rate": _rate(reached[c] - failed[c], reached[c])} for c in CHECK_ORDER}
 
 # %% ../../nbs/25_triad.run.ipynb #a0f478dc
@@ -364,7 +368,8 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         cs, n = [hood.seed, *map(hit_chunk, hood.partners)], n + 1
         ent = (not cfg.precheck) or precheck_passes(cs, [h.score for h in hood.partners], cfg.precheck_similarity, hood.skip, need=cfg.n_chunks - 1)
         det = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], seed_names(hood.seed), cfg.n_chunks)
-        calls_entity += ent; bridged += bool(det or (ent and r["llm_bridge"] > 0.5))
+        calls_entity += ent
+        bridged += bool(det or (ent and r["llm_bridge"] > 0.5))
         sizes["triad.entities"].append(_tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs))))
         sizes["triad.generate"].append(_tok(*generation_prompt(cs, "topic", cfg.types[0], False, cfg)))
         sizes["triad.judge"].append(_tok(*judge_prompt(q, cs, cfg.types[0], False)))
@@ -435,7 +440,9 @@ def read_seeds_file(path: str, index) -> list[str]:
     lines = [(i, l.split("#")[0].strip()) for i, l in enumerate(text.splitlines(), 1)]
     lines = [(i, l) for i, l in lines if l]
     if not lines: raise UserError(f"{path}: no chunk ids")
-    try: index.get_many([l for _, l in lines]); return [l for _, l in lines]
+    try:
+        index.get_many([l for _, l in lines])
+        return [l for _, l in lines]
     except KeyError: pass
     for i, l in lines:
         try: index.get(l)
@@ -495,9 +502,11 @@ def _report_stop(s: dict, cfg: TriadConfig) -> int:
     "Say why the run stopped; the exit status (1: every seed failed)."
     stop = s["stop_reason"]
     if stop.startswith(NEVER_PARSES):
-        print(f"ragbench triad: stopped early: {stop}; check the model and its JSON mode (see summary.json)", file=sys.stderr); return 1
+        print(f"ragbench triad: stopped early: {stop}; check the model and its JSON mode (see summary.json)", file=sys.stderr)
+        return 1
     if s["tasks"]["finished"] == 0 and s["tasks"]["errors"]:
-        print(f"ragbench triad: every seed failed; first error: {s['first_error'] or stop}", file=sys.stderr); return 1
+        print(f"ragbench triad: every seed failed; first error: {s['first_error'] or stop}", file=sys.stderr)
+        return 1
     if s["tasks"]["errors"] and s["accepted"] < cfg.n and not stop.startswith("budget"):
         print(f"ragbench triad: {s['tasks']['errors']} seed(s) failed, first error: {s['first_error']}; "
               "re-run the same command to retry them", file=sys.stderr); return 1
@@ -512,7 +521,8 @@ def remove_unstarted(out: Path) -> bool:
     "Remove a run folder this command created when no task was recorded in it (a refused start); whether it did."
     import shutil
     if (out / "tasks.jsonl").exists() and (out / "tasks.jsonl").stat().st_size: return False
-    shutil.rmtree(out, ignore_errors=True); return True
+    shutil.rmtree(out, ignore_errors=True)
+    return True
 
 def command_config(config: Optional[str], options: dict) -> tuple[TriadOptions, TriadConfig]:
     "The command's run flags and TriadConfig: --config, then --n or --n-from-plan, the run flags changed from their defaults, every other option."
