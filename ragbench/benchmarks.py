@@ -132,12 +132,15 @@ def question_records(path: Union[str, Path], fmt: str) -> Iterator[tuple[Any, st
 def _columns(v: Any, names: tuple, where: str, field: str) -> Optional[list]:
     "Rows of a Hugging Face column dict {name: [...], ...} (None when `v` is not one)."
     if not isinstance(v, dict): return None
-    if not all(n in v for n in names): raise StaticFormatError(f"{where}: field '{field}' needs the lists {', '.join(names)}")
+    if not all(n in v for n in names):
+        raise StaticFormatError(f"{where}: field '{field}' needs the lists {', '.join(names)}")
     cols = [v[n] for n in names]
     if not all(isinstance(c, (list, tuple)) for c in cols):
         raise StaticFormatError(f"{where}: field '{field}': {', '.join(names)} must be lists")
     if len({len(c) for c in cols}) > 1:   # zip would drop the tail silently (a gold paragraph, say)
-        raise StaticFormatError(f"{where}: field '{field}' is damaged: " + ", ".join(f"{n} has {len(c)}" for n, c in zip(names, cols)))
+        raise StaticFormatError(
+            f"{where}: field '{field}' is damaged: " + ", ".join(f"{n} has {len(c)}" for n, c in zip(names, cols))
+        )
     return [list(t) for t in zip(*cols)]
 
 def hotpotqa_record(q: dict, where: str = "<hotpotqa>") -> dict:
@@ -154,7 +157,8 @@ def hotpotqa_record(q: dict, where: str = "<hotpotqa>") -> dict:
 # %% ../nbs/44_benchmarks.ipynb #880e8425
 def iter_static(path: Union[str, Path], fmt: str, limit: Optional[int] = None) -> Iterator[QAItem]:
     "QAItems from a HotpotQA or MuSiQue question file (JSON, JSONL or Parquet; original or Hugging Face layout), streamed."
-    if fmt not in STATIC_FORMATS: raise StaticFormatError(f"unknown format {fmt!r}; choose one of {', '.join(STATIC_FORMATS)}")
+    if fmt not in STATIC_FORMATS:
+        raise StaticFormatError(f"unknown format {fmt!r}; choose one of {', '.join(STATIC_FORMATS)}")
     path = Path(path)
     if not path.exists(): raise StaticFormatError(f"question file not found: {path}")
     for n, (q, where) in enumerate(question_records(path, fmt)):
@@ -178,7 +182,8 @@ def question_documents(path: Union[str, Path], fmt: str) -> Iterator[Document]:
         else: paras = [(p.get("title"), p.get("paragraph_text")) for p in (q.get("paragraphs") or []) if isinstance(p, dict)]
         for title, text in paras:
             text = "".join(text) if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text) else text
-            if not (isinstance(title, str) and title and isinstance(text, str) and text.strip()) or (title, text.strip()) in seen: continue
+            if not (isinstance(title, str) and title and isinstance(text, str) and text.strip()) or (title, text.strip()) in seen:
+                continue
             seen.add((title, text.strip()))
             yield Document(title, title, text.strip(), {"source": str(path), "dataset": fmt, "prechunked": True})
 

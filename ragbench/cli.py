@@ -88,7 +88,8 @@ def command_parser(func: Callable, prog: Optional[str] = None, epilog: Optional[
         if d["kind"] in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD): continue
         flags, kw = argument(name, d["anno"], d["default"], d["kind"], d["docment"])
         p.add_argument(*flags, **kw)
-    for flags, kw in getattr(func, "__cli_arguments__", ()): p.add_argument(*flags, **kw)   # generated from a config model (spine.config_flags)
+    for flags, kw in getattr(func, "__cli_arguments__", ()):
+        p.add_argument(*flags, **kw)   # generated from a config model (spine.config_flags)
     return p
 
 def _tuples(v):
@@ -141,8 +142,10 @@ def usage() -> str:
     "The top-level help text listing every subcommand (a plugin by its entry point: --help imports nothing)."
     width = max(map(len, command_names()))
     lines = ["usage: ragbench SUBCOMMAND [options]   (ragbench SUBCOMMAND --help for its options)", "", "subcommands:"]
-    lines += [f"  {name:<{width}}  {COMMANDS[name].help if name in COMMANDS else 'plugin ' + plugin_commands()[name].value}"
-              for name in command_names()]
+    lines += [
+        f"  {name:<{width}}  {COMMANDS[name].help if name in COMMANDS else 'plugin ' + plugin_commands()[name].value}"
+        for name in command_names()
+    ]
     return "\n".join(lines)
 
 def resolve_command(name: str) -> Callable:
@@ -195,7 +198,10 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
         print(f"ragbench {name}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"ragbench {name}: interrupted" + ("; run the same command again to resume" if cmd.resumable else ""), file=sys.stderr)
+        print(
+            f"ragbench {name}: interrupted" + ("; run the same command again to resume" if cmd.resumable else ""),
+            file=sys.stderr,
+        )
         return 130
     except BrokenPipeError: return _stdout_gone()
     except Exception as e:

@@ -92,7 +92,8 @@ def is_stand_in(model: Optional[str]) -> bool:
 class QAItem(Record):
     "One evaluation question with its answer, gold chunks, labelled contexts and full audit trail."
     id: str
-    method: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")  # an open name: triad, dora, static, or a method of your own
+    # an open name: triad, dora, static, or a method of your own
+    method: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: str
     question: str
     answer: str
@@ -106,7 +107,8 @@ class QAItem(Record):
     difficulty: Optional[str] = None
     style: Optional[str] = None
     split: Optional[str] = None
-    status: Literal["accepted", "rejected", "pending", "draft"] = "accepted"   # draft: written or judged by the stand-in
+    # draft: written or judged by the stand-in
+    status: Literal["accepted", "rejected", "pending", "draft"] = "accepted"
     attempts: list[Attempt] = Field(default_factory=list)
     review: list[Review] = Field(default_factory=list)
     models: dict[str, str] = Field(default_factory=dict)
@@ -119,7 +121,8 @@ class QAItem(Record):
         if not self.answerable and self.unanswerable_kind is None: self.unanswerable_kind = "context"
         elif self.answerable and self.unanswerable_kind is not None:
             raise ValueError(f"unanswerable_kind is {self.unanswerable_kind!r} but the item is answerable")
-        if self.status == "accepted" and self.by_stand_in: self.status = "draft"   # also datasets written before drafts existed
+        if self.status == "accepted" and self.by_stand_in:
+            self.status = "draft"   # also datasets written before drafts existed
         return self
 
     @property
@@ -167,7 +170,8 @@ class Registry:
     def register(self, name: str, obj: Any = None) -> Any:
         "Register `obj` as `name` (re-registering replaces); without `obj`, a decorator."
         if obj is None: return lambda o: self.register(name, o)
-        if not isinstance(name, str) or not name.strip(): raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
         self._entries[name] = obj
         return obj
 
@@ -299,7 +303,9 @@ def read_config_file(path: Union[str, Path], error: type = UserError) -> Any:
     path = Path(path)
     try: text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); save the file as UTF-8") from None
+        raise error(
+            f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); save the file as UTF-8"
+        ) from None
     try:
         if path.suffix.lower() == ".json": return json.loads(text)
         if path.suffix.lower() == ".toml":
@@ -508,8 +514,10 @@ class RunLock:
             f.seek(0)
             holder = f.read().strip() or "unknown"
             f.close()
-            raise UserError(f"{self.label or self.path.parent} is in use by another ragbench process ({holder}); "
-                            f"wait for it to finish{'' if self.label else ', or use another output directory'}") from None
+            raise UserError(
+                f"{self.label or self.path.parent} is in use by another ragbench process ({holder}); "
+                f"wait for it to finish{'' if self.label else ', or use another output directory'}"
+            ) from None
         if not self.path.exists() or os.stat(self.path).st_ino != os.fstat(f.fileno()).st_ino:
             f.close()
             return self.acquire()  # its holder removed the file as we opened it: lock the new one

@@ -183,7 +183,8 @@ def _capped_lines(f, max_bytes: int) -> Iterator[Optional[bytes]]:
 def _record_document(rec: Any, where_id: str, source: str) -> Document:
     "A Document from one JSON record {id?, title?, text, ...}; raises _Skip naming the bad field."
     if not isinstance(rec, dict): raise _Skip(f"expected a JSON object {{id, title?, text}}, got {type(rec).__name__}")
-    if "text" not in rec and "question" in rec and ("context" in rec or "paragraphs" in rec): raise question_file_error(source)
+    if "text" not in rec and "question" in rec and ("context" in rec or "paragraphs" in rec):
+        raise question_file_error(source)
     if "text" not in rec: raise _Skip("field 'text' is missing")
     text = rec["text"]
     if not isinstance(text, str): raise _Skip(f"field 'text' must be a string, got {type(text).__name__}")
@@ -199,9 +200,12 @@ def _record_document(rec: Any, where_id: str, source: str) -> Document:
 # %% ../nbs/10_corpus.ipynb #7a5c356a
 def question_file_error(source: str) -> "CorpusError":
     "The error for a HotpotQA / MuSiQue question file given as a corpus (the Hugging Face layout included): name the command that reads it."
-    return CorpusError(f"{source}: this is a HotpotQA/MuSiQue question file (records with 'question' and 'context' or 'paragraphs'), "
-                       f"not a corpus of documents; `ragbench static {source} --format hotpotqa --db DB --out dataset.jsonl` "
-                       "reads it (either layout) and indexes its paragraphs")
+    return CorpusError(
+        f"{source}: this is a HotpotQA/MuSiQue question file (records with 'question' and 'context' or 'paragraphs'), "
+        f"not a corpus of documents; `ragbench static {source} --format hotpotqa --db DB --out dataset.jsonl` "
+        "reads it (either layout) and indexes its paragraphs"
+    )
+
 
 # %% ../nbs/10_corpus.ipynb #c2f0b68e
 def iter_jsonl(path: Union[str, Path], report: LoadReport,
@@ -342,7 +346,8 @@ def _hotpot_paragraphs(key: Any, val: Any) -> Iterator[tuple[Any, Any]]:
         return
     if "context" not in val: raise _Skip("field 'context' is missing (expected a HotpotQA question)")
     for pair in val["context"]:
-        if not (isinstance(pair, list) and len(pair) == 2): raise _Skip("field 'context': expected [title, [sentences]] pairs")
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise _Skip("field 'context': expected [title, [sentences]] pairs")
         yield pair[0], pair[1]
 
 # %% ../nbs/10_corpus.ipynb #a9b157f3
@@ -354,7 +359,8 @@ def _musique_paragraphs(val: Any) -> Iterator[tuple[Any, Any]]:
         yield val.get("title"), val["text"]
         return
     for p in val["paragraphs"]:
-        if not isinstance(p, dict) or "paragraph_text" not in p: raise _Skip("field 'paragraphs[].paragraph_text' is missing")
+        if not isinstance(p, dict) or "paragraph_text" not in p:
+            raise _Skip("field 'paragraphs[].paragraph_text' is missing")
         yield p.get("title"), p["paragraph_text"]
 
 def _paragraphs(key: Any, val: Any, fmt: str) -> Iterator[tuple[Any, Any]]:
@@ -612,7 +618,8 @@ def chunk_document(doc: Document, target_tokens: int = 512, min_tokens: int = 10
 def chunk_documents(docs: Iterable[Document], target_tokens: int = 512, min_tokens: int = 100,
                     max_tokens: int = 1024, overlap: float = 0.25, mode: str = "pack") -> Iterator[Chunk]:
     "Stream Chunk objects from documents: `pack` paragraphs to ~target tokens, or one chunk per `paragraph`."
-    if mode not in _CHUNK_MODES: raise ValueError(f"unknown chunking mode {mode!r}; choose one of {', '.join(_CHUNK_MODES)}")
+    if mode not in _CHUNK_MODES:
+        raise ValueError(f"unknown chunking mode {mode!r}; choose one of {', '.join(_CHUNK_MODES)}")
     if not 0 < min_tokens <= target_tokens <= max_tokens:
         raise ValueError(f"need 0 < min_tokens <= target_tokens <= max_tokens, got {min_tokens}, {target_tokens}, {max_tokens}")
     if not 0 <= overlap < 1: raise ValueError(f"overlap must be in [0, 1), got {overlap}")

@@ -75,8 +75,10 @@ def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress
                         log=lambda m: None)
     made = (f"{gen.get('drafts', 0)} drafts, none accepted (a rule-based stand-in wrote and judged them: they show the steps run, "
             f"they are no benchmark)" if gen.get("drafts") else f"{gen['accepted']} accepted")
-    log(f"[3/6] TRIAD with {gen_llm.spec}: {made}, from {gen['attempts']} attempts over "
-        f"{gen['seeds_tried']} seeds (+{gen['unanswerable_variants']} unanswerable variants) -> {out / 'triad' / 'dataset.jsonl'}")
+    log(
+        f"[3/6] TRIAD with {gen_llm.spec}: {made}, from {gen['attempts']} attempts over {gen['seeds_tried']} seeds"
+        f" (+{gen['unanswerable_variants']} unanswerable variants) -> {out / 'triad' / 'dataset.jsonl'}"
+    )
     return gen
 
 # %% ../nbs/90_demo.ipynb #demo-bridges
@@ -184,8 +186,10 @@ def bars_svg(summary: dict, metric: str = "recall@k", width: int = 560) -> str:
                 f"<line x1='{x(ci['lo']):.1f}' x2='{x(ci['hi']):.1f}' y1='{y + 10}' y2='{y + 10}' stroke='#222' stroke-width='1.5'/>",
                 f"<text x='{x(max(ci['hi'], ci['mean'])) + 6:.1f}' y='{y + 14}'>{ci['mean']:.2f}</text>"]
     y = 8 + len(rows) * h
-    out += [f"<line x1='{left}' x2='{left + bar_w}' y1='{y}' y2='{y}' stroke='#999'/>",
-            f"<text x='{left}' y='{y + 14}'>0</text><text x='{left + bar_w}' y='{y + 14}' text-anchor='end'>1</text></svg>"]
+    out += [
+        f"<line x1='{left}' x2='{left + bar_w}' y1='{y}' y2='{y}' stroke='#999'/>",
+        f"<text x='{left}' y='{y + 14}'>0</text><text x='{left + bar_w}' y='{y + 14}' text-anchor='end'>1</text></svg>",
+    ]
     return "".join(out)
 
 def _esc_html(x) -> str:
@@ -211,9 +215,12 @@ def demo_page(out: Path, sections: Sequence[tuple[str, str]], title: str = "ragb
     "One self-contained HTML page (`out/report.html`): the sections in order, static figures, no script."
     from ragbench.core import atomic_write, utc_now
     body = "".join(f"<h2>{_esc_html(t)}</h2>{h}" for t, h in sections)
-    return atomic_write(out / "report.html", f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_esc_html(title)}</title>"
-                        f"<style>{_PAGE_CSS}</style></head><body><h1>{_esc_html(title)}</h1><p class='sub'>generated {utc_now()} "
-                        f"by ragbench, offline</p>{body}</body></html>")
+    return atomic_write(
+        out / "report.html",
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_esc_html(title)}</title>"
+        f"<style>{_PAGE_CSS}</style></head><body><h1>{_esc_html(title)}</h1><p class='sub'>generated {utc_now()} "
+        f"by ragbench, offline</p>{body}</body></html>",
+    )
 
 def _titles(idx, ids) -> str:
     "The titles of chunks `ids`, joined."
@@ -226,8 +233,11 @@ def demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, draf
             f"the retrieval comparison on {n_questions} human-written HotpotQA questions.</li><li><b>Not real</b>: the TRIAD "
             "questions. Offline there is no model to write or judge them, so a rule-based stand-in does, to show every step runs; "
             "its items are <i>drafts</i>, never accepted, and they are not scored.</li></ul>")
-    search = (f"<p>{len(idx)} chunks indexed (dense vectors + BM25). The query <i>{_esc_html(query)}</i> finds:</p><table>"
-              + "".join(f"<tr><td>{m}</td><td>{_titles(idx, ids)}</td></tr>" for m, ids in searches.items()) + "</table>")
+    search = (
+        f"<p>{len(idx)} chunks indexed (dense vectors + BM25). The query <i>{_esc_html(query)}</i> finds:</p><table>"
+        + "".join(f"<tr><td>{m}</td><td>{_titles(idx, ids)}</td></tr>" for m, ids in searches.items())
+        + "</table>"
+    )
     br = ("<p>TRIAD builds a multi-hop question from two passages joined by a bridge: a name both mention, else a near "
           "neighbour.</p><table><tr><th>type</th><th>passages</th><th>bridge</th><th>why</th></tr>"
           + "".join(f"<tr><td>{_esc_html(b['kind'])}</td><td>{_esc_html(' + '.join(b['titles']))}</td><td>{_esc_html(b['topic'])}</td>"
@@ -286,7 +296,10 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     bridges, est = demo_bridges(idx, out, log=log), demo_estimate(idx, log=log)
     hds, hidx = hotpotqa_benchmark(out / "hotpotqa", embedder=emb, progress=progress, log=log)
     if llm is not None: local_smoke(llm, log=log)
-    log(f"[5/6] scoring {len(hds)} questions x 4 retrieval setups" + ("" if llm is None else f", answered and judged by {llm.spec}"))
+    log(
+        f"[5/6] scoring {len(hds)} questions x 4 retrieval setups"
+        + ("" if llm is None else f", answered and judged by {llm.spec}")
+    )
     summary = demo_evaluate(hds, demo_setups(out / "hotpotqa" / "db", llm_spec), out / "eval", hidx, llm, n_boot=n_boot,
                             progress=progress)
     log(f"[5/6] {'retrieval' if llm is None else llm.spec + ' answered and judged'} on HotpotQA "

@@ -150,12 +150,14 @@ def detect_columns(schema, columns: Optional[dict] = None) -> tuple[dict, dict, 
             continue
         taken = set(m.values())
         cands = [n for n in names if n.lower() in COLUMN_NAMES[role] and n not in taken and _fits(role, schema.field(n).type)]
-        if role == "vector" and not cands: cands = [n for n in names if n not in taken and _fits("vector", schema.field(n).type)]
+        if role == "vector" and not cands:
+            cands = [n for n in names if n not in taken and _fits("vector", schema.field(n).type)]
         if len(cands) == 1:
             m[role] = picked[role] = cands[0]
             continue
         m[role] = None
-        if cands: problems.append(f"the {role} column is ambiguous: it could be {', '.join(cands)} (--column {role}=<one of them>)")
+        if cands:
+            problems.append(f"the {role} column is ambiguous: it could be {', '.join(cands)} (--column {role}=<one of them>)")
         elif role in ("id", "text", "vector"):
             problems.append(f"no {role} column found (tried {', '.join(COLUMN_NAMES[role])}; --column {role}=<column>)")
     return m, picked, problems
@@ -176,8 +178,10 @@ def resolve_columns(table: str, schema, columns: Optional[dict] = None) -> tuple
                                "(CLI: --column ROLE=NAME, one per role)")
     tt = schema.field(m["text"]).type
     if not (pa.types.is_string(tt) or pa.types.is_large_string(tt)):
-        raise IndexSchemaError(f"table '{table}': column '{m['text']}' (the text column) has type {tt}; it must hold the "
-                               f"passages' text (map another with --column text=<column>)")
+        raise IndexSchemaError(
+            f"table '{table}': column '{m['text']}' (the text column) has type {tt}; it must hold the "
+            f"passages' text (map another with --column text=<column>)"
+        )
     t = schema.field(m["vector"]).type
     if not (pa.types.is_fixed_size_list(t) and pa.types.is_floating(t.value_type)):
         raise IndexSchemaError(f"table '{table}': column '{m['vector']}' (the vector column) has type {t}; "
@@ -186,8 +190,10 @@ def resolve_columns(table: str, schema, columns: Optional[dict] = None) -> tuple
 
 def detected_line(table: str, picked: dict) -> str:
     "What `detect_columns` picked, as a line for stderr."
-    return (f"ragbench: table '{table}': detected columns {' '.join(f'{r}={c}' for r, c in picked.items())} by their names "
-            "(pass --column ROLE=NAME to choose others)")
+    return (
+        f"ragbench: table '{table}': detected columns {' '.join(f'{r}={c}' for r, c in picked.items())} by their names "
+        "(pass --column ROLE=NAME to choose others)"
+    )
 
 
 # %% ../nbs/11_index.ipynb #300a9945
@@ -213,10 +219,13 @@ def _check_embedder(table: str, side: Optional[dict], emb) -> None:
                                f"'{emb.name}' (dim {emb.dim}); use the same embedder or another table name")
 
 # %% ../nbs/11_index.ipynb #6511457c
-VECTOR_INDEX_MIN_ROWS = 100_000   # a table this large gets an IVF-PQ vector index when it is built; below it, exact search
+# a table this large gets an IVF-PQ vector index when it is built; below it, exact search
+VECTOR_INDEX_MIN_ROWS = 100_000
 WRITE_ROWS = 16_384   # new chunks gathered per table write: every write is a LanceDB version and fragment (issue 23)
-WRITE_SECONDS = 30.0  # ... or fewer, once the first was embedded this long ago (a killed build loses at most this much work)
-MALLOC_ARENAS = 2     # glibc malloc arenas a build asks for (LanceDB's threads otherwise each keep the memory they freed)
+# ... or fewer, once the first was embedded this long ago (a killed build loses at most this much work)
+WRITE_SECONDS = 30.0
+# glibc malloc arenas a build asks for (LanceDB's threads otherwise each keep the memory they freed)
+MALLOC_ARENAS = 2
 
 def limit_malloc_arenas(n: int = MALLOC_ARENAS) -> bool:
     "Ask glibc for at most `n` malloc arenas (a 1M-chunk build peaks ~25 % lower); False where it is not glibc or `MALLOC_ARENA_MAX` is set."
@@ -346,7 +355,8 @@ class IdHashes:
         "Merge the recent hashes into the sorted array once there are `merge_every` of them."
         if len(self.recent) < self.merge_every: return
         new = np.sort(np.fromiter(self.recent, dtype=np.uint64, count=len(self.recent)))   # none of them is held yet
-        self.sorted = np.insert(self.sorted, np.searchsorted(self.sorted, new), new)     # one new array, not union1d's four
+        # one new array, not union1d's four
+        self.sorted = np.insert(self.sorted, np.searchsorted(self.sorted, new), new)
         self.recent = set()
 
 def _new_in_batch(batch: list[Chunk], stored: IdHashes, seen: IdHashes, st: dict) -> list[Chunk]:
@@ -372,7 +382,8 @@ def upsert(self: ChunkIndex, chunks: Sequence[Chunk], vectors: Optional[np.ndarr
     if not chunks: return 0
     vecs = self.embedder.encode([c.text for c in chunks]) if vectors is None else np.asarray(vectors)[keep]
     mi = self.tbl.merge_insert(self.columns["id"]).when_not_matched_insert_all()
-    res = mi.use_index(False).execute(self._arrow(chunks, vecs))   # the indexed path skips the inserted-key conflict check
+    # the indexed path skips the inserted-key conflict check
+    res = mi.use_index(False).execute(self._arrow(chunks, vecs))
     return int(res.num_inserted_rows)
 
 @patch
@@ -395,9 +406,11 @@ def remove_duplicates(self: ChunkIndex) -> int:
 def vector_index_params(n_rows: int, dim: int) -> dict:
     "IVF-PQ build settings for `n_rows` vectors of `dim` floats, and the search settings (probes, exact re-ranking) that keep recall@10 near exact."
     partitions = int(min(max(round(n_rows ** 0.5), 16), 4096))           # about sqrt(rows) lists, as LanceDB advises
-    sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim) if s >= 1 and dim % s == 0)   # 8 floats per PQ code
+    # 8 floats per PQ code
+    sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim) if s >= 1 and dim % s == 0)
+    # read 5 % of the lists; re-rank 50 x k exactly
     return {"num_partitions": partitions, "num_sub_vectors": sub_vectors, "sample_rate": 64, "max_iterations": 20,
-            "nprobes": max(20, -(-partitions // 20)), "refine_factor": 50}   # read 5 % of the lists; re-rank 50 x k exactly
+            "nprobes": max(20, -(-partitions // 20)), "refine_factor": 50}
 
 @patch
 def vector_index(self: ChunkIndex) -> Optional[dict]:
@@ -419,7 +432,9 @@ def ensure_vector_index(self: ChunkIndex, min_rows: Optional[int] = VECTOR_INDEX
         if stats is None or stats.num_unindexed_rows * 10 < n: return False
     p = vector_index_params(n, self.dim)
     (log or (lambda m: print(m, file=sys.stderr)))(
-        f"ragbench: building a vector index (IVF-PQ, {p['num_partitions']} partitions) on {n} rows of table '{self.table_name}'")
+        f"ragbench: building a vector index (IVF-PQ, {p['num_partitions']} partitions) on {n} rows of table"
+        f" '{self.table_name}'"
+    )
     self.tbl.create_index(metric="cosine", vector_column_name=self.columns["vector"], num_partitions=p["num_partitions"],
                           num_sub_vectors=p["num_sub_vectors"], sample_rate=p["sample_rate"], max_iterations=p["max_iterations"],
                           replace=True)
@@ -482,7 +497,9 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
     removed = self.remove_duplicates()
     stored, new_ids = self._stored_hashes(), IdHashes()
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "duplicates_removed": removed}
-    bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr, total=total)
+    bar = tqdm(
+        desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr, total=total
+    )
     pending = PendingRows(write_rows)
     try:
         for batch in _batched(chunks, batch_size):
@@ -494,7 +511,8 @@ def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progre
         self._write_pending(pending, st, force=True, append=append)
     finally:
         bar.close()
-    if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)   # first: its peak is the larger
+    if st["added"]:
+        st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)   # first: its peak is the larger
     if st["added"] or removed or not self._has_fts(): self._ensure_indices(rebuild=st["added"] > 0 or removed > 0)
     self._fts_ready = True
     self.last_build = st
@@ -505,8 +523,11 @@ VECTOR_CHECK_ROWS, VECTOR_CHECK_MIN_COSINE = 8, 0.3   # rows re-embedded when a 
 
 def stored_vs_embedded(tbl, columns: dict, emb, n: int = VECTOR_CHECK_ROWS) -> Optional[float]:
     "Median cosine between `n` rows' stored vectors and their texts embedded by `emb` (same model: near 1), or None without text."
-    rows = [r for r in tbl.search().select([columns["text"], columns["vector"]]).limit(4 * n).to_list()
-            if isinstance(r[columns["text"]], str) and r[columns["text"]].strip() and r[columns["vector"]] is not None][:n]
+    rows = [
+        r
+        for r in tbl.search().select([columns["text"], columns["vector"]]).limit(4 * n).to_list()
+        if isinstance(r[columns["text"]], str) and r[columns["text"]].strip() and r[columns["vector"]] is not None
+    ][:n]
     if not rows: return None
     stored = np.asarray([r[columns["vector"]] for r in rows], dtype=np.float32)
     fresh = np.asarray(emb.encode([r[columns["text"]] for r in rows]), dtype=np.float32)
@@ -536,8 +557,10 @@ def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embed
     tbl = db.open_table(table)
     side = _read_sidecar(db_dir, table)
     if not allow_empty and tbl.count_rows() == 0:
-        raise IndexSchemaError(f"table '{table}' in {db_dir} is empty (left by a failed or interrupted index?); fill it with: "
-                               f"ragbench index SOURCE --db {db_dir}" + (f" --table {table}" if table != "chunks" else ""))
+        raise IndexSchemaError(
+            f"table '{table}' in {db_dir} is empty (left by a failed or interrupted index?); fill it with: "
+            f"ragbench index SOURCE --db {db_dir}" + (f" --table {table}" if table != "chunks" else "")
+        )
     cols, dim = resolve_columns(table, tbl.schema, columns)
     emb = make_embedder(side["embedder"]["spec"] if side and embedder is None else embedder)
     if emb.dim != dim:
@@ -606,7 +629,8 @@ def _with_text(self: ChunkIndex, scored: list) -> list:
     if len(keep) < len(scored):
         first = not getattr(self, "empty_skipped", 0)
         self.empty_skipped = getattr(self, "empty_skipped", 0) + len(scored) - len(keep)
-        if first: print(f"ragbench: table '{self.table_name}': skipping rows whose column '{self.columns['text']}' is empty or null "
+        if first:
+            print(f"ragbench: table '{self.table_name}': skipping rows whose column '{self.columns['text']}' is empty or null "
                         "(no passage to show a retriever or a labeller); `empty_skipped` counts them", file=sys.stderr)
     return keep
 
@@ -686,7 +710,9 @@ def _stored(self: ChunkIndex, source=None) -> StoredRows:
     for b in q.to_batches(4096):
         metas = [json.loads(m or "{}") for m in b.column(c["meta"]).to_pylist()]
         parts["ids"].append(id_hashes(b.column(c["id"]).to_pylist()))
-        parts["docs"].append(np.array([names.setdefault(str(d), len(names)) for d in b.column(c["doc_id"]).to_pylist()], np.int32))
+        parts["docs"].append(
+            np.array([names.setdefault(str(d), len(names)) for d in b.column(c["doc_id"]).to_pylist()], np.int32)
+        )
         parts["positions"].append(np.array([_position(m) for m in metas], np.int64))
         parts["texts"].append(id_hashes(t or "" for t in b.column(c["text"]).to_pylist()))
         parts["inside"].append(np.array([in_source(m.get("source"), source) for m in metas], bool))
@@ -803,7 +829,8 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
     finally: bar.close()
     diff, gone = _diff(stored, produced, source is not None)
     self._delete_hashed(gone)
-    if st["added"]: st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)   # first: its peak is the larger
+    if st["added"]:
+        st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)   # first: its peak is the larger
     if st["added"] or len(gone) or removed_dups or not self._has_fts(): self._ensure_indices(rebuild=True)
     self._fts_ready = True
     self.last_build = {**st, **diff, "removed": len(gone), "previous_version": before, "version": self.tbl.version}
@@ -915,7 +942,9 @@ def fuse_hybrid(dense: dict[str, float], bm25: dict[str, float], dense_weight: f
 @patch
 def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False) -> list[dict]:
     "Top-n rows by cosine similarity to `vec` (row['_distance'] = 1 - cosine)."
-    q = self.tbl.search(np.asarray(vec, dtype=np.float32), vector_column_name=self.columns["vector"]).distance_type("cosine")
+    q = self.tbl.search(np.asarray(vec, dtype=np.float32), vector_column_name=self.columns["vector"]).distance_type(
+        "cosine"
+    )
     ann = self.vector_index()
     if ann: q = q.nprobes(ann["nprobes"]).refine_factor(ann["refine_factor"])
     return q.limit(n).select(self._select(vector) + ["_distance"]).to_list()
@@ -992,15 +1021,19 @@ def _scored(self: ChunkIndex, query: str, qv, mode: str, n: int, k: int, n_ex: i
 def search(self: ChunkIndex, query: str, k: int = 5, mode: str = "dense", exclude_ids: Iterable[str] = (),
            dense_weight: Optional[float] = None) -> list[Hit]:
     "The top-k chunks for `query` by dense, BM25 or hybrid (weighted fusion) search, minus `exclude_ids`."
-    if mode not in SEARCH_MODES: raise ValueError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
+    if mode not in SEARCH_MODES:
+        raise ValueError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     if not isinstance(query, str) or not query.strip(): raise ValueError("the query is empty")
     ex = {str(i) for i in exclude_ids}
     idcol = self.columns["id"]
     if k <= 0 or len(self) == 0: return []
     qv = None if mode == "bm25" else self.embedder.encode([query])[0]
     w = self.dense_weight if dense_weight is None else dense_weight
-    counted = lambda sc: sum(self._has_text(r) and str(r[idcol]) not in ex for r, _ in sc)   # rows without text don't count
-    scored = self._fetch_until(lambda n: self._scored(query, qv, mode, n, k, len(ex), w), k + len(ex), lambda sc: counted(sc) >= k)
+    # rows without text don't count
+    counted = lambda sc: sum(self._has_text(r) and str(r[idcol]) not in ex for r, _ in sc)
+    scored = self._fetch_until(
+        lambda n: self._scored(query, qv, mode, n, k, len(ex), w), k + len(ex), lambda sc: counted(sc) >= k
+    )
     return [self._hit(r, s) for r, s in self._with_text(scored) if str(r[idcol]) not in ex][:k]
 
 # %% ../nbs/11_index.ipynb #af4d66ff
@@ -1049,14 +1082,19 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
     if saved and not cols: cols = parse_columns(saved.get("columns") or {})
     embedder = embedder or saved.get("embedder")
     if saved.get("columns") and any(saved["columns"].get(r) != c for r, c in cols.items()):   # before the table is read
-        raise UserError(f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
-                        f"{_mapping(cols)}; resume with the same --column options (or none: the saved ones are used)")
+        raise UserError(
+            f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
+            f"{_mapping(cols)}; resume with the same --column options (or none: the saved ones are used)"
+        )
     try: idx = ChunkIndex.open(db, table, embedder=embedder, columns=cols)
     except (IndexSchemaError, EmbedderError, OSError, ValueError) as e: raise UserError(str(e)) from e
     if saved and saved.get("columns") and saved["columns"] != idx.columns:
-        raise UserError(f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
-                        f"{_mapping(idx.columns)}; resume with the same --column options (or none: the saved ones are used)")
-    if getattr(idx, "detected", None): (log or (lambda m: print(m, file=sys.stderr)))(detected_line(table, idx.detected))
+        raise UserError(
+            f"{run_dir} was made from table '{saved.get('table')}' read with {_mapping(saved['columns'])}, not "
+            f"{_mapping(idx.columns)}; resume with the same --column options (or none: the saved ones are used)"
+        )
+    if getattr(idx, "detected", None):
+        (log or (lambda m: print(m, file=sys.stderr)))(detected_line(table, idx.detected))
     if fts: idx.ensure_fts(log)
     if run_dir is not None and save: save_index_mapping(run_dir, table, idx)
     return idx

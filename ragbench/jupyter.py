@@ -34,7 +34,8 @@ def _jupyter_server_extension_points() -> list[dict]:
 
 def _link_jupyter_server_extension(serverapp) -> None:
     "Before the server builds its kernel manager: encrypted kernel sockets."
-    if encrypt_kernels(serverapp.config): serverapp.log.info("ragbench: kernels get CurveZMQ keys (KernelManager.transport_encryption)")
+    if encrypt_kernels(serverapp.config):
+        serverapp.log.info("ragbench: kernels get CurveZMQ keys (KernelManager.transport_encryption)")
 
 def _load_jupyter_server_extension(serverapp) -> None:
     "Nothing to load: the extension only sets the kernel transport."

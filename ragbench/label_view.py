@@ -28,7 +28,9 @@ def label_row_html(queue: LabelQueue, lookup: Callable = lambda ids: {}) -> str:
     got = queue.labels.get(row_key(r), {})
     ids = list(r.get("context_chunk_ids") or r.get("retrieved_chunk_ids") or [])
     texts = lookup(ids) if ids else {}
-    ctx = "".join(f"<div class='rb-chunk'><b>{e(i)}</b> {e(getattr(texts.get(i), 'text', '') or '')[:1200]}</div>" for i in ids)
+    ctx = "".join(
+        f"<div class='rb-chunk'><b>{e(i)}</b> {e(getattr(texts.get(i), 'text', '') or '')[:1200]}</div>" for i in ids
+    )
     p = queue.progress()
     mark = lambda f: "–" if f not in got else ("✓" if got[f] else "✗")
     return (CSS + f"<div class='rb-item rb-label'><div>row {p['position'] + 1} of {p['total']} · {p['labelled']} labelled · "
@@ -82,7 +84,8 @@ class LabelView(ShortcutView):
 
 def label_widget(queue: LabelQueue, headless: Optional[bool] = None, chunks=None):
     "The labelling view, or the current row as static HTML when no live front end can show widgets."
-    if headless if headless is not None else is_headless(): return static(label_row_html(queue, chunk_lookup(None, chunks)))
+    if headless if headless is not None else is_headless():
+        return static(label_row_html(queue, chunk_lookup(None, chunks)))
     return LabelView(queue, chunks).widget
 
 # %% ../nbs/63_label_view.ipynb #c19417e8
@@ -113,6 +116,7 @@ def validity_widget(run_dir, reviewer: str = "anonymous", n: int = 60, seed: int
                     chunks=None):
     "The validity view over a run's seeded sample of accepted items, or the current item as static HTML when headless."
     q = ValidityQueue(run_dir, reviewer, n=n, seed=seed)
-    if headless if headless is not None else is_headless(): return static(validity_item_html(q, chunk_lookup(run_dir, chunks)))
+    if headless if headless is not None else is_headless():
+        return static(validity_item_html(q, chunk_lookup(run_dir, chunks)))
     return ValidityView(q, chunks).widget
 

@@ -119,7 +119,8 @@ def with_run_dir(params: dict, declared: dict, run_dir: Union[str, Path]) -> dic
 def check_parameters(params: dict, declared: dict, src: Path, quiet: bool = False) -> None:
     "Refuse a parameter the notebook does not declare; warn when it has no parameters cell."
     unknown = [k for k in params if declared and k not in declared]
-    if unknown: raise RunError(f"{src.name} has no parameter '{unknown[0]}' (its parameters cell declares: {', '.join(declared)})")
+    if unknown:
+        raise RunError(f"{src.name} has no parameter '{unknown[0]}' (its parameters cell declares: {', '.join(declared)})")
     if params and not declared and not quiet:
         print(f"warning: {src.name} has no cell tagged 'parameters'; papermill injects them at the top", file=sys.stderr)
 
@@ -169,8 +170,10 @@ def resolve_parameters(key: str, rec: Optional[dict], given: Optional[dict], for
         fix = (f"set it back to {recorded[k]!r} in {given_by} to resume" if given_by and k in recorded else
                f"remove it from {given_by} to resume" if given_by else
                "re-run without -p to resume it with its recorded parameters")
-        raise RunError(f"step '{key}' of this run was started with {k}={recorded.get(k, '<unset>')!r}, not {bad[k]!r}"
-                       f"{' (from ' + given_by + ')' if given_by else ''}; {fix}, or pass --force to start the step over")
+        raise RunError(
+            f"step '{key}' of this run was started with {k}={recorded.get(k, '<unset>')!r}, not {bad[k]!r}"
+            f"{' (from ' + given_by + ')' if given_by else ''}; {fix}, or pass --force to start the step over"
+        )
     return dict(recorded), True
 
 # %% ../nbs/70_papermill.ipynb #10ddf72a

@@ -12,7 +12,7 @@ from .papermill import NotebookFailed, find_notebook, load_state, notebook_param
 
 # %% auto #0
 __all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'load_pipeline_config', 'step_parameters', 'run_pipeline',
-           'pipeline_command']
+           'pipeline_status', 'pipeline_command']
 
 # %% ../nbs/71_pipeline.ipynb #15d4682f
 STEPS = ("index", "triad", "evaluate", "report")   # the built-in steps: notebooks in nbs/steps/
@@ -32,7 +32,8 @@ def _read_yaml(path: Path) -> dict:
     if not isinstance(cfg, dict): raise ConfigError(f"{path}: expected a mapping with 'steps'")
     extra = set(cfg) - _TOP_KEYS
     if extra: raise ConfigError(f"{path}: unknown field '{sorted(extra)[0]}' (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    if not isinstance(cfg.get("parameters") or {}, dict): raise ConfigError(f"{path}: field 'parameters' must be a mapping")
+    if not isinstance(cfg.get("parameters") or {}, dict):
+        raise ConfigError(f"{path}: field 'parameters' must be a mapping")
     return cfg
 
 # %% ../nbs/71_pipeline.ipynb #0461ba50
@@ -45,7 +46,8 @@ def _step(s, where: str, base: Path) -> dict:
     nb = s.get("notebook") or s.get("name")
     if not nb: raise ConfigError(f"{where}: needs a 'name' or a 'notebook'")
     if str(nb).endswith(".ipynb") and not Path(nb).is_absolute(): nb = str((base / nb).resolve())
-    if not isinstance(s.get("parameters") or {}, dict): raise ConfigError(f"{where}: field 'parameters' must be a mapping")
+    if not isinstance(s.get("parameters") or {}, dict):
+        raise ConfigError(f"{where}: field 'parameters' must be a mapping")
     return {"name": str(s.get("name") or short_name(str(nb).removeprefix("step:"))), "notebook": str(nb),
             "parameters": dict(s.get("parameters") or {})}
 
@@ -79,7 +81,10 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
     cfg = config if isinstance(config, dict) else load_pipeline_config(config)
     run = RunDir(Path(out or cfg.get("out") or Path("runs") / f"pipeline-{time.strftime('%Y%m%d-%H%M%S')}"))
     state = load_state(run)
-    state["pipeline"] = {"config": None if isinstance(config, dict) else str(config), "steps": [s["name"] for s in cfg["steps"]]}
+    state["pipeline"] = {
+        "config": None if isinstance(config, dict) else str(config),
+        "steps": [s["name"] for s in cfg["steps"]],
+    }
     save_state(run, state)
     recs, n, t_all = [], len(cfg["steps"]), time.time()
     for i, s in enumerate(cfg["steps"], 1):
@@ -115,6 +120,14 @@ steps:
   - report
 """
 
+def pipeline_status(config, out, **kw) -> int:
+    "Run the pipeline and return the exit status: 1, the failed step named on stderr, when a notebook fails."
+    try: run_pipeline(config, out, **kw)
+    except NotebookFailed as e:
+        print(f"ragbench pipeline: {e}", file=sys.stderr)
+        return 1
+    return 0
+
 def pipeline_command(
     config: Optional[str] = None,  # pipeline config (YAML)
     *,
@@ -125,12 +138,7 @@ def pipeline_command(
     ray: Optional[str] = None,  # run the steps that take it on a Ray cluster: 'local', 'auto' or HOST:PORT (pip install -e ".[ray]")
 ) -> int:
     "Run the steps of a YAML pipeline config, each a papermill-executed notebook, into one run directory; re-running resumes."
-    if example:
-        print(EXAMPLE_PIPELINE, end="")
-        return 0
-    if not config: raise ConfigError("a config file is required (ragbench pipeline --example prints one)")
-    try: run_pipeline(config, out, force=force, progress=progress, ray=ray)
-    except NotebookFailed as e:
-        print(f"ragbench pipeline: {e}", file=sys.stderr)
-        return 1
+    if example: print(EXAMPLE_PIPELINE, end="")
+    elif not config: raise ConfigError("a config file is required (ragbench pipeline --example prints one)")
+    else: return pipeline_status(config, out, force=force, progress=progress, ray=ray)
     return 0

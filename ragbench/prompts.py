@@ -45,7 +45,8 @@ def template_variables(text: str, name: str = "?") -> list[str]:
     out = []
     for _, field, _, _ in parsed:
         if field is None: continue
-        if field == "" or field.isdigit(): raise PromptError(f"prompt '{name}': positional placeholder '{{{field}}}' not allowed; use names")
+        if field == "" or field.isdigit():
+            raise PromptError(f"prompt '{name}': positional placeholder '{{{field}}}' not allowed; use names")
         base = re.split(r"[.\[]", field, 1)[0]
         if base not in out: out.append(base)
     return out
@@ -56,7 +57,8 @@ _OVERRIDES: dict[str, dict] = {}
 
 def register_prompt(t: PromptTemplate) -> PromptTemplate:
     "Register (or re-register) a default template under `t.name`; returns it."
-    if not isinstance(t, PromptTemplate): raise TypeError(f"register_prompt expects a PromptTemplate, got {type(t).__name__}")
+    if not isinstance(t, PromptTemplate):
+        raise TypeError(f"register_prompt expects a PromptTemplate, got {type(t).__name__}")
     template_variables((t.system or "") + "\n" + t.template, t.name)
     return PROMPTS.register(t.name, t)
 
@@ -166,7 +168,8 @@ def _read_mapping(path: Path) -> dict:
     "Parse one YAML/JSON overrides file into a dict."
     data = read_config_file(path, PromptError)
     if data is None: return {}
-    if not isinstance(data, dict): raise PromptError(f"{path}: expected a mapping {{name: {{system, template}}}}, got {type(data).__name__}")
+    if not isinstance(data, dict):
+        raise PromptError(f"{path}: expected a mapping {{name: {{system, template}}}}, got {type(data).__name__}")
     return data
 
 def load_prompt_overrides(path) -> list[str]:
@@ -177,11 +180,14 @@ def load_prompt_overrides(path) -> list[str]:
     staged = []
     for f in files:
         for name, spec in _read_mapping(f).items():
-            if not isinstance(spec, dict): raise PromptError(f"{f}: prompt '{name}': expected a mapping with system/template")
+            if not isinstance(spec, dict):
+                raise PromptError(f"{f}: prompt '{name}': expected a mapping with system/template")
             bad = set(spec) - _OVERRIDE_KEYS
-            if bad: raise PromptError(f"{f}: prompt '{name}': unknown key '{sorted(bad)[0]}' (allowed: system, template)")
+            if bad:
+                raise PromptError(f"{f}: prompt '{name}': unknown key '{sorted(bad)[0]}' (allowed: system, template)")
             for k, v in spec.items():
-                if v is not None and not isinstance(v, str): raise PromptError(f"{f}: prompt '{name}': field '{k}' must be text")
+                if v is not None and not isinstance(v, str):
+                    raise PromptError(f"{f}: prompt '{name}': field '{k}' must be text")
                 if v is not None: template_variables(v, name)
             staged.append((str(name), spec))
     for name, spec in staged: override_prompt(name, template=spec.get("template"), system=spec.get("system"))
@@ -190,7 +196,8 @@ def load_prompt_overrides(path) -> list[str]:
 # %% ../nbs/02_prompts.ipynb #b217f776
 def _chunk_fields(c) -> tuple[str, str, str]:
     "(id, title, text) of a Chunk-like object, tuple or dict."
-    if isinstance(c, dict): return str(c["id"]), str(c.get("title") or (c.get("meta") or {}).get("title") or ""), str(c["text"])
+    if isinstance(c, dict):
+        return str(c["id"]), str(c.get("title") or (c.get("meta") or {}).get("title") or ""), str(c["text"])
     if isinstance(c, (tuple, list)):
         if len(c) == 2: return str(c[0]), "", str(c[1])
         if len(c) == 3: return str(c[0]), str(c[1] or ""), str(c[2])

@@ -201,8 +201,10 @@ def lazy_index_lookup(db_dir, table: str = "chunks", columns: Optional[dict] = N
 def chunk_lookup(run_dir=None, chunks=None) -> Callable[[Sequence[str]], dict]:
     "A function ids -> {id: Chunk} from `chunks` (index, dict or function), else the run's chunks.jsonl or index."
     if chunks is None and run_dir is not None:
-        if (Path(run_dir) / "chunks.jsonl").exists(): chunks = {c.id: c for c in read_jsonl(Path(run_dir) / "chunks.jsonl", Chunk)}
-        elif (spec := run_index_spec(run_dir)) is not None: return lazy_index_lookup(spec["db"], spec["table"], spec["columns"], spec["embedder"])
+        if (Path(run_dir) / "chunks.jsonl").exists():
+            chunks = {c.id: c for c in read_jsonl(Path(run_dir) / "chunks.jsonl", Chunk)}
+        elif (spec := run_index_spec(run_dir)) is not None:
+            return lazy_index_lookup(spec["db"], spec["table"], spec["columns"], spec["embedder"])
     if chunks is None: return lambda ids: {}
     if isinstance(chunks, dict): return lambda ids: {i: chunks[i] for i in ids if i in chunks}
     if hasattr(chunks, "get_many"): return index_lookup(chunks)
@@ -218,9 +220,13 @@ def resolve_run_dir(run_dir, start=None) -> Path:
         places = [d / p for d in (here, *here.parents)]
     for q in places:
         if q.is_dir(): return q.resolve()
-    raise FileNotFoundError(f"no run directory {str(run_dir)!r}: looked in " + ", ".join(str(q) for q in places[:4])
-                            + (" and their parents" if len(places) > 4 else "") + " (give an absolute path, or one relative "
-                            "to the folder you ran ragbench in)")
+    raise FileNotFoundError(
+        f"no run directory {str(run_dir)!r}: looked in "
+        + ", ".join(str(q) for q in places[:4])
+        + (" and their parents" if len(places) > 4 else "")
+        + " (give an absolute path, or one relative to the folder you ran ragbench in)"
+    )
+
 
 # %% ../nbs/60_review.ipynb #6a143042
 SHORTCUTS = {"a": "accept", "r": "reject", "e": "edit", "n": "next", "j": "next", "p": "prev", "k": "prev",
@@ -232,7 +238,8 @@ class ReviewQueue:
     "The items of a run directory, the filters, the current item, and the human decisions (appended to reviews.jsonl)."
     def __init__(self, run_dir, reviewer: str = "anonymous", *, chunks=None, sources: Sequence[str] = SOURCES,
                  advance: bool = True, sync: bool = True):
-        self.run = RunDir(resolve_run_dir(run_dir))      # a relative path from the working folder or a parent; never created
+        # a relative path from the working folder or a parent; never created
+        self.run = RunDir(resolve_run_dir(run_dir))
         self.reviewer, self.sources, self.advance, self.sync = reviewer, tuple(sources), advance, sync
         self.items = load_items(self.run.path, self.sources)
         self.by_id = {it.id: it for it in self.items}
@@ -290,7 +297,8 @@ def check_edit(item: QAItem, question: Optional[str], answer: Optional[str]) -> 
 def review_row(item: QAItem, decision: str, reviewer: str, note: str = "", question: Optional[str] = None,
                answer: Optional[str] = None, scores: Optional[dict] = None) -> dict:
     "The reviews.jsonl row of one decision on `item`."
-    if decision not in ("accept", "reject", "edit"): raise ValueError(f"unknown decision {decision!r}: use accept, reject or edit")
+    if decision not in ("accept", "reject", "edit"):
+        raise ValueError(f"unknown decision {decision!r}: use accept, reject or edit")
     rev = Review(decision=decision, by=reviewer, note=note or "", question=question, answer=answer)
     row = {"item_id": item.id, **rev.model_dump(), "verdict": item.status, "kind": item.kind}
     if scores: row["scores"] = {k: int(v) for k, v in scores.items()}
@@ -319,7 +327,9 @@ def decide(self: ReviewQueue, decision: str, *, note: str = "", question: Option
 @patch
 def reload(self: ReviewQueue) -> list[str]:
     "Read the run's items again (items generated into it since); keeps the filters and the current item; returns the new ids."
-    cur, new = self.current.id if self.current else None, [it for it in load_items(self.run.path, self.sources) if it.id not in self.by_id]
+    cur, new = self.current.id if self.current else None, [
+        it for it in load_items(self.run.path, self.sources) if it.id not in self.by_id
+    ]
     if not new: return []
     self.items += new
     self.by_id.update({it.id: it for it in new})

@@ -31,12 +31,15 @@ class RunSpec:
     db: Optional[str] = None                           # LanceDB folder
     table: str = "chunks"                              # table name
     columns: Union[Sequence[str], dict] = ()           # ROLE=NAME mapping of your own table (--column)
-    embedder: Optional[str] = None                     # embedder of the table's vectors (default: the one it was built with)
+    # embedder of the table's vectors (default: the one it was built with)
+    embedder: Optional[str] = None
     models: dict = field(default_factory=dict)         # role -> LLM spec; a missing or empty role uses 'generate'
     max_calls: Optional[int] = None                    # LLM calls for the whole run, across resumes
     max_usd: Optional[float] = None                    # cost limit in USD (where prices are known)
-    ray: Optional[str] = None                          # Ray address ('local' starts one here); None: $RAGBENCH_RAY_ADDRESS, else this process
-    concurrency: Optional[int] = None                  # LLM requests in flight per client (None: the LLM layer's default)
+    # Ray address ('local' starts one here); None: $RAGBENCH_RAY_ADDRESS, else this process
+    ray: Optional[str] = None
+    # LLM requests in flight per client (None: the LLM layer's default)
+    concurrency: Optional[int] = None
     progress: Optional[bool] = None                    # a progress bar (None: when stderr is a terminal)
 
 def by_role(generate: Optional[str], **others: Optional[str]) -> dict:
@@ -121,16 +124,22 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     for s in spec.models.values():
         if s: check_spec(s)
     out = Path(spec.out) if spec.out and write else None
-    index = (open_index(spec.db, spec.table, embedder=spec.embedder, columns=spec.columns, run_dir=out, fts=fts, save=False)
-             if spec.db else None)
+    index = (
+        open_index(spec.db, spec.table, embedder=spec.embedder, columns=spec.columns, run_dir=out, fts=fts, save=False)
+        if spec.db
+        else None
+    )
     inputs = check(index) if check else None
     progress = sys.stderr.isatty() if spec.progress is None else spec.progress
     run = Run(spec, name, out, index, inputs, progress=progress)
     if out is None: return run
-    if index is not None: save_index_mapping(out, spec.table, index)   # the inputs are checked: a refused run leaves no directory
+    if index is not None:
+        save_index_mapping(out, spec.table, index)   # the inputs are checked: a refused run leaves no directory
     if index is not None: record_index_db(out, spec.db)
     run.pool = LLMPool(out / "cache", spec.concurrency)
-    run.llms = run.pool.by_role(by_role(spec.models.get("generate"), **{r: s for r, s in spec.models.items() if r != "generate"}))
+    run.llms = run.pool.by_role(
+        by_role(spec.models.get("generate"), **{r: s for r, s in spec.models.items() if r != "generate"})
+    )
     if spec.max_usd is not None:
         for s in run.pool.unpriced(): run.say(f"price of {s} unknown: --max-usd cannot limit it (use --max-calls)")
     run.executor = choose_executor(spec.ray, in_flight)
@@ -188,7 +197,8 @@ def field_argument(name: str, info) -> Optional[tuple[list[str], dict]]:
 def config_flags(model, skip: Sequence[str] = ()):
     "Decorator: every field of `model` not in the command's signature nor in `skip` becomes a flag (the CLI reads `__cli_arguments__`)."
     def deco(func):
-        opts = getattr(func, "__options_model__", None)                 # apply options_model first: its fields are taken
+        # apply options_model first: its fields are taken
+        opts = getattr(func, "__options_model__", None)
         taken = set(inspect.signature(func).parameters) | set(skip) | set(opts.model_fields if opts else ())
         func.__cli_arguments__ = [a for n, f in model.model_fields.items() if n not in taken and (a := field_argument(n, f))]
         func.__config_model__ = model
@@ -212,7 +222,8 @@ def read_config(model, path=None, defaults: Optional[dict] = None, error=UserErr
     except ValidationError as e:
         loc, msg = validation_problems(e)[0]
         top = loc.split(".")[0]
-        if top in flags or not path: raise error(f"--{loc.replace('.', '-').replace('_', '-') or 'options'}: {msg}") from None
+        if top in flags or not path:
+            raise error(f"--{loc.replace('.', '-').replace('_', '-') or 'options'}: {msg}") from None
         raise error(f"{path}: field '{loc}': {msg}") from None
 
 # %% ../nbs/19_spine.ipynb #4e2d9a70
@@ -245,11 +256,16 @@ class RunOptions(BaseModel):
     db: str = Field(description="LanceDB folder (built with `ragbench index`, or your own table)")
     out: str = Field(description="run directory (re-run the same command to resume)")
     table: str = Field("chunks", description="table name")
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field((), description="map a role (id, text, vector, doc_id, meta) to a "
-                                                                    "column of your own table; repeatable")
-    embedder: Optional[str] = Field(None, description="embedder of your own table's vectors (default: the one the index was built with)")
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field(
+        (), description="map a role (id, text, vector, doc_id, meta) to a " "column of your own table; repeatable"
+    )
+    embedder: Optional[str] = Field(
+        None, description="embedder of your own table's vectors (default: the one the index was built with)"
+    )
     llm: str = Field("local", description="generator LLM spec")
-    max_calls: Optional[int] = Field(None, ge=0, description="hard limit on LLM calls for the whole run, across resumes (cache hits are free)")
+    max_calls: Optional[int] = Field(
+        None, ge=0, description="hard limit on LLM calls for the whole run, across resumes (cache hits are free)"
+    )
     ray: Optional[str] = Field(None, description=RAY_HELP)
 
     def spec(self, models: dict, **more) -> RunSpec:
@@ -292,7 +308,8 @@ def print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: Lo
     if ann := idx.vector_index():
         print(f"vector index: IVF-PQ, {ann['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
-    if st["duplicates_removed"]: print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
+    if st["duplicates_removed"]:
+        print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
     if report.skipped:
         print(f"skipped {len(report.skipped)} input(s):")
         for m in report.messages(): print(f"  {m}")
@@ -303,22 +320,35 @@ class IndexOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     db: str = Field(description="LanceDB folder (created if missing)")
     table: str = Field("chunks", description="table name")
-    embedder: Optional[str] = Field(None, description="model folder or cached model name; 'hash' for a model-free embedder (tests); "
-                                                      "default: the bundled all-MiniLM-L6-v2")
-    mode: Literal["auto", "pack", "paragraph"] = Field("auto", description="chunking: pack paragraphs to ~target tokens, or one chunk per "
-                                                       "paragraph; auto = paragraph for HotpotQA/MuSiQue, pack otherwise")
+    embedder: Optional[str] = Field(
+        None,
+        description="model folder or cached model name; 'hash' for a model-free embedder (tests); "
+        "default: the bundled all-MiniLM-L6-v2",
+    )
+    mode: Literal["auto", "pack", "paragraph"] = Field(
+        "auto",
+        description="chunking: pack paragraphs to ~target tokens, or one chunk per "
+        "paragraph; auto = paragraph for HotpotQA/MuSiQue, pack otherwise",
+    )
     fmt: Annotated[Literal[FORMATS], "--format"] = Field("auto", description="input format; auto detects it")
     target_tokens: int = Field(512, ge=1, description="packed chunks aim at about this many tokens")
     min_tokens: int = Field(100, ge=0, description="a packed chunk holds at least this many tokens where the text allows")
     max_tokens: int = Field(1024, ge=1, description="longer paragraphs are split into overlapping windows")
-    overlap: float = Field(0.25, ge=0.0, lt=1.0, description="share of a window repeated in the next one when a long paragraph is split")
+    overlap: float = Field(
+        0.25, ge=0.0, lt=1.0, description="share of a window repeated in the next one when a long paragraph is split"
+    )
     batch_size: int = Field(256, ge=1, description="chunks embedded per batch")
-    write_rows: int = Field(WRITE_ROWS, ge=1, description="new chunks gathered per table write (each write is a table version; "
-                                                          "a kill loses the unwritten)")
+    write_rows: int = Field(
+        WRITE_ROWS,
+        ge=1,
+        description="new chunks gathered per table write (each write is a table version; a kill loses the unwritten)",
+    )
     max_doc_mb: float = Field(20.0, description="skip documents larger than this (MB)")
     quiet: bool = Field(False, description="no progress bar")
-    vector_index_min_rows: Optional[int] = Field(VECTOR_INDEX_MIN_ROWS, description="build an IVF-PQ vector index once the table has "
-                                                                                     "this many rows (below it: exact search)")
+    vector_index_min_rows: Optional[int] = Field(
+        VECTOR_INDEX_MIN_ROWS,
+        description="build an IVF-PQ vector index once the table has " "this many rows (below it: exact search)",
+    )
     ray: Optional[str] = Field(None, description=RAY_HELP)
 
 @options_model(IndexOptions)
@@ -332,7 +362,9 @@ def index_command(
     o, report = read_options(IndexOptions, config, options)[0], LoadReport()
     try:
         emb = make_embedder(o.embedder)
-        idx = build_index(source, o.db, emb, report=report, progress=not o.quiet, **o.model_dump(exclude={"db", "embedder", "quiet"}))
+        idx = build_index(
+            source, o.db, emb, report=report, progress=not o.quiet, **o.model_dump(exclude={"db", "embedder", "quiet"})
+        )
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     print_index_summary(source, o.db, o.table, idx, emb, report)
 

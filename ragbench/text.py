@@ -78,7 +78,9 @@ def not_a_name(word: str) -> bool:
     return word in NOT_NAMES or (word[:1] + word[1:].lower() == word and word.lower() in STOPWORDS)
 
 # %% ../nbs/01_text.ipynb #a2411ace
-_SPAN_RE = re.compile(r"[A-Z][\w'’!&\-\.]*(?:\s+(?:(?:of|for|the|de|du|la|le|von|van|da|del|and)\s+)*[A-Z][\w'’!&\-\.]*)*")
+_SPAN_RE = re.compile(
+    r"[A-Z][\w'’!&\-\.]*(?:\s+(?:(?:of|for|the|de|du|la|le|von|van|da|del|and)\s+)*[A-Z][\w'’!&\-\.]*)*"
+)
 _OPENER_RE = re.compile(r"(?:\A|[.!?:;][\"'”’)\]]*\s+|\n|\s[-–—]\s+)[\s\"'“‘(\[*#>•-]*")
 
 def clean_name(s: str) -> str:
@@ -184,8 +186,11 @@ def jaccard(a: set, b: set) -> float:
 # %% ../nbs/01_text.ipynb #47d8aa2e
 _NUM_RE = re.compile(r"(?<![\w.])(?:v(?=\d))?([-+]?\d+(?:[.,:/]\d+)*%?)")
 _MONTH_OF = {m[:3].lower(): m.lower() for m in MONTHS}
-_MONTH_RE = re.compile(r"\b(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
-                       r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+\d", re.I)
+_MONTH_RE = re.compile(
+    r"\b(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+\d",
+    re.I,
+)
 NUMBER_WORDS = frozenset("""zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
 sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion
 trillion dozen half once twice""".split())

@@ -133,9 +133,12 @@ def attempts_html(item: QAItem) -> str:
         j = a.judge or {}
         suff = " ".join("<span class='rb-bad'>yes</span>" if s else ("no" if s is False else "?") for s in a.sufficiency) or "–"
         fb = f"<br><i>feedback: {html.escape(a.feedback)}</i>" if a.feedback else ""
-        rows.append(f"<tr><td>{i}{' ✓' if a.accepted else ''}</td><td>{html.escape(a.question)}<br><b>→ {html.escape(a.answer)}</b>{fb}</td>"
-                    + "".join(f"<td>{flag(j.get(c))}</td>" for c in crit)
-                    + f"<td>{html.escape(judge_reason(j))}</td><td>{suff}</td><td>{html.escape(a.failed_check or '')}</td></tr>")
+        rows.append(
+            f"<tr><td>{i}{' ✓' if a.accepted else ''}</td><td>{html.escape(a.question)}<br><b>→"
+            f" {html.escape(a.answer)}</b>{fb}</td>"
+            + "".join(f"<td>{flag(j.get(c))}</td>" for c in crit)
+            + f"<td>{html.escape(judge_reason(j))}</td><td>{suff}</td><td>{html.escape(a.failed_check or '')}</td></tr>"
+        )
     return "".join(rows) + "</table>"
 
 # %% ../nbs/61_widgets.ipynb #02f5ea0f
@@ -155,8 +158,11 @@ def item_head_html(item: QAItem, decision: Optional[dict] = None) -> str:
                 item.style and f"style: {item.style}"),
          f"<div class='rb-q'>{html.escape(item.question)}</div><div>Answer: <mark>{html.escape(item.answer)}</mark>"
          + (f" · bridge topic: <b>{html.escape(item.bridge_topic)}</b>" if item.bridge_topic else "") + "</div>"]
-    if decision: h.append(f"<div><b>Human decision: {html.escape(decision['decision'])}</b> by {html.escape(decision.get('by', ''))} "
-                          f"at {html.escape(decision.get('at', ''))} {html.escape(decision.get('note') or '')}</div>")
+    if decision:
+        h.append(
+            f"<div><b>Human decision: {html.escape(decision['decision'])}</b> by {html.escape(decision.get('by', ''))} "
+            f"at {html.escape(decision.get('at', ''))} {html.escape(decision.get('note') or '')}</div>"
+        )
     return "".join(h)
 
 # %% ../nbs/61_widgets.ipynb #d9ee6f23
@@ -167,9 +173,11 @@ def item_body_html(item: QAItem, contexts: Sequence[tuple] = ()) -> str:
     other = [context_html(item, c, ch, spans) for c, ch in contexts if c.chunk_id not in item.gold_chunk_ids]
     h = [f"<div class='rb-chunk rb-gold'>{badges(l)}<br>{b}</div>" for l, b in gold]
     if other:
-        h.append(f"<details class='rb-others'><summary>{len(other)} other context{'s' if len(other) > 1 else ''}</summary>"
-                 + "".join(f"<details class='rb-chunk'><summary>{html.escape(l)}</summary>{b}</details>" for l, b in other)
-                 + "</details>")
+        h.append(
+            f"<details class='rb-others'><summary>{len(other)} other context{'s' if len(other) > 1 else ''}</summary>"
+            + "".join(f"<details class='rb-chunk'><summary>{html.escape(l)}</summary>{b}</details>" for l, b in other)
+            + "</details>"
+        )
     fails = failed_checks(item)
     h.append(f"<details class='rb-attempts'><summary>{len(item.attempts)} attempt{'s' if len(item.attempts) != 1 else ''}"
              + (f" — failed: {html.escape(', '.join(fails))}" if fails else "") + "</summary>" + attempts_html(item) + "</details>")
@@ -208,7 +216,10 @@ def calibration_svg(cal: JudgeCalibration, width: int = 520) -> str:
     rows = [("all", cal.accept_reject())] + list(cal.by_kind().items())
     bar_w, y, parts = width - 130, 22, []
     for x0, (_, name, color) in zip(range(0, width, width // 4), OUTCOMES):
-        parts.append(f"<rect x='{x0}' y='2' width='10' height='10' fill='{color}'/><text x='{x0 + 14}' y='11' font-size='11'>{name}</text>")
+        parts.append(
+            f"<rect x='{x0}' y='2' width='10' height='10' fill='{color}'/><text x='{x0 + 14}' y='11'"
+            f" font-size='11'>{name}</text>"
+        )
     for kind, s in rows:
         n, x = s["n"], 120
         parts.append(f"<text x='0' y='{y + 12}' font-size='12'>{html.escape(kind)} (n={n})</text>")
@@ -219,7 +230,11 @@ def calibration_svg(cal: JudgeCalibration, width: int = 520) -> str:
             x += w
         if not n: parts.append(f"<text x='120' y='{y + 12}' font-size='11' fill='#888'>no decisions yet</text>")
         y += 22
-    return f"<svg class='rb-calibration-plot' width='{width}' height='{y + 4}' xmlns='http://www.w3.org/2000/svg'>{''.join(parts)}</svg>"
+    return (
+        f"<svg class='rb-calibration-plot' width='{width}' height='{y + 4}'"
+        f" xmlns='http://www.w3.org/2000/svg'>{''.join(parts)}</svg>"
+    )
+
 
 # %% ../nbs/61_widgets.ipynb #8df65070
 CALIBRATION_KEYS = ("n", "agreement", "accept_precision", "accept_recall", "reject_precision", "reject_recall",
@@ -234,7 +249,10 @@ def calibration_html(cal: JudgeCalibration) -> str:
     "The calibration table (overall and per type, then rubric agreement) and the plot."
     rows = [("all", cal.accept_reject())] + list(cal.by_kind().items())
     t = ["<table><tr><th>type</th>" + "".join(f"<th>{k.replace('_', ' ')}</th>" for k in CALIBRATION_KEYS) + "</tr>"]
-    t += ["<tr><td>" + html.escape(k) + "</td>" + "".join(f"<td>{fmt(s[k])}</td>" for k in CALIBRATION_KEYS) + "</tr>" for k, s in rows]
+    t += [
+        "<tr><td>" + html.escape(k) + "</td>" + "".join(f"<td>{fmt(s[k])}</td>" for k in CALIBRATION_KEYS) + "</tr>"
+        for k, s in rows
+    ]
     t.append("</table>")
     rb = cal.rubrics()
     if rb:
@@ -261,7 +279,9 @@ class ReviewQueueView:
         self.filters = {f: self._dropdown(f, label) for f, label in (("kind", "type"), ("verdict", "validator"),
                         ("failed_check", "failed"), ("decision", "human"), ("answerable", "answerable"))}
         self.status, self.head, self.body, self.message = W.HTML(), styled(W.HTML(), "rb-head"), W.HTML(), W.HTML()
-        self.table = styled(W.Select(options=[], rows=min(8, max(len(queue), 2)), layout=W.Layout(width="98%")), "rb-item-table")
+        self.table = styled(
+            W.Select(options=[], rows=min(8, max(len(queue), 2)), layout=W.Layout(width="98%")), "rb-item-table"
+        )
         self.table.observe(self._on_pick, names="value")
         self._build_edit(queue, rubrics)
         self._build_actions(queue)
@@ -287,12 +307,17 @@ from fastcore.basics import patch
 def _build_edit(self: ReviewQueueView, queue, rubrics):
     "The edit fields (question, answer, note) and optional 1–5 rubric scores."
     if rubrics is None: rubrics = sorted({k for it in queue.items for k in judge_scores(it)})
-    self.rubrics = {r: W.Dropdown(options=["–", 1, 2, 3, 4, 5], value="–", description=r, layout=W.Layout(width="170px"))
-                    for r in rubrics}
+    self.rubrics = {
+        r: W.Dropdown(options=["–", 1, 2, 3, 4, 5], value="–", description=r, layout=W.Layout(width="170px"))
+        for r in rubrics
+    }
     self.question = styled(W.Textarea(description="question", rows=2, layout=W.Layout(width="98%")), "rb-edit-question")
     self.answer = styled(W.Text(description="answer", layout=W.Layout(width="98%")), "rb-edit-answer")
     self.note = styled(W.Text(description="note", placeholder="optional note", layout=W.Layout(width="98%")), "rb-note")
-    self.edit_box = W.VBox([self.question, self.answer, self.note] + ([W.HBox(list(self.rubrics.values()))] if rubrics else []))
+    self.edit_box = W.VBox(
+        [self.question, self.answer, self.note] + ([W.HBox(list(self.rubrics.values()))] if rubrics else [])
+    )
+
 
 # %% ../nbs/61_widgets.ipynb #fc7c38d7
 @patch
@@ -303,8 +328,12 @@ def _build_actions(self: ReviewQueueView, queue):
         b.on_click(lambda _: self._do(fn))
         return b
     self.b_prev, self.b_next = btn("◀ prev (p)", "rb-prev", "", queue.prev), btn("next (n) ▶", "rb-next", "", queue.next)
-    self.b_accept = btn("Accept (a)", "rb-accept", "success", lambda: queue.accept(note=self.note.value, scores=self._scores()))
-    self.b_reject = btn("Reject (r)", "rb-reject", "danger", lambda: queue.reject(note=self.note.value, scores=self._scores()))
+    self.b_accept = btn(
+        "Accept (a)", "rb-accept", "success", lambda: queue.accept(note=self.note.value, scores=self._scores())
+    )
+    self.b_reject = btn(
+        "Reject (r)", "rb-reject", "danger", lambda: queue.reject(note=self.note.value, scores=self._scores())
+    )
     self.b_edit = btn("Edit & accept (e)", "rb-edit", "warning", lambda: queue.edit(
         question=self.question.value, answer=self.answer.value, note=self.note.value, scores=self._scores()))
     self.keys = styled(W.Text(placeholder="shortcuts: click, then a r e n p u", layout=W.Layout(width="230px"),
@@ -405,7 +434,8 @@ def calibration_widget(source: Union[ReviewQueue, JudgeCalibration], headless: O
     cal = lambda: JudgeCalibration.from_queue(source) if isinstance(source, ReviewQueue) else source
     if headless if headless is not None else is_headless(): return static(calibration_html(cal()))
     view = styled(W.HTML(calibration_html(cal())), "rb-calibration-view")
-    if isinstance(source, ReviewQueue): source.listeners.append(lambda row: setattr(view, "value", calibration_html(cal())))
+    if isinstance(source, ReviewQueue):
+        source.listeners.append(lambda row: setattr(view, "value", calibration_html(cal())))
     return view
 
 # %% ../nbs/61_widgets.ipynb #dd03a460
@@ -457,7 +487,10 @@ def seeds(self: SeedPicker) -> list[Chunk]:
 def save(self: SeedPicker, run_dir=None, name: str = SEEDS_FILE) -> Path:
     "Write the seed ids, one a line, to the run directory (atomically): the file `ragbench triad --seeds-file` reads."
     head = f"# seeds picked {utc_now()}" + (f"; last search: {self.query}" if self.query else "")
-    return RunDir(run_dir if run_dir is not None else self.run_dir).write(name, "\n".join([head.replace("\n", " ")] + self.seed_ids) + "\n")
+    return RunDir(run_dir if run_dir is not None else self.run_dir).write(
+        name, "\n".join([head.replace("\n", " ")] + self.seed_ids) + "\n"
+    )
+
 
 # %% ../nbs/61_widgets.ipynb #a718fdf5
 @patch
@@ -499,8 +532,12 @@ def seeds_summary_html(picker: SeedPicker) -> str:
     where = (f"<br>saved to <code>{html.escape(str(picker.seeds_file))}</code> — use it with "
              f"<code>ragbench triad --seeds-file {html.escape(str(picker.seeds_file))}</code>" if picker.seeds_file else
              "<br><i>not saved: give the picker a run_dir, or call picker.save(run_dir)</i>")
-    return (f"<div class='rb-item rb-seeds'><b>Seeds</b> ({len(labels)}): {html.escape(', '.join(labels)) or '—'}{where}"
-            + (f"<br>last search: {html.escape(picker.query)} — {len(picker.results)} hits" if picker.query else "") + "</div>")
+    return (
+        f"<div class='rb-item rb-seeds'><b>Seeds</b> ({len(labels)}): {html.escape(', '.join(labels)) or '—'}{where}"
+        + (f"<br>last search: {html.escape(picker.query)} — {len(picker.results)} hits" if picker.query else "")
+        + "</div>"
+    )
+
 
 # %% ../nbs/61_widgets.ipynb #601003ee
 def chunk_detail_html(picker: SeedPicker, chunk_id: str) -> str:
@@ -683,8 +720,10 @@ def _plan(self: BridgeInspector, seed, neighbours, entities):
 @patch
 def choose_neighbour(self: BridgeInspector, chunk_id: Optional[str]) -> None:
     "Override the neighbour (None, or the automatic choice, goes back to the automatic choice)."
-    if chunk_id is not None and chunk_id == self.seed.id: raise ValueError(f"{chunk_id} is the seed: a chunk cannot bridge to itself")
-    if chunk_id is not None and chunk_id not in self._text: raise KeyError(f"{chunk_id} is not a neighbour of {self.seed.id}")
+    if chunk_id is not None and chunk_id == self.seed.id:
+        raise ValueError(f"{chunk_id} is the seed: a chunk cannot bridge to itself")
+    if chunk_id is not None and chunk_id not in self._text:
+        raise KeyError(f"{chunk_id} is not a neighbour of {self.seed.id}")
     self._neighbour = None if chunk_id == self.auto_neighbour else chunk_id
 
 # %% ../nbs/61_widgets.ipynb #e142c10c
@@ -740,7 +779,8 @@ def triad_planner(index, llm, cfg=None) -> Callable:
     cfg = cfg or TriadConfig()
     def plan(seed, neighbours, entities):
         b = find_bridge(seed.id, index, llm, cfg)
-        if b is None: return None, None, "TRIAD found no chunk sharing a topic with this seed (it would move to the next seed)"
+        if b is None:
+            return None, None, "TRIAD found no chunk sharing a topic with this seed (it would move to the next seed)"
         shared = f"; shared: {', '.join(b.shared)}" if b.shared else ""
         return b.chunk_ids[1], b.bridge_topic, f"TRIAD bridge via {b.via}{shared}"
     return plan
@@ -767,7 +807,9 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
     from ragbench.triad.run import model_label, normalise_llms
     llms, bridge = normalise_llms(llms), inspected_bridge(inspector)
     item = draft_item(bridge, SeedPlan(seed_id=bridge.seed_id, kind=kind, binary=binary))
-    item = item.model_copy(update={"id": item_id("triad", bridge.seed_id, *bridge.chunk_ids, kind, binary, bridge.bridge_topic)})
+    item = item.model_copy(
+        update={"id": item_id("triad", bridge.seed_id, *bridge.chunk_ids, kind, binary, bridge.bridge_topic)}
+    )
     meta = {**item.meta, "bridge_from": "inspector", "overridden": inspector.overridden}
     models = {r: model_label(l) for r, l in llms.items()}
     item = await avalidate(item.model_copy(update={"meta": meta, "models": models}), bridge.chunks,
@@ -776,7 +818,8 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
     item = await aextract(item, inspector.index, llms["extract"], cfg, gold=bridge.chunks)
     if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])   # its own classifier, as in a run
     variant = unanswerable_variant(item, cfg) if cfg.unanswerable else None
-    if variant is not None and cfg.unanswerable_check: variant = await acheck_unanswerable(variant, item, inspector.index, llms["judge"], cfg)
+    if variant is not None and cfg.unanswerable_check:
+        variant = await acheck_unanswerable(variant, item, inspector.index, llms["judge"], cfg)
     if variant is None: return [as_draft(item)], []
     return ([as_draft(item), as_draft(variant)], []) if variant.status == "accepted" else ([as_draft(item)], [variant])
 
@@ -788,7 +831,10 @@ def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = 
     from ragbench.spine import LLMPool
     from ragbench.triad import TriadConfig
     pool, run = LLMPool(Path(run_dir) / "cache"), RunDir(run_dir)        # as a run opens its LLMs (19_spine)
-    llms = {r: pool.get(l) if isinstance(l, str) else l for r, l in (llms if isinstance(llms, dict) else {"generate": llms}).items()}
+    llms = {
+        r: pool.get(l) if isinstance(l, str) else l
+        for r, l in (llms if isinstance(llms, dict) else {"generate": llms}).items()
+    }
     with TaskRun(run.path, None) as tr:
         meter = tr.open_meter("calls.jsonl")                 # the run's budget and journal count these calls too
         for l in llms.values(): pool.attach(meter, l)
@@ -821,8 +867,11 @@ def bridge_html(inspector: BridgeInspector) -> str:
             + (f"<th>▶ {html.escape(chosen['label'])}</th>" if chosen else "") + "</tr><tr>"
             f"<td style='width:50%'>{highlight(bi.seed.text, shared)}</td>"
             + (f"<td>{highlight(chosen['text'], shared)}</td>" if chosen else "") + "</tr></table>")
-    others = "".join(f"<details class='rb-chunk'><summary>{html.escape(r['label'])}</summary>{html.escape(r['text'])}</details>"
-                     for r in rows if not r["chosen"])
+    others = "".join(
+        f"<details class='rb-chunk'><summary>{html.escape(r['label'])}</summary>{html.escape(r['text'])}</details>"
+        for r in rows
+        if not r["chosen"]
+    )
     return (CSS + f"<div class='rb-item rb-bridge'><div>Bridge topic: <b>{html.escape(bi.topic or '—')}</b> — "
             f"{html.escape(bi.why)}{' (overridden)' if bi.overridden else ''}</div>" + "".join(t) + "</table>" + side
             + (f"<details><summary>the other neighbours' texts</summary>{others}</details>" if others else "") + "</div>")
@@ -837,15 +886,20 @@ class BridgeInspectorView:
                 for r in bi.rows()]
         self.neighbour = styled(W.Dropdown(options=opts, value=bi.neighbour_id if opts else None, description="neighbour",
                                            layout=W.Layout(width="340px")), "rb-bridge-neighbour")
-        self.topic = styled(W.Text(value=bi._topic or "", placeholder=bi.auto_topic or "type a bridge topic", description="topic"),
-                            "rb-bridge-topic")
+        self.topic = styled(
+            W.Text(value=bi._topic or "", placeholder=bi.auto_topic or "type a bridge topic", description="topic"),
+            "rb-bridge-topic",
+        )
         self.view, self.result = W.HTML(bridge_html(bi)), styled(W.HTML(), "rb-bridge-result")
         self.neighbour.observe(self.update, names="value")
         self.topic.observe(self.update, names="value")
         kids = [W.HBox([self.neighbour, self.topic]), self.view]
         if run_dir is not None and llms is not None:
-            self.kind = W.Dropdown(options=list(getattr(cfg, "types", None) or ["comparison", "intersection", "composition"]),
-                                   description="type", layout=W.Layout(width="220px"))
+            self.kind = W.Dropdown(
+                options=list(getattr(cfg, "types", None) or ["comparison", "intersection", "composition"]),
+                description="type",
+                layout=W.Layout(width="220px"),
+            )
             self.binary = W.Checkbox(value=False, description="yes/no question", indent=False)
             self.generate = styled(W.Button(description="Generate into the run", button_style="primary",
                                             layout=W.Layout(width="auto")), "rb-bridge-generate")
@@ -864,9 +918,12 @@ def generated_html(item: QAItem, run_dir, existed: bool = False) -> str:
     "What a Generate click produced: the verdict, the question and answer, where it was saved (or that the run had it)."
     fails = failed_checks(item)
     n = len(item.attempts)
-    where = (f"already in {html.escape(str(Path(run_dir)))}: this configuration was generated before (change the neighbour, "
-             "the topic, the type or yes/no for a new item)" if existed else
-             f"added to {html.escape(str(Path(run_dir) / INSPECTED))}, reviewed with the run's dataset")
+    where = (
+        f"already in {html.escape(str(Path(run_dir)))}: this configuration was generated before (change the neighbour, "
+        "the topic, the type or yes/no for a new item)"
+        if existed
+        else f"added to {html.escape(str(Path(run_dir) / INSPECTED))}, reviewed with the run's dataset"
+    )
     return (f"<div class='rb-item'>{badges(f'validator: {item.status}', item.kind, f'{n} attempt' + ('s' if n != 1 else ''))}"
             + (f" failed: {html.escape(', '.join(fails))}" if fails else "")
             + f"<div class='rb-q'>{html.escape(item.question)}</div><div>Answer: <mark>{html.escape(item.answer)}</mark></div>"

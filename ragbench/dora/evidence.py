@@ -198,7 +198,8 @@ def complete_all(llm, prompts: Sequence[str], schema=None, *, system: Optional[s
     if len(prompts) <= 1: return [one(p) for p in prompts]
     from concurrent.futures import ThreadPoolExecutor
     ctxs = [contextvars.copy_context() for _ in prompts]   # each call still counts into the caller's task_usage()
-    with ThreadPoolExecutor(min(workers, len(prompts))) as ex: return list(ex.map(lambda c, p: c.run(one, p), ctxs, prompts))
+    with ThreadPoolExecutor(min(workers, len(prompts))) as ex:
+        return list(ex.map(lambda c, p: c.run(one, p), ctxs, prompts))
 
 # %% ../../nbs/30_dora.evidence.ipynb #2da10ca1
 def _ask(llm, name: str, fields: list[dict], schema, stage: str) -> list:

@@ -24,7 +24,8 @@ __all__ = ['CHECKS', 'context_recall', 'context_precision', 'register_check', 'c
            'gate', 'guaranteed_quality', 'tau_binds']
 
 # %% ../../nbs/30_dora.gates.ipynb #7e7b829d
-CHECKS = Registry("hard check", error=UserError)   # name -> fn(question, answer, cited, evidence, **params) -> None | message
+# name -> fn(question, answer, cited, evidence, **params) -> None | message
+CHECKS = Registry("hard check", error=UserError)
 
 def register_check(name: str, fn: Callable[..., Optional[str]] = None):
     "Register hard check `name` (usable as a decorator): `fn(question, answer, cited, evidence, **params) -> None | message`."
@@ -39,9 +40,13 @@ def check_non_empty(question, answer, cited, evidence, min_question_words: int =
 
 _DOC_REF = re.compile(
     r"\b(?:(?:the|this|that|these|those|above|provided|given|following|attached|said)\s+"
-    r"(?:text|texts|document|documents|passage|passages|context|excerpt|excerpts|chunk|chunks|snippet|snippets|source text|evidence)"
+    r"(?:text|texts|document|documents|passage|passages|context|excerpt|excerpts|chunk|chunks|snippet|snippets|source"
+    r" text|evidence)"
     r"|(?:this|the above|the provided|the given|the following)\s+(?:section|page|article|paragraph|material)"
-    r"|according to the (?:text|document|passage|context|author|evidence))\b", re.I)
+    r"|according to the (?:text|document|passage|context|author|evidence))\b",
+    re.I,
+)
+
 
 # %% ../../nbs/30_dora.gates.ipynb #5b3596b9
 @register_check("no_doc_reference")
@@ -56,7 +61,8 @@ def check_no_doc_reference(question, answer, cited, evidence, pattern: Optional[
 @register_check("not_a_question")
 def check_not_a_question(question, answer, cited, evidence):
     "The answer is a statement: no unit of it ends with a question mark."
-    if any(u.rstrip(" \"')").endswith("?") for u in answer_units(answer or "")): return "answer is phrased as a question"
+    if any(u.rstrip(" \"')").endswith("?") for u in answer_units(answer or "")):
+        return "answer is phrased as a question"
 
 # %% ../../nbs/30_dora.gates.ipynb #ddc9f94f
 @register_check("max_words")
@@ -132,7 +138,8 @@ def supports(answer: str, text: str, support_at: float = 0.4) -> bool:
 def check_citations(question, answer, cited, evidence, min: int = 2, strict: bool = False, support_at: float = 0.4):
     "The answer cites at least `min` distinct evidence chunks that each support part of it (with `strict`, no other ids)."
     texts = dict(evidence_pairs(evidence))
-    if strict and set(cited or []) - set(texts): return f"cites chunks outside the evidence: {sorted(set(cited) - set(texts))}"
+    if strict and set(cited or []) - set(texts):
+        return f"cites chunks outside the evidence: {sorted(set(cited) - set(texts))}"
     good = [c for c in dict.fromkeys(cited or []) if c in texts]
     backed = [c for c in good if supports(answer or "", texts[c], support_at)]
     if len(backed) >= min: return None
@@ -243,7 +250,9 @@ def qa_relevance(question: str, answer: str, embed: Optional[Callable] = None) -
 def entailment_claims(answer: str, evidence, max_units: int = 6) -> list[tuple[str, Optional[str]]]:
     "(claim, preset label) for the first `max_units` answer claims: 'entailment' when verbatim in the evidence, else None."
     ev = " \n ".join(normalize_text(t) for _, t in evidence_pairs(evidence))
-    return [(u, "entailment" if answer_core(u) and answer_core(u) in ev else None) for u in answer_units(answer)[:max_units]]
+    return [
+        (u, "entailment" if answer_core(u) and answer_core(u) in ev else None) for u in answer_units(answer)[:max_units]
+    ]
 
 def lexical_labels(answer: str, evidence) -> list[str]:
     "Entailment labels of the answer's claims by the offline judge (verbatim claims preset)."

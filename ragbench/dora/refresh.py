@@ -53,7 +53,9 @@ def dropped_item(it: QAItem, reasons: list[str], **more) -> TaskResult:
 def regate(it: QAItem, method: DoraMethod) -> tuple[QAItem, object]:
     "The item gated again by DoRA's checks against the text its evidence ids name now: (the item with the new attempt, the GateResult)."
     evidence = [(i, method.by_id[i].text) for i in it.gold_chunk_ids]
-    res, verdicts = method.judge_qa(method.styles[it.style], it.question, it.answer, it.meta.get("cited_chunk_ids", []), evidence)
+    res, verdicts = method.judge_qa(
+        method.styles[it.style], it.question, it.answer, it.meta.get("cited_chunk_ids", []), evidence
+    )
     att = Attempt(question=it.question, answer=it.answer, judge={**verdicts, "refresh": True}, accepted=res.passed,
                   failed_check=None if res.passed else res.failed_check)
     return it.model_copy(update={"attempts": [*it.attempts, att], "status": "accepted" if res.passed else "rejected",
@@ -64,12 +66,15 @@ def recheck_item(it: QAItem, fates: dict, st: dict, method: DoraMethod) -> TaskR
     "Refresh one item whose evidence text changed: kept (renamed to the new chunk ids) or dropped, the audit trail saying why."
     ids = evidence_map(it, fates)
     moved = remap_evidence(it, ids)
-    if len(set(moved.gold_chunk_ids)) < len(moved.gold_chunk_ids): return dropped_item(it, st["reasons"], why="two evidence chunks now map to one")
+    if len(set(moved.gold_chunk_ids)) < len(moved.gold_chunk_ids):
+        return dropped_item(it, st["reasons"], why="two evidence chunks now map to one")
     missing = [i for i in moved.gold_chunk_ids if i not in method.by_id]
-    if missing: return dropped_item(it, st["reasons"], why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
+    if missing:
+        return dropped_item(it, st["reasons"], why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
     checked, res = regate(moved, method)
     ev = dict(score=res.score, tau=res.tau, renamed=ids)
-    if res.passed: return item_result(it, "kept", keep=[with_refresh_event(checked, refresh_event("kept", st["reasons"], **ev))])
+    if res.passed:
+        return item_result(it, "kept", keep=[with_refresh_event(checked, refresh_event("kept", st["reasons"], **ev))])
     return item_result(it, "dropped", drop=[with_refresh_event(checked, refresh_event("dropped", st["reasons"], why=res.failed_check, **ev))])
 
 # %% ../../nbs/31_dora.refresh.ipynb #09127848
@@ -81,7 +86,10 @@ def split_doc_chunks(doc_chunks: dict, split: Optional[str], own_docs: set, othe
 
 def _docs_of(run: Path) -> set:
     "The documents of a run's dataset and candidates."
-    its = [*read_jsonl(run / "dataset.jsonl", QAItem), *(read_jsonl(run / "candidates.jsonl", QAItem) if (run / "candidates.jsonl").exists() else [])]
+    its = [
+        *read_jsonl(run / "dataset.jsonl", QAItem),
+        *(read_jsonl(run / "candidates.jsonl", QAItem) if (run / "candidates.jsonl").exists() else []),
+    ]
     return {str(i.meta.get("doc_id")) for i in its if i.meta.get("doc_id") is not None}
 
 def run_documents(run: Path, split: Optional[str]) -> tuple[set, set]:
@@ -112,10 +120,13 @@ def repeats(item: QAItem, kept: Sequence[QAItem], method: DoraMethod) -> Optiona
 # %% ../../nbs/31_dora.refresh.ipynb #f1749283
 def as_replacement(r: TaskResult, tid: str, k: int, seed: Chunk, kept: Sequence[QAItem], method: DoraMethod) -> TaskResult:
     "A DoRA task's result as the journal entry of slot `k`: its accepted item with an `added` event, or rejected as a repeat."
-    ev = refresh_event("added", [f"replaces a dropped {r.record.get('style')} item (new chunk {seed.id} of {seed.doc_id!r})"])
+    ev = refresh_event(
+        "added", [f"replaces a dropped {r.record.get('style')} item (new chunk {seed.id} of {seed.doc_id!r})"]
+    )
     items, rejected = [with_refresh_event(i, ev) for i in r.items], list(r.rejected)
     dup = repeats(items[0], kept, method) if items else None
-    if dup: rejected, items = rejected + [items[0].model_copy(update={"status": "rejected", "meta": {**items[0].meta, "duplicate_of": dup}})], []
+    if dup:
+        rejected, items = rejected + [items[0].model_copy(update={"status": "rejected", "meta": {**items[0].meta, "duplicate_of": dup}})], []
     return TaskResult(task_id=tid, position=k, outcome="duplicate" if dup else r.outcome, items=items, rejected=rejected,
                       record={**r.record, "slot": k, "duplicate_of": dup})
 

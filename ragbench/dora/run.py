@@ -42,10 +42,12 @@ class DoraConfig(BaseModel):
     seed: int = 0
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
     prefilter: str = "auto"                           # judge of the prefilter: auto (the judge LLM) | llm | cross-encoder:PATH (an NLI model) | lexical (word-overlap proxy)
-    entailment: str = "auto"                          # judge of the gate: auto (the judge LLM) | llm | lexical | cross-encoder:PATH
+    # judge of the gate: auto (the judge LLM) | llm | lexical | cross-encoder:PATH
+    entailment: str = "auto"
     contradiction_penalty: float = Field(1.0, ge=0)
     max_entail_units: int = Field(6, ge=1)
-    dedup_jaccard: float = Field(0.7, gt=0, le=1)      # near-duplicate questions: Jaccard of content-word stems (MinHash)
+    # near-duplicate questions: Jaccard of content-word stems (MinHash)
+    dedup_jaccard: float = Field(0.7, gt=0, le=1)
     dedup_cosine: Optional[float] = Field(0.92, gt=0, le=1)  # and/or embedding cosine (None: off)
     max_per_doc: Optional[int] = Field(None, ge=1)     # cap of selected items per document, all styles together
     max_per_doc_style: Optional[int] = Field(None, ge=1)
@@ -114,7 +116,8 @@ def dedup_items(items: Sequence[QAItem], jaccard_at: float = 0.7, embed: Optiona
     lsh = None
     if len(order) > minhash_above:
         from datasketch import MinHashLSH
-        lsh = MinHashLSH(threshold=max(0.1, jaccard_at - 0.25), num_perm=128)   # lower threshold for recall; pairs checked exactly
+        # lower threshold for recall; pairs checked exactly
+        lsh = MinHashLSH(threshold=max(0.1, jaccard_at - 0.25), num_perm=128)
     vecs = embed([it.question for it in order]) if (embed is not None and cosine_at and order) else None
     kept, kept_idx, exact, dropped = [], [], {}, {}
     for i, it in enumerate(order):
@@ -148,7 +151,8 @@ def _round_robin(pool: list[QAItem], n: int, per_doc: Counter, max_per_doc: Opti
     while len(got) < n and any(r < len(by_doc[d]) for d in docs):
         for d in docs:
             if len(got) >= n or r >= len(by_doc[d]): continue
-            if (max_per_doc is not None and per_doc[d] >= max_per_doc) or (max_per_doc_style is not None and r >= max_per_doc_style): continue
+            if (max_per_doc is not None and per_doc[d] >= max_per_doc) or (max_per_doc_style is not None and r >= max_per_doc_style):
+                continue
             got.append(by_doc[d][r])
             per_doc[d] += 1
         r += 1
@@ -327,7 +331,10 @@ def generate_candidate(self: DoraMethod, task: Task) -> QAItem:
         return self.candidate_item(task, bundle=bundle, failed=kind, judge={**record, "error": msg[:300]})
     q, a, cited = out.question.strip(), out.answer.strip(), [str(c) for c in out.cited_chunk_ids]
     res, verdicts = self.judge_qa(st, q, a, cited, [(c.id, c.text) for c in chunks])
-    return self.candidate_item(task, question=q, answer=a, bundle=bundle, cited=cited, result=res, judge={**record, **verdicts})
+    return self.candidate_item(
+        task, question=q, answer=a, bundle=bundle, cited=cited, result=res, judge={**record, **verdicts}
+    )
+
 
 # %% ../../nbs/30_dora.run.ipynb #fc5b5edf
 @patch
@@ -354,8 +361,12 @@ def decide(self: DoraMethod, results: Sequence[TaskResult]) -> Decision:
     "Dedup the items that passed the gate, then select to quotas (cached for the same results)."
     key = tuple((r.task_id, r.outcome) for r in results)
     if self._decided[0] == key: return self._decided[1]
-    kept, dropped = dedup_items([i for r in results for i in r.items], self.cfg.dedup_jaccard, self.embed, self.cfg.dedup_cosine)
-    selected, rest = select_quota(kept, {s: self.cfg.per_style for s in self.cfg.styles}, self.cfg.max_per_doc, self.cfg.max_per_doc_style)
+    kept, dropped = dedup_items(
+        [i for r in results for i in r.items], self.cfg.dedup_jaccard, self.embed, self.cfg.dedup_cosine
+    )
+    selected, rest = select_quota(
+        kept, {s: self.cfg.per_style for s in self.cfg.styles}, self.cfg.max_per_doc, self.cfg.max_per_doc_style
+    )
     d = Decision(selected=selected, rest=rest, dropped=dropped)
     self._decided = (key, d)
     return d
@@ -422,7 +433,8 @@ def summarize(self: DoraMethod, results: Sequence[TaskResult], selection: Select
             "models": self.models(), "warnings": self.warnings()}
 
 # %% ../../nbs/30_dora.run.ipynb #10906545
-DoraRun = RunResult      # what a DoRA run returns: the run's result with the selected items and every candidate read back
+# what a DoRA run returns: the run's result with the selected items and every candidate read back
+DoraRun = RunResult
 
 def _warm_up(index, doc_chunks: dict) -> None:
     "One search before tasks run on threads (a lazily built text index is then built once)."
@@ -453,7 +465,9 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
 def _answer_check(ctx) -> AnswerVerdict:
     "The offline answer check of a dora_answer_check prompt."
     chunks = parse_chunks(ctx.inputs.get("evidence", ""))
-    return lexical_answer_verdict(ctx.inputs.get("question", ""), ctx.inputs.get("answer", ""), [(c[0], c[2]) for c in chunks])
+    return lexical_answer_verdict(
+        ctx.inputs.get("question", ""), ctx.inputs.get("answer", ""), [(c[0], c[2]) for c in chunks]
+    )
 
 def _claim_label(ctx) -> str:
     "The offline entailment label of a dora_entailment prompt."
@@ -482,11 +496,13 @@ def _check_split_options(split: Optional[str], test_docs: Optional[str], test_fr
     "The train/test options go together: --split train,test with exactly one of --test-docs and --test-fraction."
     if split is not None and [s.strip() for s in split.split(",")] != ["train", "test"]:
         raise UserError(f"--split must be 'train,test', got {split!r}")
-    if split and not (test_docs or test_fraction is not None): raise UserError("--split train,test needs --test-docs FILE or --test-fraction F")
+    if split and not (test_docs or test_fraction is not None):
+        raise UserError("--split train,test needs --test-docs FILE or --test-fraction F")
     if test_docs and test_fraction is not None: raise UserError("give --test-docs or --test-fraction, not both")
     if test_docs and not split: raise UserError("--test-docs needs --split train,test")
     if test_fraction is not None and not split: raise UserError("--test-fraction needs --split train,test")
-    if test_fraction is not None and not 0 < test_fraction < 1: raise UserError(f"--test-fraction must be between 0 and 1, got {test_fraction}")
+    if test_fraction is not None and not 0 < test_fraction < 1:
+        raise UserError(f"--test-fraction must be between 0 and 1, got {test_fraction}")
 
 # %% ../../nbs/30_dora.run.ipynb #b9b84222
 def dora_options(config: Optional[str], styles_file: Optional[str], styles: Optional[str], split: Optional[str],
@@ -510,7 +526,8 @@ def _print_summary(s: dict, label: str = "") -> None:
         print(f"  {st:<12} {s['achieved'][st]:>4}/{s['requested'][st]:<4} candidates {s['candidates'][st]:>4}  "
               f"passed gate {s['gate_passed'][st]:>4}")
     if s["gate_failures"]: print("  gate failures: " + ", ".join(f"{k} {v}" for k, v in s["gate_failures"].items()))
-    if s["per_accepted"]: print(f"  per accepted item: {s['per_accepted']['calls']} calls, {s['per_accepted']['tokens']} tokens")
+    if s["per_accepted"]:
+        print(f"  per accepted item: {s['per_accepted']['calls']} calls, {s['per_accepted']['tokens']} tokens")
 
 # %% ../../nbs/30_dora.run.ipynb #564003fa
 def _print_notes(warnings: Sequence[str]) -> None:
@@ -536,19 +553,28 @@ class DoraOptions(RunOptions):
     per_style: int = Field(description="accepted items wanted per style (per split)")
     styles: Optional[str] = Field(None, description="comma-separated styles (default: the five built-in ones)")
     styles_file: Optional[str] = Field(None, description="YAML/JSON file of user-defined styles to register first")
-    judge_llm: Optional[str] = Field(None, description="bundle scorer / entailment and answer judge spec (default: the generator; "
-                                                       "the paper uses another model family)")
+    judge_llm: Optional[str] = Field(
+        None,
+        description="bundle scorer / entailment and answer judge spec (default: the generator; "
+        "the paper uses another model family)",
+    )
     split: Optional[str] = Field(None, description="'train,test' to build disjoint train and test splits")
     test_docs: Optional[str] = Field(None, description="file of test document ids, one per line (with --split)")
-    test_fraction: Optional[float] = Field(None, description="share of the documents drawn (seeded) for the test split, e.g. 0.2 "
-                                                             "(with --split)")
-    test_llm: Optional[str] = Field(None, description="generator for the test split (default: --llm; the paper uses another model family)")
+    test_fraction: Optional[float] = Field(
+        None, description="share of the documents drawn (seeded) for the test split, e.g. 0.2 " "(with --split)"
+    )
+    test_llm: Optional[str] = Field(
+        None, description="generator for the test split (default: --llm; the paper uses another model family)"
+    )
     docs: Optional[str] = Field(None, description="file of document ids to restrict generation to")
     seed: Optional[int] = Field(None, description="seed for sampling seeds and the test documents (default 0)")
     overgen: Optional[float] = Field(None, description="candidates per wanted item (default 3)")
     entailment: Optional[str] = Field(None, description="gate judge: auto | llm | lexical | cross-encoder:PATH")
-    prefilter: Optional[str] = Field(None, description="prefilter judge (relevant and complementary to the seed): auto (default: the "
-                                                       "judge LLM) | llm | cross-encoder:PATH | lexical (word-overlap proxy)")
+    prefilter: Optional[str] = Field(
+        None,
+        description="prefilter judge (relevant and complementary to the seed): auto (default: the "
+        "judge LLM) | llm | cross-encoder:PATH | lexical (word-overlap proxy)",
+    )
     embed: bool = Field(True, description="embedding-based dedup and relevance (without: lexical only, no embedding model)")
     leak_ngram: float = Field(0.5, description="n-gram containment that flags a train/test evidence pair")
     leak_cosine: float = Field(0.95, description="embedding cosine that flags a train/test pair")

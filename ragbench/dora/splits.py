@@ -111,7 +111,9 @@ def leakage_check(train_items: Sequence[QAItem], test_items: Sequence[QAItem], t
            "evidence_ngram": _section(_max_overlap(gram(te_ev, n), gram(tr_ev, n), _containment), ngram_at, ("test_chunk", "train_chunk"), examples),
            "question_ngram": _section(_max_overlap(gram(tq, question_n), gram(rq, question_n), jaccard), question_at, ("test_item", "train_item"), examples)}
     if embed is not None:
-        rep["evidence_embedding"] = _section(_max_cosine(te_ev, tr_ev, embed), cosine_at, ("test_chunk", "train_chunk"), examples)
+        rep["evidence_embedding"] = _section(
+            _max_cosine(te_ev, tr_ev, embed), cosine_at, ("test_chunk", "train_chunk"), examples
+        )
         rep["question_embedding"] = _section(_max_cosine(tq, rq, embed), cosine_at, ("test_item", "train_item"), examples)
     reasons = _leak_reasons(rep)
     rep["passed"], rep["reason"] = not reasons, "; ".join(reasons) or "no leakage found"
@@ -212,7 +214,8 @@ def card_markdown(card: dict, files: dict[str, str]) -> str:
         *[f"- {s}: generator {', '.join(sp[s]['models']['generate']) or '?'}; judge {', '.join(sp[s]['models']['judge']) or '?'}; "
           f"{sp[s]['documents']} source documents" for s in splits]]
     if card.get("warnings"): lines += ["", "## Caveats", "", *[f"- {w}" for w in card["warnings"]]]
-    if "leakage" in card: lines += ["", "## Leakage check", "", f"{'passed' if card['leakage']['passed'] else 'FAILED'}: {card['leakage']['reason']}"]
+    if "leakage" in card:
+        lines += ["", "## Leakage check", "", f"{'passed' if card['leakage']['passed'] else 'FAILED'}: {card['leakage']['reason']}"]
     return "\n".join(lines + ["", "## Fields", "", "`id`, `style`, `question`, `answer`, `context` (the evidence passages), `gold_chunk_ids`,",
                               "`doc_id`, `split`, `generator`, and `messages` (system / user = context + question / assistant = answer)", "",
                               "Load with `datasets.load_dataset(\"json\", data_files=...)` on the files under `data/`, or `load_dataset` on this folder.", ""])

@@ -40,7 +40,8 @@ def _check_weights(v: dict, known: tuple, what: str) -> dict:
     "Weights are keyed by known names, none negative, with a positive sum."
     bad = [m for m in v if m not in known]
     if bad: raise ValueError(f"unknown {what} '{bad[0]}' (known: {', '.join(known)})")
-    if any(w < 0 for w in v.values()) or sum(v.values()) <= 0: raise ValueError("weights must be >= 0 with a positive sum")
+    if any(w < 0 for w in v.values()) or sum(v.values()) <= 0:
+        raise ValueError("weights must be >= 0 with a positive sum")
     return v
 
 # %% ../../nbs/30_dora.styles.ipynb #1369ba29
@@ -122,8 +123,11 @@ Evidence:
 Reply with JSON: {{"question": "...", "answer": "...", "cited_chunk_ids": ["chunk id", ...]}}"""
 
 # %% ../../nbs/30_dora.styles.ipynb #76f7bd1d
-MULTI_DIRECTIVE = ("- Draw on at least {min_cite} different chunks, cite every chunk you use, and weave their facts into one "
-                   "answer rather than separate mini-answers.\n")
+MULTI_DIRECTIVE = (
+    "- Draw on at least {min_cite} different chunks, cite every chunk you use, and weave their facts into one "
+    "answer rather than separate mini-answers.\n"
+)
+
 
 # %% ../../nbs/30_dora.styles.ipynb #1161da9f
 def literal_braces(text: str, keep=("k", "min_cite")) -> str:
@@ -177,8 +181,11 @@ def _cloze_provide(chunks) -> Optional[dict]:
             lo, hi = max(0, i - 2), min(len(w), i + 2)
             left, right = " ".join(w[max(0, lo - 8): lo]), " ".join(w[hi: hi + 8])
             if len(left.split()) + len(right.split()) < 3: continue
-            return {"question": f'Which figure completes "{left} ... {right}"?', "answer": " ".join(w[lo:hi]).rstrip(".,;:"),
-                    "cited_chunk_ids": [cid]}
+            return {
+                "question": f'Which figure completes "{left} ... {right}"?',
+                "answer": " ".join(w[lo:hi]).rstrip(".,;:"),
+                "cited_chunk_ids": [cid],
+            }
     return None
 
 # %% ../../nbs/30_dora.styles.ipynb #d92e6cd6
@@ -233,7 +240,8 @@ def register_style(style: Style, *, prompt: bool = True) -> Style:
 def get_style(name: Union[str, Style]) -> Style:
     "The registered style `name` (a Style passes through)."
     if isinstance(name, Style): return name
-    if name not in _STYLES: raise StyleError(f"unknown DoRA style '{name}'; registered: {', '.join(_STYLES) or '(none)'}")
+    if name not in _STYLES:
+        raise StyleError(f"unknown DoRA style '{name}'; registered: {', '.join(_STYLES) or '(none)'}")
     return _STYLES[name]
 
 def list_styles() -> list[str]:

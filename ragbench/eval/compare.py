@@ -53,7 +53,10 @@ def _boot_taus(xa: np.ndarray, xb: np.ndarray, n_boot: int, seed: int) -> list[f
 # %% ../../nbs/40_eval.compare.ipynb #ade1ec0c
 def scored_versions(dir_a, dir_b) -> dict:
     "The dataset version each evaluation folder scored (its manifest's), and whether they are the same."
-    v = [json.loads(p.read_text()).get("dataset_version") if (p := Path(d) / "manifest.json").exists() else None for d in (dir_a, dir_b)]
+    v = [
+        json.loads(p.read_text()).get("dataset_version") if (p := Path(d) / "manifest.json").exists() else None
+        for d in (dir_a, dir_b)
+    ]
     return {"a": v[0], "b": v[1], "same": v[0] == v[1] if None not in v else None}
 
 def configured_order(eval_dir: Union[str, Path], setups: Sequence[str]) -> list[str]:
@@ -66,7 +69,9 @@ def _shared(sa: list, xa: np.ndarray, sb: list, xb: np.ndarray, order: Sequence[
     "(setups with values in both folders, setups of both folders left out for lack of values), in `order` (else folder A's)."
     has = lambda s, ss, x: not np.isnan(x[:, ss.index(s)]).all()
     both = [s for s in (order or sa) if s in sa and s in sb]
-    return [s for s in both if has(s, sa, xa) and has(s, sb, xb)], [s for s in both if not (has(s, sa, xa) and has(s, sb, xb))]
+    return [s for s in both if has(s, sa, xa) and has(s, sb, xb)], [
+        s for s in both if not (has(s, sa, xa) and has(s, sb, xb))
+    ]
 
 def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "recall@5", n_boot: int = 1000,
             alpha: float = 0.05, seed: int = 0) -> dict:
@@ -92,8 +97,10 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
             "n_boot": n_boot, "n_boot_valid": len(taus), "dataset_version": scored_versions(dir_a, dir_b)}
 
 # %% ../../nbs/40_eval.compare.ipynb #44eb7816
-TWO_SETUPS_NOTE = ("note: with 2 setups tau can only be +1 (same order) or -1 (swapped); it says whether the two "
-                   "datasets order them alike, not how strongly they agree: compare 3 or more setups for an informative tau")
+TWO_SETUPS_NOTE = (
+    "note: with 2 setups tau can only be +1 (same order) or -1 (swapped); it says whether the two "
+    "datasets order them alike, not how strongly they agree: compare 3 or more setups for an informative tau"
+)
 
 def print_comparison(c: dict) -> None:
     "The comparison as a small table: each setup's mean and rank in A and B, then tau with its interval."
@@ -104,11 +111,15 @@ def print_comparison(c: dict) -> None:
     for s in ra:
         print(s.ljust(w) + f"   {c['a']['means'][s]:.3f} ({ra.index(s) + 1})".ljust(16) + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})")
     dv = c.get("dataset_version") or {}
-    if dv.get("same") is False: print(f"note: A and B scored different dataset versions ({dv['a']} vs {dv['b']}): the items differ")
+    if dv.get("same") is False:
+        print(f"note: A and B scored different dataset versions ({dv['a']} vs {dv['b']}): the items differ")
     if c.get("dropped"): print(f"left out (no {c['metric']} values): {', '.join(c['dropped'])}")
     tau = "n/a" if c["kendall_tau"] is None else f"{c['kendall_tau']:.3f}"
     ci = "" if c["lo"] is None else f", {100 * (1 - c['alpha']):.0f}% bootstrap interval [{c['lo']:.3f}, {c['hi']:.3f}]"
-    print(f"Kendall tau = {tau}{ci} (p = {c['p_value'] if c['p_value'] is None else round(c['p_value'], 4)}, {c['n_boot_valid']} valid resamples)")
+    print(
+        f"Kendall tau = {tau}{ci} (p = {c['p_value'] if c['p_value'] is None else round(c['p_value'], 4)},"
+        f" {c['n_boot_valid']} valid resamples)"
+    )
     if len(c["setups"]) < 3: print(TWO_SETUPS_NOTE)
 
 # %% ../../nbs/40_eval.compare.ipynb #60784670

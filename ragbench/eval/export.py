@@ -59,7 +59,8 @@ def _write_rows(rows: list[dict], out: Path) -> Path:
 
 def _dataset(dataset) -> Dataset:
     "A non-empty Dataset from a Dataset or a file."
-    if not isinstance(dataset, Dataset) and not Path(dataset).exists(): raise EvalError(f"dataset file not found: {dataset}")
+    if not isinstance(dataset, Dataset) and not Path(dataset).exists():
+        raise EvalError(f"dataset file not found: {dataset}")
     ds = dataset if isinstance(dataset, Dataset) else Dataset.read(dataset)
     if len(ds) == 0: raise EvalError("the dataset is empty: nothing to export")
     return ds
@@ -69,7 +70,11 @@ def export_ragas(dataset: Union[Dataset, str, Path], out: Union[str, Path], *, i
                  include_ids: bool = False) -> Path:
     "Write the dataset (and a setup's answers) with ragas column names to .jsonl or .parquet."
     scores = read_scores(scores_dir) if scores_dir is not None else None
-    return _write_rows(ragas_rows(_dataset(dataset), index=index, scores=scores, setup=setup, mode=mode, include_ids=include_ids), Path(out))
+    return _write_rows(
+        ragas_rows(_dataset(dataset), index=index, scores=scores, setup=setup, mode=mode, include_ids=include_ids),
+        Path(out),
+    )
+
 
 # %% ../../nbs/40_eval.export.ipynb #cad8b238
 def hf_schema():
@@ -111,7 +116,8 @@ def export_hf(dataset: Union[Dataset, str, Path], out: Union[str, Path]) -> Path
     "Write a dataset as a flattened Parquet with a fixed schema (loadable with `datasets.load_dataset('parquet', ...)`)."
     import pyarrow.parquet as pq
     out = Path(out)
-    if out.suffix != ".parquet": raise EvalError(f"the Hugging Face export is Parquet: --out must end in .parquet, got {out.name}")
+    if out.suffix != ".parquet":
+        raise EvalError(f"the Hugging Face export is Parquet: --out must end in .parquet, got {out.name}")
     buf = io.BytesIO()
     pq.write_table(hf_table(_dataset(dataset)), buf)
     return atomic_write(out, buf.getvalue())

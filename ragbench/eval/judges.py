@@ -89,10 +89,14 @@ def correctness_prompt(style: Optional[str]) -> str:
 
 # %% ../../nbs/40_eval.judges.ipynb #a9439cc8
 JUDGE_SYSTEM = "You are a careful, strict evaluator of question-answering systems. You reply with JSON only."
-_CLAIMS_RULE = ("Also list the claims you checked: each factual claim of the answer with whether the reference supports it "
-                "(answer_claims), and each claim of the reference with whether the answer covers it (reference_claims).\n\n")
-_CORRECTNESS_REPLY = ('Reply as {{"correct": true or false, "answer_claims": [{{"claim": "...", "supported": true or false}}], '
-                      '"reference_claims": [{{"claim": "...", "covered": true or false}}], "reason": "one short sentence"}}')
+_CLAIMS_RULE = (
+    "Also list the claims you checked: each factual claim of the answer with whether the reference supports it "
+    "(answer_claims), and each claim of the reference with whether the answer covers it (reference_claims).\n\n"
+)
+_CORRECTNESS_REPLY = (
+    'Reply as {{"correct": true or false, "answer_claims": [{{"claim": "...", "supported": true or false}}], '
+    '"reference_claims": [{{"claim": "...", "covered": true or false}}], "reason": "one short sentence"}}'
+)
 
 register_prompt(PromptTemplate(
     name="eval_correctness", system=JUDGE_SYSTEM, output=Correctness,
@@ -310,7 +314,8 @@ async def _keypoints(llm, v: Verdicts, a: JudgedAnswer):
     listing = "\n".join(f"{i}. {k}" for i, k in enumerate(kps, 1))
     r, err = await ajudge(llm, "eval_keypoints_judge", question=a.question, keypoints=listing, answer=a.answer)
     shares = keypoint_shares(kps, r) if r is not None else None
-    if shares is None: return v.fail("keypoints", err or f"{len(r.verdicts)} verdicts for {len(kps)} key points", keypoints=kps)
+    if shares is None:
+        return v.fail("keypoints", err or f"{len(r.verdicts)} verdicts for {len(kps)} key points", keypoints=kps)
     v.metrics.update(shares)
     v.details["keypoints"] = {"keypoints": kps, "verdicts": [x.verdict for x in r.verdicts]}
 

@@ -16,8 +16,8 @@ from ..spine import options_model, read_options
 from ..stats import HEADLINE_METRICS, order_metrics, resample_weights, split_metric
 
 # %% auto #0
-__all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'paired_bootstrap_ci', 'sign_flip_p', 'mcnemar_p', 'holm', 'sd_floor', 'mde',
-           'n_needed', 'power_at', 'worst_case_sd', 'simulate_pairs', 'higher_is_better', 'metric_values',
+__all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'NEED_TWO_DIRS', 'paired_bootstrap_ci', 'sign_flip_p', 'mcnemar_p', 'holm', 'sd_floor',
+           'mde', 'n_needed', 'power_at', 'worst_case_sd', 'simulate_pairs', 'higher_is_better', 'metric_values',
            'item_groups', 'available_metrics', 'paired_row', 'paired_rows', 'paired_comparison', 'decision_sentence',
            'parse_margins', 'gate_margins', 'gate_failures', 'plan_questions', 'print_paired', 'gated_metrics',
            'report_gate', 'CompareOptions', 'paired_gate', 'compare_command', 'print_plan', 'PlanOptions',
@@ -181,11 +181,13 @@ def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics
     setups = [s for s in setups if any(r["setup"] == s for r in rows)]
     if not all_pairs:
         if baseline is None: raise EvalError("name the baseline setup (--baseline NAME) or ask for all pairs")
-        if baseline not in setups: raise EvalError(f"unknown baseline setup '{baseline}'; setups there: {', '.join(setups)}")
+        if baseline not in setups:
+            raise EvalError(f"unknown baseline setup '{baseline}'; setups there: {', '.join(setups)}")
     if len(setups) < 2: raise EvalError(f"need at least 2 setups to compare; found: {', '.join(setups) or 'none'}")
     have = available_metrics(rows)
     metrics = list(metrics) if metrics else [m for m in HEADLINE_METRICS if m in have]
-    if not metrics: raise EvalError(f"no headline metric has values; name one (--metrics); metrics there: {', '.join(have[:40]) or 'none'}")
+    if not metrics:
+        raise EvalError(f"no headline metric has values; name one (--metrics); metrics there: {', '.join(have[:40]) or 'none'}")
     unknown = [m for m in metrics if m not in have]
     if unknown: raise EvalError(f"unknown metric '{unknown[0]}' (no values); metrics there: {', '.join(have[:40])}")
     groups = {dim: item_groups(rows, dim) for dim in by}
@@ -222,7 +224,10 @@ def decision_sentence(rows: Sequence[dict], setup: Optional[str] = None) -> str:
         for r in mine:
             if r["decision"] in ("better", "worse"):
                 verb = "beats" if r["decision"] == "better" else "trails"
-                said.append(f"{verb} {b} on {r['metric']} by {r['diff']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] ({_p_text(r['p_holm'])})")
+                said.append(
+                    f"{verb} {b} on {r['metric']} by {r['diff']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
+                    f" ({_p_text(r['p_holm'])})"
+                )
         said += [f"on {r['metric']} no difference detectable (MDE {r['mde']:.2f} at n = {r['n']})"
                  for r in mine if r["decision"] == "no difference detectable"]
         gone = [r["metric"] for r in mine if r["decision"] == "not measured"]
@@ -262,8 +267,10 @@ def gate_failures(rows: Sequence[dict], margins: dict[str, float]) -> list[dict]
         if r["by"] != "all" or r["metric"] not in margins: continue
         m = margins[r["metric"]]
         if r["ci_high"] is None: bad.append({**r, "why": "no shared items: cannot show it is not worse"})
-        elif r["higher_is_better"] and r["ci_high"] < -m: bad.append({**r, "why": f"upper bound {r['ci_high']:+.3f} < -{m:g}"})
-        elif not r["higher_is_better"] and r["ci_low"] > m: bad.append({**r, "why": f"lower bound {r['ci_low']:+.3f} > +{m:g}"})
+        elif r["higher_is_better"] and r["ci_high"] < -m:
+            bad.append({**r, "why": f"upper bound {r['ci_high']:+.3f} < -{m:g}"})
+        elif not r["higher_is_better"] and r["ci_low"] > m:
+            bad.append({**r, "why": f"lower bound {r['ci_low']:+.3f} > +{m:g}"})
     return bad
 
 # %% ../../nbs/41_eval.paired.ipynb #f5cf352c
@@ -307,12 +314,17 @@ def print_paired(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 1
     log(f"{'setup - baseline':<{w}}  {'metric':<{wm}}  {'group':<{wg}}  {'n':>5} {'miss':>4}  {'diff':>7}  {'95% interval':<17}  "
           f"{'p':>6}  {'p_holm':>6}  {'mde':>5}  {'test':<13}  decision".replace("95%", f"{100 * (1 - alpha):.0f}%"))
     for r in rows:
-        log(f"{r['setup'] + ' - ' + r['baseline']:<{w}}  {r['metric']:<{wm}}  {r['group']:<{wg}}  {r['n']:>5} {r['n_missing']:>4}  "
-              f"{_f(r['diff']):>7}  {'[' + _f(r['ci_low']) + ', ' + _f(r['ci_high']) + ']':<17}  {_f(r['p'], '.4f'):>6}  "
-              f"{_f(r['p_holm'], '.4f'):>6}  {_f(r['mde'], '.3f'):>5}  {r['test'] or '–':<13}  {r['decision']}")
+        log(
+            f"{r['setup'] + ' - ' + r['baseline']:<{w}}  {r['metric']:<{wm}}  {r['group']:<{wg}}  {r['n']:>5}"
+            f" {r['n_missing']:>4}  {_f(r['diff']):>7}  {'[' + _f(r['ci_low']) + ', ' + _f(r['ci_high']) + ']':<17} "
+            f" {_f(r['p'], '.4f'):>6}  {_f(r['p_holm'], '.4f'):>6}  {_f(r['mde'], '.3f'):>5}  {r['test'] or '–':<13} "
+            f" {r['decision']}"
+        )
     for r in rows:
         if r["missing"]:
-            shown = ", ".join(r["missing"][:max_missing]) + (f", ... ({len(r['missing'])} in all)" if len(r["missing"]) > max_missing else "")
+            shown = ", ".join(r["missing"][:max_missing]) + (
+                f", ... ({len(r['missing'])} in all)" if len(r["missing"]) > max_missing else ""
+            )
             log(f"missing ({r['setup']} vs {r['baseline']}, {r['metric']}, {r['group']}): {shown}")
     log(decision_sentence(rows))
 
@@ -326,29 +338,44 @@ def gated_metrics(eval_dir, metrics: Optional[str], margins: dict) -> Optional[l
 def report_gate(rows: list[dict], margins: dict, baseline: Optional[str]) -> int:
     "Say which setups fail the --fail-if-worse gate (stderr) or that it passed; the exit status (1: failed)."
     failed = gate_failures(rows, margins)
-    for r in failed: print(f"ragbench compare: gate failed: {r['setup']} is worse than {r['baseline']} on {r['metric']} ({r['why']})", file=sys.stderr)
-    if margins and not failed: print(f"gate passed: no setup worse than {baseline or 'its pair'} by more than the margin on {', '.join(margins)}")
+    for r in failed:
+        print(
+            f"ragbench compare: gate failed: {r['setup']} is worse than {r['baseline']} on {r['metric']} ({r['why']})",
+            file=sys.stderr,
+        )
+    if margins and not failed:
+        print(f"gate passed: no setup worse than {baseline or 'its pair'} by more than the margin on {', '.join(margins)}")
     return 1 if failed else 0
 
 class CompareOptions(BaseModel):
     "The options of `ragbench compare`: flags, a `--config FILE`, or keyword arguments of `compare_command`."
     model_config = ConfigDict(extra="forbid")
-    metric: Optional[str] = Field(None, description="metric: to rank by (two folders; default recall@5), or the one to pair (--baseline)")
+    metric: Optional[str] = Field(
+        None, description="metric: to rank by (two folders; default recall@5), or the one to pair (--baseline)"
+    )
     n_boot: int = Field(1000, ge=0, description="bootstrap resamples")
     seed: int = Field(0, description="seed of the resampling")
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(None, description="also write the result as JSON "
-                                                                                "(with --baseline: a list of rows)")
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None, description="paired comparison: every setup of EVAL_DIR "
-                                                                      "against this setup")
-    metrics: Optional[str] = Field(None, description="comma-separated metrics to pair (default: the headline metrics the evaluation has)")
-    by: Optional[str] = Field(None, description="also per value of these dimensions, comma-separated: kind, style, difficulty")
+    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(
+        None, description="also write the result as JSON " "(with --baseline: a list of rows)"
+    )
+    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(
+        None, description="paired comparison: every setup of EVAL_DIR " "against this setup"
+    )
+    metrics: Optional[str] = Field(
+        None, description="comma-separated metrics to pair (default: the headline metrics the evaluation has)"
+    )
+    by: Optional[str] = Field(
+        None, description="also per value of these dimensions, comma-separated: kind, style, difficulty"
+    )
     all_pairs: bool = Field(False, description="pair every two setups instead of each against --baseline")
     alpha: float = Field(0.05, gt=0, lt=1, description="level of the tests and 1 - coverage of the intervals")
     power: float = Field(0.8, gt=0, lt=1, description="power at which the minimum detectable effect (mde) is given")
-    fail_if_worse: Annotated[list[str], {"metavar": "METRIC:MARGIN"}] = Field((), description="exit 1 when a setup is worse than the "
-                                                                              "baseline by more than MARGIN (repeatable)")
-    setups: Annotated[Optional[str], {"metavar": "FILE"}] = Field(None, description="setups file whose `fail_if_worse: {metric: margin}` "
-                                                                    "adds to the gate")
+    fail_if_worse: Annotated[list[str], {"metavar": "METRIC:MARGIN"}] = Field(
+        (), description="exit 1 when a setup is worse than the " "baseline by more than MARGIN (repeatable)"
+    )
+    setups: Annotated[Optional[str], {"metavar": "FILE"}] = Field(
+        None, description="setups file whose `fail_if_worse: {metric: margin}` " "adds to the gate"
+    )
 
 def paired_gate(eval_dir, o: CompareOptions) -> int:
     "The paired comparison of one evaluation's setups, printed (and written as JSON); the gate's exit status."
@@ -359,6 +386,8 @@ def paired_gate(eval_dir, o: CompareOptions) -> int:
     print_paired(rows, o.alpha)
     if o.json_file: atomic_write(o.json_file, json.dumps(rows, indent=2, default=float))
     return report_gate(rows, margins, o.baseline)
+
+NEED_TWO_DIRS = "give two evaluation folders (ranking agreement) or --baseline NAME EVAL_DIR (paired comparison)"
 
 @options_model(CompareOptions)
 def compare_command(
@@ -373,7 +402,7 @@ def compare_command(
     if o.baseline is not None or o.all_pairs:
         if dir_b is not None: raise UserError("--baseline pairs the setups of one evaluation folder: give one EVAL_DIR")
         return paired_gate(dir_a, o)
-    if dir_b is None: raise UserError("give two evaluation folders (ranking agreement) or --baseline NAME EVAL_DIR (paired comparison)")
+    if dir_b is None: raise UserError(NEED_TWO_DIRS)
     if o.fail_if_worse or o.setups: raise UserError("--fail-if-worse and --setups need --baseline NAME")
     return ranking_command(dir_a, dir_b, metric=o.metric or "recall@5", n_boot=o.n_boot, seed=o.seed, json_file=o.json_file)
 
@@ -383,7 +412,10 @@ def print_plan(rows: list[dict], d: float, metric: str, alpha: float, power: flo
     print(f"to detect a difference of {d:g} in {metric} at {power:.0%} power (two-sided paired test, alpha = {alpha:g}):")
     print(f"{'group':<16} {'sd(d)':>6} {'n needed':>9} {'n pilot':>8} {'power now':>9}  source")
     for r in rows:
-        print(f"{r['group']:<16} {r['sd_diff']:>6.3f} {r['n_needed']:>9} {_f(r['n_pilot'], 'd'):>8} {_f(r['power_at_pilot_n'], '.2f'):>9}  {r['source']}")
+        print(
+            f"{r['group']:<16} {r['sd_diff']:>6.3f} {r['n_needed']:>9} {_f(r['n_pilot'], 'd'):>8}"
+            f" {_f(r['power_at_pilot_n'], '.2f'):>9}  {r['source']}"
+        )
     print("per group: each question type needs its own n if each type's decision matters on its own")
 
 class PlanOptions(BaseModel):

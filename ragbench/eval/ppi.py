@@ -29,7 +29,10 @@ def mean_estimates(human: Sequence[float], judge_labelled: Sequence[float], judg
     if len(y) < 2:
         return {**out, "human": None, "ppi": None, "bias": None}
     out["human"] = {"mean": float(y.mean()), **dict(zip(("lo", "hi"), _interval(*classical_mean_ci(y, alpha=alpha))))}
-    out["bias"] = {"mean": float((yl - y).mean()), **dict(zip(("lo", "hi"), _interval(*classical_mean_ci(yl - y, alpha=alpha))))}
+    out["bias"] = {
+        "mean": float((yl - y).mean()),
+        **dict(zip(("lo", "hi"), _interval(*classical_mean_ci(yl - y, alpha=alpha)))),
+    }
     if len(yu) == 0:
         out["ppi"] = dict(out["human"])
         return out
@@ -54,8 +57,10 @@ def stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kin
     for r in rows: strata.setdefault(tuple(str(r.get(b)) for b in by), []).append(r)
     keyed = []
     for key in sorted(strata):
-        members = sorted(strata[key], key=lambda r: [str(v) for v in row_key(r)])   # the file's row order does not matter
-        offset = rng.random()                                 # one offset per stratum: systematic, proportional interleaving
+        # the file's row order does not matter
+        members = sorted(strata[key], key=lambda r: [str(v) for v in row_key(r)])
+        # one offset per stratum: systematic, proportional interleaving
+        offset = rng.random()
         for rank, j in enumerate(rng.permutation(len(members))):
             keyed.append(((rank + offset) / len(members), members[j]))
     return [r for _, r in sorted(keyed, key=lambda t: t[0])]

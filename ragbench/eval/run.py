@@ -37,7 +37,8 @@ class EvalError(UserError):
 
 DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "unanswerable_kind", "retrieval_hit")
 ANSWER_METRICS = ("exact_match", "token_f1", "token_recall", "rouge_l_recall", "bertscore_recall", "length_ratio", "yes_no_correct")
-CORRECTNESS_METRICS = ("answer_correctness", "semantic_similarity")   # RAGAS's graded correctness and its similarity part
+# RAGAS's graded correctness and its similarity part
+CORRECTNESS_METRICS = ("answer_correctness", "semantic_similarity")
 
 def metric_names(ks: Sequence[int] = DEFAULT_KS) -> list[str]:
     "Every metric a row carries, in a stable order."
@@ -112,7 +113,8 @@ def _system_context(reply: dict, index, threshold: float) -> tuple[SetupContext,
     known = {c[0]: c for c in chunks_in_index(index, [i for mp in maps for i in mp["chunk_ids"]])} if index is not None else {}
     chunks = []
     for n, (r, mp) in enumerate(zip(recs, maps)):
-        if r.get("text"): chunks.append((mp["chunk_ids"][0] if mp["chunk_ids"] else f"ctx-{n}", r.get("doc_id") or "", r["text"]))
+        if r.get("text"):
+            chunks.append((mp["chunk_ids"][0] if mp["chunk_ids"] else f"ctx-{n}", r.get("doc_id") or "", r["text"]))
         else: chunks += [known[i] for i in mp["chunk_ids"] if i in known]
     return SetupContext(ids, chunks), maps, docs
 
@@ -337,7 +339,9 @@ def scored_dataset_version(dataset, ds: Dataset) -> str:
 def open_index(setup: Setup):
     "The setup's ChunkIndex (LanceDB folder `setup.db`, table `setup.table`, optional embedder and columns)."
     from ragbench import index
-    return index.open_index(setup.db, setup.table, embedder=setup.embedder, columns=setup.columns or (), fts=setup.retrieval != "dense")
+    return index.open_index(
+        setup.db, setup.table, embedder=setup.embedder, columns=setup.columns or (), fts=setup.retrieval != "dense"
+    )
 
 def with_columns(setups: Sequence[Setup], column: Sequence[str], out) -> list:
     "Setups reading an index without `columns` of their own get --column's mapping, or on resume the one recorded for them."
@@ -353,7 +357,10 @@ def _read_dataset(dataset) -> Dataset:
     if isinstance(dataset, Dataset): ds = dataset
     elif not Path(dataset).exists(): raise EvalError(f"dataset file not found: {dataset}")
     else: ds = Dataset.read(dataset)
-    if len(ds) == 0: raise EvalError(f"the dataset {'' if isinstance(dataset, Dataset) else str(dataset) + ' '}is empty: nothing to evaluate")
+    if len(ds) == 0:
+        raise EvalError(
+            f"the dataset {'' if isinstance(dataset, Dataset) else str(dataset) + ' '}is empty: nothing to evaluate"
+        )
     dup = [i for i, c in Counter(it.id for it in ds).items() if c > 1]
     if dup: raise EvalError(f"duplicate item id '{dup[0]}' in the dataset")
     return ds
@@ -363,7 +370,8 @@ def _validate(setups, modes, judges) -> list[Setup]:
     setups = load_setups(setups) if isinstance(setups, (str, Path)) else list(setups)
     if not setups: raise EvalError("no setups to evaluate")
     bad = [m for m in modes if m not in MODES]
-    if bad or not modes: raise EvalError(f"unknown mode {bad[0] if bad else '(none)'!r}; choose from {', '.join(MODES)}")
+    if bad or not modes:
+        raise EvalError(f"unknown mode {bad[0] if bad else '(none)'!r}; choose from {', '.join(MODES)}")
     bad = [j for j in judges if j not in JUDGES]
     if bad: raise EvalError(f"unknown judge {bad[0]!r}; choose from {', '.join(JUDGES)}")
     return setups
@@ -376,8 +384,11 @@ def _read_external(setups: Sequence[Setup], ds: Dataset) -> tuple[dict, dict]:
         if not s.external: continue
         external[s.name], unknown[s.name] = read_answers(s.answers, ids)
         if not external[s.name]:
-            what = (f"none of its {len(unknown[s.name])} item ids is in the dataset (e.g. {', '.join(unknown[s.name][:3])})"
-                    if unknown[s.name] else "no answers")
+            what = (
+                f"none of its {len(unknown[s.name])} item ids is in the dataset (e.g. {', '.join(unknown[s.name][:3])})"
+                if unknown[s.name]
+                else "no answers"
+            )
             raise EvalError(f"setup '{s.name}': answers file {s.answers}: {what}; is it the answers file of another dataset?")
     return external, unknown
 
@@ -405,7 +416,8 @@ def _recorded(s: Setup) -> dict:
     "A setup as the manifest records it (LLM spec redacted)."
     from ragbench.llm import redact_spec
     d = {**s.model_dump(), "llm": s.llm and redact_spec(s.llm)}
-    d = {k: v for k, v in d.items() if k not in _SYSTEM_FIELDS or v != Setup.model_fields[k].default}   # old runs stay resumable
+    # old runs stay resumable
+    d = {k: v for k, v in d.items() if k not in _SYSTEM_FIELDS or v != Setup.model_fields[k].default}
     if s.function is not None: d["function"] = function_name(s.function)
     if s.endpoint is not None: d["endpoint"] = redact_spec(s.endpoint)
     return d
@@ -429,7 +441,8 @@ def _open_indexes(setups: Sequence[Setup], index_factory: Optional[Callable]) ->
     "{index key: index} of every setup that reads an index (opened before anything is written)."
     indexes = {}
     for s in setups:
-        if (not s.external or s.db) and index_key(s) not in indexes: indexes[index_key(s)] = (index_factory or open_index)(s)
+        if (not s.external or s.db) and index_key(s) not in indexes:
+            indexes[index_key(s)] = (index_factory or open_index)(s)
     return indexes
 
 def index_key(s: Setup) -> tuple: return (s.db, s.table, s.embedder, json.dumps(s.columns, sort_keys=True))
@@ -495,7 +508,8 @@ async def score_plan(plan: list, tr: TaskRun, score: Callable, batch_size: int, 
     tasks, batches, run = *score_tasks(plan, batch_size), RunDir(tr.path)
     async def work(t: Task) -> TaskResult:
         s, mode, items = batches[t.position]
-        rows = await score(items, s, mode)    # a spent budget stops the run: the running batches finish and are kept, this one is redone
+        # a spent budget stops the run: the running batches finish and are kept, this one is redone
+        rows = await score(items, s, mode)
         return TaskResult(task_id=t.id, position=t.position, outcome="scored", record={"rows": rows})
     new = [0]
     def commit(r: TaskResult) -> None:
@@ -509,8 +523,11 @@ async def score_plan(plan: list, tr: TaskRun, score: Callable, batch_size: int, 
 # %% ../../nbs/40_eval.run.ipynb #2a65d804
 def _system(s: Setup, cache_dir: Path, meter) -> RagSystem:
     "The user's RAG of a setup, counted into the run's meter and cached in the run like LLM calls."
-    backend = (EndpointBackend(s.endpoint, s.headers, s.answer_path, s.contexts_path, s.timeout) if s.endpoint is not None
-               else FunctionBackend(s.function))
+    backend = (
+        EndpointBackend(s.endpoint, s.headers, s.answer_path, s.contexts_path, s.timeout)
+        if s.endpoint is not None
+        else FunctionBackend(s.function)
+    )
     return RagSystem(backend, cache_dir=cache_dir, meter=meter, concurrency=s.concurrency, rpm=s.rpm, retries=s.retries)
 
 def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], str, Path], out_dir: Union[str, Path], *,
@@ -602,7 +619,11 @@ def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> 
         lines.append(s.ljust(w) + "  " + "  ".join(cells))
     lines += metric_notes(summary)
     fails = {s: f for s, f in summary.get("judge_failures", {}).items() if f}
-    if fails: lines.append("unparseable judge output: " + "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in f.items()) for s, f in fails.items()))
+    if fails:
+        lines.append(
+            "unparseable judge output: "
+            + "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in f.items()) for s, f in fails.items())
+        )
     return "\n".join(lines)
 
 # %% ../../nbs/40_eval.run.ipynb #664c9768
@@ -613,9 +634,11 @@ def metric_notes(summary: dict) -> list[str]:
     if any(m.startswith(("precision_relevant@", "recall_relevant@")) for m in have):
         out.append("precision@k / recall@k: gold chunks only (as TRIAD's paper); *_relevant@k: gold + contexts labelled relevant")
     bs = (summary.get("models") or {}).get("bertscore")
-    if bs and "bertscore_recall" in have: out.append(f"bertscore_recall: BERTScore on {bs['model']} (layer {bs['num_layers']})")
+    if bs and "bertscore_recall" in have:
+        out.append(f"bertscore_recall: BERTScore on {bs['model']} (layer {bs['num_layers']})")
     sim = (summary.get("models") or {}).get("similarity")
-    if sim and "answer_correctness" in have: out.append(f"answer_correctness: RAGAS, 0.75 claim F1 + 0.25 similarity on {sim}")
+    if sim and "answer_correctness" in have:
+        out.append(f"answer_correctness: RAGAS, 0.75 claim F1 + 0.25 similarity on {sim}")
     return out
 
 # %% ../../nbs/40_eval.run.ipynb #198bf4b2
@@ -636,10 +659,12 @@ def _listed(xs: Sequence[str], n: int = 20) -> str: return ", ".join(xs[:n]) + (
 def mapping_note(name: str, m: dict) -> str:
     "What the retrieval metrics of a setup mean when some of its contexts did not map to a chunk of the index."
     n = sum(m.values())
-    return (f"setup '{name}': {m.get('unmapped', 0)} of {n} returned context(s) could not be mapped to a chunk of the index"
-            + (f" and {m['document']} only to a whole document" if m.get("document") else "")
-            + "; they count as misses, so its chunk-level retrieval metrics are lower bounds "
-            "(doc_hit@k / doc_recall@k score it by document)")
+    return (
+        f"setup '{name}': {m.get('unmapped', 0)} of {n} returned context(s) could not be mapped to a chunk of the index"
+        + (f" and {m['document']} only to a whole document" if m.get("document") else "")
+        + "; they count as misses, so its chunk-level retrieval metrics are lower bounds "
+        "(doc_hit@k / doc_recall@k score it by document)"
+    )
 
 def report_inputs(summary: dict) -> None:
     "Say on stderr what was left out: answers for unknown items, missing answers, items without gold chunk ids."
@@ -648,7 +673,8 @@ def report_inputs(summary: dict) -> None:
     for name, n in summary.get("missing_answers", {}).items():
         if n: _say(f"setup '{name}': {n} item x mode pair(s) have no answer in its file")
     ng = summary.get("items_without_gold") or {}
-    if ng.get("n"): _say(f"{ng['n']} answerable item(s) have no gold chunk ids, so no retrieval scores: {_listed(ng['lines'])}")
+    if ng.get("n"):
+        _say(f"{ng['n']} answerable item(s) have no gold chunk ids, so no retrieval scores: {_listed(ng['lines'])}")
     for name, m in (summary.get("context_mapping") or {}).items():
         if m.get("unmapped") or m.get("document"): _say(mapping_note(name, m))
     na = max((sum(v for k, v in per.items() if k.startswith("retrieved: context-unanswerable")) for per in (summary.get("not_applicable") or {}).values()), default=0)
@@ -658,7 +684,8 @@ def report_inputs(summary: dict) -> None:
 def report_failures(summary: dict) -> int:
     "Say on stderr which rows failed or why the run stopped; the exit status (1 if incomplete, else 0)."
     errors = {s: n for s, n in (summary.get("errors") or {}).items() if n}
-    if errors: _say(f"{sum(errors.values())} row(s) failed on LLM errors ({', '.join(f'{s}: {n}' for s, n in errors.items())}); "
+    if errors:
+        _say(f"{sum(errors.values())} row(s) failed on LLM errors ({', '.join(f'{s}: {n}' for s, n in errors.items())}); "
                     "see 'error' in scores.jsonl, and re-run the same command to redo them")
     stop = summary.get("stop_reason", "done")
     if stop != "done": _say(f"stopped: {stop}; re-run with a higher --max-calls to continue")
@@ -671,27 +698,42 @@ class EvaluateOptions(BaseModel):
     dataset: str = Field(description="dataset .jsonl or .parquet")
     out: str = Field(description="evaluation folder (created; an existing one is resumed)")
     db: Optional[str] = Field(None, description="LanceDB folder for setups that name none")
-    table: Optional[str] = Field(None, description="table for setups that name none (or the default 'chunks') and for --answers")
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field((), description="map a role (id, text, vector, doc_id, meta) to a "
-                                                                    "column of your own table, for setups that map none; repeatable")
+    table: Optional[str] = Field(
+        None, description="table for setups that name none (or the default 'chunks') and for --answers"
+    )
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field(
+        (),
+        description="map a role (id, text, vector, doc_id, meta) to a "
+        "column of your own table, for setups that map none; repeatable",
+    )
     setups: Optional[str] = Field(None, description="setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)")
-    answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = Field((), description="JSONL of {item_id, answer, retrieved_chunk_ids} "
-                                                                       "from your own RAG; repeatable")
-    answers_top_k: Optional[int] = Field(None, ge=1, description="cut-off k of retrieval metrics for --answers (default: the most ids "
-                                                                 "an answer lists)")
-    judge_llm: Optional[str] = Field(None, description="LLM spec for the judges (default: judge_llm of the setups file; none: no judges)")
-    llm: Optional[str] = Field(None, description="answering LLM for setups that name none (none anywhere: retrieval metrics only)")
+    answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = Field(
+        (), description="JSONL of {item_id, answer, retrieved_chunk_ids} " "from your own RAG; repeatable"
+    )
+    answers_top_k: Optional[int] = Field(
+        None, ge=1, description="cut-off k of retrieval metrics for --answers (default: the most ids an answer lists)"
+    )
+    judge_llm: Optional[str] = Field(
+        None, description="LLM spec for the judges (default: judge_llm of the setups file; none: no judges)"
+    )
+    llm: Optional[str] = Field(
+        None, description="answering LLM for setups that name none (none anywhere: retrieval metrics only)"
+    )
     modes: str = Field("retrieved", description="comma-separated: retrieved,oracle,unanswerable")
     judges: str = Field(",".join(JUDGES), description="comma-separated judges, or 'none'")
     bertscore: bool = Field(True, description="BERTScore recall (loads the encoder)")
     n_boot: int = Field(1000, ge=0, description="bootstrap resamples for intervals")
     seed: int = Field(0, description="seed of the bootstrap")
-    ks: Annotated[Union[str, list[int]], {"type": str}] = Field(",".join(map(str, DEFAULT_KS)), description="cut-offs k of the "
-                                                                "retrieval metrics, comma-separated (a list in --config)")
+    ks: Annotated[Union[str, list[int]], {"type": str}] = Field(
+        ",".join(map(str, DEFAULT_KS)),
+        description="cut-offs k of the " "retrieval metrics, comma-separated (a list in --config)",
+    )
     bertscore_model: Optional[str] = Field(None, description="encoder folder for BERTScore (default: the bundled one)")
     batch_size: int = Field(16, ge=1, description="items scored concurrently")
     parallel_batches: int = Field(4, ge=1, description="batches in flight at once")
-    max_calls: Optional[int] = Field(None, ge=0, description="LLM requests allowed for the whole evaluation, across resumes")
+    max_calls: Optional[int] = Field(
+        None, ge=0, description="LLM requests allowed for the whole evaluation, across resumes"
+    )
     quiet: bool = Field(False, description="no progress")
     ray: Optional[str] = Field(None, description=RAY_HELP)
 
@@ -719,11 +761,15 @@ def evaluate_options(*, dataset, out, db, column, table=None, setups, answers, a
     if judge in ("none", ""): judge = None
     if judge is None: _say("no --judge-llm: LLM judges are skipped (their metrics are empty)")
     for s in runs:
-        if not s.external and not s.calls_system and not (s.llm or llm): _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
+        if not s.external and not s.calls_system and not (s.llm or llm):
+            _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
     summary = evaluate(dataset, runs, out, db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm, judges=comma_list(judges),
                        bertscore=bertscore, bertscore_model=bertscore_model, ks=cutoffs(ks), n_boot=n_boot,
                        seed=seed, batch_size=batch_size, parallel_batches=parallel_batches, max_calls=max_calls, progress=not quiet, ray=ray)
     report_inputs(summary)
     print(format_summary(summary))
-    print(f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(out) / 'scores.jsonl'}, {Path(out) / 'summary.json'}")
+    print(
+        f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(out) / 'scores.jsonl'},"
+        f" {Path(out) / 'summary.json'}"
+    )
     return report_failures(summary)

@@ -39,9 +39,11 @@ class Setup(BaseModel):
     answers: Optional[str] = None
     columns: Optional[dict[str, str]] = None
     description: str = ""
-    endpoint: Optional[str] = None             # the user's RAG service: POST {"question": ...} -> {"answer", "contexts"}
+    # the user's RAG service: POST {"question": ...} -> {"answer", "contexts"}
+    endpoint: Optional[str] = None
     function: Optional[Any] = None             # the user's RAG in Python: "module:attr" (or the object itself)
-    headers: Optional[dict[str, str]] = None   # endpoint headers: header -> NAME of an environment variable (or "Bearer ${NAME}")
+    # endpoint headers: header -> NAME of an environment variable (or "Bearer ${NAME}")
+    headers: Optional[dict[str, str]] = None
     answer_path: str = "answer"                # where the endpoint's reply holds the answer (dotted, "" for none)
     contexts_path: str = "contexts"            # ... and the contexts (chunk ids, texts or {text, doc_id} objects)
     timeout: float = Field(60.0, gt=0)
@@ -56,7 +58,8 @@ class Setup(BaseModel):
         from ragbench.eval.systems import check_headers
         given = [k for k in ("answers", "endpoint", "function") if getattr(self, k) is not None]
         if len(given) > 1: raise ValueError(f"give one of answers, endpoint, function (got {' and '.join(given)})")
-        if self.calls_system and self.llm: raise ValueError(f"'llm' does not apply to a {given[0]} setup: the user's system answers")
+        if self.calls_system and self.llm:
+            raise ValueError(f"'llm' does not apply to a {given[0]} setup: the user's system answers")
         if self.endpoint is not None and not self.endpoint.startswith(("http://", "https://")):
             raise ValueError(f"endpoint must be an http:// or https:// URL, got {self.endpoint!r}")
         if self.headers and self.endpoint is None: raise ValueError("'headers' apply to an endpoint setup only")
@@ -84,7 +87,8 @@ def variants_of(baseline: Setup, variants: Sequence[dict]) -> list[Setup]:
     "The baseline followed by one setup per `{name, ...changes}` dict."
     out = [baseline]
     for i, v in enumerate(variants):
-        if not isinstance(v, dict) or not v.get("name"): raise SetupError(f"variants[{i}]: needs a 'name' and the fields to change")
+        if not isinstance(v, dict) or not v.get("name"):
+            raise SetupError(f"variants[{i}]: needs a 'name' and the fields to change")
         out.append(vary(baseline, **v))
     _check_unique(out)
     return out
@@ -110,7 +114,8 @@ def _parse_file(path: Path) -> Any:
 def setups_from_dict(data: Any, *, where: str = "<setups>", base_dir: Optional[Path] = None) -> list[Setup]:
     "Setups from a parsed setups file (a list of setups, or a mapping with defaults/baseline/variants/setups)."
     if isinstance(data, list): data = {"setups": data}
-    if not isinstance(data, dict): raise SetupError(f"{where}: expected a mapping or a list of setups, got {type(data).__name__}")
+    if not isinstance(data, dict):
+        raise SetupError(f"{where}: expected a mapping or a list of setups, got {type(data).__name__}")
     bad = set(data) - _FILE_KEYS
     if bad: raise SetupError(f"{where}: unknown key '{sorted(bad)[0]}' (allowed: {', '.join(sorted(_FILE_KEYS))})")
     defaults = data.get("defaults") or {}
@@ -134,7 +139,8 @@ def setups_from_dict(data: Any, *, where: str = "<setups>", base_dir: Optional[P
         base = make({"name": "baseline", **b} if isinstance(b, dict) else b, "baseline")
         out.append(base)
         for i, v in enumerate(data.get("variants") or []):
-            if not isinstance(v, dict) or not v.get("name"): raise SetupError(f"{where}: variants[{i}]: needs a 'name' and the fields to change")
+            if not isinstance(v, dict) or not v.get("name"):
+                raise SetupError(f"{where}: variants[{i}]: needs a 'name' and the fields to change")
             out.append(make({**base.model_dump(), **v}, f"variants[{i}] ('{v['name']}')"))
     elif data.get("variants"):
         raise SetupError(f"{where}: 'variants' need a 'baseline' to vary")
@@ -205,7 +211,8 @@ def check_setups(setups: Sequence[Setup], db: Optional[Union[str, Path]] = None)
     _check_unique(setups)
     for s in setups:
         if s.external or s.calls_system:   # the db is optional here: chunk texts for the judge, and contexts mapped to chunk ids
-            if s.external and not Path(s.answers).exists(): raise SetupError(f"setup '{s.name}': answers file not found: {s.answers}")
+            if s.external and not Path(s.answers).exists():
+                raise SetupError(f"setup '{s.name}': answers file not found: {s.answers}")
             if s.headers:
                 from ragbench.eval.systems import header_values
                 try: header_values(s.headers)
@@ -305,7 +312,8 @@ def _withheld(item: QAItem, setup: Setup, index) -> SetupContext:
     own = [c.chunk_id for c in item.contexts]
     if unanswerable_kind(item) == "context" or (unanswerable_kind(item) == "corpus" and own):
         chunks = chunks_in_index(index, own)             # exactly its own list, the partially relevant chunk included
-    elif unanswerable_kind(item) == "corpus": chunks = [_as_tuple(h) for h in _search_without(item, setup, index, set())]
+    elif unanswerable_kind(item) == "corpus":
+        chunks = [_as_tuple(h) for h in _search_without(item, setup, index, set())]
     else:
         relevant = set(item.gold_chunk_ids) | {c.chunk_id for c in item.contexts if c.relevant}
         ids = [c.chunk_id for c in item.contexts if c.relevant is False and c.chunk_id not in relevant][: setup.top_k]
@@ -325,7 +333,9 @@ def build_context(item: QAItem, setup: Setup, mode: str, index) -> SetupContext:
 # %% ../../nbs/40_eval.setups.ipynb #bde6fff8
 async def agenerate_answer(llm, question: str, ctx: SetupContext, prompt: str = "rag_answer", style: Optional[str] = None) -> str:
     "The answering LLM's answer to `question` given the setup's contexts, in the form `style` calls for (the prompt's output model or plain text)."
-    system, user = render_prompt(prompt, context=ctx.text or "(no context)", question=question, answer_form=answer_form(style))
+    system, user = render_prompt(
+        prompt, context=ctx.text or "(no context)", question=question, answer_form=answer_form(style)
+    )
     out_model = get_prompt(prompt).output
     r = await llm.acomplete(user, schema=out_model, system=system, stage="eval_answer")
     if out_model is None: return str(r).strip()
@@ -351,8 +361,10 @@ def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tupl
             if a.item_id not in unknown: unknown.append(a.item_id)
             continue
         if (a.item_id, a.mode) in out:   # which one to score? never the last one silently (issue 24)
-            raise SetupError(f"{path}: item {a.item_id!r} (mode {a.mode}) is answered twice (records {first[(a.item_id, a.mode)]} "
-                             f"and {n}); keep one answer per item and mode")
+            raise SetupError(
+                f"{path}: item {a.item_id!r} (mode {a.mode}) is answered twice (records {first[(a.item_id, a.mode)]} "
+                f"and {n}); keep one answer per item and mode"
+            )
         out[(a.item_id, a.mode)] = a
         first[(a.item_id, a.mode)] = n
     return out, unknown
@@ -360,8 +372,10 @@ def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tupl
 def listed_top_k(path: Union[str, Path], default: int = 5) -> int:
     "The cut-off k for an answers file: the most ids (or contexts) one of its answers lists; `default` for none or no file."
     if not Path(path).exists(): return default
-    n = max((max(len(a.retrieved_chunk_ids), len(a.retrieved_contexts or ())) for a in read_jsonl(path, ExternalAnswer)),
-            default=0)
+    n = max(
+        (max(len(a.retrieved_chunk_ids), len(a.retrieved_contexts or ())) for a in read_jsonl(path, ExternalAnswer)),
+        default=0,
+    )
     return n or default
 
 def external_context(a: ExternalAnswer, index=None) -> SetupContext:

@@ -21,7 +21,8 @@ def json_path(obj: Any, path: str) -> Any:
     "The value at a dotted `path` of a JSON object ('data.result.answer', list positions as numbers); KeyError names the part missing."
     if not path: return obj
     for part in path.split("."):
-        if isinstance(obj, list) and part.lstrip("-").isdigit() and -len(obj) <= int(part) < len(obj): obj = obj[int(part)]
+        if isinstance(obj, list) and part.lstrip("-").isdigit() and -len(obj) <= int(part) < len(obj):
+            obj = obj[int(part)]
         elif isinstance(obj, dict) and part in obj: obj = obj[part]
         else: raise KeyError(f"no '{part}' in the reply (path '{path}')")
     return obj
@@ -66,7 +67,11 @@ def system_reply(result: Any) -> dict:
     elif isinstance(result, str): answer, ctxs = result, []
     else: raise TypeError(f"the system returned {type(result).__name__}; return (answer, contexts), a dict or a list of documents")
     if isinstance(ctxs, (str, dict)) or not isinstance(ctxs, Sequence): ctxs = [ctxs] if ctxs else []
-    return {"answer": None if answer is None else str(getattr(answer, "content", answer)), "contexts": [context_record(c) for c in ctxs]}
+    return {
+        "answer": None if answer is None else str(getattr(answer, "content", answer)),
+        "contexts": [context_record(c) for c in ctxs],
+    }
+
 
 # %% ../../nbs/40_eval.systems.ipynb #4ececc2d
 _ENV_REF, _ENV_NAME = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"), re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -151,12 +156,16 @@ def function_name(target: Any) -> str:
 
 def as_async(obj: Any) -> Callable:
     "An async `question -> result` for a callable (sync or async), a LangChain retriever or runnable, or a LlamaIndex retriever or query engine."
-    if hasattr(obj, "aquery") and hasattr(obj, "query"): return obj.aquery               # LlamaIndex query engine (it has retrieve too)
+    if hasattr(obj, "aquery") and hasattr(obj, "query"):
+        return obj.aquery               # LlamaIndex query engine (it has retrieve too)
     if hasattr(obj, "aretrieve") and hasattr(obj, "retrieve"): return obj.aretrieve      # LlamaIndex retriever
     if hasattr(obj, "ainvoke") and hasattr(obj, "invoke"): return obj.ainvoke            # LangChain retriever / chain
     if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(getattr(obj, "__call__", None)): return obj
     if callable(obj): return lambda q: asyncio.to_thread(obj, q)
-    raise UserError(f"function {function_name(obj)}: not callable (give a function, a retriever, a chain or a query engine)")
+    raise UserError(
+        f"function {function_name(obj)}: not callable (give a function, a retriever, a chain or a query engine)"
+    )
+
 
 # %% ../../nbs/40_eval.systems.ipynb #350e668e
 class FunctionBackend(Backend):

@@ -70,7 +70,9 @@ def record_validity(run_dir: Union[str, Path], item_id: str, reviewer: str = "an
     nonbool = [c for c, v in verdicts.items() if not isinstance(v, (bool, np.bool_))]
     if nonbool: raise UserError(f"verdict '{nonbool[0]}' must be true or false, got {verdicts[nonbool[0]]!r}")
     if item_id not in {it.id for it in accepted_items(run_dir)}:
-        raise UserError(f"{Path(run_dir) / 'dataset.jsonl'}: no accepted item '{item_id}' (validity is judged on accepted items)")
+        raise UserError(
+            f"{Path(run_dir) / 'dataset.jsonl'}: no accepted item '{item_id}' (validity is judged on accepted items)"
+        )
     row = {"item_id": item_id, **{c: bool(v) for c, v in verdicts.items()}, "by": reviewer, "note": note, "at": utc_now()}
     RunDir(run_dir).append(VALIDITY, row)
     return row
@@ -113,7 +115,8 @@ class ValidityQueue:
 
     def cycle(self, criterion: str) -> Optional[bool]:
         "Cycle one criterion's pending verdict: unset -> valid -> invalid -> valid ..."
-        if criterion not in CRITERIA: raise UserError(f"unknown validity criterion '{criterion}' (criteria: {', '.join(CRITERIA)})")
+        if criterion not in CRITERIA:
+            raise UserError(f"unknown validity criterion '{criterion}' (criteria: {', '.join(CRITERIA)})")
         self.pending[criterion] = not self.pending[criterion] if criterion in self.pending else True
         return self.pending[criterion]
 
@@ -133,7 +136,8 @@ class ValidityQueue:
 
     def key(self, k: str) -> Optional[str]:
         "One keystroke: 1-4 cycle a criterion, v all valid and save, s save, n / p next / previous."
-        if k in VALIDITY_KEYS_HELP: return f"{VALIDITY_KEYS_HELP[k]}: {'valid' if self.cycle(VALIDITY_KEYS_HELP[k]) else 'invalid'}"
+        if k in VALIDITY_KEYS_HELP:
+            return f"{VALIDITY_KEYS_HELP[k]}: {'valid' if self.cycle(VALIDITY_KEYS_HELP[k]) else 'invalid'}"
         if k == "v": return self.all_valid()
         if k == "s": return self.save()
         if k in ("n", "p"):
@@ -178,7 +182,8 @@ def validity_estimates(run_dir: Union[str, Path], alpha: float = 0.05):
     items, labels = accepted_items(run_dir), read_validity(run_dir)
     if not items: raise UserError(f"{Path(run_dir) / 'dataset.jsonl'}: no accepted items to estimate validity on")
     unknown = sorted(set(labels) - {it.id for it in items})
-    if unknown: raise UserError(f"{Path(run_dir) / VALIDITY}: item '{unknown[0]}' is not an accepted item of dataset.jsonl")
+    if unknown:
+        raise UserError(f"{Path(run_dir) / VALIDITY}: item '{unknown[0]}' is not an accepted item of dataset.jsonl")
     return pd.DataFrame(validity_rows(items, labels, alpha), columns=list(VALIDITY_KEYS))
 
 # %% ../../nbs/43_eval.validity.ipynb #b212d8ab
@@ -186,7 +191,8 @@ def _verdict(text: str) -> tuple[str, bool]:
     "CRITERION=yes|no (also true/false, 1/0, valid/invalid) as (criterion, verdict)."
     name, _, v = text.partition("=")
     truth = {"yes": True, "true": True, "1": True, "valid": True, "no": False, "false": False, "0": False, "invalid": False}
-    if v.lower() not in truth: raise UserError(f"verdict '{text}': write CRITERION=yes or CRITERION=no (criteria: {', '.join(CRITERIA)})")
+    if v.lower() not in truth:
+        raise UserError(f"verdict '{text}': write CRITERION=yes or CRITERION=no (criteria: {', '.join(CRITERIA)})")
     return name, truth[v.lower()]
 
 def record_verdicts(run_dir, item: str, reviewer: str, verdicts: Sequence[str]) -> None:
@@ -198,7 +204,10 @@ def print_validity(run_dir, t, n: int, seed: int) -> None:
     "How much of the seeded sample is validated (and the next item), then judge, human and PPI shares per criterion."
     nxt, done = next_to_validate(run_dir, n, seed), read_validity(run_dir)
     full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in validity_sample(run_dir, n, seed))
-    print(f"{full} of {min(n, int(t.n_accepted.iloc[0]))} sampled items validated" + (f"; next: {nxt.id}" if nxt else "; sample done"))
+    print(
+        f"{full} of {min(n, int(t.n_accepted.iloc[0]))} sampled items validated"
+        + (f"; next: {nxt.id}" if nxt else "; sample done")
+    )
     print(f"{'criterion':<12} {'judge':>6} {'human':>6} {'PPI':>6}  {'95% interval':<15} {'labelled':>8}")
     f = lambda v, s=".2f": "–" if v is None or v != v else format(v, s)
     for r in t.to_dict("records"):
@@ -215,7 +224,9 @@ class ValidityOptions(BaseModel):
     reviewer: str = Field("anonymous", description="who gives the verdicts (with --record)")
     n: int = Field(60, description="size of the seeded random sample of accepted items to validate")
     seed: int = Field(0, description="seed of the sample")
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(None, description="also write the table as JSON")
+    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(
+        None, description="also write the table as JSON"
+    )
 
 @options_model(ValidityOptions)
 def validity_command(

@@ -45,7 +45,8 @@ class TaskResult(BaseModel):
     usage: dict[str, Any] = Field(default_factory=dict)
     error: Optional[str] = None
     at: str = Field(default_factory=utc_now)
-    run: dict[str, Any] = Field(default_factory=dict)   # kind, corpus and options of the run (resume checks without manifest.json)
+    # kind, corpus and options of the run (resume checks without manifest.json)
+    run: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def counted(self) -> int:
@@ -119,7 +120,8 @@ class PlanOrderTally:
     "The walk of `capped_counts` kept up to date as results arrive: a result behind the last one walked rewinds only the steps after it, so a commit costs about the number of tasks in flight, not the run's length."
     def __init__(self, quotas: Optional[dict[str, int]] = None, results: Iterable[TaskResult] = ()):
         self.quotas, self.got, self.asked = quotas, {}, set()
-        self.steps, self.totals, self.walked = [], [], {}   # per step (result, group, count into got, new keys, keys); running totals; task id -> position
+        # per step (result, group, count into got, new keys, keys); running totals; task id -> position
+        self.steps, self.totals, self.walked = [], [], {}
         for r in sorted(results, key=lambda r: r.position): self.add(r)
 
     @property
@@ -181,7 +183,8 @@ class GenerationMethod:
     "Base of a generation method: plan tasks, run one, select the dataset, summarize."
     name: str = "method"
     target: Optional[int] = None                       # accepted items wanted (None: run every planned task)
-    quotas: Optional[dict[str, int]] = None            # accepted items wanted per question type (their sum is the target)
+    # accepted items wanted per question type (their sum is the target)
+    quotas: Optional[dict[str, int]] = None
     task_errors: tuple = ()                            # exceptions recorded as a failed task (others stop the run)
 
     def config(self) -> dict:
@@ -490,7 +493,9 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         session = {"stop_reason": reason, "new_tasks": new, "seconds": round(time.monotonic() - t0, 2), "ended": utc_now()}
         summary = run_summary(method, results, sel, meter, reason, session)
         run.write("summary.json", summary)
-        run.write_manifest(finished=utc_now(), stop_reason=reason, accepted=summary["accepted"], calls_sent=meter.totals()["calls"])
+        run.write_manifest(
+            finished=utc_now(), stop_reason=reason, accepted=summary["accepted"], calls_sent=meter.totals()["calls"]
+        )
         return summary
 
 def run_generation(method: GenerationMethod, index, run_dir, **kw) -> dict:
@@ -535,8 +540,11 @@ class OneChunkQuestions(GenerationMethod):
                 for i, cid in enumerate(index.sample_ids(self.max_tasks, seed=self.seed))]
     async def run_task(self, task, index):
         chunk = await asyncio.to_thread(index.get, task.payload["chunk_id"])
-        qa = await self.llm.acomplete(f"Write one question answered by this passage.\n\n{format_chunks([chunk])}", QuestionReply,
-                                      stage="one-chunk.generate")
+        qa = await self.llm.acomplete(
+            f"Write one question answered by this passage.\n\n{format_chunks([chunk])}",
+            QuestionReply,
+            stage="one-chunk.generate",
+        )
         ok = qa.question.strip().endswith("?")
         item = QAItem(id=item_id("oc", chunk.id), method=self.name, kind="single-hop", question=qa.question,
                       answer=qa.answer, gold_chunk_ids=[chunk.id], status="accepted" if ok else "rejected")

@@ -96,8 +96,10 @@ class OpenAIBackend(Backend):
     def __init__(self, base_url: Optional[str], model: str, *, timeout: float = 120.0, structured: str = "auto",
                  api_key_env: str = "OPENAI_API_KEY", max_tokens: Optional[int] = None, extra_body: Optional[dict] = None,
                  spec: Optional[str] = None):
-        if not model: raise LLMConfigError("openai spec needs a model: openai:BASE_URL@MODEL, e.g. openai:http://localhost:11434/v1@qwen2.5")
-        if structured not in ("auto", "native", "prompt"): raise LLMConfigError(f"structured must be auto, native or prompt, got {structured!r}")
+        if not model:
+            raise LLMConfigError("openai spec needs a model: openai:BASE_URL@MODEL, e.g. openai:http://localhost:11434/v1@qwen2.5")
+        if structured not in ("auto", "native", "prompt"):
+            raise LLMConfigError(f"structured must be auto, native or prompt, got {structured!r}")
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         self.model, self.timeout, self.structured = model, timeout, structured
         self.max_tokens, self.extra_body, self.key_envs = max_tokens, extra_body, (api_key_env,)
@@ -105,8 +107,10 @@ class OpenAIBackend(Backend):
         self._native = structured != "prompt"
         host = urlsplit(self.base_url).hostname or ""
         if not os.environ.get(api_key_env) and host.endswith("openai.com"):
-            raise LLMConfigError(f"the openai backend for {host} needs an API key: set {api_key_env} in the environment "
-                                 "(local OpenAI-compatible servers need none)")
+            raise LLMConfigError(
+                f"the openai backend for {host} needs an API key: set {api_key_env} in the environment "
+                "(local OpenAI-compatible servers need none)"
+            )
         self._client, self._aclients, self._lock = None, weakref.WeakKeyDictionary(), threading.Lock()
 
     @property
@@ -126,7 +130,8 @@ def _lacks_model(base: str, model: str) -> bool:
 def openai_backend(rest: str, *, spec: str, **options) -> OpenAIBackend:
     "The backend of spec `openai:BASE_URL@MODEL` (or `openai:MODEL`); `rest` is what follows `openai:`."
     base, _, model = rest.rpartition("@")
-    if _lacks_model(base, model): raise LLMConfigError(f"LLM spec {redact_spec(spec)!r} lacks the model: use openai:BASE_URL@MODEL")
+    if _lacks_model(base, model):
+        raise LLMConfigError(f"LLM spec {redact_spec(spec)!r} lacks the model: use openai:BASE_URL@MODEL")
     return OpenAIBackend(base or None, model, spec=spec, **options)
 
 # %% ../../nbs/03_llm.backends.ipynb #8c0aa099
@@ -188,7 +193,9 @@ def _failed(self: OpenAIBackend, exc: Exception, req: LLMRequest, native: bool) 
     if native and req.schema is not None and self.structured == "auto" and http_status(exc) in (400, 422):
         _log.warning("%s rejected response_format (%s); switching to schema-in-prompt mode", redact_spec(self.spec), http_status(exc))
         self._native = False
-        return StructuredOutputRejected(f"server rejected response_format (HTTP {http_status(exc)}); resending with the schema in the prompt")
+        return StructuredOutputRejected(
+            f"server rejected response_format (HTTP {http_status(exc)}); resending with the schema in the prompt"
+        )
     return exc
 
 # %% ../../nbs/03_llm.backends.ipynb #e2c6d847
@@ -234,7 +241,8 @@ class GeminiBackend(Backend):
                  thinking_budget: Optional[int] = None, max_output_tokens: Optional[int] = None,
                  api_key_env: Optional[str] = None, spec: Optional[str] = None):
         if not model: raise LLMConfigError("gemini spec needs a model: gemini:MODEL, e.g. gemini:gemini-2.5-flash")
-        if schema_mode not in ("json_schema", "schema"): raise LLMConfigError(f"schema_mode must be json_schema or schema, got {schema_mode!r}")
+        if schema_mode not in ("json_schema", "schema"):
+            raise LLMConfigError(f"schema_mode must be json_schema or schema, got {schema_mode!r}")
         self.key_envs = (api_key_env,) if api_key_env else ("GEMINI_API_KEY", "GOOGLE_API_KEY")
         self._key_env = next((e for e in self.key_envs if os.environ.get(e)), None)
         if self._key_env is None:
@@ -276,7 +284,8 @@ def _config(self: GeminiBackend, req: LLMRequest):
         kw["response_mime_type"] = "application/json"
         if self.schema_mode == "json_schema": kw["response_json_schema"] = req.schema
         else: kw["response_schema"] = req.schema_model or req.schema
-    if self.thinking_budget is not None: kw["thinking_config"] = types.ThinkingConfig(thinking_budget=self.thinking_budget)
+    if self.thinking_budget is not None:
+        kw["thinking_config"] = types.ThinkingConfig(thinking_budget=self.thinking_budget)
     if self.max_output_tokens: kw["max_output_tokens"] = self.max_output_tokens
     return types.GenerateContentConfig(**kw)
 
@@ -347,9 +356,12 @@ def cap_arrays(schema: Any, max_items: int = 8, max_chars: Optional[int] = None)
     "A copy of a JSON schema where arrays without `maxItems` (and strings without `maxLength`) get a cap."
     if isinstance(schema, list): return [cap_arrays(x, max_items, max_chars) for x in schema]
     if not isinstance(schema, dict): return schema
-    out = {k: cap_arrays(v, max_items, max_chars) if k not in ("enum", "const", "default", "examples", "required") else v
-           for k, v in schema.items()}
-    if out.get("type") == "array" and "maxItems" not in out: out["maxItems"] = max(int(out.get("minItems", 0)), max_items)
+    out = {
+        k: cap_arrays(v, max_items, max_chars) if k not in ("enum", "const", "default", "examples", "required") else v
+        for k, v in schema.items()
+    }
+    if out.get("type") == "array" and "maxItems" not in out:
+        out["maxItems"] = max(int(out.get("minItems", 0)), max_items)
     if max_chars and out.get("type") == "string" and "maxLength" not in out and "enum" not in out:
         out["maxLength"] = max(int(out.get("minLength", 0)), max_chars)
     return out
@@ -380,7 +392,10 @@ class LocalBackend(Backend):
         kw = dict(messages=msgs, temperature=req.temperature, max_tokens=self.max_tokens, seed=self.seed,
                   repeat_penalty=self.repeat_penalty)
         if req.schema is not None:
-            kw["response_format"] = {"type": "json_object", "schema": cap_arrays(req.schema, self.max_items or 10**6, self.max_chars)}
+            kw["response_format"] = {
+                "type": "json_object",
+                "schema": cap_arrays(req.schema, self.max_items or 10**6, self.max_chars),
+            }
         try:
             with lock: out = llama.create_chat_completion(**kw)
         except ValueError as e: raise ProviderError(f"local model: {e}", retryable=False) from None

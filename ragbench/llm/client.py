@@ -31,7 +31,8 @@ class LLM:
                  budget: Optional[CallMeter] = None, max_concurrency: int = 8, rpm: Optional[float] = None,
                  tpm: Optional[float] = None, max_retries: int = 5, backoff: float = 1.0, max_backoff: float = 60.0,
                  max_repairs: int = 2, price: Optional[tuple[float, float]] = None):
-        if meter is not None and budget is not None and meter is not budget: raise ValueError("pass meter or budget, not both")
+        if meter is not None and budget is not None and meter is not budget:
+            raise ValueError("pass meter or budget, not both")
         self.backend, self.spec = backend, redact_spec(spec or backend.spec)
         self.meter = meter if meter is not None else budget if budget is not None else CallMeter()
         self.cache = ResponseCache(cache_dir) if cache_dir else None
@@ -47,7 +48,11 @@ class LLM:
     model = property(lambda self: self.backend.model, doc="The backend's model name.")
 
     def __repr__(self):
-        return f"LLM(spec={self.spec!r}, cache={str(self.cache.path) if self.cache is not None else None!r}, max_concurrency={self.max_concurrency})"
+        return (
+            f"LLM(spec={self.spec!r}, cache={str(self.cache.path) if self.cache is not None else None!r},"
+            f" max_concurrency={self.max_concurrency})"
+        )
+
 
 # %% ../../nbs/03_llm.client.ipynb #7716caa7
 @patch
@@ -141,7 +146,9 @@ def _request(prompt, schema, system, stage, temperature) -> tuple[LLMRequest, Op
     "The request for a call, with the schema's name and validator."
     if not isinstance(prompt, str): raise TypeError(f"prompt must be str, got {type(prompt).__name__}")
     js, name, validate = schema_info(schema)
-    req = LLMRequest(prompt, system, js, name, stage, float(temperature), schema_model=schema if isinstance(schema, type) else None)
+    req = LLMRequest(
+        prompt, system, js, name, stage, float(temperature), schema_model=schema if isinstance(schema, type) else None
+    )
     return req, name, validate
 
 # %% ../../nbs/03_llm.client.ipynb #2d59be69
@@ -259,7 +266,8 @@ _LLM_KEYS = {"max_retries", "backoff", "max_backoff", "max_repairs", "price"}
 def make_llm(spec: str, cache_dir=None, budget: Optional[CallMeter] = None, max_concurrency: int = 8,
              rpm: Optional[float] = None, tpm: Optional[float] = None, *, meter: Optional[CallMeter] = None, **options) -> LLM:
     "An LLM for `spec`: gemini:MODEL | openai:BASE_URL@MODEL | openai:MODEL | local | local:PATH.gguf | template | fake."
-    if not isinstance(spec, str) or not spec.strip(): raise LLMConfigError(f"LLM spec must be a non-empty string, got {spec!r}")
+    if not isinstance(spec, str) or not spec.strip():
+        raise LLMConfigError(f"LLM spec must be a non-empty string, got {spec!r}")
     spec = expand_env(spec.strip())
     kind, _, rest = spec.partition(":")
     if kind not in BACKENDS:

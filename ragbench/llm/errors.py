@@ -83,7 +83,10 @@ def is_retryable(exc: BaseException) -> bool:
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY")
 _SECRET_PARAMS = re.compile(r"^(key|api[-_]?key|apikey|token|access[-_]?token|auth|authorization|secret|password|"
                             r"passwd|pass|sig|signature|x-goog-api-key)$", re.I)
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)[^/\s@]*:[^/\s@]*@|(?P<s2>\b[a-z][a-z0-9+.-]*://)[^/\s@:]+@(?=[^\s@]*[/?])", re.I)
+_URL_USERINFO = re.compile(
+    r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)[^/\s@]*:[^/\s@]*@|(?P<s2>\b[a-z][a-z0-9+.-]*://)[^/\s@:]+@(?=[^\s@]*[/?])",
+    re.I,
+)
 _URL_PARAM = re.compile(r"(?P<k>[?&;](?P<name>[A-Za-z0-9_-]+)=)(?P<v>[^&;#\s@]+)")
 
 def _scrub_urls(text: str) -> str:

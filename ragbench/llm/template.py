@@ -175,7 +175,8 @@ def _clip_array(v, s, ctx, root):
     if not isinstance(v, list): return v
     lo, hi = int(s.get("minItems", 0) or 0), s.get("maxItems")
     v = v[: int(hi)] if hi is not None else v
-    while len(v) < lo: v.append(build_instance(s.get("items", {}), replace(ctx, name="", schema={}, index=len(v)), root))
+    while len(v) < lo:
+        v.append(build_instance(s.get("items", {}), replace(ctx, name="", schema={}, index=len(v)), root))
     return v
 
 # %% ../../nbs/03_llm.template.ipynb #be8d6f8a

@@ -185,8 +185,12 @@ def __del__(self: CallMeter):
 def __repr__(self: CallMeter) -> str:
     t = self.totals()
     lim = "".join(f", {k}={getattr(self, k)}" for k in ("max_calls", "max_usd") if getattr(self, k) is not None)
-    return (f"{type(self).__name__}(calls={t['calls']}, cached={t['cached']}, failures={t['failures']}, "
-            f"tokens={t['input_tokens']}+{t['output_tokens']}, cost_usd={t['cost_usd']}, unpriced_calls={t['unpriced_calls']}{lim})")
+    return (
+        f"{type(self).__name__}(calls={t['calls']}, cached={t['cached']}, failures={t['failures']},"
+        f" tokens={t['input_tokens']}+{t['output_tokens']}, cost_usd={t['cost_usd']},"
+        f" unpriced_calls={t['unpriced_calls']}{lim})"
+    )
+
 
 # %% ../../nbs/03_llm.usage.ipynb #e4cda05f
 class Budget(CallMeter):

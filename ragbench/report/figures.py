@@ -72,7 +72,9 @@ def metric_label(m: str) -> str:
     "Readable name of a metric, with its mode when not 'retrieved' (unknown names are shown as they are)."
     mode, base = split_metric(m)
     fam, at, k = base.partition("@")
-    lab = _METRIC_LABELS.get(base) or (_METRIC_LABELS[f"{fam}@k"].replace("@k", f"@{k}", 1) if at and f"{fam}@k" in _METRIC_LABELS else base)
+    lab = _METRIC_LABELS.get(base) or (
+        _METRIC_LABELS[f"{fam}@k"].replace("@k", f"@{k}", 1) if at and f"{fam}@k" in _METRIC_LABELS else base
+    )
     return lab if mode == "retrieved" else f"{lab} ({_MODE_LABELS.get(mode, mode)})"
 
 # %% ../../nbs/50_report.figures.ipynb #a59c9431
@@ -163,7 +165,8 @@ def _demo_metrics(rnd, it: dict, j: int, k: int, mode: str) -> tuple[dict, Optio
               "faithful": float(rnd.random() < skill + 0.2), "exact_match": float(ok and rnd.random() < 0.5),
               "token_f1": round(rnd.uniform(0.6, 1) if ok else rnd.uniform(0, 0.4), 3), "keypoint_complete": kc,
               "keypoint_hallucinated": kh, "keypoint_irrelevant": round(1 - kc - kh, 2), "abstained": float(rnd.random() < 0.05)})
-    if it["style"]: m.update({f"rubric_{d}": float(max(1, min(5, round(rnd.gauss(3.2 + 1.2 * ok - 0.3 * j, 0.8))))) for d in RUBRIC_DIMENSIONS})
+    if it["style"]:
+        m.update({f"rubric_{d}": float(max(1, min(5, round(rnd.gauss(3.2 + 1.2 * ok - 0.3 * j, 0.8))))) for d in RUBRIC_DIMENSIONS})
     return m, hit
 
 # %% ../../nbs/50_report.figures.ipynb #f01dfc3d
@@ -443,7 +446,10 @@ def _abstention_tables(summary: dict, scores: Optional[Sequence[dict]], metric: 
     "{group key: {setup: {metric: stat}}} from the rows, else from the summary's breakdowns."
     if scores:
         rows = [r for r in scores if not (r.get("skipped") or "").startswith(NOT_APPLICABLE)]
-        return {g: summarize_scores([r for r in rows if _abstention_group(r) == g], metrics=[metric]).get((), {}) for g in ABSTENTION_GROUPS}
+        return {
+            g: summarize_scores([r for r in rows if _abstention_group(r) == g], metrics=[metric]).get((), {})
+            for g in ABSTENTION_GROUPS
+        }
     b = summary.get("breakdowns") or {}
     kinds, ans = b.get("unanswerable_kind") or {}, {norm_value(k): v for k, v in (b.get("answerable") or {}).items()}
     pick = lambda per, key: {s: {metric: st.get(key)} for s, st in (per or {}).items()}
@@ -478,7 +484,9 @@ def rubric_by_style(summary: dict, setup: Optional[str] = None):
     if not dims: raise MissingData("no rubric scores per style (run the 'rubric' judge on a DoRA dataset)")
     cells = [((d, v), {s: {"v": st.get(f"rubric_{d}")} for s, st in b[v].items()}) for d in dims for v in styles]
     colors = setup_colors(summary)
-    fig = go.Figure([_bar(s, colors.get(s, "#888"), cells, "v", multicat=True) for s in ([setup] if setup else _setups(summary, b))])
+    fig = go.Figure(
+        [_bar(s, colors.get(s, "#888"), cells, "v", multicat=True) for s in ([setup] if setup else _setups(summary, b))]
+    )
     for t in fig.data: t.hovertemplate = t.hovertemplate.replace(metric_label("v"), "mean score")
     fig = _layout(fig, "DoRA rubric (1–5) per dimension and style", "mean score (1–5)", False, height=520)
     fig.update_yaxes(range=[1, 5.2])
@@ -490,7 +498,8 @@ def keypoint_shares(summary: dict):
     import plotly.graph_objects as go
     setups = summary.get("setups") or {}
     parts = [("keypoint_complete", "#55A868"), ("keypoint_irrelevant", "#BBBBBB"), ("keypoint_hallucinated", "#C44E52")]
-    if not any(_stat(setups, s, m) for s in setups for m, _ in parts): raise MissingData("no keypoint metrics in summary.json")
+    if not any(_stat(setups, s, m) for s in setups for m, _ in parts):
+        raise MissingData("no keypoint metrics in summary.json")
     fig = go.Figure()
     for m, c in parts:
         sts = [(s, _stat(setups, s, m)) for s in setups]
@@ -523,7 +532,8 @@ def generation_funnel(gen_summary: dict):
     from plotly.subplots import make_subplots
     stages = [(lab, n) for lab, keys in _FUNNEL for n in [next((_num(gen_summary.get(k)) for k in keys
                                                                 if _num(gen_summary.get(k)) is not None), None)] if n is not None]
-    if not stages: raise MissingData("generation summary.json has none of seeds_tried, configurations, attempts, accepted")
+    if not stages:
+        raise MissingData("generation summary.json has none of seeds_tried, configurations, attempts, accepted")
     rej = {k: v for k, v in (gen_summary.get("rejections_by_check") or {}).items() if _num(v) is not None}
     cols = 2 if rej else 1
     fig = make_subplots(rows=1, cols=cols, column_widths=[0.55, 0.45][:cols], horizontal_spacing=0.2,
@@ -531,7 +541,8 @@ def generation_funnel(gen_summary: dict):
     d = dict(stages)
     def note(lab, n):
         if lab == "configurations" and d.get("seeds tried"): return f"{n:g} ({n / d['seeds tried']:.0%} of seeds)"
-        if lab == "attempts" and d.get("configurations"): return f"{n:g} ({n / d['configurations']:.1f} per configuration)"
+        if lab == "attempts" and d.get("configurations"):
+            return f"{n:g} ({n / d['configurations']:.1f} per configuration)"
         if lab == "accepted" and d.get("attempts"): return f"{n:g} ({n / d['attempts']:.0%} of attempts)"
         return f"{n:g}"
     fig.add_trace(go.Funnel(y=[s for s, _ in stages], x=[n for _, n in stages], name="funnel", showlegend=False,

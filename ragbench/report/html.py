@@ -93,9 +93,11 @@ def _nested_html(d: Any) -> str:
     return _esc(d)
 
 # %% ../../nbs/50_report.html.ipynb #e75066fa
-STAND_INS = {"template": "the template writer (rule-based stand-in, no model)",
-             "local": "local (the bundled SmolLM2, a tiny offline model whose answers and judgments are not trustworthy)",
-             "fake": "fake (a scripted test double)"}
+STAND_INS = {
+    "template": "the template writer (rule-based stand-in, no model)",
+    "local": "local (the bundled SmolLM2, a tiny offline model whose answers and judgments are not trustworthy)",
+    "fake": "fake (a scripted test double)",
+}
 
 def stand_in(spec: Optional[str]) -> Optional[str]:
     "What stand-in a model spec names (template writer, local SmolLM2, fake LLM), or None for a real model."
@@ -127,8 +129,11 @@ def stand_in_banner(roles: dict) -> str:
     "A warning banner naming the stand-in models among `roles` ('' when there is none)."
     found = [f"<li>{_esc(role)}: {_esc(stand_in(spec))}</li>" for role, spec in roles.items() if stand_in(spec)]
     if not found: return ""
-    return ("<div class='banner'><b>Stand-in models made these numbers.</b> They show that the pipeline runs end to end, "
-            "not how good a retriever, an answering model or a dataset is:<ul>" + "".join(found) + "</ul></div>")
+    return (
+        "<div class='banner'><b>Stand-in models made these numbers.</b> They show that the pipeline runs end to end, "
+        "not how good a retriever, an answering model or a dataset is:<ul>" + "".join(found) + "</ul></div>"
+    )
+
 
 # %% ../../nbs/50_report.html.ipynb #1f90b0ed
 ITEM_SCORES = ("recall@k", "mrr", "token_f1", "correct_score", "faithful_score", "keypoint_complete")
@@ -156,11 +161,14 @@ def items_table_html(scores: Sequence[dict], dataset: Optional[Dataset] = None, 
     body = []
     for r in scores[:max_rows]:
         m, rb = r.get("metrics") or {}, rubric(r.get("metrics") or {})
-        body.append(f"<tr><td>{_esc(r['item_id'])}</td><td>{_esc(r['setup'])}</td><td>{_esc(r['mode'])}</td>"
-                    f"<td>{_esc(text(r, 'question', 'question'))}</td><td>{_esc(text(r, 'reference', 'answer'))}</td>"
-                    f"<td>{_esc(r.get('answer') or '')}</td>" + "".join(f"<td>{_mark(m.get(v))}</td>" for v, _ in _VERDICTS)
-                    + "".join(f"<td class='num'>{_num_cell(m.get(s))}</td>" for s in ITEM_SCORES)
-                    + f"<td class='num'>{_num_cell(sum(rb) / len(rb) if rb else None)}</td><td>{_esc(_reasons(r))}</td></tr>")
+        body.append(
+            f"<tr><td>{_esc(r['item_id'])}</td><td>{_esc(r['setup'])}</td><td>{_esc(r['mode'])}</td>"
+            f"<td>{_esc(text(r, 'question', 'question'))}</td><td>{_esc(text(r, 'reference', 'answer'))}</td>"
+            f"<td>{_esc(r.get('answer') or '')}</td>"
+            + "".join(f"<td>{_mark(m.get(v))}</td>" for v, _ in _VERDICTS)
+            + "".join(f"<td class='num'>{_num_cell(m.get(s))}</td>" for s in ITEM_SCORES)
+            + f"<td class='num'>{_num_cell(sum(rb) / len(rb) if rb else None)}</td><td>{_esc(_reasons(r))}</td></tr>"
+        )
     more = f"<p class='sub'>… {len(scores) - max_rows} more rows in scores.jsonl</p>" if len(scores) > max_rows else ""
     return (f"<details><summary>{min(len(scores), max_rows)} rows (item × setup × mode)</summary>"
             f"<table class='items'>{head}{''.join(body)}</table>{more}</details>")
@@ -217,7 +225,8 @@ def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: st
               "not averaged as zero.</p>", means_table_html(summary)]
     if metric_notes(summary): parts += ["<ul class='sub'>",
                                         *(f"<li>{_esc(n)}</li>" for n in metric_notes(summary)), "</ul>"]
-    if calibration: parts += ["<h2>Judge calibration</h2><p class='sub'>The rubric judge against the reviewers' 1–5 scores "
+    if calibration:
+        parts += ["<h2>Judge calibration</h2><p class='sub'>The rubric judge against the reviewers' 1–5 scores "
                               "on the same sampled items.</p>", calibration_html(calibration)]
     if items: parts += ["<h2>Per item</h2>", items]
     parts += _rows_sections(summary)
@@ -237,7 +246,10 @@ def _generation(generation_dir, notes: list) -> tuple[Optional[dict], Optional[D
     if not gen: notes.append(f"{generation_dir}: no summary.json, generation figures skipped")
     cal = load_calibration(generation_dir)
     if cal is None and (Path(generation_dir) / JUDGE_FILE).exists():
-        notes.append(f"{generation_dir}: the rubric judge scored a sample but no reviewer scores are in reviews.jsonl yet: no calibration table")
+        notes.append(
+            f"{generation_dir}: the rubric judge scored a sample but no reviewer scores are in reviews.jsonl yet: no"
+            " calibration table"
+        )
     return gen, ds, cal
 
 def _manifest(eval_dir) -> dict:

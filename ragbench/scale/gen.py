@@ -42,7 +42,8 @@ class RunCoordinator:
     def __init__(self, driver_pid: Optional[int] = None):
         self.meters, self.limiters, self.events, self.cutoff = {}, {}, [], None
         self.first = 0                           # the number of the first event in `events` (see `drain`)
-        self.driver_pid = driver_pid             # the actor runs on the driver's node, so it can see whether the driver lives
+        # the actor runs on the driver's node, so it can see whether the driver lives
+        self.driver_pid = driver_pid
 
     def add_meter(self, key: int, journal: Optional[str], max_calls: Optional[int], max_usd: Optional[float]) -> None:
         "A meter replaying (and then appending to) `journal`, with the run's budget."
@@ -290,7 +291,8 @@ class RayExecutor:
         if in_flight < 1: raise UserError(f"in_flight must be >= 1, got {in_flight}")
         self.address, self.in_flight, self.workers, self.size, self.mirror_every = address, in_flight, workers, shard_size, mirror_every
         self.coord, self.last_run = None, {}
-        connect(address)        # now, in the caller's thread: Ray started from the runner's loop thread (Jupyter) hangs later runs
+        # now, in the caller's thread: Ray started from the runner's loop thread (Jupyter) hangs later runs
+        connect(address)
 
     def __repr__(self): return f"RayExecutor(address={self.address!r}, in_flight={self.in_flight}, workers={self.workers})"
 
@@ -306,8 +308,10 @@ def _make_coordinator(self: RayExecutor, ray):
 
 def _register(ray, coord, shipped: Shipment) -> None:
     "Tell the coordinator about the shipped meters (journal, budget) and limiters (rpm, tpm)."
-    calls = [coord.add_meter.remote(k, absolute(m.journal) if getattr(m, "journal", None) else None, m.max_calls, m.max_usd)
-             for k, m in shipped.meters.items()]
+    calls = [
+        coord.add_meter.remote(k, absolute(m.journal) if getattr(m, "journal", None) else None, m.max_calls, m.max_usd)
+        for k, m in shipped.meters.items()
+    ]
     calls += [coord.add_limiter.remote(k, l.rpm, l.tpm) for k, l in shipped.limiters.items()]
     ray.get(calls)
 

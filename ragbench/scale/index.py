@@ -95,7 +95,8 @@ class ChunkEmbedder:
         "Write chunks and their vectors (appended, or merged on the id when no lock is held); returns how many went in."
         if not chunks: return 0
         rows = chunk_table(chunks, vecs, self.tbl.schema, self.emb.dim)
-        if not self.append: return self.tbl.merge_insert("id").when_not_matched_insert_all().execute(rows).num_inserted_rows
+        if not self.append:
+            return self.tbl.merge_insert("id").when_not_matched_insert_all().execute(rows).num_inserted_rows
         self.tbl.add(rows)
         return len(rows)
 
@@ -206,7 +207,8 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
                        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> ChunkIndex:
     "Load, chunk and embed `source` (a path, or Documents) into `db`/`table` on a Ray cluster: `ChunkIndex.build`'s table, resumable."
     from tqdm.auto import tqdm
-    ray = connect(address)                                                  # no Ray extra: a UserError before anything is written
+    # no Ray extra: a UserError before anything is written
+    ray = connect(address)
     chunking = {**DEFAULT_CHUNKING, **(chunking or {})}
     list(chunk_documents([], **chunking))                                   # bad chunking options fail here
     report = LoadReport() if report is None else report
@@ -217,11 +219,14 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
     with table_lock(db_dir, table):                                         # one writer per table, as in `ChunkIndex.build`
         idx = ChunkIndex.create_or_open(db_dir, table, emb)
-        removed = idx.remove_duplicates()                                  # a table written twice by an old build: repaired first
+        # a table written twice by an old build: repaired first
+        removed = idx.remove_duplicates()
         gpus, workers = cluster_gpus(ray), cluster_cpus(ray)
-        db_abs = str(idx.db_dir) if "://" in str(idx.db_dir) else str(Path(idx.db_dir).resolve())   # workers have their own cwd
+        # workers have their own cwd
+        db_abs = str(idx.db_dir) if "://" in str(idx.db_dir) else str(Path(idx.db_dir).resolve())
+        # lock held: appends
         udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
-                   max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64, append=is_local(db_dir))   # lock held: appends
+                   max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64, append=is_local(db_dir))
         tally, actors = BuildTally(report), start_embedders(ray, udf, workers, gpus)
         row_batches = batches(rows, chunking["target_tokens"], batch_chunks or DEFAULT_BATCH_CHUNKS["gpu" if gpus else "cpu"])
         try:

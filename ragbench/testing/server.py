@@ -58,16 +58,21 @@ def parse_gemini_request(body: dict, model: str) -> dict:
     gc = body.get("generationConfig") or body.get("generation_config") or {}
     schema = (gc.get("responseJsonSchema") or gc.get("response_json_schema")
               or gc.get("responseSchema") or gc.get("response_schema"))
-    if schema is None and (gc.get("responseMimeType") or gc.get("response_mime_type")) == "application/json": schema = {"type": "object"}
+    if schema is None and (gc.get("responseMimeType") or gc.get("response_mime_type")) == "application/json":
+        schema = {"type": "object"}
     return dict(system=parts_text(si) or None, prompt=prompt, schema=schema, model=model)
 
 # %% ../../nbs/05_testing.server.ipynb #cc5f19b6
 def gemini_response(text: str, req: dict) -> dict:
     "A GenerateContentResponse body for reply `text`."
     pt, ct = _tokens((req["system"] or "") + req["prompt"]), _tokens(text)
-    return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": pt, "candidatesTokenCount": ct, "totalTokenCount": pt + ct},
-            "modelVersion": req["model"], "responseId": uuid.uuid4().hex[:16]}
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": pt, "candidatesTokenCount": ct, "totalTokenCount": pt + ct},
+        "modelVersion": req["model"],
+        "responseId": uuid.uuid4().hex[:16],
+    }
+
 
 # %% ../../nbs/05_testing.server.ipynb #722a23c7
 HOSTILE_TEXT = {"badjson": "Sure! Here is the answer: {answer: maybe", "schema": '{"unexpected": true}',
@@ -157,7 +162,9 @@ def start(self: FakeLLMServer) -> FakeLLMServer:
         raise
     httpd.fake = self
     self._httpd, self.port = httpd, httpd.server_address[1]
-    self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name=f"fake-llm-{self.port}")
+    self._thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name=f"fake-llm-{self.port}"
+    )
     self._thread.start()
     return self
 
@@ -265,7 +272,8 @@ def _handle(self: FakeLLMServer, h: _Handler) -> None:
     api, req = routed
     fault = None if api == "openai" and body.get("response_format") and not self.openai_structured else \
         self._pick_fault(h.headers.get("X-Fake-Fault"), req)
-    if fault is not None and fault not in FAULTS: return h._send(400, {"error": {"code": 400, "message": f"unknown fault {fault!r}"}})
+    if fault is not None and fault not in FAULTS:
+        return h._send(400, {"error": {"code": 400, "message": f"unknown fault {fault!r}"}})
     self._count(api, req, fault)
     try: self._reply(h, api, req, fault)
     finally:
@@ -280,11 +288,13 @@ def _reply(self: FakeLLMServer, h: _Handler, api: str, req: dict, fault: Optiona
         return h._send(400, {"error": {"message": "response_format is not supported by this server (fake)",
                                        "type": "invalid_request_error", "param": "response_format", "code": None}})
     if self.latency: time.sleep(self.latency)
-    if fault in ("429", "500", "503"): return h._send(int(fault), _error_body(api, int(fault)), {"Retry-After": "0"} if fault == "429" else None)
+    if fault in ("429", "500", "503"):
+        return h._send(int(fault), _error_body(api, int(fault)), {"Retry-After": "0"} if fault == "429" else None)
     if fault == "timeout": time.sleep(self.timeout_sleep)
     if fault == "malformed": return h._send(200, b'{"choices": [{"message": {"content": "trunc')
     if fault == "retry_after": return h._send(429, _error_body(api, 429), {"Retry-After": f"{self.retry_after:g}"})
-    if fault == "html": return h._send(200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", content_type="text/html")
+    if fault == "html":
+        return h._send(200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", content_type="text/html")
     if fault == "reset": return h._reset()
     text = HOSTILE_TEXT.get(fault) if fault in HOSTILE_TEXT else template_reply(req["prompt"], req["system"], req["schema"], self.seed)
     h._send(200, openai_response(text, req) if api == "openai" else gemini_response(text, req))

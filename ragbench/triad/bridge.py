@@ -142,11 +142,13 @@ class BridgeEntities(BaseModel):
     category: str = ""
     bridge_topic: str = ""
 
-TYPE_LINK = {"comparison": "a passage about the same kind of thing as passage 1 (two films, two bands, two airports), "
-                           "so that the two can be compared; it need not share a name",
-             "intersection": "a passage that shares a named entity with passage 1, or is about the same kind of thing",
-             "composition": "a passage that shares a named entity with passage 1 (a person, place, organisation or work "
-                            "one of them is about)"}
+TYPE_LINK = {
+    "comparison": "a passage about the same kind of thing as passage 1 (two films, two bands, two airports), "
+    "so that the two can be compared; it need not share a name",
+    "intersection": "a passage that shares a named entity with passage 1, or is about the same kind of thing",
+    "composition": "a passage that shares a named entity with passage 1 (a person, place, organisation or work "
+    "one of them is about)",
+}
 
 register_prompt(PromptTemplate(
     name="triad.entities",
@@ -222,8 +224,11 @@ class BridgeConfig(BaseModel):
     entity_calls: int = 0
     precheck: Optional[bool] = None
     same_document: bool = False
-    chunks: list[Chunk] = Field(default_factory=list, exclude=True, repr=False)  # the chunks themselves (not serialised)
-    seed_hits: list[Any] = Field(default_factory=list, exclude=True, repr=False)  # the seed's neighbours (reused for contexts)
+    # the chunks themselves (not serialised)
+    chunks: list[Chunk] = Field(default_factory=list, exclude=True, repr=False)
+    # the seed's neighbours (reused for contexts)
+    seed_hits: list[Any] = Field(default_factory=list, exclude=True, repr=False)
+
 
 # %% ../../nbs/21_triad.bridge.ipynb #e7fe752f
 def _clean(xs) -> list[str]:
@@ -271,7 +276,9 @@ async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optiona
         if found: return found
         candidates = [e for es in ents.entities_per_chunk for e in es]
     pool = [h for h in hood.distinct[: cfg.fallback_n] if not (cfg.other_documents and h.doc_id == hood.seed.doc_id)]
-    found = fallback_config(hood.seed, pool, [e for e in [*candidates, *seed_names(hood.seed)] if e not in hood.skip], cfg.n_chunks)
+    found = fallback_config(
+        hood.seed, pool, [e for e in [*candidates, *seed_names(hood.seed)] if e not in hood.skip], cfg.n_chunks
+    )
     if found is None: return None
     ids, entity = found
     by_id = {h.chunk_id: h for h in hood.distinct}

@@ -116,7 +116,8 @@ async def check_closed_book(item: QAItem, generator, judge) -> dict:
     "Answered with no context by the generator: {'answerable_closed_book': True/False/None, 'answer': ...}."
     a = await _ask(generator, "triad.check_closed_book", ClosedBook, "check.closed_book", question=item.question)
     if a is None: return {"answerable_closed_book": None, "reason": "unreadable reply"}
-    if not a.knows or not a.answer.strip(): return {"answerable_closed_book": False, "answer": a.answer, "reason": "the model does not know"}
+    if not a.knows or not a.answer.strip():
+        return {"answerable_closed_book": False, "answer": a.answer, "reason": "the model does not know"}
     s = await _ask(judge, "triad.check_same_answer", SameAnswer, "check.same_answer", question=item.question, a=item.answer, b=a.answer)
     if s is None: return {"answerable_closed_book": None, "answer": a.answer, "reason": "unreadable comparison"}
     return {"answerable_closed_book": s.same, "answer": a.answer, "reason": s.reason}
@@ -131,7 +132,10 @@ async def acorpus_checks(item: QAItem, index, llms: dict, cfg: CheckConfig) -> Q
     if "completeness" in cfg.checks:
         out["completeness"] = r = await check_completeness(item, hits, llms["judge"])
         have = {c.chunk_id for c in item.contexts}
-        extra = [Context(chunk_id=i, relevant=True, source="completeness", reason="also relevant (gold completeness check)") for i in r["relevant"] or []]
+        extra = [
+            Context(chunk_id=i, relevant=True, source="completeness", reason="also relevant (gold completeness check)")
+            for i in r["relevant"] or []
+        ]
         ctx = [c.model_copy(update={"relevant": True, "source": "completeness"}) if c.chunk_id in set(r["relevant"] or []) else c for c in item.contexts]
         update["contexts"] = ctx + [c for c in extra if c.chunk_id not in have]
     if "closed_book" in cfg.checks: out["closed_book"] = await check_closed_book(item, llms["generate"], llms["judge"])
@@ -211,7 +215,9 @@ def checks_of_run(out: Path, o: CheckOptions) -> dict:
     "Run the checks `o` asks for on the run folder `out` against its corpus; their summary (an LLM error: UserError, the rest kept)."
     from ragbench.index import open_index
     from ragbench.triad.refresh import read_triad_run, run_llm_specs
-    ccfg, specs = check_config(o.checks, o.k, o.on_ambiguous, o.search_mode), run_llm_specs(read_triad_run(out), o.llm, o.judge_llm, None)
+    ccfg, specs = check_config(o.checks, o.k, o.on_ambiguous, o.search_mode), run_llm_specs(
+        read_triad_run(out), o.llm, o.judge_llm, None
+    )
     index = open_index(o.db, o.table, run_dir=out, save=False)
     llms = LLMPool(cache_dir=out / "cache").by_role({"generate": specs["generate"], "judge": specs["judge"]})
     try: return check_run(out, index, llms, ccfg, max_calls=o.max_calls)

@@ -14,8 +14,10 @@ __all__ = ['QUESTION_TYPES', 'DEFAULT_ROLE', 'TriadConfig', 'in_thread', 'SeedPl
 # %% ../../nbs/20_triad.config.ipynb #c8d90db9
 QUESTION_TYPES = ("comparison", "intersection", "composition")
 
+# neutral: no domain assumed
 DEFAULT_ROLE = ("You write questions for evaluating a retrieval-augmented question answering system over a "
-                "document collection. Your questions are short, precise and unambiguous.")   # neutral: no domain assumed
+                "document collection. Your questions are short, precise and unambiguous.")
+
 
 # %% ../../nbs/20_triad.config.ipynb #5a06793c
 class TriadConfig(BaseModel):
@@ -23,7 +25,10 @@ class TriadConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # run
     n: int = Field(10, ge=1, description="target number of accepted questions")
-    n_per_type: dict[str, int] = Field(default_factory=dict, description="accepted questions wanted per type (`ragbench plan`'s n per type); sets n and types")
+    n_per_type: dict[str, int] = Field(
+        default_factory=dict,
+        description="accepted questions wanted per type (`ragbench plan`'s n per type); sets n and types",
+    )
     max_seeds: Optional[int] = Field(None, ge=1, description="cap on seeds tried (default: 10 x n)")
     seeds: Optional[list[str]] = Field(None, description="explicit seed chunk ids (else random)")
     seed: int = Field(0, description="random seed for seed sampling and type/binary assignment")
@@ -34,8 +39,12 @@ class TriadConfig(BaseModel):
     binary_share: float = Field(0.5, ge=0.0, le=1.0, description="share of yes/no questions")
     n_chunks: int = Field(2, ge=2, le=4, description="chunks per question")
     neighbours_k: int = Field(5, ge=1, description="nearest neighbours considered as partners of the seed")
-    precheck: bool = Field(True, description="skip the entity call when the chunks share neither a name nor an opening word")
-    offer_k: int = Field(4, ge=1, description="candidate partners offered to the entity call, which picks the partners among them")
+    precheck: bool = Field(
+        True, description="skip the entity call when the chunks share neither a name nor an opening word"
+    )
+    offer_k: int = Field(
+        4, ge=1, description="candidate partners offered to the entity call, which picks the partners among them"
+    )
     precheck_similarity: float = Field(0.3, ge=-1.0, le=1.0, description="a candidate this similar to the seed (cosine of the index's vectors) passes the pre-check")
     other_documents: bool = Field(False, description="take partners only from documents other than the seed's")
     boilerplate_share: float = Field(0.5, gt=0.0, le=1.0, description="a name in at least this share of the documents is boilerplate: it never bridges")
@@ -53,14 +62,17 @@ class TriadConfig(BaseModel):
     easy_min: int = Field(3, ge=1, description="at least this many relevant non-gold contexts -> easy")
     unanswerable: bool = Field(True, description="add an unanswerable variant of each accepted question")
     partial_share: float = Field(0.5, ge=0.0, le=1.0, description="share of variants that keep one gold chunk")
-    unanswerable_check: bool = Field(True, description="check the variant against the whole index (the card counts the unchecked)")
+    unanswerable_check: bool = Field(
+        True, description="check the variant against the whole index (the card counts the unchecked)"
+    )
     unanswerable_k: int = Field(10, ge=1, description="chunks retrieved for the whole-index check")
 
     @field_validator("types")
     @classmethod
     def _known_types(cls, v):
         bad = [t for t in v if t not in QUESTION_TYPES]
-        if bad or not v: raise ValueError(f"unknown question type {bad[0] if bad else '(none)'!r}; choose from {', '.join(QUESTION_TYPES)}")
+        if bad or not v:
+            raise ValueError(f"unknown question type {bad[0] if bad else '(none)'!r}; choose from {', '.join(QUESTION_TYPES)}")
         return list(dict.fromkeys(v))
 
     @model_validator(mode="before")
@@ -70,12 +82,14 @@ class TriadConfig(BaseModel):
         q = data.get("n_per_type") if isinstance(data, dict) else None
         if not q: return data
         bad = [(k, v) for k, v in q.items() if k not in QUESTION_TYPES or not isinstance(v, int) or v < 1]
-        if bad: raise ValueError(f"n_per_type: {bad[0][0]!r}: {bad[0][1]!r} (a question type of {', '.join(QUESTION_TYPES)} and a count >= 1)")
+        if bad:
+            raise ValueError(f"n_per_type: {bad[0][0]!r}: {bad[0][1]!r} (a question type of {', '.join(QUESTION_TYPES)} and a count >= 1)")
         return {**data, "types": list(q), "n": sum(q.values())}
 
     @model_validator(mode="after")
     def _thresholds(self):
-        if self.hard_max >= self.easy_min: raise ValueError(f"hard_max ({self.hard_max}) must be below easy_min ({self.easy_min})")
+        if self.hard_max >= self.easy_min:
+            raise ValueError(f"hard_max ({self.hard_max}) must be below easy_min ({self.easy_min})")
         return self
 
     @property

@@ -118,7 +118,10 @@ async def _label_batch(item: QAItem, gold: Sequence[Chunk], batch: Sequence[Chun
 def _labelled(c: Context, labels: dict) -> Context:
     "A labelled copy of candidate `c` (relevant None and 'no label' when the model gave none)."
     l = labels.get(c.chunk_id)
-    return c.model_copy(update={"relevant": l.relevant, "reason": l.reason} if l else {"relevant": None, "reason": "no label"})
+    return c.model_copy(
+        update={"relevant": l.relevant, "reason": l.reason} if l else {"relevant": None, "reason": "no label"}
+    )
+
 
 # %% ../../nbs/24_triad.contexts.ipynb #7040077d
 async def alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, cfg: TriadConfig, *,
@@ -152,11 +155,18 @@ class LabelsIncomplete(LLMError):
 def _labelling_failed(item: QAItem, missing: int, total: int, errors: list) -> LLMError:
     "The error of an item whose labelling failed: it is not accepted with unlabelled contexts (issue 24)."
     why = f"; last error: {errors[-1]}" if errors else " (the replies left them out)"
-    if not errors: return LabelsIncomplete(f"stage 'triad.labels': no relevance label for {missing} of {total} candidate "
-                                           f"contexts of item {item.id}, even when asked again{why}", stage="triad.labels")
-    return LLMParseError(f"stage 'triad.labels': no usable relevance label for {missing} of {total} candidate contexts "
-                         f"of item {item.id}, even when asked again{why}"[:800], raw=getattr(errors[-1], "raw", "") if errors else "",
-                         stage="triad.labels")
+    if not errors:
+        return LabelsIncomplete(
+            f"stage 'triad.labels': no relevance label for {missing} of {total} candidate "
+            f"contexts of item {item.id}, even when asked again{why}",
+            stage="triad.labels",
+        )
+    return LLMParseError(
+        f"stage 'triad.labels': no usable relevance label for {missing} of {total} candidate contexts "
+        f"of item {item.id}, even when asked again{why}"[:800],
+        raw=getattr(errors[-1], "raw", "") if errors else "",
+        stage="triad.labels",
+    )
 
 def label_contexts(item, cands, index, llm, cfg) -> list[Context]:
     "Sync wrapper of `alabel_contexts`."
@@ -177,7 +187,10 @@ def hotpotqa_label_cases(path, n: Optional[int] = None, seed: int = 0) -> list[L
     out = []
     for q in json.loads(Path(path).read_text())[:n]:
         support = list(dict.fromkeys(t for t, _ in q["supporting_facts"]))
-        paras = {t: Chunk(id=f"{q['_id']}-{i}", doc_id=t, text=" ".join(s).strip(), meta={"title": t}) for i, (t, s) in enumerate(q["context"])}
+        paras = {
+            t: Chunk(id=f"{q['_id']}-{i}", doc_id=t, text=" ".join(s).strip(), meta={"title": t})
+            for i, (t, s) in enumerate(q["context"])
+        }
         if len(support) < 2 or any(t not in paras for t in support): continue
         cands = [c for t, c in paras.items() if t != support[0]]
         random.Random(f"{seed}:{q['_id']}").shuffle(cands)
@@ -324,7 +337,9 @@ def _index_check(outs: list, cfg: TriadConfig, known: list, hits: list) -> dict:
 async def acheck_unanswerable(variant: QAItem, parent: QAItem, index, llm, cfg: TriadConfig) -> QAItem:
     "Check that no chunk outside `parent`'s relevant contexts answers the question; record it in meta."
     known = list(dict.fromkeys([*parent.gold_chunk_ids, *(c.chunk_id for c in parent.contexts if c.relevant)]))
-    hits = await in_thread(index.search, variant.question, k=cfg.unanswerable_k, mode=cfg.search_mode, exclude_ids=tuple(known))
+    hits = await in_thread(
+        index.search, variant.question, k=cfg.unanswerable_k, mode=cfg.search_mode, exclude_ids=tuple(known)
+    )
     hits = [h for h in hits if h.chunk_id not in set(known)]
     chunks = [hit_chunk(h) for h in hits]
     outs = await asyncio.gather(*(_answers(variant.question, chunks[i:i + cfg.label_batch], llm)

@@ -55,8 +55,10 @@ def rule_check(qa: QAPair, kind: str, binary: bool, bridge_topic: str = "", text
         return "standalone", (f"The question refers to '{m.group(0)}', which a retrieval system never sees; "
                               "name the entities explicitly instead.")
     if kind == "composition" and (leak := leaks_bridge(q, bridge_topic, texts)):
-        return "bridge_leak", (f"The question names the intermediate entity '{leak}', which must stay hidden in a "
-                               "composition question; describe it only through its relation to what the question names.")
+        return "bridge_leak", (
+            f"The question names the intermediate entity '{leak}', which must stay hidden in a "
+            "composition question; describe it only through its relation to what the question names."
+        )
     if not binary and kind != "comparison" and len(_norm(a)) >= 3 and mentions(q, _norm(a)):
         return "answer_leak", f"The question contains its own answer '{a}'; do not reveal the answer."
     return None
@@ -172,7 +174,10 @@ def _reason_rule(ctx) -> str:
     cid, t, x = ctx.chunk
     return f"The passage {t or cid} states: {opening_words(x, 14)}."
 
-set_stand_in("triad.judge", {**{f"{c}_reason": _reason_rule for c in CRITERIA}, **{c: (lambda ctx: True) for c in CRITERIA}})
+set_stand_in(
+    "triad.judge", {**{f"{c}_reason": _reason_rule for c in CRITERIA}, **{c: (lambda ctx: True) for c in CRITERIA}}
+)
+
 
 # %% ../../nbs/23_triad.judge.ipynb #9e8db41d
 async def _ask(llm, prompt: str, system: Optional[str], schema, stage: str) -> tuple[Optional[BaseModel], list[str]]:
@@ -211,8 +216,11 @@ def _sufficiency_feedback(chunks, group, reason) -> str:
     "Feedback naming the passages that answer the question without the others."
     names = " and ".join(f"'{_title(chunks[i])}'" for i in group)
     left = [f"'{_title(c)}'" for i, c in enumerate(chunks) if i not in group]
-    return (f"The passage{'s' if len(group) > 1 else ''} {names} alone answer{'' if len(group) > 1 else 's'} the question "
-            f"without {' and '.join(left)} ({reason}). Rewrite it so that facts from every passage are needed.")
+    return (
+        f"The passage{'s' if len(group) > 1 else ''} {names} alone answer{'' if len(group) > 1 else 's'} the question "
+        f"without {' and '.join(left)} ({reason}). Rewrite it so that facts from every passage are needed."
+    )
+
 
 # %% ../../nbs/23_triad.judge.ipynb #f09f607c
 async def acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary: bool, bridge_topic: str,
@@ -260,12 +268,14 @@ async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm
             except LLMParseError:
                 attempts.append(_generation_failure())
                 continue
-        if on_draft and not rule_check(qa, item.kind, item.binary, item.bridge_topic or "", [c.text for c in chunks]): on_draft(qa)
+        if on_draft and not rule_check(qa, item.kind, item.binary, item.bridge_topic or "", [c.text for c in chunks]):
+            on_draft(qa)
         attempts.append(await acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm))
         if attempts[-1].accepted: break
     last = attempts[-1]
+    # temporal: its own classifier (contexts)
     return item.model_copy(update={"question": last.question, "answer": last.answer, "attempts": attempts,
-                                   "status": "accepted" if last.accepted else "rejected"})   # temporal: its own classifier (contexts)
+                                   "status": "accepted" if last.accepted else "rejected"})
 
 def validate(item, chunks, *, gen_llm, judge_llm, cfg, on_draft=None) -> QAItem:
     "Sync wrapper of `avalidate`."

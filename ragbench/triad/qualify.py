@@ -68,7 +68,9 @@ def _row(case: QualifyCase, got: dict, reasons: dict) -> dict:
 async def aqualify_case(case: QualifyCase, llm) -> dict:
     "Check 1 and check 2 on one case: the verdicts, TRIAD's decision and the reasons."
     chunks, qa = case.chunks(), QAPair(question=case.question, answer=case.answer)
-    (v, errors), groups = await asyncio.gather(ajudge(qa, chunks, llm, case.kind, case.binary), asufficiency(case.question, chunks, llm))
+    (v, errors), groups = await asyncio.gather(
+        ajudge(qa, chunks, llm, case.kind, case.binary), asufficiency(case.question, chunks, llm)
+    )
     got = {c: (getattr(v, c) if v else None) for c in CRITERIA}
     got["sufficient"] = _sufficient(groups)
     got["valid"] = bool(v and not v.failed and got["sufficient"] is False)
@@ -166,7 +168,8 @@ def qualify_level(metrics: dict, baseline: Optional[dict] = None) -> Optional[st
     if rec is None or frr is None: return None
     level = ("qualified" if rec >= 0.8 and frr <= 0.2 and worst <= 0.5 else
              "usable with care" if rec >= 0.6 and frr <= 0.35 else "not qualified")
-    if baseline is not None and margin(metrics) < (margin(baseline) or 0.0) + MARGIN_OVER_BASELINE: level = "not qualified"
+    if baseline is not None and margin(metrics) < (margin(baseline) or 0.0) + MARGIN_OVER_BASELINE:
+        level = "not qualified"
     return level
 
 def qualify_verdict(metrics: dict, baseline: Optional[dict] = None, who: str = "the judge") -> str:
@@ -174,8 +177,10 @@ def qualify_verdict(metrics: dict, baseline: Optional[dict] = None, who: str = "
     level = qualify_level(metrics, baseline)
     if level is None: return "no verdict: the cases run hold no valid or no flawed question"
     v, w = metrics["valid"], metrics["decision"]["wrong_rejection_share"]
-    line = (f"{level}: {who} rejects {_pct(v['recall'])} of the flawed questions and {_pct(v['false_rejection'])} of the "
-            f"valid ones; {_pct(w)} of its rejections were valid questions (the paper's judge: 10–15% of its rejections)")
+    line = (
+        f"{level}: {who} rejects {_pct(v['recall'])} of the flawed questions and {_pct(v['false_rejection'])} of the "
+        f"valid ones; {_pct(w)} of its rejections were valid questions (the paper's judge: 10–15% of its rejections)"
+    )
     if baseline is not None:
         bv = baseline["valid"]
         line += (f"; the no-model string baseline rejects {_pct(bv['recall'])} and {_pct(bv['false_rejection'])}, "
@@ -211,11 +216,23 @@ def _table(metrics: dict) -> str:
     lines = [f"{'criterion':<12} {'cases':>5} {'defects':>7}  {'precision':<16} {'recall':<16} {'false rejection':<16}"]
     for c in QUALIFY_CRITERIA:
         m = metrics[c]
-        lines.append(f"{c:<12} {m['cases']:>5} {m['defects']:>7}  {_pct(m['precision']):<16} {_pct(m['recall']):<16} {_pct(m['false_rejection']):<16}")
+        lines.append(
+            f"{c:<12} {m['cases']:>5} {m['defects']:>7}  {_pct(m['precision']):<16} {_pct(m['recall']):<16}"
+            f" {_pct(m['false_rejection']):<16}"
+        )
     d = metrics["decision"]
-    lines.append(f"{'false acceptance by flaw':<34} " + "  ".join(f"{f} {_pct(x)} (n={x['n']})" for f, x in d["false_acceptance_by_flaw"].items()))
-    lines.append(f"{'false acceptance by type':<34} " + "  ".join(f"{t} {_pct(x)} (n={x['n']})" for t, x in d["false_acceptance_by_type"].items()))
-    lines.append(f"{'false rejection by type':<34} " + "  ".join(f"{t} {_pct(x)} (n={x['n']})" for t, x in d["false_rejection_by_type"].items()))
+    lines.append(
+        f"{'false acceptance by flaw':<34} "
+        + "  ".join(f"{f} {_pct(x)} (n={x['n']})" for f, x in d["false_acceptance_by_flaw"].items())
+    )
+    lines.append(
+        f"{'false acceptance by type':<34} "
+        + "  ".join(f"{t} {_pct(x)} (n={x['n']})" for t, x in d["false_acceptance_by_type"].items())
+    )
+    lines.append(
+        f"{'false rejection by type':<34} "
+        + "  ".join(f"{t} {_pct(x)} (n={x['n']})" for t, x in d["false_rejection_by_type"].items())
+    )
     lines.append(f"{'rejections that were valid (paper: 10-15%)':<34} {_pct(d['wrong_rejection_share'])}")
     return "\n".join(lines)
 

@@ -147,7 +147,9 @@ async def arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: 
             return res("dropped", drop=[with_refresh_event(v.model_copy(update={"status": "rejected"}), refresh_event("dropped", ["its parent changed and has no non-relevant context left"]))])
         checked = await acheck_unanswerable(nv, parent, index, llms["judge"], cfg)
         ev = refresh_event("revised" if checked.status == "accepted" else "dropped", ["its answerable parent changed"])
-        checked = with_refresh_event(checked.model_copy(update={"meta": {**checked.meta, "refresh": [*v.meta.get("refresh", [])]}}), ev)
+        checked = with_refresh_event(
+            checked.model_copy(update={"meta": {**checked.meta, "refresh": [*v.meta.get("refresh", [])]}}), ev
+        )
         return res("revised", keep=[checked]) if checked.status == "accepted" else res("dropped", drop=[checked])
     known = {*parent.gold_chunk_ids, *(c.chunk_id for c in parent.contexts if c.relevant)}
     hits = await in_thread(index.search, v.question, k=cfg.unanswerable_k, mode=cfg.search_mode, exclude_ids=tuple(known))
@@ -155,7 +157,8 @@ async def arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: 
     if not near: return res("unchanged", keep=[v])
     checked = await acheck_unanswerable(v, parent, index, llms["judge"], cfg)
     reasons = [f"new chunk(s) {', '.join(near)} among its search hits"]
-    if checked.status == "accepted": return res("kept", keep=[with_refresh_event(checked, refresh_event("kept", reasons))])
+    if checked.status == "accepted":
+        return res("kept", keep=[with_refresh_event(checked, refresh_event("kept", reasons))])
     return res("dropped", drop=[with_refresh_event(checked, refresh_event("dropped", reasons, why="a chunk of the corpus now answers it"))])
 
 # %% ../../nbs/27_triad.refresh.ipynb #360432ce

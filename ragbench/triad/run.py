@@ -76,7 +76,8 @@ async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: 
                            on_draft=ahead.question)
     models = {r: model_label(l) for r, l in llms.items()}
     rec.update(item_id=item.id, attempts=len(item.attempts), failed_checks=[a.failed_check for a in item.attempts])
-    if item.status != "accepted": return {**rec, "outcome": "rejected"}, [], [item.model_copy(update={"models": models})]
+    if item.status != "accepted":
+        return {**rec, "outcome": "rejected"}, [], [item.model_copy(update={"models": models})]
     known, hits = await ahead.results(item.question)
     item = await aextract(item, index, llms["extract"], cfg, gold=chunks, known=known, question_hits=hits)
     if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])
@@ -117,7 +118,8 @@ class SeedPacer:
     def ready(self, pos: int) -> bool:
         "Whether the seed at `pos` may start: something is still needed ahead of it and the running seeds may not bring it."
         ahead = sum(q < pos for q in self.running)
-        if not ahead: return True          # nothing runs ahead: the base's frontier decides, so no estimate can stall a run
+        if not ahead:
+            return True          # nothing runs ahead: the base's frontier decides, so no estimate can stall a run
         need = self.target - sum(v for q, v in self.done.items() if q < pos)
         return need > 0 and ahead * self.rate() < need * self.pace
 
@@ -151,13 +153,16 @@ class TriadMethod(GenerationMethod):
         self.stop_after = stop_after or cfg.in_flight               # failed seeds, none finished: the LLM is unusable
         self._plan: Optional[list[Task]] = None
         self._failed = self._finished = 0
-        self._unparseable, self._parsed = 0, 0                      # seeds whose every reply failed to parse / parsed once
+        # seeds whose every reply failed to parse / parsed once
+        self._unparseable, self._parsed = 0, 0
         self.pacer = SeedPacer(cfg.n)
         self._asked, self._got = set(), {}                          # questions and items per type the pacer has counted
 
     def config(self) -> dict:
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
-        skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds"} | ({"n_per_type"} if not self.cfg.n_per_type else set())
+        skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds"} | (
+            {"n_per_type"} if not self.cfg.n_per_type else set()
+        )
         return self.cfg.model_dump(exclude=skip)
 
     def models(self) -> dict: return {r: model_label(l) for r, l in self.roles.items()}
@@ -201,7 +206,8 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     finally: self.pacer.leave(task.position, accepted)
     self._finished += 1
     if r.outcome != "no_bridge":
-        if _all_unparseable(keep + drop): self._never_parses("every reply of the generator or the judge was unparseable")
+        if _all_unparseable(keep + drop):
+            self._never_parses("every reply of the generator or the judge was unparseable")
         else: self._parsed += 1
     return r
 
@@ -263,7 +269,11 @@ def pass_rates(attempts: Sequence) -> dict:
             if c == fam:
                 failed[c] += 1
                 break
-    return {c: {"reached": reached[c], "passed": reached[c] - failed[c], "rate": _rate(reached[c] - failed[c], reached[c])} for c in CHECK_ORDER}
+    return {
+        c: {"reached": reached[c], "passed": reached[c] - failed[c], "rate": _rate(reached[c] - failed[c], reached[c])}
+        for c in CHECK_ORDER
+    }
+
 
 # %% ../../nbs/25_triad.run.ipynb #a0f478dc
 def _questions(results: Sequence[TaskResult]) -> list[QAItem]:
@@ -326,8 +336,10 @@ TriadMethod.summarize = _summarize
 def _check_index(index) -> None:
     "An empty index cannot seed questions: a UserError naming it."
     if len(index) == 0:
-        raise UserError(f"the index {getattr(index, 'db_dir', '')} (table {getattr(index, 'table_name', '?')!r}) is empty: "
-                        "nothing to generate questions from; build it with `ragbench index` first")
+        raise UserError(
+            f"the index {getattr(index, 'db_dir', '')} (table {getattr(index, 'table_name', '?')!r}) is empty: "
+            "nothing to generate questions from; build it with `ragbench index` first"
+        )
 
 async def arun_triad(index, llms, cfg: TriadConfig, run_dir, *, progress: bool = True, log=None,
                      max_calls: Optional[int] = None, max_usd: Optional[float] = None, executor=None) -> dict:
@@ -343,9 +355,10 @@ def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> RunResult:
     return RunResult(Path(run_dir), s, Path(run_dir) / "dataset.jsonl", s["stop_reason"])
 
 # %% ../../nbs/25_triad.run.ipynb #ba930436
+# sufficiency: per group; labels: per candidate
 ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7,
            "out_tokens": {"triad.entities": 150, "triad.generate": 60, "triad.judge": 220, "triad.sufficiency": 40,
-                          "triad.labels": 30, "triad.unanswerable": 40, "triad.temporal": 30}}  # sufficiency: per group; labels: per candidate
+                          "triad.labels": 30, "triad.unanswerable": 40, "triad.temporal": 30}}
 
 def _tok(*texts) -> int:
     "Rough token count (4 characters a token)."
@@ -366,11 +379,15 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         hood = neighbourhood(sid, index, cfg)
         if len(hood.partners) < cfg.n_chunks - 1: continue
         cs, n = [hood.seed, *map(hit_chunk, hood.partners)], n + 1
-        ent = (not cfg.precheck) or precheck_passes(cs, [h.score for h in hood.partners], cfg.precheck_similarity, hood.skip, need=cfg.n_chunks - 1)
+        ent = (not cfg.precheck) or precheck_passes(
+            cs, [h.score for h in hood.partners], cfg.precheck_similarity, hood.skip, need=cfg.n_chunks - 1
+        )
         det = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], seed_names(hood.seed), cfg.n_chunks)
         calls_entity += ent
         bridged += bool(det or (ent and r["llm_bridge"] > 0.5))
-        sizes["triad.entities"].append(_tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs))))
+        sizes["triad.entities"].append(
+            _tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs)))
+        )
         sizes["triad.generate"].append(_tok(*generation_prompt(cs, "topic", cfg.types[0], False, cfg)))
         sizes["triad.judge"].append(_tok(*judge_prompt(q, cs, cfg.types[0], False)))
         sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs[:-1])))   # one group of n-1
@@ -496,7 +513,9 @@ def _refuse_mixed_resume(out: Path, index, cfg: TriadConfig, llms: dict) -> None
     if not (out / "manifest.json").exists(): return
     try: check_resume(RunDir(out), "triad", index_fingerprint(index), TriadMethod(llms, cfg).config())
     except UserError as e:
-        raise UserError(f"{e} (the run's settings are in {out / 'manifest.json'}; use a new --out directory to start afresh)") from None
+        raise UserError(
+            f"{e} (the run's settings are in {out / 'manifest.json'}; use a new --out directory to start afresh)"
+        ) from None
 
 def _report_stop(s: dict, cfg: TriadConfig) -> int:
     "Say why the run stopped; the exit status (1: every seed failed)."
@@ -527,7 +546,8 @@ def remove_unstarted(out: Path) -> bool:
 def command_config(config: Optional[str], options: dict) -> tuple[TriadOptions, TriadConfig]:
     "The command's run flags and TriadConfig: --config, then --n or --n-from-plan, the run flags changed from their defaults, every other option."
     o, options = read_options(TriadOptions, None, options)
-    if (o.n is None) == (o.n_from_plan is None): raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
+    if (o.n is None) == (o.n_from_plan is None):
+        raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
     if o.n_from_plan: options = {**options, "n_per_type": plan_targets(o.n_from_plan)}
     flags = changed(o, ("n", "max_seeds", "types", "binary_share", "seed", "n_chunks", "concurrency"))
     if "types" in flags: flags["types"] = comma_items(flags["types"])
@@ -548,16 +568,19 @@ def plan_targets(path: Union[str, Path]) -> dict[str, int]:
     except json.JSONDecodeError as e: raise UserError(f"{p}: not JSON ({e.msg}, line {e.lineno})") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "group" in r and "n_needed" in r for r in rows):
         raise UserError(f"{p}: expected the list of rows `ragbench plan --json` writes (each with 'group' and 'n_needed')")
-    if [r["group"] for r in rows] == ["all"]: return {t: int(rows[0]["n_needed"]) for t in ("comparison", "intersection", "composition")}
+    if [r["group"] for r in rows] == ["all"]:
+        return {t: int(rows[0]["n_needed"]) for t in ("comparison", "intersection", "composition")}
     bad = [r["group"] for r in rows if r["group"] not in QUESTION_TYPES]
-    if bad: raise UserError(f"{p}: group '{bad[0]}' is not a TRIAD question type (plan with --by kind, or without --by)")
+    if bad:
+        raise UserError(f"{p}: group '{bad[0]}' is not a TRIAD question type (plan with --by kind, or without --by)")
     return {r["group"]: int(r["n_needed"]) for r in rows}
 
 class TriadOptions(RunOptions):
     "The run flags of `ragbench triad`; its other TriadConfig settings come from --config and one generated flag each."
     n: Optional[int] = Field(None, description="accepted questions wanted (or --n-from-plan)")
-    n_from_plan: Annotated[Optional[str], {"metavar": "PLAN.json"}] = Field(None, description="a `ragbench plan --json` file: its n "
-                                                                             "needed per question type becomes the target per type")
+    n_from_plan: Annotated[Optional[str], {"metavar": "PLAN.json"}] = Field(
+        None, description="a `ragbench plan --json` file: its n " "needed per question type becomes the target per type"
+    )
     max_seeds: Optional[int] = Field(None, description="seeds tried at most (default 10 x n)")
     types: str = Field("comparison,intersection,composition", description="question types, comma-separated")
     binary_share: float = Field(0.5, description="share of yes/no questions (0..1)")

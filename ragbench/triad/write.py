@@ -141,12 +141,15 @@ def _rendered_name(text) -> str:
 def _template_question(ctx) -> str:
     "A question over the chunk titles; reworded for a revision; a composition question names a passage's subject, never the hidden entity."
     ts = [t or opening_words(x, 3) for _, t, x in ctx.chunks] or ["A", "B"]
-    if len(set(ts)) < len(ts): ts = [f"{t} ({opening_words(x, 4)})" for (_, _, x), t in zip(ctx.chunks, ts)]  # same document twice
+    if len(set(ts)) < len(ts):
+        ts = [f"{t} ({opening_words(x, 4)})" for (_, _, x), t in zip(ctx.chunks, ts)]  # same document twice
     binary = _rendered_name(ctx.inputs.get("binary_rules")) == "triad.binary"
     if _rendered_name(ctx.inputs.get("type_rules")) == "triad.type.composition":
         bridge = ctx.inputs.get("bridge_topic") or ""
-        named = next((t for t in ts if not (bridge and mentions(t, bridge))), None)   # a passage's subject, never the bridge
-        if named is None: return "Does the earlier work share its central figure with a later one?" if binary else "Which earlier work shares its central figure with a later one?"
+        # a passage's subject, never the bridge
+        named = next((t for t in ts if not (bridge and mentions(t, bridge))), None)
+        if named is None:
+            return "Does the earlier work share its central figure with a later one?" if binary else "Which earlier work shares its central figure with a later one?"
         return f"Does {named} share its central figure with an earlier work?" if binary else f"Which earlier work shares its central figure with {named}?"
     if ctx.inputs.get("revision"):
         return f"Was {ts[-1]} recorded after {ts[0]}?" if binary else f"Which is the earlier of {ts[0]} and {ts[-1]}?"
