@@ -10,6 +10,8 @@ unchanged. Docstrings and `def` lines are left as they are.
 import ast, json, sys
 from pathlib import Path
 import black
+sys.path.insert(0, str(Path(__file__).parent))
+from split_chains import exported   # noqa: E402
 
 MODE = black.Mode(line_length=120, string_normalization=False, magic_trailing_comma=False)
 MODE_STRINGS = black.Mode(line_length=120, string_normalization=False, magic_trailing_comma=False,
@@ -89,9 +91,6 @@ def rewrite(src: str) -> str:
         elif i not in skip: out.append(l)
     return "".join(out)
 
-def exported(src: str) -> bool:
-    "Whether a cell is exported to the library."
-    return any(l.strip().replace(" ", "") in ("#|export", "#|exports") for l in src.splitlines()[:5])
 
 if __name__ == "__main__":
     changed = 0
