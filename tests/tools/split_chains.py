@@ -72,9 +72,10 @@ def exported(src: str) -> bool:
     "Whether a cell is exported to the library."
     return any(l.strip().replace(" ", "") in ("#|export", "#|exports") for l in src.splitlines()[:5])
 
-if __name__ == "__main__":
+def rewrite_notebooks(paths, rewrite) -> tuple[int, int]:
+    "Apply `rewrite` to the exported cells of each notebook, keeping a cell's change only when its AST is unchanged: (changed, skipped)."
     changed = skipped = 0
-    for p in map(Path, sys.argv[1:]):
+    for p in map(Path, paths):
         nb = json.loads(p.read_text()); dirty = False
         for c in nb["cells"]:
             if c["cell_type"] != "code": continue
@@ -85,4 +86,7 @@ if __name__ == "__main__":
             if not same_code(src, new): skipped += 1; print("skip", p, c.get("id")); continue
             c["source"] = new.splitlines(keepends=True); dirty = True; changed += 1
         if dirty: p.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-    print("cells changed", changed, "skipped", skipped)
+    return changed, skipped
+
+if __name__ == "__main__":
+    print("cells changed %d, skipped %d" % rewrite_notebooks(sys.argv[1:], rewrite))

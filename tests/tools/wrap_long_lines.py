@@ -11,7 +11,7 @@ import ast, json, sys
 from pathlib import Path
 import black
 sys.path.insert(0, str(Path(__file__).parent))
-from split_chains import exported   # noqa: E402
+from split_chains import rewrite_notebooks   # noqa: E402
 
 MODE = black.Mode(line_length=120, string_normalization=False, magic_trailing_comma=False)
 MODE_STRINGS = black.Mode(line_length=120, string_normalization=False, magic_trailing_comma=False,
@@ -93,16 +93,4 @@ def rewrite(src: str) -> str:
 
 
 if __name__ == "__main__":
-    changed = 0
-    for p in map(Path, sys.argv[1:]):
-        nb = json.loads(p.read_text()); dirty = False
-        for c in nb["cells"]:
-            if c["cell_type"] != "code": continue
-            src = "".join(c["source"])
-            if not exported(src): continue
-            new = rewrite(src)
-            if new == src: continue
-            if ast.dump(ast.parse(src)) != ast.dump(ast.parse(new)): print("skip", p, c.get("id")); continue
-            c["source"] = new.splitlines(keepends=True); dirty = True; changed += 1
-        if dirty: p.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-    print("cells changed", changed)
+    print("cells changed %d, skipped %d" % rewrite_notebooks(sys.argv[1:], rewrite))
