@@ -179,7 +179,7 @@ def executors_and_runners(mods: dict) -> dict:
             if names & {"RunLock", "table_lock"} and names & {"TaskJournal", "run", "score_plan", "add", "sync", "_write_pending"}:
                 own.append(f"{m}.{node.name}"); in_runner.update(ast.walk(node))
             elif "TaskRun" in names and not isinstance(node, ast.ClassDef): users.append(f"{m}.{node.name}")
-    return {"executors": sorted(set(execs)), "runners": sorted(set(own)), "runner_users": sorted(set(users))}
+    return {"executors": sorted(set(execs) - set(own)), "runners": sorted(set(own)), "runner_users": sorted(set(users))}
 
 def registries(mods: dict) -> list[str]:
     "Module-level `Registry(...)` instances."
