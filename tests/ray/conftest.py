@@ -39,6 +39,7 @@ def _agent_ports() -> list:
 def _start(address: str, env: dict, tries: int = 4) -> None:
     "Start the head and a second node; on a busy machine Ray's fixed 30 s wait for a node can run out, so try again."
     port = address.rsplit(":", 1)[1]
+    _ray("get-auth-token", "--generate", env=env)   # a new machine has no token yet, and `ray start` makes none (Ray 2.60)
     common = ["--num-cpus", "1", "--object-store-memory", str(300 * 2**20), "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
     for i in range(tries):
         _ray("stop", env=env)
