@@ -484,8 +484,8 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
                 fresh = [t for t in plan if t.id not in seen]
                 if not fresh: break
                 seen.update(t.id for t in plan)
-                todo = sorted(tr.todo(fresh), key=lambda t: t.position)
-                if todo: stop = await tr.run(todo, lambda t: _run_one(method, t, index), commit, wanted)
+                todo = sorted(fresh, key=lambda t: t.position)          # the runner skips those the journal holds
+                stop = await tr.run(todo, lambda t: _run_one(method, t, index), commit, wanted)
         finally:
             bar.close()
             sel = _write_views(run, method, results)

@@ -38,8 +38,8 @@ def split_line(line: str, toks: list) -> list[str] | None:
     parts = [line[a:b].strip() for a, b in zip(cuts, ends)]
     if any(not p for p in parts): return None
     out = ([head.rstrip()] if head else []) + [ind2 + p for p in parts]
-    if tail: out[-1] = out[-1] + "  " + tail if len(out[-1]) + len(tail) <= 118 else out[-1]
-    if tail and not out[-1].endswith(tail): out.insert(len(out) - len(parts), ind2 + tail) if head else out.insert(0, indent + tail)
+    if tail and len(out[-1]) + 2 + len(tail) <= 120: out[-1] += "  " + tail      # the comment stays at the line's end
+    elif tail: out.insert(1, ind2 + tail) if head else out.insert(0, indent + tail)  # or goes above the statements
     return [l + "\n" for l in out]
 
 def rewrite(src: str) -> str:

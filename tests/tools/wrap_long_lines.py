@@ -7,7 +7,7 @@ unchanged. Docstrings and `def` lines are left as they are.
     pip install black
     WRAP_MAX_EXTRA=3 python tests/tools/wrap_long_lines.py nbs/*.ipynb nbs/*/*.ipynb   # then nbdev_export and nbdev_clean
 """
-import ast, json, sys
+import ast, json, os, sys
 from pathlib import Path
 import black
 sys.path.insert(0, str(Path(__file__).parent))
@@ -16,7 +16,7 @@ from split_chains import rewrite_notebooks   # noqa: E402
 MODE = black.Mode(line_length=120, string_normalization=False, magic_trailing_comma=False)
 MODE_STRINGS = black.Mode(line_length=120, string_normalization=False, magic_trailing_comma=False,
                           enabled_features={black.mode.Preview.string_processing})   # long strings split too
-MAX_EXTRA = int(__import__("os").environ.get("WRAP_MAX_EXTRA", "4"))
+MAX_EXTRA = int(os.environ.get("WRAP_MAX_EXTRA", "4"))
 COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
             ast.AsyncFunctionDef, ast.ClassDef, ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 
