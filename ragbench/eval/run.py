@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..spine import RAY_HELP, LLMPool, RunResult, choose_executor, options_model, read_options
 from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
-from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, metric_key, order_metrics
+from ..stats import HEADLINE_METRICS, MODES, mean_table, metric_key, order_metrics
 
 # %% auto #0
 __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'GOLD_WARN_SHARE',
@@ -239,7 +239,7 @@ def _stats(rows: list[dict], names: list[str], n_boot: int, seed: int) -> dict:
     for mode in [m for m in MODES if m in by_mode] + sorted(set(by_mode) - set(MODES)):
         rs = by_mode[mode]
         x = np.array([[np.nan if r["metrics"].get(n) is None else float(r["metrics"][n]) for n in names] for r in rs], dtype=float)
-        for n, ci in zip(names, bootstrap_table(x, n_boot=n_boot, seed=seed)):
+        for n, ci in zip(names, mean_table(x)):
             if ci["n"] or mode == "retrieved": out[metric_key(mode, n)] = ci
     return out
 

@@ -12,7 +12,7 @@ from ..core import Dataset, RecordError, UserError, atomic_write, read_jsonl
 from ..eval.judges import RUBRIC_DIMENSIONS
 from ..eval.run import latest_rows, summarize
 from ..eval.setups import NOT_APPLICABLE
-from ..stats import HEADLINE_METRICS, MODES, bootstrap_table, order_metrics, split_metric
+from ..stats import HEADLINE_METRICS, MODES, mean_table, order_metrics, split_metric
 
 # %% auto #0
 __all__ = ['ABSTENTION_GROUPS', 'ReportError', 'MissingData', 'norm_value', 'value_label', 'metric_label', 'load_eval',
@@ -124,8 +124,7 @@ def summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Opti
         for setup, ms in per_setup.items():
             names = metrics if metrics is not None else order_metrics({k for m in ms for k in m})
             x = [[float("nan") if r.get(m) is None else float(r[m]) for m in names] for r in ms]
-            out[key][setup] = dict(zip(names, bootstrap_table(np.array(x, dtype=float).reshape(len(ms), len(names)),
-                                                              n_boot=n_boot, seed=seed)))
+            out[key][setup] = dict(zip(names, mean_table(np.array(x, dtype=float).reshape(len(ms), len(names)))))
     return out
 
 # %% ../../nbs/50_report.figures.ipynb #eb703ece
