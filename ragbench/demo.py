@@ -157,12 +157,12 @@ def demo_evaluate(ds, setups, out_dir: Path, index, llm=None, *, n_boot: int = 1
 
 # %% ../nbs/90_demo.ipynb #0f02f445
 def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[str] = ("recall@k", "mrr"),
-                log: Callable = print, n_boot: int = 1000) -> list[dict]:
+                log: Callable = print) -> list[dict]:
     "The paired decision table of the demo's setups against `baseline`, logged and written to `eval_dir/paired.json`."
     from ragbench.core import atomic_write
     from ragbench.eval.paired import paired_comparison, print_paired
-    rows = paired_comparison(eval_dir, baseline, metrics=list(metrics), n_boot=n_boot).to_dict("records")
-    log(f"[5/6] paired comparison against {baseline} on the same questions (Holm over the {len(rows)} rows):")
+    rows = paired_comparison(eval_dir, baseline, metrics=list(metrics)).to_dict("records")
+    log(f"[5/6] paired comparison against {baseline} on the same questions (primary: {rows[0]['metric']}, Holm over its {sum(r['family'] == 'primary' for r in rows)} rows):")
     print_paired(rows, log=log)
     atomic_write(Path(eval_dir) / "paired.json", json.dumps(rows, indent=2))
     return rows
@@ -304,7 +304,7 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
                             progress=progress)
     log(f"[5/6] {'retrieval' if llm is None else llm.spec + ' answered and judged'} on HotpotQA "
         f"({len(hds)} questions): {headline(summary)} -> {out / 'eval' / 'summary.json'}")
-    demo_paired(out / "eval", log=log, n_boot=n_boot)
+    demo_paired(out / "eval", log=log)
     triad = Dataset.read(out / "triad" / "dataset.jsonl") if (out / "triad" / "dataset.jsonl").exists() else Dataset()
     sections = demo_sections(idx, searches, gen, bridges, est, [it for it in triad if it.answerable], summary, len(hds))
     reports = demo_reports(out, sections, log=log)      # (the paired decision between setups adds its section here)

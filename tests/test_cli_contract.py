@@ -589,8 +589,10 @@ def test_compare_two_evaluations(server, statics, setups_file, work):
     p = ok(ragbench("compare", "--baseline", "dense5", dirs[0], "--metrics", "recall@k,mrr", "--n-boot", 200, "--json", work / "paired.json"))
     rows = json.loads((work / "paired.json").read_text())
     assert [(r["setup"], r["baseline"], r["metric"]) for r in rows] == [("bm25-3", "dense5", "recall@k"), ("bm25-3", "dense5", "mrr")]
-    assert all({"n", "n_missing", "diff", "ci_low", "ci_high", "p", "test", "p_holm", "mde"} <= set(r) for r in rows)
-    assert all(r["n"] + r["n_missing"] <= 5 and r["ci_low"] <= r["diff"] <= r["ci_high"] for r in rows) and "bm25-3" in p.stdout
+    assert all({"n", "n_missing", "diff", "ci_low", "ci_high", "p", "test", "p_holm", "decision", "family", "sentence"} <= set(r) for r in rows)
+    # issue 37: an interval is the test inverted; where the test cannot reject at any shift (5 items, sign-flip) there is none
+    assert all(r["n"] + r["n_missing"] <= 5 and (r["ci_low"] is None or r["ci_low"] <= r["diff"] <= r["ci_high"]) for r in rows)
+    assert "bm25-3" in p.stdout and all(r["decision"] in ("better", "worse", "equivalent", "uninformative") for r in rows)
     gate = ragbench("compare", "--baseline", "dense5", dirs[0], "--fail-if-worse", "recall@k:-1")
     fails_with(gate, "--fail-if-worse: expected METRIC:MARGIN")
     fails_with(ragbench("compare", "--baseline", "nope", dirs[0]), "unknown baseline setup 'nope'")

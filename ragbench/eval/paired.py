@@ -178,8 +178,8 @@ def row_sentence(r: dict) -> str:
         return f"{r['setup']} {verb} {r['baseline']} {on} by {r['diff']:+.2f} {_iv(r)} (n = {r['n']}, {_p_text(r['p'])})."
     if d == "equivalent": return f"{who} {on}: equivalent within ±{r['margin']:g} {_iv(r)} (n = {r['n']})."
     need = r.get("n_needed")
-    tail = (f"; detecting ±{r['detect']:g} needs about {need}" if need else
-            f"; detecting ±{r['detect']:g} needs more than 5000" if r["family"] == "primary" else "")
+    tail = (f"; detecting ±{r['detect']:.2f} needs about {need}" if need else
+            f"; detecting ±{r['detect']:.2f} needs more than 5000" if r["family"] == "primary" else "")
     return f"{who} {on}: uninformative (n = {r['n']}{tail})."
 
 def decision_sentence(rows: Sequence[dict], setup: Optional[str] = None) -> str:

@@ -580,12 +580,12 @@ def acceptance_by_type(gen_summary: dict):
     return _layout(fig, "Acceptance rate by question type", "accepted / (accepted + rejected)", True, height=400)
 
 # %% ../../nbs/50_report.figures.ipynb #9b6bca67
-_DECISION_COLOURS = {"better": "#2a9d8f", "worse": "#c44e52", "no difference detectable": "#7f7f7f"}
+_DECISION_COLOURS = {"better": "#2a9d8f", "worse": "#c44e52", "equivalent": "#4c72b0", "uninformative": "#7f7f7f"}
 
-def forest_figure(rows: Sequence[dict], title: str = "Paired differences (setup − baseline), 95% bootstrap intervals"):
+def forest_figure(rows: Sequence[dict], title: str = "Paired differences (setup − baseline), intervals of the test that decides"):
     "Forest plot of paired comparison rows: each difference with its interval, coloured by the decision, a line at 0."
     import plotly.graph_objects as go
-    rows = [r for r in rows if r.get("diff") is not None and r.get("by", "all") == "all"]
+    rows = [r for r in rows if r.get("ci_low") is not None and r.get("ci_high") is not None and r.get("by", "all") == "all"]
     if not rows: raise MissingData("no paired difference to show")
     label = lambda r: f"{r['setup']} − {r['baseline']}: {metric_label(r['metric'])}"
     fig = go.Figure()
@@ -594,11 +594,11 @@ def forest_figure(rows: Sequence[dict], title: str = "Paired differences (setup 
         if not mine: continue
         fig.add_trace(go.Scatter(
             x=[r["diff"] for r in mine], y=[label(r) for r in mine], mode="markers", name=decision, marker=dict(color=colour, size=10),
-            error_x=dict(type="data", symmetric=False, array=[r["ci_high"] - r["diff"] for r in mine],
-                         arrayminus=[r["diff"] - r["ci_low"] for r in mine]),
-            customdata=[[r["n"], r["p"], r["p_holm"], r["mde"], r["test"]] for r in mine],
-            hovertemplate="%{y}<br>diff %{x:+.3f}<br>n %{customdata[0]}, p %{customdata[1]:.4f}, p_holm %{customdata[2]:.4f}"
-                          "<br>MDE %{customdata[3]:.3f} (%{customdata[4]})<extra></extra>"))
+            error_x=dict(type="data", symmetric=False, array=[max(0, r["ci_high"] - r["diff"]) for r in mine],
+                         arrayminus=[max(0, r["diff"] - r["ci_low"]) for r in mine]),
+            customdata=[[r["n"], r["p"], r["family"], r["n_needed"] or "–", r["test"]] for r in mine],
+            hovertemplate="%{y}<br>diff %{x:+.3f}<br>n %{customdata[0]}, p %{customdata[1]:.4f} (%{customdata[2]})"
+                          "<br>n needed %{customdata[3]} (%{customdata[4]})<extra></extra>"))
     fig.add_vline(x=0, line_dash="dash", line_color="#444")
     fig.update_layout(title=title, xaxis_title="difference of means (setup − baseline)", template="plotly_white",
                       height=min(900, max(320, 26 * len(rows) + 160)), legend_title_text="decision")

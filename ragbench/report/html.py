@@ -21,8 +21,8 @@ from ..spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['STAND_INS', 'ITEM_SCORES', 'dataset_counts', 'means_table_html', 'stand_in', 'model_roles', 'stand_in_banner',
-           'items_table_html', 'calibration_html', 'render_report_html', 'paired_table_html', 'paired_lead',
-           'build_report', 'ReportOptions', 'report_command']
+           'items_table_html', 'calibration_html', 'render_report_html', 'paired_table_html', 'decision_table_html',
+           'paired_lead', 'build_report', 'ReportOptions', 'report_command']
 
 # %% ../../nbs/50_report.html.ipynb #8b01bf59
 def dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = None) -> dict:
@@ -259,19 +259,25 @@ def _manifest(eval_dir) -> dict:
 
 # %% ../../nbs/50_report.html.ipynb #6d9d780e
 def paired_table_html(rows: Sequence[dict]) -> str:
-    "HTML table of paired comparison rows: difference with interval, n, missing, p, p_holm, MDE, test, decision."
-    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "n", "missing", "diff [95% CI]", "p",
-                                             "p_holm", "MDE", "test", "decision"))
+    "HTML table of paired comparison rows: family, difference with interval, n, missing, p, p_holm, test, decision, n needed."
+    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "group", "family", "n", "missing", "diff [interval]", "p",
+                                             "p_holm", "test", "decision", "n needed"))
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
-    body = "".join(f"<tr><td>{_esc(r['setup'])} − {_esc(r['baseline'])}</td><td>{_esc(metric_label(r['metric']))}</td><td>{r['n']}</td>"
+    body = "".join(f"<tr><td>{_esc(r['setup'])} − {_esc(r['baseline'])}</td><td>{_esc(metric_label(r['metric']))}</td>"
+                   f"<td>{_esc(r['group'])}</td><td>{_esc(r['family'])}</td><td>{r['n']}</td>"
                    f"<td title='{_esc(', '.join(r['missing'] or []))}'>{r['n_missing']}</td>"
                    f"<td>{f(r['diff'], '+.3f')} [{f(r['ci_low'], '+.3f')}, {f(r['ci_high'], '+.3f')}]</td><td>{f(r['p'], '.4f')}</td>"
-                   f"<td>{f(r['p_holm'], '.4f')}</td><td>{f(r['mde'], '.3f')}</td><td>{_esc(r['test'] or '–')}</td><td>{_esc(r['decision'])}</td></tr>"
+                   f"<td>{f(r['p_holm'], '.4f')}</td><td>{_esc(r['test'] or '–')}</td><td>{_esc(r['decision'])}</td><td>{f(r['n_needed'], 'd')}</td></tr>"
                    for r in rows)
     return f"<table class='paired'><tr>{head}</tr>{body}</table>"
 
-def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Optional[str] = None,
-                n_boot: int = 1000) -> tuple[str, Optional[ReportFigure], list[str]]:
+def decision_table_html(rows: Sequence[dict]) -> str:
+    "The primary rows as a table: one plain sentence each, beside its decision word."
+    prim = [r for r in rows if r["family"] == "primary"] or [r for r in rows if r["by"] == "all"]
+    body = "".join(f"<tr><td class='word {_esc(r['decision'])}'>{_esc(r['decision'])}</td><td>{_esc(r['sentence'])}</td></tr>" for r in prim)
+    return f"<table class='decisions'><tr><th>decision</th><th>what the data shows</th></tr>{body}</table>"
+
+def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Optional[str] = None) -> tuple[str, Optional[ReportFigure], list[str]]:
     "(lead HTML, forest figure, notes): every setup against `baseline` (default: the first configured setup) on the headline metrics."
     from ragbench.eval.compare import configured_order
     from ragbench.eval.paired import decision_sentence, paired_rows
@@ -279,17 +285,19 @@ def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Op
     from ragbench.report.figures import forest_figure
     setups = configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in scores)))
     if len(setups) < 2 and baseline is None: return "", None, []
-    try: rows = paired_rows(scores, baseline or setups[0], order=setups, n_boot=n_boot)
+    try: rows = paired_rows(scores, baseline or setups[0], order=setups)
     except EvalError as e:
         if baseline is not None: raise
         return "", None, [f"paired comparison skipped: {e}"]
-    sentence = "".join(f"<p class='decision'><b>{_esc(s)}</b></p>" for s in decision_sentence(rows).split("\n"))
-    html_text = ("<h2>Decision</h2>" + sentence + "<p class='sub'>Paired on the items both setups scored: mean difference with a "
-                 "95% paired bootstrap interval; exact McNemar (binary metrics) or sign-flip test, Holm-adjusted over the rows "
-                 "below; MDE = smallest difference detectable with 80% power at this n. Missing: items one setup scored and the "
-                 "other did not (hover for their ids).</p>" + paired_table_html(rows))
+    html_text = ("<h2>Decision</h2>" + decision_table_html(rows) + "<p class='sub'>Paired on the items both setups scored. Each row "
+                 "runs one test (Tango's score test for 0/1 and sparse metrics, the sign-flip test otherwise) and shows that test "
+                 "inverted as its interval, so they never disagree. Primary rows are Holm-adjusted within their family, each at "
+                 "its Holm level; exploratory rows (other metrics, per group) are unadjusted and never change a primary decision. "
+                 "Uninformative: the data cannot tell; n needed: items the same test needs to detect the margin (else 0.10) with "
+                 "80% power, simulated. Missing: items one setup scored and the other did not (hover for their ids).</p>"
+                 + paired_table_html(rows))
     fig = ReportFigure("paired_differences", forest_figure(rows), "Every setup minus the baseline on the headline metrics: "
-                       "mean paired difference with its 95% bootstrap interval, coloured by the Holm-adjusted decision.")
+                       "mean paired difference with the interval of the test that decides, coloured by the decision.")
     return html_text, fig, []
 
 # %% ../../nbs/50_report.html.ipynb #572b131e
