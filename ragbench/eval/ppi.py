@@ -10,37 +10,27 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 from ..core import RunDir, UserError, read_jsonl, utc_now
 from .run import EvalError, read_scores
+from ..stats import human_mean_ci, mean_ci, paired_test, ppi_mean_ci, ppi_paired_ci
+
 
 # %% auto #0
 __all__ = ['LABELS', 'LABEL_KEYS', 'MOVE_KEYS', 'PPI_KEYS', 'mean_estimates', 'simulate_judged', 'row_key', 'stratified_order',
-           'label_candidates', 'read_labels', 'LabelQueue', 'ppi_rows', 'setup_order', 'ppi_estimates']
+           'shared_order', 'labels_needed', 'label_candidates', 'read_labels', 'LabelQueue', 'ppi_rows',
+           'ppi_paired_rows', 'setup_order', 'ppi_estimates']
 
-# %% ../../nbs/42_eval.ppi.ipynb #38468ba9
-def _interval(lo, hi) -> tuple[float, float]: return float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
-
+# %% ../../nbs/42_eval.ppi.ipynb #29f49f25
 def mean_estimates(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float],
                    alpha: float = 0.05) -> dict:
-    "Judge-only, human-only and PPI means with (1 - alpha) intervals, and the judge's bias on the labelled rows (ppi-python)."
-    from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
+    "Judge-only, human-only and PPI means with (1 - alpha) intervals, and the judge's bias (judge - human) on the labelled rows."
     y, yl, yu = (np.asarray(v, dtype=float) for v in (human, judge_labelled, judge_unlabelled))
-    judge_all = np.r_[yl, yu]
-    out = {"n_all": len(judge_all), "n_labelled": len(y)}
-    out["judge"] = {"mean": float(judge_all.mean()), **dict(zip(("lo", "hi"), _interval(*classical_mean_ci(judge_all, alpha=alpha))))} if len(judge_all) > 1 else None
-    if len(y) < 2:
-        return {**out, "human": None, "ppi": None, "bias": None}
-    out["human"] = {"mean": float(y.mean()), **dict(zip(("lo", "hi"), _interval(*classical_mean_ci(y, alpha=alpha))))}
-    out["bias"] = {
-        "mean": float((yl - y).mean()),
-        **dict(zip(("lo", "hi"), _interval(*classical_mean_ci(yl - y, alpha=alpha)))),
-    }
-    if len(yu) == 0:
-        out["ppi"] = dict(out["human"])
-        return out
-    est = float(np.ravel(ppi_mean_pointestimate(y, yl, yu))[0])
-    out["ppi"] = {"mean": est, **dict(zip(("lo", "hi"), _interval(*ppi_mean_ci(y, yl, yu, alpha=alpha))))}
-    return out
+    judge = mean_ci(np.r_[yl, yu], alpha=alpha)
+    out = {"n_all": len(yl) + len(yu), "n_labelled": len(y), "judge": judge if judge["n"] else None}
+    if len(y) == 0: return {**out, "human": None, "ppi": None, "bias": None}
+    b = paired_test(yl, y, alpha=alpha)
+    out["bias"] = {"mean": b["diff"], "lo": b["lo"], "hi": b["hi"]}
+    return {**out, "human": human_mean_ci(y, alpha=alpha), "ppi": ppi_mean_ci(y, yl, yu, alpha=alpha)}
 
-# %% ../../nbs/42_eval.ppi.ipynb #7c2d77d1
+# %% ../../nbs/42_eval.ppi.ipynb #e2bd6484
 def simulate_judged(rng: np.random.Generator, n: int, *, p: float = 0.6, sensitivity: float = 0.95,
                     false_positive: float = 0.325) -> tuple[np.ndarray, np.ndarray]:
     "(truth, judge) of n simulated rows: the judge calls a correct answer correct with `sensitivity`, a wrong one with `false_positive`."
@@ -65,6 +55,19 @@ def stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kin
             keyed.append(((rank + offset) / len(members), members[j]))
     return [r for _, r in sorted(keyed, key=lambda t: t[0])]
 
+def shared_order(rows: Sequence[dict], *, by: Sequence[str] = ("kind",), seed: int = 0) -> list[dict]:
+    "The rows item by item, items in a stratified order (by `by`), each item's rows of every setup together: both arms of a comparison share the labelled items."
+    per_item: dict[str, list[dict]] = {}
+    for r in rows: per_item.setdefault(r["item_id"], []).append(r)
+    firsts = stratified_order([{**v[0], "setup": ""} for v in per_item.values()], by=by, seed=seed)
+    return [r for f in firsts for r in sorted(per_item[f["item_id"]], key=lambda r: str(r["setup"]))]
+
+def labels_needed(n_setups: int, *, half_width: float = 0.15, disagreement: float = 0.2, alpha: float = 0.05) -> int:
+    "Rows to label (items x setups) for a PPI interval of about +-half_width per setup when judge and humans disagree on `disagreement` of rows (at least 8 items)."
+    from scipy.stats import norm
+    items = max(8, math.ceil((norm.ppf(1 - alpha / 2) * math.sqrt(disagreement) / half_width) ** 2))
+    return items * max(1, n_setups)
+
 def label_candidates(rows: Sequence[dict], metric: str = "correct", mode: str = "retrieved") -> list[dict]:
     "The score rows of `mode` whose judge metric has a value (those the labels are compared with)."
     return [r for r in rows if r.get("mode", "retrieved") == mode and (r.get("metrics") or {}).get(metric) is not None]
@@ -83,10 +86,12 @@ def read_labels(eval_dir: Union[str, Path]) -> dict[tuple, dict]:
 
 class LabelQueue:
     "Evaluation rows to label in stratified order, the current row, and the labels (appended to EVAL_DIR/labels.jsonl as made)."
-    def __init__(self, eval_dir: Union[str, Path], labeller: str = "anonymous", *, n: int = 30, by: Sequence[str] = ("setup", "kind"),
+    def __init__(self, eval_dir: Union[str, Path], labeller: str = "anonymous", *, n: Optional[int] = None, by: Sequence[str] = ("kind",),
                  seed: int = 0, metric: str = "correct", mode: str = "retrieved"):
         self.run, self.labeller = RunDir(eval_dir), labeller
-        self.rows = stratified_order(label_candidates(read_scores(eval_dir), metric, mode), by=by, seed=seed)[:n]
+        cands = label_candidates(read_scores(eval_dir), metric, mode)
+        self.proposed = labels_needed(len({r["setup"] for r in cands}))
+        self.rows = shared_order(cands, by=by, seed=seed)[:n or self.proposed]
         if not self.rows: raise EvalError(f"{eval_dir}: no rows with a '{metric}' judge score to label")
         self.labels = read_labels(eval_dir)
         self.pos = next((i for i, r in enumerate(self.rows) if "correct" not in self.labels.get(row_key(r), {})), 0)
@@ -131,7 +136,7 @@ class LabelQueue:
 
 # %% ../../nbs/42_eval.ppi.ipynb #a3ecfed4
 PPI_KEYS = ("setup", "metric", "n_all", "n_labelled", "judge", "judge_lo", "judge_hi", "human", "human_lo", "human_hi",
-            "ppi", "ppi_lo", "ppi_hi", "bias", "bias_lo", "bias_hi")
+            "ppi", "ppi_lo", "ppi_hi", "ppi_method", "ppi_why", "bias", "bias_lo", "bias_hi")
 
 def ppi_rows(rows: Sequence[dict], labels: dict[tuple, dict], *, metric: str = "correct", label: Optional[str] = None,
              mode: str = "retrieved", alpha: float = 0.05) -> list[dict]:
@@ -147,7 +152,29 @@ def ppi_rows(rows: Sequence[dict], labels: dict[tuple, dict], *, metric: str = "
         for k in ("judge", "human", "ppi", "bias"):
             v = e[k] or {}
             flat.update({k: v.get("mean"), f"{k}_lo": v.get("lo"), f"{k}_hi": v.get("hi")})
+        flat.update({"ppi_method": (e["ppi"] or {}).get("method"), "ppi_why": (e["ppi"] or {}).get("why")})
         out.append(flat)
+    return out
+
+def _arm(rows: Sequence[dict], labels: dict, setup: str, metric: str, label: str, mode: str) -> dict[str, tuple]:
+    "{item: (judge score, human label or None)} of one setup's judged rows."
+    return {r["item_id"]: (float(r["metrics"][metric]), labels.get(row_key(r), {}).get(label))
+            for r in label_candidates(rows, metric, mode) if r["setup"] == setup}
+
+def ppi_paired_rows(rows: Sequence[dict], labels: dict[tuple, dict], baseline: str, *, metric: str = "correct",
+                    label: Optional[str] = None, mode: str = "retrieved", alpha: float = 0.05) -> list[dict]:
+    "Per setup against `baseline`: the PPI-corrected paired difference of `metric` on their shared items, labelled in both arms."
+    label, out = label or metric, []
+    base = _arm(rows, labels, baseline, metric, label, mode)
+    for s in dict.fromkeys(r["setup"] for r in rows):
+        if s == baseline: continue
+        mine = _arm(rows, labels, s, metric, label, mode)
+        shared = [i for i in mine if i in base]
+        both = [i for i in shared if mine[i][1] is not None and base[i][1] is not None]
+        rest = [i for i in shared if i not in set(both)]
+        e = ppi_paired_ci([float(mine[i][1]) for i in both], [float(base[i][1]) for i in both], [mine[i][0] for i in both],
+                          [base[i][0] for i in both], [mine[i][0] for i in rest], [base[i][0] for i in rest], alpha=alpha)
+        out.append({"setup": s, "baseline": baseline, "metric": metric, "n_shared": len(shared), "n_labelled_both": len(both), **e})
     return out
 
 def setup_order(eval_dir: Union[str, Path]) -> list[str]:

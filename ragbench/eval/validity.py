@@ -10,13 +10,14 @@ import numpy as np
 from ..core import QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
 from pydantic import BaseModel, ConfigDict, Field
 from .ppi import mean_estimates
+from ..stats import human_mean_ci
 from ..spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS_HELP', 'VALIDITY_KEYS', 'accepted_items', 'judge_verdicts',
-           'sample_order', 'share_estimates', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate',
-           'ValidityQueue', 'validity_rows', 'validity_estimates', 'record_verdicts', 'print_validity',
-           'ValidityOptions', 'validity_command', 'simulate_validity']
+           'sample_order', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate', 'ValidityQueue',
+           'validity_rows', 'validity_estimates', 'record_verdicts', 'print_validity', 'ValidityOptions',
+           'validity_command', 'simulate_validity']
 
 # %% ../../nbs/43_eval.validity.ipynb #3cf8ccf5
 VALIDITY = "validity.jsonl"
@@ -41,18 +42,6 @@ def sample_order(items: Sequence[QAItem], seed: int = 0) -> list[QAItem]:
     ordered = sorted(items, key=lambda it: it.id)
     return [ordered[i] for i in np.random.default_rng(seed).permutation(len(ordered))]
 
-def share_estimates(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float],
-                    alpha: float = 0.05) -> dict:
-    "`mean_estimates`, with PPI at lambda = 1 when the judge's verdicts are all alike (ppi-python's tuned lambda divides by their zero variance)."
-    est = mean_estimates(human, judge_labelled, judge_unlabelled, alpha=alpha)
-    judge = np.r_[np.asarray(judge_labelled, float), np.asarray(judge_unlabelled, float)]
-    if est["ppi"] is None or len(judge_unlabelled) == 0 or np.ptp(judge) > 0: return est
-    from ppi_py import ppi_mean_ci, ppi_mean_pointestimate   # any lambda gives the same estimate here: the human mean
-    y, yl, yu = (np.asarray(v, dtype=float) for v in (human, judge_labelled, judge_unlabelled))
-    lo, hi = ppi_mean_ci(y, yl, yu, alpha=alpha, lam=1.0)
-    est["ppi"] = {"mean": float(np.ravel(ppi_mean_pointestimate(y, yl, yu, lam=1.0))[0]),
-                  "lo": float(np.ravel(lo)[0]), "hi": float(np.ravel(hi)[0])}
-    return est
 
 # %% ../../nbs/43_eval.validity.ipynb #0ea493b4
 def read_validity(run_dir: Union[str, Path]) -> dict[str, dict[str, bool]]:
@@ -154,7 +143,7 @@ class ValidityQueue:
 
 # %% ../../nbs/43_eval.validity.ipynb #734dfadb
 VALIDITY_KEYS = ("criterion", "n_accepted", "n_labelled", "judge", "human", "human_lo", "human_hi",
-                 "ppi", "ppi_lo", "ppi_hi", "bias", "bias_lo", "bias_hi")
+                 "ppi", "ppi_lo", "ppi_hi", "ppi_why", "bias", "bias_lo", "bias_hi")
 
 def validity_rows(items: Sequence[QAItem], labels: dict[str, dict[str, bool]], alpha: float = 0.05) -> list[dict]:
     "Per criterion: the judge's, the humans' and the prediction-powered share of valid items among `items`, with intervals and the judge's bias."
@@ -165,14 +154,15 @@ def validity_rows(items: Sequence[QAItem], labels: dict[str, dict[str, bool]], a
         y = [float(labels[i][c]) for i in lab]
         if all(v is not None for v in pred.values()):
             unl = [float(pred[i]) for i in pred if c not in labels.get(i, {})]
-            est = share_estimates(y, [float(pred[i]) for i in lab], unl, alpha=alpha)
+            est = mean_estimates(y, [float(pred[i]) for i in lab], unl, alpha=alpha)
         else:                                                       # no judge on some items: human labels only
-            est = mean_estimates(y, y, [], alpha=alpha)
-            est["judge"] = est["bias"] = None
+            h = human_mean_ci(y, alpha=alpha)
+            est = {"human": h, "ppi": {**h, "why": "no judge verdict on some items"}, "judge": None, "bias": None}
         row = {"criterion": c, "n_accepted": len(items), "n_labelled": len(lab)}
         for k in ("judge", "human", "ppi", "bias"):
             e = est.get(k) or {}
             row.update({k: e.get("mean"), f"{k}_lo": e.get("lo"), f"{k}_hi": e.get("hi")})
+        row["ppi_why"] = (est.get("ppi") or {}).get("why")
         out.append({k: row.get(k) for k in VALIDITY_KEYS})
     return out
 
@@ -213,6 +203,8 @@ def print_validity(run_dir, t, n: int, seed: int) -> None:
     for r in t.to_dict("records"):
         print(f"{r['criterion']:<12} {f(r['judge']):>6} {f(r['human']):>6} {f(r['ppi']):>6}  "
               f"[{f(r['ppi_lo'])}, {f(r['ppi_hi'])}]{'':<3} {r['n_labelled']:>8}")
+    for r in t.to_dict("records"):
+        if r.get("ppi_why"): print(f"{r['criterion']}: the labels' own interval (Clopper-Pearson), since {r['ppi_why']}")
 
 class ValidityOptions(BaseModel):
     "The options of `ragbench validity`: flags, a `--config FILE`, or keyword arguments of `validity_command`."
@@ -249,6 +241,6 @@ def simulate_validity(rng: np.random.Generator, n_items: int = 400, n_labels: in
     truth = (rng.random(n_items) < valid).astype(float)
     idx = np.flatnonzero(truth)[:n_labels] if biased_sample else rng.permutation(n_items)[:n_labels]
     rest = np.setdiff1d(np.arange(n_items), idx)
-    e = share_estimates(truth[idx], np.ones(len(idx)), np.ones(len(rest)), alpha=alpha)
+    e = mean_estimates(truth[idx], np.ones(len(idx)), np.ones(len(rest)), alpha=alpha)
     return {"truth": valid, "ppi": (e["ppi"]["lo"], e["ppi"]["hi"]), "human": (e["human"]["lo"], e["human"]["hi"]),
             "judge": e["judge"]["mean"]}

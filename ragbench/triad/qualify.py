@@ -99,11 +99,10 @@ def string_baseline_case(case: QualifyCase) -> dict:
 
 # %% ../../nbs/26_triad.qualify.ipynb #5b1e7a23
 def wilson(k: int, n: int, level: float = 0.95) -> dict:
-    "A proportion k/n with its Wilson score interval (None values when n is 0)."
-    if n == 0: return {"k": 0, "n": 0, "mean": None, "lo": None, "hi": None}
-    from scipy.stats import binomtest
-    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
-    return {"k": int(k), "n": int(n), "mean": k / n, "lo": float(ci.low), "hi": float(ci.high)}
+    "A proportion k/n with its Wilson score interval from `ragbench.stats` (None values when n is 0)."
+    from ragbench.stats import proportion_ci
+    ci = proportion_ci(k, n, alpha=1 - level)
+    return {"k": int(k) if n else 0, "n": int(n), "mean": ci["mean"], "lo": ci["lo"], "hi": ci["hi"]}
 
 # %% ../../nbs/26_triad.qualify.ipynb #f6941965
 QUALIFY_CRITERIA = (*CRITERIA, "sufficient", "valid")
