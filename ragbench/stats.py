@@ -22,8 +22,8 @@ def _z(q: float) -> float:
     return float(norm.ppf(q))
 
 # %% ../nbs/06_stats.ipynb #181d38d5
-def proportion_ci(k: float, n: int, *, alpha: float = 0.05, method: str = "wilson") -> dict:
-    "k successes of n with a Wilson or Clopper-Pearson interval: {mean, lo, hi, n, method}; None values when n is 0."
+def proportion_ci(k: float, n: int, *, alpha: float = 0.05, method: str = "clopper-pearson") -> dict:
+    "k successes of n with a Clopper-Pearson (exact) or Wilson interval: {mean, lo, hi, n, method}; None values when n is 0."
     if n <= 0: return {"mean": None, "lo": None, "hi": None, "n": 0, "method": method}
     p = k / n
     if method == "clopper-pearson":
@@ -140,7 +140,8 @@ def _effect_sampler(d: np.ndarray, effect: float, kind: str) -> Callable:
         centred = d - d.mean() + effect if len(d) > 1 and np.ptp(d) > 0 else np.r_[-0.5, 0.5] + effect
         return lambda rng, n: (centred[rng.integers(0, len(centred), n)], np.zeros(n))
     mags = np.abs(d[d != 0]) if np.any(d != 0) else np.ones(1)      # sparse or binary: keep the zeros, tilt the signs
-    q = min(1.0, max(float(np.mean(d != 0)), abs(effect) / mags.mean() + 0.02, 0.05))
+    q = max(float(np.mean(d != 0)), 0.05)
+    if q * mags.mean() < abs(effect): q = min(1.0, abs(effect) / mags.mean() + 0.02)       # the pilot's discordance cannot carry it
     plus = min(1.0, max(0.0, (1 + effect / (q * mags.mean())) / 2))
     def draw(rng, n):
         v = np.where(rng.random(n) < q, mags[rng.integers(0, len(mags), n)], 0.0) * np.where(rng.random(n) < plus, 1, -1)

@@ -101,7 +101,7 @@ def string_baseline_case(case: QualifyCase) -> dict:
 def wilson(k: int, n: int, level: float = 0.95) -> dict:
     "A proportion k/n with its Wilson score interval from `ragbench.stats` (None values when n is 0)."
     from ragbench.stats import proportion_ci
-    ci = proportion_ci(k, n, alpha=1 - level)
+    ci = proportion_ci(k, n, alpha=1 - level, method="wilson")
     return {"k": int(k) if n else 0, "n": int(n), "mean": ci["mean"], "lo": ci["lo"], "hi": ci["hi"]}
 
 # %% ../../nbs/26_triad.qualify.ipynb #f6941965
