@@ -4,18 +4,21 @@
 
 # %% ../nbs/60_review.ipynb #5a86ed9b
 from __future__ import annotations
-import json, weakref
+import json, time, weakref
+from contextlib import contextmanager
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
-from .core import Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, read_jsonl, item_id, make_chunk_id
+from .core import (Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, RunLock, UserError, read_jsonl, item_id,
+                           make_chunk_id)
 from .eval.calibration import rubric_agreement
 
 # %% auto #0
-__all__ = ['DEMO_CHUNKS', 'REVIEWS', 'INSPECTED', 'SOURCES', 'SHORTCUTS', 'FILTERS', 'OPEN_QUEUES', 'demo_chunks', 'demo_attempt',
-           'demo_item', 'demo_items', 'demo_run_dir', 'load_items', 'review_of', 'apply_decisions', 'apply_reviews',
-           'write_reviewed', 'run_index_spec', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup',
-           'resolve_run_dir', 'ReviewQueue', 'check_edit', 'review_row', 'reload_open_queues', 'failed_checks', 'ratio',
+__all__ = ['DEMO_CHUNKS', 'REVIEWS', 'INSPECTED', 'SEEDED', 'SOURCES', 'HELD', 'REVIEW_LOCK', 'SHORTCUTS', 'FILTERS',
+           'OPEN_QUEUES', 'demo_chunks', 'demo_attempt', 'demo_item', 'demo_items', 'demo_run_dir', 'load_items',
+           'review_of', 'apply_decisions', 'apply_reviews', 'review_lock', 'reviewed_split', 'write_reviewed',
+           'run_index_spec', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup', 'resolve_run_dir',
+           'ReviewQueue', 'check_edit', 'review_row', 'reload_open_queues', 'failed_checks', 'ratio',
            'accept_reject_stats', 'judge_scores', 'calibration_pair', 'JudgeCalibration']
 
 # %% ../nbs/60_review.ipynb #7870b4cb
@@ -103,14 +106,18 @@ def demo_run_dir(path, *, overwrite: bool = False) -> Path:
 # %% ../nbs/60_review.ipynb #ef7c7d4c
 REVIEWS = "reviews.jsonl"
 INSPECTED = "inspected.jsonl"       # items a person generated from a bridge in the inspector (ragbench.widgets)
-SOURCES = ("dataset.jsonl", "rejected.jsonl", INSPECTED)
+SEEDED = "seeded.jsonl"             # items a person generated from ticked seeds (ragbench.widgets.generate_from_seeds)
+SOURCES = ("dataset.jsonl", "rejected.jsonl", INSPECTED, SEEDED)
+HELD = ("overflow.jsonl", "duplicates.jsonl")   # the run's other items: in the queue once a person decided them
 
-def load_items(run_dir, sources: Sequence[str] = SOURCES) -> list[QAItem]:
-    "The items of a run directory's dataset files (first occurrence of an id wins)."
+def load_items(run_dir, sources: Sequence[str] = SOURCES, held: Optional[Sequence[str]] = None) -> list[QAItem]:
+    "The items of a run's `sources`, then those of its `held` files (default: HELD with the default sources) that reviews.jsonl decides; the first occurrence of an id wins."
     run, out, seen = RunDir(run_dir), [], set()
-    for name in sources:
+    held = (HELD if tuple(sources) == SOURCES else ()) if held is None else tuple(held)
+    decided = {r["item_id"] for r in run.read(REVIEWS)} if held else set()
+    for name in (*sources, *held):
         for it in run.read(name, QAItem):
-            if it.id not in seen:
+            if it.id not in seen and (name in sources or it.id in decided):
                 seen.add(it.id)
                 out.append(it)
     return out
@@ -140,21 +147,44 @@ def apply_reviews(items: Iterable[QAItem], reviews: Iterable[dict]) -> list[QAIt
     return [apply_decisions(it, by_item.get(it.id, [])) for it in items]
 
 # %% ../nbs/60_review.ipynb #de925f7f
-def write_reviewed(run_dir, items: Optional[list[QAItem]] = None, reviews: Optional[list[dict]] = None, *,
-                   sources: Sequence[str] = SOURCES, out: str = "dataset.reviewed.jsonl",
-                   rejected_out: str = "rejected.reviewed.jsonl") -> dict:
-    "Apply reviews.jsonl to the run's items; write accepted ones to `out` and rejected ones to `rejected_out` atomically."
-    run = RunDir(run_dir)
-    items = load_items(run_dir, sources) if items is None else items
-    reviews = run.read(REVIEWS) if reviews is None else reviews
-    known = {it.id for it in items}
+REVIEW_LOCK = ".reviews.lock"
+
+@contextmanager
+def review_lock(run_dir, wait: float = 30.0):
+    "Hold the lock on a run's review files (reviews.jsonl, the reviewed datasets), waiting up to `wait` s while another queue or kernel writes them."
+    lock, end = RunLock(run_dir, REVIEW_LOCK, label=f"the review files of {run_dir}"), time.monotonic() + wait
+    while True:
+        try:
+            lock.acquire()
+            break
+        except UserError:
+            if time.monotonic() > end: raise
+            time.sleep(0.05)
+    try: yield
+    finally: lock.release()
+
+# %% ../nbs/60_review.ipynb #a7c1e0d2
+def reviewed_split(items: Sequence[QAItem], reviews: Sequence[dict]) -> tuple[list[QAItem], list[QAItem]]:
+    "The items with their reviews applied: (accepted ones, a stand-in's drafts included; the rest)."
     done = apply_reviews(items, reviews)
-    kept = [it for it in done if it.status in ("accepted", "draft")]      # a stand-in's draft stays a draft
-    dropped = [it for it in done if it.status not in ("accepted", "draft")]
+    return [it for it in done if it.status in ("accepted", "draft")], [it for it in done if it.status not in ("accepted", "draft")]
+
+# %% ../nbs/60_review.ipynb #b3d9f4e1
+def _write_reviewed(run: RunDir, sources, held, out: str, rejected_out: str) -> tuple[dict, list[QAItem], list[dict]]:
+    "Regenerate the reviewed datasets from the files (the caller holds the review lock); (counts, items, reviews) read."
+    items, reviews = load_items(run.path, sources, held), run.read(REVIEWS)
+    kept, dropped = reviewed_split(items, reviews)
     Dataset(kept).write(run / out)
     Dataset(dropped).write(run / rejected_out)
-    return {"accepted": len(kept), "rejected": len(dropped), "reviewed": len({r["item_id"] for r in reviews} & known),
-            "unknown_item_reviews": sum(r["item_id"] not in known for r in reviews)}
+    known = {it.id for it in items}
+    return ({"accepted": len(kept), "rejected": len(dropped), "reviewed": len({r["item_id"] for r in reviews} & known),
+             "unknown_item_reviews": sum(r["item_id"] not in known for r in reviews)}, items, reviews)
+
+def write_reviewed(run_dir, *, sources: Sequence[str] = SOURCES, held: Optional[Sequence[str]] = None,
+                   out: str = "dataset.reviewed.jsonl", rejected_out: str = "rejected.reviewed.jsonl") -> dict:
+    "Regenerate the reviewed dataset from every item the run holds and all of reviews.jsonl: accepted items to `out`, rejected ones to `rejected_out`, atomically."
+    run = RunDir(run_dir)
+    with review_lock(run.path): return _write_reviewed(run, sources, held, out, rejected_out)[0]
 
 # %% ../nbs/60_review.ipynb #a446a852
 def run_index_spec(run_dir) -> Optional[dict]:
@@ -237,11 +267,12 @@ OPEN_QUEUES = weakref.WeakSet()        # the queues open in this process: items 
 class ReviewQueue:
     "The items of a run directory, the filters, the current item, and the human decisions (appended to reviews.jsonl)."
     def __init__(self, run_dir, reviewer: str = "anonymous", *, chunks=None, sources: Sequence[str] = SOURCES,
-                 advance: bool = True, sync: bool = True):
+                 held: Optional[Sequence[str]] = None, advance: bool = True, sync: bool = True):
         # a relative path from the working folder or a parent; never created
         self.run = RunDir(resolve_run_dir(run_dir))
         self.reviewer, self.sources, self.advance, self.sync = reviewer, tuple(sources), advance, sync
-        self.items = load_items(self.run.path, self.sources)
+        self.held = (HELD if self.sources == SOURCES else ()) if held is None else tuple(held)
+        self.items = load_items(self.run.path, self.sources, self.held)
         self.by_id = {it.id: it for it in self.items}
         OPEN_QUEUES.add(self)
         self.reviews: list[dict] = self.run.read(REVIEWS)
@@ -250,10 +281,10 @@ class ReviewQueue:
         self.order = [it.id for it in self.items]
         self.pos = 0
         self.listeners: list[Callable[[dict], None]] = []   # called with each new review row (the widgets redraw)
-        self.reloaders: list[Callable[[], None]] = []       # called after new items were read in (`reload`)
-        if sync and self.items and not (self.run / "dataset.reviewed.jsonl").exists():
-            try: write_reviewed(self.run.path, self.items, self.reviews, sources=self.sources)
-            except OSError: pass                                  # a read-only run: reviewing still works, saving will say why
+        self.reloaders: list[Callable[[], None]] = []       # called after new items or decisions were read in (`reload`)
+        if sync and self.items:                              # regenerated on opening: whatever happened to the run since
+            try: write_reviewed(self.run.path, sources=self.sources, held=self.held)
+            except (OSError, UserError): pass                # read-only, or busy: reviewing still works, saving will say why
         self.next_undecided(from_start=True)
 
     @property
@@ -310,39 +341,50 @@ from fastcore.basics import patch
 @patch
 def decide(self: ReviewQueue, decision: str, *, note: str = "", question: Optional[str] = None, answer: Optional[str] = None,
            scores: Optional[dict] = None, item: Optional[str] = None) -> dict:
-    "Record a decision on the current item (or `item`): appended to reviews.jsonl at once, then the dataset is rewritten."
+    "Record a decision on the current item (or `item`): appended to reviews.jsonl at once, then the reviewed dataset is regenerated from the files."
     it = self.by_id[item] if item else self.current
     if it is None: raise IndexError(f"nothing to decide: {self.empty_reason}")
     if decision == "edit": question, answer = check_edit(it, question, answer)
     else: question = answer = None
     row = review_row(it, decision, self.reviewer, note, question, answer, scores)
-    self.run.append(REVIEWS, row)
-    self.reviews.append(row)
-    if self.sync: write_reviewed(self.run.path, self.items, self.reviews, sources=self.sources)
+    with review_lock(self.run.path):
+        self.run.append(REVIEWS, row)
+        if self.sync: _, items, reviews = _write_reviewed(self.run, self.sources, self.held, "dataset.reviewed.jsonl",
+                                                           "rejected.reviewed.jsonl")
+        else: items, reviews = load_items(self.run.path, self.sources, self.held), self.run.read(REVIEWS)
+    self._take(items, reviews)                                   # what other queues and generations wrote meanwhile
     if self.advance and not item: self.next_undecided()
     for listen in self.listeners: listen(row)
+    reload_open_queues(self.run.path, but=self)                  # other queues open on this run in this process follow
     return row
 
 # %% ../nbs/60_review.ipynb #110d51c1
 @patch
+def _take(self: ReviewQueue, items: Sequence[QAItem], reviews: list[dict]) -> list[QAItem]:
+    "Adopt the run's items and decisions as read from its files (items already shown stay); the new items."
+    cur, fresh = self.current.id if self.current else None, {it.id: it for it in items}
+    new = [it for it in items if it.id not in self.by_id]
+    self.items = [fresh.get(it.id, it) for it in self.items] + new
+    self.by_id, self.reviews = {it.id: it for it in self.items}, reviews
+    if new:
+        self.order = [it.id for it in self.items if self.matches(it, **self.filters)]
+        self.pos = self.order.index(cur) if cur in self.order else 0
+    return new
+
+@patch
 def reload(self: ReviewQueue) -> list[str]:
-    "Read the run's items again (items generated into it since); keeps the filters and the current item; returns the new ids."
-    cur, new = self.current.id if self.current else None, [
-        it for it in load_items(self.run.path, self.sources) if it.id not in self.by_id
-    ]
-    if not new: return []
-    self.items += new
-    self.by_id.update({it.id: it for it in new})
-    self.order = [it.id for it in self.items if self.matches(it, **self.filters)]
-    self.pos = self.order.index(cur) if cur in self.order else 0
-    if self.sync: write_reviewed(self.run.path, self.items, self.reviews, sources=self.sources)
-    for redraw in self.reloaders: redraw()
+    "Read the run's items and decisions again (generated, or decided in another queue or kernel, since); keeps the filters and the current item; returns the new ids."
+    before = len(self.reviews)
+    new = self._take(load_items(self.run.path, self.sources, self.held), self.run.read(REVIEWS))
+    if new and self.sync: write_reviewed(self.run.path, sources=self.sources, held=self.held)
+    if new or len(self.reviews) != before:
+        for redraw in self.reloaders: redraw()
     return [it.id for it in new]
 
-def reload_open_queues(run_dir) -> list[str]:
-    "Reload every queue open on `run_dir` in this process (after items were generated into it); the new item ids."
+def reload_open_queues(run_dir, but: Optional[ReviewQueue] = None) -> list[str]:
+    "Reload every queue open on `run_dir` in this process (but `but`), after items were generated into it or decided; the new item ids."
     path = Path(run_dir).resolve()
-    return [i for q in list(OPEN_QUEUES) if q.run.path.resolve() == path for i in q.reload()]
+    return [i for q in list(OPEN_QUEUES) if q is not but and q.run.path.resolve() == path for i in q.reload()]
 
 # %% ../nbs/60_review.ipynb #1259a28a
 @patch

@@ -8,21 +8,22 @@ import html, json, os, re, sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
-from .core import Chunk, QAItem, RunDir, as_draft, item_id, read_jsonl, utc_now
+from .core import Chunk, QAItem, RunDir, RunLock, as_draft, item_id, read_jsonl, utc_now
 from .text import candidate_names
-from .review import (REVIEWS, SOURCES, INSPECTED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items, failed_checks,
-                             judge_scores, demo_chunks, demo_run_dir, write_reviewed, reload_open_queues)
+from .review import (REVIEWS, SOURCES, INSPECTED, SEEDED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items,
+                             failed_checks, judge_scores, demo_chunks, demo_run_dir, write_reviewed, reload_open_queues)
 
 # %% auto #0
 __all__ = ['NO_MATH', 'CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE', 'is_headless', 'static',
            'span_pattern', 'highlight', 'answer_spans', 'badges', 'chunk_label', 'flag', 'judge_criteria',
-           'judge_reason', 'attempts_html', 'context_html', 'item_head_html', 'item_body_html', 'item_html',
-           'table_line', 'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled', 'ReviewQueueView',
-           'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker', 'seeds_summary_html',
-           'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'seed_records_of', 'run_triad_config',
-           'generate_from_seeds', 'seeds_result_html', 'is_graph_label', 'whole_word_in', 'chunk_names', 'norm_name',
-           'shared_entities', 'BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge',
-           'add_to_run', 'names_html', 'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
+           'judge_reason', 'attempts_html', 'attempts_label', 'context_html', 'item_head_html', 'item_body_html',
+           'item_html', 'table_line', 'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled',
+           'ReviewQueueView', 'queue_summary_html', 'review_widget', 'calibration_widget', 'SeedPicker',
+           'seeds_summary_html', 'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget', 'seed_records_of',
+           'run_triad_config', 'keep_seeded', 'generate_from_seeds', 'seeds_result_html', 'is_graph_label',
+           'whole_word_in', 'chunk_names', 'norm_name', 'shared_entities', 'BridgeInspector', 'triad_planner',
+           'inspected_bridge', 'agenerate_from_bridge', 'add_to_run', 'names_html', 'bridge_html',
+           'BridgeInspectorView', 'generated_html', 'bridge_widget']
 
 # %% ../nbs/61_widgets.ipynb #7e002885
 def is_headless() -> bool:
@@ -141,6 +142,13 @@ def attempts_html(item: QAItem) -> str:
         )
     return "".join(rows) + "</table>"
 
+# %% ../nbs/61_widgets.ipynb #b6e0c3a1
+def attempts_label(item: QAItem) -> str:
+    "'n attempts', or for an unanswerable variant (made from an accepted question) that it has none of its own."
+    n = len(item.attempts)
+    if not n and item.meta.get("variant_of"): return "unanswerable variant: no attempts of its own"
+    return f"{n} attempt{'s' if n != 1 else ''}"
+
 # %% ../nbs/61_widgets.ipynb #02f5ea0f
 def context_html(item: QAItem, ctx, chunk: Optional[Chunk], spans: Sequence[str]) -> tuple[str, str]:
     "(label, body) of one context: its source, relevance and chunk label; the text with the answer marked."
@@ -179,7 +187,7 @@ def item_body_html(item: QAItem, contexts: Sequence[tuple] = ()) -> str:
             + "</details>"
         )
     fails = failed_checks(item)
-    h.append(f"<details class='rb-attempts'><summary>{len(item.attempts)} attempt{'s' if len(item.attempts) != 1 else ''}"
+    h.append(f"<details class='rb-attempts'><summary>{html.escape(attempts_label(item))}"
              + (f" — failed: {html.escape(', '.join(fails))}" if fails else "") + "</summary>" + attempts_html(item) + "</details>")
     if item.review:
         h.append("<div>Earlier reviews: " + "; ".join(html.escape(f"{r.decision} by {r.by} at {r.at}") for r in item.review) + "</div>")
@@ -191,7 +199,8 @@ def item_html(item: QAItem, contexts: Sequence[tuple] = (), decision: Optional[d
     return CSS + "<div class='rb-item'>" + item_head_html(item, decision) + item_body_html(item, contexts) + "</div>"
 
 # %% ../nbs/61_widgets.ipynb #d40866f9
-TABLE_COLUMNS = (("#", 4), ("status", 10), ("type", 13), ("failed check", 22), ("decision", 9), ("question", 70))
+# status fits "accepted (unanswerable)" whole
+TABLE_COLUMNS = (("#", 4), ("status", 23), ("type", 13), ("failed check", 20), ("decision", 9), ("question", 60))
 
 def table_line(values: Sequence) -> str:
     "One fixed-width line of the item table."
@@ -448,6 +457,7 @@ class SeedPicker:
         self.query, self.results = "", []
         saved = self.load_ids(run_dir) if run_dir is not None and not seeds else []
         self._ticked = dict.fromkeys(list(seeds) or saved)
+        self.listeners: list[Callable[[], None]] = []       # called after each change of the ticks (every view redraws)
 
     @staticmethod
     def load_ids(run_dir, name: str = SEEDS_FILE) -> list[str]:
@@ -495,7 +505,9 @@ def save(self: SeedPicker, run_dir=None, name: str = SEEDS_FILE) -> Path:
 # %% ../nbs/61_widgets.ipynb #a718fdf5
 @patch
 def _changed(self: SeedPicker):
+    "Save the ticks (with a run directory) and tell every view."
     if self.run_dir is not None: self.save()
+    for redraw in self.listeners: redraw()
 
 # %% ../nbs/61_widgets.ipynb #9452d9b8
 @patch
@@ -557,6 +569,8 @@ class SeedPickerView:
         self.mode = W.Dropdown(options=["hybrid", "dense", "bm25"], value=picker.mode, layout=W.Layout(width="110px"))
         self.go = styled(W.Button(description="Search"), "rb-seed-search")
         self.results, self.detail, self.summary = W.VBox(), W.HTML(), W.HTML(seeds_summary_html(picker))
+        self.boxes: dict[str, Any] = {}                     # chunk id -> its tick box in the hits shown
+        picker.listeners.append(self.redraw)                 # ticks from another view of the picker, or from code
         self.go.on_click(self.search)
         self.query.continuous_update = False
         self.query.observe(lambda ch: self.search(), names="value")
@@ -572,7 +586,13 @@ class SeedPickerView:
     def search(self, _=None):
         "Run the search in the box and list the hits."
         self.p.search(self.query.value, mode=self.mode.value)
+        self.boxes = {}
         self.results.children = [self.row(h) for h in self.p.results]
+        self.summary.value = seeds_summary_html(self.p)
+
+    def redraw(self):
+        "Show the ticks as they stand now: the tick boxes and the seeds line."
+        for cid, cb in self.boxes.items(): cb.value = self.p.is_ticked(cid)
         self.summary.value = seeds_summary_html(self.p)
 
     def on_generate(self, _=None):
@@ -586,9 +606,9 @@ class SeedPickerView:
         cb = styled(W.Checkbox(value=self.p.is_ticked(hit.chunk_id), description=f"{chunk_label(hit)} · {hit.score:.2f}",
                                indent=False, layout=W.Layout(width="260px")), "rb-seed-tick")
         def on(ch):
-            (self.p.tick if ch["new"] else self.p.untick)(hit.chunk_id)
-            self.summary.value = seeds_summary_html(self.p)
+            if ch["new"] != self.p.is_ticked(hit.chunk_id): (self.p.tick if ch["new"] else self.p.untick)(hit.chunk_id)
         cb.observe(on, names="value")
+        self.boxes[hit.chunk_id] = cb
         more = W.Button(description="show", layout=W.Layout(width="auto", flex="0 0 auto"))
         more.on_click(lambda _: setattr(self.detail, "value", chunk_detail_html(self.p, hit.chunk_id)))
         return W.HBox([cb, more, W.HTML(html.escape(hit.text[:160]) + "…", layout=W.Layout(flex="1 1 auto"))])
@@ -612,8 +632,20 @@ def run_triad_config(run_dir):
     c = json.loads(p.read_text()).get("config") if p.exists() else None
     return TriadConfig(**c) if c else TriadConfig()
 
+def keep_seeded(run_dir, seeds: Sequence[str], before: Iterable[str] = ()) -> dict:
+    "Under the run lock, append to RUN/seeded.jsonl the items of `seeds` and the others that joined dataset.jsonl (ids not in `before`), wherever the run's selection put them; {file, items}."
+    run, seeds, before = RunDir(run_dir), set(seeds), set(before)
+    with RunLock(run.path):
+        mine = {i.id: i for name in ("dataset.jsonl", "overflow.jsonl") for i in run.read(name, QAItem)
+                if i.meta.get("seed_id") in seeds or (name == "dataset.jsonl" and i.id not in before)}
+        have = {i.id for i in run.read(SEEDED, QAItem)}
+        new = [i for i in mine.values() if i.id not in have]
+        if new: run.append(SEEDED, *new)
+        write_reviewed(run.path)                            # the reviewed dataset holds them at once
+    return {"file": str(run / SEEDED), "items": list(mine)}
+
 def generate_from_seeds(picker: SeedPicker, llms, cfg=None, run_dir=None, **kw):
-    "Run (or resume) TRIAD on the ticked seeds the run has not tried: the target rises by their number, so ticks after a first run are used."
+    "Run (or resume) TRIAD on the ticked seeds the run has not tried (the target rises by their number, so ticks after a first run are used); their items are kept in RUN/seeded.jsonl."
     from ragbench.triad import run_triad
     run_dir = Path(run_dir or picker.run_dir)
     cfg = cfg or run_triad_config(run_dir)
@@ -625,18 +657,25 @@ def generate_from_seeds(picker: SeedPicker, llms, cfg=None, run_dir=None, **kw):
                          if picker.seed_ids else "no seed is ticked: search and tick the chunks to start from")
     done = sum(r["outcome"] in ("accepted", "draft", "overflow") for r in recs)
     seeds = tried + new
+    before = [i.id for i in read_jsonl(run_dir / "dataset.jsonl", QAItem)] if (run_dir / "dataset.jsonl").exists() else []
     res = run_triad(picker.index, llms, cfg.model_copy(update={"seeds": seeds, "max_seeds": len(seeds), "n": done + len(new)}),
                     run_dir, **{"progress": False, **kw})
     res.summary["new_seeds"] = new
+    res.summary["new_seed_labels"] = {c.id: chunk_label(c) for c in picker.index.get_many(new)}
+    res.summary["seeded"] = keep_seeded(run_dir, new, before)   # a later run with a lower target cannot drop them
     reload_open_queues(run_dir)
     return res
 
 def seeds_result_html(res) -> str:
-    "What a Generate click on the ticked seeds produced: per new seed its outcome, and where the items are."
+    "What a Generate click on the ticked seeds produced: per new seed (by label) its outcome, and where the items are."
     out = {r["seed"]: r["outcome"] for r in seed_records_of(res.out)}
-    rows = "".join(f"<li>{html.escape(s)}: {html.escape(out.get(s, 'not reached'))}</li>" for s in res.summary["new_seeds"])
+    label = res.summary.get("new_seed_labels") or {}
+    rows = "".join(f"<li>{html.escape(label.get(s, s))}: {html.escape(out.get(s, 'not reached'))}</li>" for s in res.summary["new_seeds"])
+    kept = res.summary.get("seeded") or {"file": str(res.out / SEEDED), "items": []}
+    n = len(kept["items"])
     return (f"<div class='rb-item'>{len(res.summary['new_seeds'])} new seed(s) run:<ul>{rows}</ul>"
-            f"<div class='rb-ok'>items in {html.escape(str(res.out / 'dataset.jsonl'))}</div></div>")
+            f"<div class='rb-ok'>{n} item{'s' if n != 1 else ''} in <code>{html.escape(kept['file'])}</code>, part of the run's "
+            "dataset: in the review queue and the reviewed dataset</div></div>")
 
 # %% ../nbs/61_widgets.ipynb #bdb9bdf5
 def is_graph_label(name: str) -> bool:
@@ -917,14 +956,13 @@ class BridgeInspectorView:
 def generated_html(item: QAItem, run_dir, existed: bool = False) -> str:
     "What a Generate click produced: the verdict, the question and answer, where it was saved (or that the run had it)."
     fails = failed_checks(item)
-    n = len(item.attempts)
     where = (
         f"already in {html.escape(str(Path(run_dir)))}: this configuration was generated before (change the neighbour, "
         "the topic, the type or yes/no for a new item)"
         if existed
         else f"added to {html.escape(str(Path(run_dir) / INSPECTED))}, reviewed with the run's dataset"
     )
-    return (f"<div class='rb-item'>{badges(f'validator: {item.status}', item.kind, f'{n} attempt' + ('s' if n != 1 else ''))}"
+    return (f"<div class='rb-item'>{badges(f'validator: {item.status}', item.kind, attempts_label(item))}"
             + (f" failed: {html.escape(', '.join(fails))}" if fails else "")
             + f"<div class='rb-q'>{html.escape(item.question)}</div><div>Answer: <mark>{html.escape(item.answer)}</mark></div>"
             f"<div class='rb-ok'>{where}</div></div>")

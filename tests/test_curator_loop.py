@@ -111,3 +111,59 @@ def test_relative_run_dir_and_empty_queue(cli_run, tmp_path, monkeypatch):
     assert "has no items" in q.empty_reason and q.current is None
     with pytest.raises(IndexError, match="has no items"): q.accept()
     assert list(empty.iterdir()) == []                                # no empty reviewed files written
+
+
+def test_no_decision_is_lost_across_kernels_and_cli(tmp_path):
+    """Issue 39 (N2): items generated from ticked seeds landed where a later run rewrote them away (overflow.jsonl), and a
+    queue's decision rewrote dataset.reviewed.jsonl from its own subset. Now: generate from ticked seeds, decide with one
+    queue, let the CLI resume the run (its first target again), decide with a second queue (another kernel) and the stale
+    first one; a re-opened queue and dataset.reviewed.jsonl hold every generated item and every decision, and a later
+    decision supersedes an earlier one with both kept in reviews.jsonl (the undo)."""
+    from ragbench.core import Dataset
+    from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
+    from ragbench.index import ChunkIndex
+    from ragbench.llm import make_llm
+    from ragbench.review import ReviewQueue, write_reviewed
+    from ragbench.widgets import SeedPicker, generate_from_seeds, seed_records_of, seeds_result_html
+    index = ChunkIndex.build(tmp_path / "db", chunk_documents(load_documents(sample_corpus_path())), embedder="hash:256",
+                             progress=False)
+    triad = ("triad", "--db", "db", "--out", "runs/triad", "--llm", "fake", "--n", "4", "--seed", "1")
+    cli(*triad, cwd=tmp_path)
+    run = tmp_path / "runs" / "triad"
+    first = [i.id for i in Dataset.read(run / "dataset.jsonl")]
+    tried = {r["seed"] for r in seed_records_of(run)}
+    picker = SeedPicker(index, k=12, mode="dense", run_dir=run)
+    for h in picker.search("merge a branch and resolve conflicts"):
+        if h.chunk_id not in tried and len(picker.seed_ids) < 6: picker.tick(h.chunk_id)
+    res = generate_from_seeds(picker, make_llm("fake"))
+    new = set(res.summary["new_seeds"])
+    made = [i for n in ("dataset.jsonl", "overflow.jsonl") for i in Dataset.read(run / n) if i.meta.get("seed_id") in new]
+    G = [i.id for i in made]
+    assert len(G) >= 4, G
+    said = re.search(r"items? in <code>([^<]+)</code>", seeds_result_html(res))[1]   # where the widget says they are
+    assert set(G) <= {i.id for i in Dataset.read(Path(said))}, said
+
+    q1 = ReviewQueue(run, reviewer="ana")                                            # the first kernel
+    assert set(G) <= set(q1.by_id)
+    q1.accept(item=G[0], note="good"); q1.reject(item=G[1], note="vague"); q1.accept(item=first[0])
+    cli(*triad, cwd=tmp_path)                                  # the CLI resumes the run: its views rewritten for --n 4
+    q2 = ReviewQueue(run, reviewer="bo")                                             # a second kernel, or a restart
+    assert set(G) <= set(q2.by_id), "items generated from ticked seeds dropped from the queue"
+    q2.accept(item=G[2]); q2.reject(item=G[0], note="second look")                  # a later decision supersedes
+    q1.reject(item=first[1])                                                         # the first kernel, still open
+    def reviewed():
+        kept = {i.id: i for i in Dataset.read(run / "dataset.reviewed.jsonl")}
+        return kept, {i.id: i for i in Dataset.read(run / "rejected.reviewed.jsonl")}
+    kept, dropped = reviewed()                                  # its decision rewrote the reviewed dataset: bo's stay
+    assert G[2] in kept and G[0] in dropped and first[1] in dropped, "a stale queue wrote decisions away"
+    write_reviewed(run)                                         # what `ragbench run review_queue` does headless
+
+    q3 = ReviewQueue(run)                                                            # re-open
+    assert set(G) | set(first) <= set(q3.by_id)
+    want = {G[0]: "reject", G[1]: "reject", G[2]: "accept", first[0]: "accept", first[1]: "reject"}
+    assert {i: q3.decision(i) for i in want} == want
+    rows = [json.loads(l) for l in (run / "reviews.jsonl").read_text().splitlines()]
+    assert [(r["decision"], r["by"]) for r in rows if r["item_id"] == G[0]] == [("accept", "ana"), ("reject", "bo")]
+    kept, dropped = reviewed()
+    assert set(G) - {G[0], G[1]} <= set(kept) and {G[0], G[1], first[1]} <= set(dropped) and first[0] in kept
+    assert [r.by for r in dropped[G[0]].review] == ["ana", "bo"]                     # the whole trail, the latest wins
