@@ -160,8 +160,8 @@ def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[
                 log: Callable = print) -> list[dict]:
     "The paired decision table of the demo's setups against `baseline`, logged and written to `eval_dir/paired.json`."
     from ragbench.core import atomic_write
-    from ragbench.eval.paired import paired_comparison, print_paired
-    rows = paired_comparison(eval_dir, baseline, metrics=list(metrics)).to_dict("records")
+    from ragbench.eval.paired import paired_rows_of, print_paired
+    rows = paired_rows_of(eval_dir, baseline, metrics=list(metrics))
     log(f"[5/6] paired comparison against {baseline} on the same questions (primary: {rows[0]['metric']}, Holm over its {sum(r['family'] == 'primary' for r in rows)} rows):")
     print_paired(rows, log=log)
     atomic_write(Path(eval_dir) / "paired.json", json.dumps(rows, indent=2))

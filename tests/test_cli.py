@@ -48,7 +48,11 @@ ADDED = {
     "report": {"--baseline": "baseline", "--config": "config"},   # issue 20: the setup the report's paired decision
                                                                   # compares the others with; issue 18: --config FILE
     "compare": {f: f[2:].replace("-", "_") for f in ("--baseline", "--metrics", "--by", "--all-pairs", "--alpha", "--power",
-                                                     "--fail-if-worse", "--setups")} | {"--config": "config"},   # issue 18
+                                                     "--fail-if-worse", "--setups",
+                                                     # issue 37: the confirmatory family, equivalence margins, the gate's
+                                                     # uninformative rows, the difference an uninformative row sizes n for
+                                                     "--primary", "--equivalence-margin", "--allow-uninformative", "--detect")}
+               | {"--config": "config"},   # issue 18
     "fake-llm-server": {"--stage-faults": "stage_faults",   # issue 24: hostile replies for one stage (TEXT=FAULT;...)
                         "--retry-after": "retry_after"},    # issue 24: the wait a 'retry_after' fault (429) asks for
 }

@@ -79,9 +79,10 @@ def test_plan_takes_its_options_from_a_config_file(tmp_path, capsys):
     conf.write_text("metric: correct\np: 0.3\nalpha: 0.1\njson_file: from_file.json\n")
     rc, out, err = run_cli(argv, capsys)
     assert rc == 0, err                                                       # the file's metric, the flag's alpha
-    assert out.startswith("to detect a difference of 0.1 in correct at 80% power (two-sided paired test, alpha = 0.01)")
+    # issue 37: the plan simulates the test that runs
+    assert out.startswith("to detect a difference of 0.1 in correct at 80% power (the paired test that runs, simulated; alpha = 0.01)")
     rows = json.loads((tmp_path / "plan.json").read_text())                   # --json given beats the file's json_file
-    assert rows[0]["source"] == "worst case sqrt(2p(1-p)), p = 0.3" and not Path("from_file.json").exists()
+    assert rows[0]["source"] == "worst case: 0/1 metric at p = 0.3, independent arms" and not Path("from_file.json").exists()
 
 
 def test_qualify_takes_its_options_from_a_config_file(tmp_path, capsys):

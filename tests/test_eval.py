@@ -22,7 +22,7 @@ from ragbench.core import Dataset, QAItem, Context, Chunk, RunDir
 from ragbench.eval.metrics import (precision_at_k, recall_at_k, hit_at_k, mrr, ndcg_at_k, retrieval_metrics,
                                    exact_match, token_f1, rouge_l_recall, bertscore_recall, default_bertscore_model,
                                    answer_metrics, yes_no)
-from ragbench.stats import bootstrap_ci
+from ragbench.stats import mean_ci, proportion_ci, tango_ci
 from ragbench.eval import Setup, SetupError, load_setups
 from ragbench.eval import evaluate, summarize, compare, export_ragas, EvalError, metric_names
 from ragbench.benchmarks import load_static, index_static, missing_gold
@@ -149,11 +149,26 @@ def test_yes_no_rule():
     assert answer_metrics("No, because", "no", binary=False)["yes_no_correct"] is None
 
 
-def test_bootstrap_interval_matches_numpy_percentile_bootstrap():
-    vals = [random.Random(5).random() for _ in range(100)]
-    ci = bootstrap_ci(vals + [None] * 7, n_boot=500, seed=11)
+def test_mean_interval_skips_missing_values():
+    rnd = random.Random(5)
+    vals = [rnd.random() for _ in range(100)]
+    ci = mean_ci(vals + [None] * 7)
+    assert mean_ci([0.62] * 100)["lo"] is None           # identical values cannot bound a mean: no zero-width interval
     assert (ci["n"], ci["n_na"]) == (100, 7) and abs(ci["mean"] - np.mean(vals)) < 1e-12
     assert ci["lo"] < ci["mean"] < ci["hi"] and ci["hi"] - ci["lo"] < 0.25
+
+
+def test_stats_agree_with_evalstats_where_both_compute_the_same_quantity():
+    "evalstats (dev extra) states the same small-n safeguards: Tango's continuity-corrected paired interval (SCC-M,"
+    "c = 1/4) and Wilson's interval agree to 1e-9; evalstats' logit-t for bounded means is another method (see the note)."
+    from evalstats.core.resampling import tango_scc_paired_ci, wilson_ci
+    for b, c, n in ((0, 4, 12), (3, 1, 12), (5, 0, 30), (0, 0, 12), (7, 2, 40), (12, 0, 12)):
+        a = np.r_[np.ones(b), np.zeros(c), np.zeros(n - b - c)]
+        z = np.r_[np.zeros(b), np.ones(c), np.zeros(n - b - c)]
+        assert np.allclose(tango_ci(b, c, n), tango_scc_paired_ci(a, z, 0.05, c=0.25), atol=1e-7), (b, c, n)
+    for k, n in ((0, 8), (3, 8), (59, 60), (30, 30)):
+        ours = proportion_ci(k, n, method="wilson")
+        assert np.allclose((ours["lo"], ours["hi"]), wilson_ci(k, n, 0.05), atol=1e-9), (k, n)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -17,10 +17,10 @@ from ..stats import HEADLINE_METRICS, decide, n_for_power, order_metrics, paired
 
 # %% auto #0
 __all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'NEED_TWO_DIRS', 'holm', 'holm_levels', 'higher_is_better', 'metric_values',
-           'item_groups', 'available_metrics', 'primary_metrics', 'paired_row', 'paired_rows', 'paired_comparison',
-           'row_sentence', 'decision_sentence', 'parse_margins', 'gate_margins', 'equivalence_margins', 'gate_failures',
-           'plan_questions', 'print_paired', 'gated_metrics', 'report_gate', 'CompareOptions', 'paired_gate',
-           'compare_command', 'print_plan', 'PlanOptions', 'plan_command']
+           'item_groups', 'available_metrics', 'primary_metrics', 'paired_row', 'paired_rows', 'paired_rows_of',
+           'paired_comparison', 'row_sentence', 'decision_sentence', 'parse_margins', 'gate_margins',
+           'equivalence_margins', 'gate_failures', 'plan_questions', 'print_paired', 'gated_metrics', 'report_gate',
+           'CompareOptions', 'paired_gate', 'compare_command', 'print_plan', 'PlanOptions', 'plan_command']
 
 # %% ../../nbs/41_eval.paired.ipynb #7220c1ed
 def holm(pvalues: Sequence[Optional[float]]) -> list[Optional[float]]:
@@ -156,12 +156,15 @@ def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics
         r["sentence"] = row_sentence(r)
     return [{k: r.get(k) for k in ROW_KEYS} for r in out]
 
+def paired_rows_of(eval_dir: Union[str, Path], baseline: Optional[str] = None, **kw) -> list[dict]:
+    "The paired rows of an evaluation folder's setups, in their configured order; keywords as `paired_rows`."
+    rows = read_scores(eval_dir)
+    return paired_rows(rows, baseline, order=configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in rows))), **kw)
+
 def paired_comparison(eval_dir: Union[str, Path], baseline: Optional[str] = None, **kw):
     "The paired comparison of an evaluation folder's setups as one DataFrame (columns ROW_KEYS); keywords as `paired_rows`."
     import pandas as pd
-    rows = read_scores(eval_dir)
-    order = configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in rows)))
-    return pd.DataFrame(paired_rows(rows, baseline, order=order, **kw), columns=list(ROW_KEYS))
+    return pd.DataFrame(paired_rows_of(eval_dir, baseline, **kw), columns=list(ROW_KEYS))
 
 # %% ../../nbs/41_eval.paired.ipynb #f5b00945
 def _p_text(p: float) -> str: return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
@@ -347,10 +350,10 @@ def _file_primary(setups_file) -> list[str]:
 def paired_gate(eval_dir, o: CompareOptions) -> int:
     "The paired comparison of one evaluation's setups, printed (and written as JSON); the gate's exit status."
     gate = gate_margins(o.fail_if_worse, o.setups)
-    rows = paired_comparison(eval_dir, o.baseline, metrics=gated_metrics(eval_dir, o.metrics or o.metric, gate),
+    rows = paired_rows_of(eval_dir, o.baseline, metrics=gated_metrics(eval_dir, o.metrics or o.metric, gate),
                              primary=_csv(o.primary) or _file_primary(o.setups) or None,
                              margins=equivalence_margins(o.equivalence_margin, o.setups, gate), detect=o.detect,
-                             by=_csv(o.by), all_pairs=o.all_pairs, alpha=o.alpha, power=o.power, seed=o.seed).to_dict("records")
+                             by=_csv(o.by), all_pairs=o.all_pairs, alpha=o.alpha, power=o.power, seed=o.seed)
     print_paired(rows, o.alpha)
     if o.json_file: atomic_write(o.json_file, json.dumps(rows, indent=2, default=float))
     return report_gate(rows, gate, o.baseline, o.allow_uninformative)
