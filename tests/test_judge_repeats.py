@@ -146,3 +146,7 @@ def test_judge_repeat_sample_and_no_repeats(data, tmp_path, capsys):
         assert jc["metrics"]["correct"]["flipped"] == sorted(FLIP & set(jc["sampled_items"]))
         assert evaluate_cli(data, tmp_path / "three-b", spec, "--judge-repeats", 1, "--judge-repeat-sample", 3, "--seed", 5) == 0
         assert json.loads((tmp_path / "three-b" / "summary.json").read_text())["judge_consistency"]["sampled_items"] == jc["sampled_items"]
+        conf = tmp_path / "eval.yaml"                              # the same options from a config file
+        conf.write_text("judge_repeats: 1\njudge_repeat_sample: 3\nseed: 5\n")
+        assert evaluate_cli(data, tmp_path / "three-c", spec, "--config", conf) == 0
+        assert json.loads((tmp_path / "three-c" / "summary.json").read_text())["judge_consistency"]["sampled_items"] == jc["sampled_items"]
