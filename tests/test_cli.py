@@ -34,7 +34,9 @@ ADDED = {
               "--n-from-plan": "n_from_plan"},                          # issue 20: `ragbench plan --json`'s n per type as the target
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
                  "--column": "column", **RAY,       # issue 13: your own vector table (--column ROLE=NAME, as search has)
-                 "--table": "table"},               # issue 25: the table of your own database
+                 "--table": "table",                # issue 25: the table of your own database
+                 "--judge-repeats": "judge_repeats", "--judge-repeat-sample": "judge_repeat_sample",   # issue 37: judge
+                 "--estimate": "estimate"},         # self-consistency; the calls an evaluation would send, re-asks apart
     "search": {"--queries": "queries",             # issue 25: many queries with one embedder load
                "--config": "config"},              # issue 18: every command takes --config FILE
     "run": {"--config": "config"},                 # issue 18

@@ -16,7 +16,7 @@ from ..prompts import PromptTemplate, register_prompt, render_prompt, get_prompt
 # %% auto #0
 __all__ = ['LONG_FORM_STYLES', 'JUDGE_SYSTEM', 'RUBRIC_DIMENSIONS', 'JUDGES', 'JUDGE_METRICS', 'ClaimCheck', 'ReferenceClaim',
            'Correctness', 'Faithfulness', 'Keypoints', 'KeypointVerdict', 'KeypointVerdicts', 'Abstention',
-           'claim_support', 'claim_f1', 'correctness_prompt', 'RubricScores', 'rubric_vars', 'ajudge',
+           'claim_support', 'claim_f1', 'correctness_prompt', 'RubricScores', 'rubric_vars', 'repeat_system', 'ajudge',
            'keypoint_shares', 'JudgedAnswer', 'Judge', 'judge', 'Verdicts', 'ajudge_answer']
 
 # %% ../../nbs/40_eval.judges.ipynb #5d24dd08
@@ -220,14 +220,20 @@ def rubric_vars(question: str, answer: str, evidence: Optional[str], style: Opti
             "reference_block": f"Reference answer (what a complete answer covers): {reference}\n\n" if reference else ""}
 
 # %% ../../nbs/40_eval.judges.ipynb #e59b1841
-async def ajudge(llm, prompt: str, **vars) -> tuple[Optional[BaseModel], Optional[str]]:
-    "Ask `llm` for the output model of judge prompt `prompt`; (result, None) or (None, parse error)."
+def repeat_system(system: Optional[str], repeat: int) -> Optional[str]:
+    "The system text of repeat `repeat` of a judge call: unchanged for the first ask (0), else with a note naming the repeat."
+    if not repeat: return system
+    return f"{system or ''}\n\nThis is independent re-check number {repeat} of this answer: judge it afresh.".lstrip()
+
+async def ajudge(llm, prompt: str, *, repeat: int = 0, **vars) -> tuple[Optional[BaseModel], Optional[str]]:
+    "Ask `llm` for the output model of judge prompt `prompt` (`repeat` > 0: a re-ask); (result, None) or (None, parse error)."
     from ragbench.llm import LLMParseError
     system, user = render_prompt(prompt, **vars)
     try:
-        return await llm.acomplete(user, schema=get_prompt(prompt).output, system=system, stage=prompt), None
+        return await llm.acomplete(user, schema=get_prompt(prompt).output, system=repeat_system(system, repeat), stage=prompt), None
     except LLMParseError as e:
         return None, f"{type(e).__name__}: {e}"[:500]
+
 
 # %% ../../nbs/40_eval.judges.ipynb #691cfb2b
 def keypoint_shares(keypoints: Sequence[str], verdicts: KeypointVerdicts) -> Optional[dict[str, float]]:
@@ -248,6 +254,7 @@ class JudgedAnswer:
     style: Optional[str] = None
     keypoint_cache: Optional[dict] = None
     cache_key: Optional[str] = None
+    repeat: int = 0      # 0: the first ask; r > 0: the r-th re-ask (judges pass it to `ajudge`)
 
 class Judge(NamedTuple):
     "A registered judge: async `run(llm, verdicts, answer)`, the `metrics` it fills, and `applies(answer)`."
@@ -289,14 +296,14 @@ class Verdicts:
 async def _correctness(llm, v: Verdicts, a: JudgedAnswer):
     prompt = correctness_prompt(a.style)
     extra = {"shape": _LONG_FORM_SHAPE[a.style]} if prompt.endswith("longform") else {}
-    r, err = await ajudge(llm, prompt, question=a.question, reference=a.reference, answer=a.answer, **extra)
+    r, err = await ajudge(llm, prompt, repeat=a.repeat, question=a.question, reference=a.reference, answer=a.answer, **extra)
     if r is None: return v.fail("correctness", err)
     v.metrics.update(correct=float(r.correct), correct_score=claim_f1(r.answer_claims, r.reference_claims))
     v.details["correctness"] = {**r.model_dump(), "rubric": prompt}
 
 @judge("faithfulness", ("faithful", "faithful_score"), applies=lambda a: not a.expect_abstain and a.context is not None)
 async def _faithfulness(llm, v: Verdicts, a: JudgedAnswer):
-    r, err = await ajudge(llm, "eval_faithfulness", context=a.context, question=a.question, answer=a.answer)
+    r, err = await ajudge(llm, "eval_faithfulness", repeat=a.repeat, context=a.context, question=a.question, answer=a.answer)
     if r is None: return v.fail("faithfulness", err)
     v.metrics.update(faithful=float(r.faithful), faithful_score=claim_support(r.claims))
     v.details["faithfulness"] = r.model_dump()
@@ -307,12 +314,12 @@ async def _keypoints(llm, v: Verdicts, a: JudgedAnswer):
     cache, key = a.keypoint_cache, a.cache_key
     kps = cache.get(key) if (cache is not None and key) else None
     if kps is None:
-        r, err = await ajudge(llm, "eval_keypoints_extract", question=a.question, reference=a.reference)
+        r, err = await ajudge(llm, "eval_keypoints_extract", repeat=a.repeat, question=a.question, reference=a.reference)
         kps = [k.strip() for k in (r.keypoints if r is not None else []) if k.strip()]
         if not kps: return v.fail("keypoints", err or "no key points extracted")
         if cache is not None and key: cache[key] = kps
     listing = "\n".join(f"{i}. {k}" for i, k in enumerate(kps, 1))
-    r, err = await ajudge(llm, "eval_keypoints_judge", question=a.question, keypoints=listing, answer=a.answer)
+    r, err = await ajudge(llm, "eval_keypoints_judge", repeat=a.repeat, question=a.question, keypoints=listing, answer=a.answer)
     shares = keypoint_shares(kps, r) if r is not None else None
     if shares is None:
         return v.fail("keypoints", err or f"{len(r.verdicts)} verdicts for {len(kps)} key points", keypoints=kps)
@@ -322,14 +329,14 @@ async def _keypoints(llm, v: Verdicts, a: JudgedAnswer):
 # %% ../../nbs/40_eval.judges.ipynb #72b5edac
 @judge("abstention", ("abstained",), applies=lambda a: a.expect_abstain)
 async def _abstention(llm, v: Verdicts, a: JudgedAnswer):
-    r, err = await ajudge(llm, "eval_abstention", question=a.question, answer=a.answer)
+    r, err = await ajudge(llm, "eval_abstention", repeat=a.repeat, question=a.question, answer=a.answer)
     if r is None: return v.fail("abstention", err)
     v.metrics["abstained"] = float(r.abstained)
     v.details["abstention"] = r.model_dump()
 
 @judge("rubric", tuple(f"rubric_{d}" for d in RUBRIC_DIMENSIONS), applies=lambda a: not a.expect_abstain and bool(a.style))
 async def _rubric(llm, v: Verdicts, a: JudgedAnswer):
-    r, err = await ajudge(llm, "eval_rubric", **rubric_vars(a.question, a.answer, a.context, a.style, a.reference))
+    r, err = await ajudge(llm, "eval_rubric", repeat=a.repeat, **rubric_vars(a.question, a.answer, a.context, a.style, a.reference))
     if r is None: return v.fail("rubric", err)
     v.metrics.update({f"rubric_{d}": float(s) for d, s in r.scores().items()})
     v.details["rubric"] = r.model_dump()
@@ -337,11 +344,11 @@ async def _rubric(llm, v: Verdicts, a: JudgedAnswer):
 # %% ../../nbs/40_eval.judges.ipynb #370bb0b3
 async def ajudge_answer(llm, *, question: str, reference: str, answer: str, context: Optional[str],
                         expect_abstain: bool = False, judges: Sequence[str] = JUDGES, style: Optional[str] = None,
-                        keypoint_cache: Optional[dict] = None, cache_key: Optional[str] = None) -> tuple[dict, list[str], dict]:
-    "Judge one answer: (metrics {name: value|None}, failed judge names, details {judge: verdict dict})."
+                        keypoint_cache: Optional[dict] = None, cache_key: Optional[str] = None, repeat: int = 0) -> tuple[dict, list[str], dict]:
+    "Judge one answer (`repeat` r > 0: the r-th re-ask): (metrics {name: value|None}, failed judge names, details {judge: verdict dict})."
     unknown = set(judges) - set(JUDGES)
     if unknown: raise ValueError(f"unknown judge(s) {sorted(unknown)}; known: {', '.join(JUDGES)}")
-    a = JudgedAnswer(question, reference, answer, context, expect_abstain, style, keypoint_cache, cache_key)
+    a = JudgedAnswer(question, reference, answer, context, expect_abstain, style, keypoint_cache, cache_key, repeat)
     v = Verdicts()
     await asyncio.gather(*(JUDGES[j].run(llm, v, a) for j in JUDGES if j in judges and JUDGES[j].applies(a)))
     return v.metrics, sorted(v.failures), v.details

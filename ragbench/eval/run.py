@@ -4,10 +4,10 @@
 
 # %% ../../nbs/40_eval.run.ipynb #7d063385
 from __future__ import annotations
-import json, sys, time
+import json, random, sys, time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, Sequence, Union
+from typing import Annotated, Any, Callable, Collection, Optional, Sequence, Union
 import numpy as np
 from ..core import Dataset, QAItem, RunDir, RunLock, UserError, short_hash, read_jsonl
 from .metrics import DEFAULT_KS, retrieval_metrics, answer_metrics, bertscore_recall
@@ -23,13 +23,15 @@ from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, 
 from ..stats import HEADLINE_METRICS, MODES, mean_table, metric_key, order_metrics
 
 # %% auto #0
-__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'GOLD_WARN_SHARE',
-           'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key',
-           'latest_rows', 'summarize', 'read_scores', 'load_scores', 'summary_frame', 'dataset_fingerprint',
-           'scored_dataset_version', 'open_index', 'with_columns', 'items_without_gold', 'index_key', 'gold_share',
-           'check_gold_in_index', 'with_table', 'score_tasks', 'score_plan', 'evaluate', 'format_summary',
-           'metric_notes', 'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures',
-           'EvaluateOptions', 'evaluate_command', 'cutoffs', 'evaluate_options']
+__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'REPEATS_FILE',
+           'REPEAT_SAMPLE', 'GOLD_WARN_SHARE', 'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids',
+           'score_batch', 'row_key', 'latest_rows', 'summarize', 'repeat_sample', 'split_repeats', 'latest_repeats',
+           'repeats_done', 'judge_consistency', 'judge_noise', 'read_scores', 'load_scores', 'summary_frame',
+           'dataset_fingerprint', 'scored_dataset_version', 'open_index', 'with_columns', 'items_without_gold',
+           'index_key', 'gold_share', 'check_gold_in_index', 'with_table', 'score_tasks', 'score_plan', 'evaluate',
+           'estimate_evaluation', 'format_summary', 'consistency_lines', 'metric_notes', 'answers_setup', 'comma_list',
+           'mapping_note', 'report_inputs', 'report_failures', 'EvaluateOptions', 'evaluate_command', 'print_estimate',
+           'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -168,12 +170,30 @@ def _correctness_metrics(items, answers, mets, idx: list[int], similarity) -> No
     for i, s in zip(todo, semantic_similarity([answers[i] or "" for i in todo], [items[i].answer for i in todo], similarity)):
         mets[i].update(semantic_similarity=s, answer_correctness=answer_correctness(mets[i]["correct_score"], s))
 
+# %% ../../nbs/40_eval.run.ipynb #rep-ask01
+async def _reasks(ask: Callable, idx: Sequence[int], repeats: int) -> dict[int, list[dict]]:
+    "The re-asks 1..`repeats` of the judges of rows `idx` (sent after their first asks): {row: [{repeat, metrics, failures, details, error}]}."
+    import asyncio
+    pairs = [(i, r) for i in idx for r in range(1, repeats + 1)]
+    got = await asyncio.gather(*(ask(i, r) for i, r in pairs))
+    _raise_spent(got)
+    out = defaultdict(list)
+    for (i, r), (res, err) in zip(pairs, got):
+        m, f, det = res if res is not None else ({}, [], {})
+        out[i].append({"repeat": r, "metrics": m, "failures": f, "details": det, "error": err})
+    return out
+
+def _judged_metrics(metrics: dict, judges: Sequence[str]) -> dict:
+    "The metrics of `judges` among a row's metrics."
+    return {m: metrics.get(m) for j in judges for m in JUDGE_METRICS[j]}
+
 # %% ../../nbs/40_eval.run.ipynb #da0e2403
 async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index=None, llm=None, judge_llm=None,
                       external: Optional[dict] = None, judges: Sequence[str] = JUDGES, bertscore: bool = True,
                       bertscore_model: Optional[str] = None, keypoint_cache: Optional[dict] = None,
-                      ks: Sequence[int] = DEFAULT_KS, similarity=None, system=None) -> list[dict]:
-    "Score `items` for one setup and mode (`similarity`: the embedder of answer correctness; `system`: the user's RAG to ask); returns their scores.jsonl rows."
+                      ks: Sequence[int] = DEFAULT_KS, similarity=None, system=None, repeats: int = 0,
+                      repeat_ids: Collection[str] = ()) -> list[dict]:
+    "Score `items` for one setup and mode (`similarity`: the embedder of answer correctness; `system`: the user's RAG to ask; the judges of items in `repeat_ids` re-asked `repeats` times); returns their scores.jsonl rows."
     import asyncio
     maps: list = [None] * len(items)
     if system is not None: ctxs, answers, maps, errors = await _ask_system(items, setup, mode, index, system)
@@ -195,13 +215,13 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
             if maps[i] is not None: mets[i].update(_doc_metrics(items[i], maps[i]["doc_ids"], index, setup.top_k))
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
     _text_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], bertscore, bertscore_model)
-    fails, details = [[] for _ in items], [{} for _ in items]
+    fails, details, again = [[] for _ in items], [{} for _ in items], {}
     if judge_llm is not None and judges:
-        async def one(i):
+        async def one(i, r=0):
             it = items[i]
             return await _guarded(ajudge_answer(judge_llm, question=it.question, reference=it.answer, answer=answers[i],
                                                 context=ctxs[i].text, expect_abstain=expects_abstention(it, mode), judges=judges,
-                                                style=it.style, keypoint_cache=keypoint_cache, cache_key=it.id))
+                                                style=it.style, keypoint_cache=keypoint_cache, cache_key=it.id, repeat=r))
         got = await asyncio.gather(*(one(i) for i in answered))
         _raise_spent(got)
         for i, (res, err) in zip(answered, got):
@@ -209,8 +229,12 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
             else:
                 mets[i].update(res[0])
                 fails[i], details[i] = res[1], res[2]
+        if repeats: again = await _reasks(one, [i for i in answered if not errors[i] and items[i].id in repeat_ids], repeats)
         _correctness_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], similarity)
     rows = [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details, errors)]
+    for i, asks in again.items():
+        first = {"repeat": 0, "metrics": _judged_metrics(mets[i], judges), "failures": fails[i], "details": details[i], "error": None}
+        rows[i]["judge_repeats"] = {"repeats": repeats, "asks": [first, *({**a, "metrics": _judged_metrics(a["metrics"], judges)} for a in asks)]}
     for r, mp in zip(rows, maps):
         if mp is not None: r.update(context_mapping=mapping_counts(mp["contexts"]), contexts_mapped=mp["contexts"])
     return rows
@@ -287,6 +311,75 @@ def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None, n
         for k, v in _counts(rs).items(): out[k][s] = v
         _breakdowns(out, s, scored, names, dimensions, n_boot, seed)
     return out
+
+# %% ../../nbs/40_eval.run.ipynb #rep-fn01
+REPEATS_FILE = "judge_repeats.jsonl"
+REPEAT_SAMPLE = 20    # items whose rows the judges re-ask, unless told otherwise
+
+def repeat_sample(ds: Dataset, n: int = REPEAT_SAMPLE, seed: int = 0) -> list[str]:
+    "The ids of `n` items drawn with `seed` (in dataset order) whose rows the judges re-ask."
+    ids = [it.id for it in ds]
+    pick = set(random.Random(f"judge-repeats-{seed}").sample(ids, min(n, len(ids))))
+    return [i for i in ids if i in pick]
+
+def split_repeats(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
+    "(scores.jsonl rows, judge_repeats.jsonl records) of a scored batch: a row's re-asks go to their own file."
+    recs = [{"item_id": r["item_id"], "setup": r["setup"], "mode": r["mode"], **r["judge_repeats"]} for r in rows if r.get("judge_repeats")]
+    return [{k: v for k, v in r.items() if k != "judge_repeats"} for r in rows], recs
+
+# %% ../../nbs/40_eval.run.ipynb #rep-fn02
+def latest_repeats(records) -> dict[tuple, dict]:
+    "{row key: the latest judge_repeats.jsonl record of that row}."
+    return {row_key(r): r for r in records}
+
+def repeats_done(rec: Optional[dict], repeats: int) -> bool:
+    "Whether a row's record holds `repeats` re-asks and none failed on an LLM error."
+    return rec is not None and rec.get("repeats", 0) >= repeats and not any(a.get("error") for a in rec["asks"])
+
+def _needs_repeats(r: dict, repeat_ids: Collection[str], recs: dict, repeats: int) -> bool:
+    "Whether a scored row is to be re-asked and is not yet (its item sampled, its answer judged)."
+    judged = r.get("answer") is not None and not r.get("skipped") and not r.get("error")
+    return bool(repeats) and r["item_id"] in repeat_ids and judged and not repeats_done(recs.get(row_key(r)), repeats)
+
+# %% ../../nbs/40_eval.run.ipynb #rep-fn03
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    "95% Wilson interval of k in n (the one place it is computed here; `ragbench.stats.proportion_ci` replaces it)."
+    from statsmodels.stats.proportion import proportion_confint
+    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    return float(lo), float(hi)
+
+def _flips(values: Sequence) -> bool: return len({round(float(v), 9) for v in values}) > 1
+
+def judge_consistency(records) -> dict:
+    "Per judged metric: flip rate (re-asked rows whose verdicts are not all the same) with its 95% Wilson interval, n, flipped item ids and rows."
+    n, flipped = Counter(), defaultdict(list)
+    for rec in latest_repeats(records).values():
+        asks = rec["asks"]
+        for m in asks[0]["metrics"] if len(asks) > 1 else ():
+            vals = [a["metrics"].get(m) for a in asks]
+            if any(v is None for v in vals): continue
+            n[m] += 1
+            if _flips(vals): flipped[m].append(row_key(rec))
+    out = {}
+    for m in order_metrics(n):
+        k, (lo, hi) = len(flipped[m]), _wilson(len(flipped[m]), n[m])
+        out[m] = {"flip_rate": k / n[m], "lo": lo, "hi": hi, "n": n[m], "k": k,
+                  "flipped": sorted({r[0] for r in flipped[m]}), "flipped_rows": [list(r) for r in flipped[m]]}
+    return out
+
+def judge_noise(eval_dir: Union[str, Path]) -> dict:
+    "{metric: {flip_rate, lo, hi, n, k, flipped, flipped_rows}} of an evaluation folder's judge re-asks ({} without any)."
+    p = Path(eval_dir)
+    if not p.is_dir(): raise EvalError(f"evaluation folder not found: {eval_dir}")
+    return judge_consistency(read_jsonl(p / REPEATS_FILE)) if (p / REPEATS_FILE).exists() else {}
+
+# %% ../../nbs/40_eval.run.ipynb #rep-fn04
+def _consistency(records: list, repeats: int, sample: Sequence[str]) -> Optional[dict]:
+    "summary.json's `judge_consistency`: what was re-asked and, per judged metric, the flip rate (None without re-asks)."
+    if not records: return None
+    return {"repeats": repeats or max(r.get("repeats", 0) for r in records), "sampled_items": list(sample),
+            "rows": len(latest_repeats(records)), "flip": "the K+1 verdicts of a row (item x setup x mode) are not all the same",
+            "interval": "95% Wilson", "metrics": judge_consistency(records)}
 
 # %% ../../nbs/40_eval.run.ipynb #170a0ebf
 def read_scores(eval_dir: Union[str, Path]) -> list[dict]:
@@ -513,7 +606,8 @@ async def score_plan(plan: list, tr: TaskRun, score: Callable, batch_size: int, 
         return TaskResult(task_id=t.id, position=t.position, outcome="scored", record={"rows": rows})
     new = [0]
     def commit(r: TaskResult) -> None:
-        rows = r.record["rows"]
+        rows, recs = split_repeats(r.record["rows"])
+        if recs: run.append(REPEATS_FILE, *recs)
         run.append("scores.jsonl", *rows)
         new[0] += len(rows)
         bar.update(len(rows))
@@ -537,10 +631,13 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
              bertscore: bool = True, bertscore_model: Optional[str] = None, ks: Sequence[int] = DEFAULT_KS,
              n_boot: int = 1000, seed: int = 0, batch_size: int = 16, parallel_batches: int = 4,
              max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None,
-             similarity_model: Optional[str] = "default") -> RunResult:
-    "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary (`similarity_model`: embedder of RAGAS answer correctness, None: off)."
+             similarity_model: Optional[str] = "default", judge_repeats: int = 0,
+             judge_repeat_sample: int = REPEAT_SAMPLE) -> RunResult:
+    "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary (`similarity_model`: embedder of RAGAS answer correctness, None: off; `judge_repeats`: re-asks of the judges on `judge_repeat_sample` items, DIR/judge_repeats.jsonl)."
     from ragbench.llm import arun, task_usage
     ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
+    if judge_repeats < 0 or judge_repeat_sample < 1:
+        raise EvalError(f"judge_repeats must be >= 0 and judge_repeat_sample >= 1, got {judge_repeats} and {judge_repeat_sample}")
     similarity = _similarity_embedder(similarity_model)
     if index_factory is None: setups = check_setups(setups, db)
     external, unknown = _read_external(setups, ds)
@@ -558,14 +655,18 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         llms.attach(meter)
         judge = llms.get(judge_llm) if isinstance(judge_llm, str) else llms.attach(meter, judge_llm)
         _manifest(run, dataset, ds, setups, modes, judges, judge, unknown, max_calls)
-        done = {row_key(r) for r in latest_rows(run.read("scores.jsonl")) if not r.get("error")}
+        repeat_ids = set(repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
+        recs = latest_repeats(run.read(REPEATS_FILE))
+        done = {row_key(r) for r in latest_rows(run.read("scores.jsonl"))
+                if not r.get("error") and not _needs_repeats(r, repeat_ids, recs, judge_repeats)}
         plan = [(s, mode, _todo(ds, s, mode, done, external)) for s in setups for mode in modes]
         systems = {s.name: _system(s, out / "cache", meter) for s in setups if s.calls_system}
         kcache = {}
         def score(items, s, mode):
             return score_batch(items, s, mode, index=indexes.get(index_key(s)), llm=None if s.external or s.calls_system else llms.get(s.llm or default_llm),
                                judge_llm=judge, external=external.get(s.name), judges=judges, bertscore=bertscore,
-                               bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks, similarity=similarity, system=systems.get(s.name))
+                               bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks, similarity=similarity, system=systems.get(s.name),
+                               repeats=judge_repeats, repeat_ids=repeat_ids)
         bar = _progress_bar(sum(len(p[2]) for p in plan), progress)
         with task_usage() as session:
             try: n_new, stop = arun(score_plan(plan, tr, score, batch_size, bar))
@@ -576,6 +677,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                                         for s in setups if s.external},
                        models={**_models(setups, default_llm, judge), **_text_models(bertscore, bertscore_model, similarity)},
                        stop_reason=stop or "done",
+                       judge_consistency=_consistency(run.read(REPEATS_FILE), judge_repeats, sorted(repeat_ids)),
                        dataset_models=sorted({v for it in ds for v in it.models.values()}),
                        usage={"run": meter.totals(), "session": session.totals(), "by_stage": meter.by_stage()},
                        new_rows=n_new, seconds=round(time.time() - t0, 3))
@@ -604,6 +706,59 @@ def _text_models(bertscore: bool, bertscore_model: Optional[str], similarity) ->
             "similarity": getattr(similarity, "name", None) if similarity is not None else None,
             "answer_correctness": "RAGAS: 0.75 x claim F1 (correctness judge) + 0.25 x semantic similarity"}
 
+# %% ../../nbs/40_eval.run.ipynb #rep-est01
+def _row_judges(item: QAItem, mode: str, context: Optional[str], judges: Sequence[str]) -> list[str]:
+    "The judges that fit a row of `item` in `mode` (each one call; key points also extract once per item)."
+    from ragbench.eval.judges import JudgedAnswer
+    a = JudgedAnswer(item.question, item.answer, "", context, expects_abstention(item, mode), item.style)
+    return [j for j in JUDGES if j in judges and JUDGES[j].applies(a)]
+
+def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict, llm: Optional[str]) -> tuple[Optional[SetupContext], bool]:
+    "(context, whether an answer is expected) of a row to score, as `score_batch` would build it (None: the user's system answers)."
+    if s.calls_system:
+        if mode != "retrieved": return SetupContext(skipped=SYSTEM_RETRIEVES), False
+        return (build_context(it, s, mode, index), False) if unanswerable_kind(it) == "context" else (None, True)
+    ctx = _contexts([it], s, mode, index, external.get(s.name), llm)[0][0]
+    return ctx, ctx.skipped is None and (s.external or llm is not None)
+
+# %% ../../nbs/40_eval.run.ipynb #rep-est02
+def estimate_evaluation(dataset, setups, out_dir, *, db=None, modes: Sequence[str] = ("retrieved",), judge_llm=None,
+                        default_llm: Optional[str] = None, index_factory: Optional[Callable] = None, judges: Sequence[str] = JUDGES,
+                        seed: int = 0, judge_repeats: int = 0, judge_repeat_sample: int = REPEAT_SAMPLE) -> dict:
+    "The LLM calls `evaluate` with these arguments is expected to send (at most), per kind and judge; sends and writes nothing."
+    ds, setups, out = _read_dataset(dataset), _validate(setups, modes, judges), Path(out_dir)
+    if index_factory is None: setups = check_setups(setups, db)
+    external, _ = _read_external(setups, ds)
+    _check_out(out, ds, setups)
+    indexes, judging = _open_indexes(setups, index_factory), judge_llm is not None and bool(judges)
+    repeat_ids = set(repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judging else set()
+    done = {row_key(r): r for r in (read_scores(out) if (out / "scores.jsonl").exists() else []) if not r.get("error")}
+    recs = latest_repeats(read_jsonl(out / REPEATS_FILE)) if (out / REPEATS_FILE).exists() else {}
+    calls, by_judge, rows, kp = Counter(), Counter(), 0, set()
+    for s in setups:
+        for mode in modes:
+            for it in _todo(ds, s, mode, set(), external):
+                r = done.get((it.id, s.name, mode))
+                if r is not None:
+                    if _needs_repeats(r, repeat_ids, recs, judge_repeats):
+                        rec = recs.get(row_key(r))
+                        left = judge_repeats - (rec.get("repeats", 0) if rec and repeats_done(rec, 0) else 0)
+                        ctx = "" if r.get("context_chunk_ids") else None
+                        calls["judge_repeats"] += left * len(_row_judges(it, mode, ctx, judges))
+                    continue
+                rows += 1
+                ctx, answered = _row_context(it, s, mode, indexes.get(index_key(s)), external, s.llm or default_llm)
+                calls["answer"] += bool(answered and not s.external and ctx is not None)
+                if not (answered and judging): continue
+                js = _row_judges(it, mode, "" if ctx is None else ctx.text, judges)
+                by_judge.update(js)
+                if "keypoints" in js and it.id not in kp: kp.add(it.id); by_judge["keypoints"] += 1
+                if it.id in repeat_ids: calls["judge_repeats"] += judge_repeats * len(js)
+    calls["judges"] = sum(by_judge.values())
+    return {"rows": rows, "calls": {k: calls[k] for k in ("answer", "judges", "judge_repeats")} | {"total": sum(calls.values())},
+            "by_judge": dict(by_judge), "judge_repeats": judge_repeats, "repeat_items": sorted(repeat_ids),
+            "note": "at most: replies already in the folder's cache are not sent again"}
+
 # %% ../../nbs/40_eval.run.ipynb #fad64687
 def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> str:
     "A plain-text table: one line per setup, mean [lo, hi] of the headline metrics that have values."
@@ -617,7 +772,7 @@ def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> 
             ci = summary["setups"][s].get(c) or {}
             cells.append((f"{ci['mean']:.3f} [{ci['lo']:.2f},{ci['hi']:.2f}]" if ci.get("mean") is not None else "-").rjust(18))
         lines.append(s.ljust(w) + "  " + "  ".join(cells))
-    lines += metric_notes(summary)
+    lines += metric_notes(summary) + consistency_lines(summary)
     fails = {s: f for s, f in summary.get("judge_failures", {}).items() if f}
     if fails:
         lines.append(
@@ -625,6 +780,18 @@ def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> 
             + "; ".join(f"{s}: " + ", ".join(f"{k} {v}" for k, v in f.items()) for s, f in fails.items())
         )
     return "\n".join(lines)
+
+# %% ../../nbs/40_eval.run.ipynb #rep-fmt01
+def consistency_lines(summary: dict, n_ids: int = 10) -> list[str]:
+    "Lines of the judges' self-consistency: per judged metric, flipped rows / re-asked rows, the rate [95% Wilson], the items."
+    jc = summary.get("judge_consistency")
+    if not jc or not jc.get("metrics"): return []
+    out = [f"judge self-consistency ({jc['repeats']} re-ask(s) of {jc['rows']} row(s); flip: not all K+1 verdicts the same):"]
+    for m, v in jc["metrics"].items():
+        ids = v["flipped"]
+        out.append(f"  {m}: {v['k']}/{v['n']} flipped = {v['flip_rate']:.0%} [{v['lo']:.0%}, {v['hi']:.0%}]"
+                   + (f"; items: {', '.join(ids[:n_ids])}{' ...' if len(ids) > n_ids else ''}" if ids else ""))
+    return out
 
 # %% ../../nbs/40_eval.run.ipynb #664c9768
 def metric_notes(summary: dict) -> list[str]:
@@ -723,7 +890,7 @@ class EvaluateOptions(BaseModel):
     judges: str = Field(",".join(JUDGES), description="comma-separated judges, or 'none'")
     bertscore: bool = Field(True, description="BERTScore recall (loads the encoder)")
     n_boot: int = Field(1000, ge=0, description="bootstrap resamples for intervals")
-    seed: int = Field(0, description="seed of the bootstrap")
+    seed: int = Field(0, description="seed of the bootstrap and of the --judge-repeats sample")
     ks: Annotated[Union[str, list[int]], {"type": str}] = Field(
         ",".join(map(str, DEFAULT_KS)),
         description="cut-offs k of the " "retrieval metrics, comma-separated (a list in --config)",
@@ -734,6 +901,10 @@ class EvaluateOptions(BaseModel):
     max_calls: Optional[int] = Field(
         None, ge=0, description="LLM requests allowed for the whole evaluation, across resumes"
     )
+    judge_repeats: int = Field(0, ge=0, description="re-ask the judges K more times on a sample of items and report how often "
+                               "each verdict flips (judge self-consistency: judge_repeats.jsonl, summary.json)")
+    judge_repeat_sample: int = Field(REPEAT_SAMPLE, ge=1, description="items (drawn with --seed) whose rows --judge-repeats re-asks")
+    estimate: bool = Field(False, description="print the LLM calls the evaluation would send (judge re-asks apart) and send none")
     quiet: bool = Field(False, description="no progress")
     ray: Optional[str] = Field(None, description=RAY_HELP)
 
@@ -746,13 +917,22 @@ def evaluate_command(
     "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
     return evaluate_options(**read_options(EvaluateOptions, config, options)[0].model_dump())
 
+def print_estimate(est: dict) -> int:
+    "Print an evaluation's call estimate as JSON and one line on stderr; exit status 0."
+    print(json.dumps(est, indent=2))
+    c = est["calls"]
+    _say(f"estimate for {est['rows']} row(s) to score: at most {c['total']} LLM call(s) ({c['answer']} answers, {c['judges']} judges, "
+         f"{c['judge_repeats']} judge re-asks); nothing was sent")
+    return 0
+
 def cutoffs(ks) -> tuple[int, ...]:
     "The k values of `--ks` (`1,3,5`, or a list from --config); a bad one is a UserError."
     try: return tuple(int(k) for k in (ks if isinstance(ks, (list, tuple)) else comma_list(str(ks))))
     except ValueError: raise EvalError(f"--ks expects comma-separated whole numbers, got {ks!r}") from None
 
 def evaluate_options(*, dataset, out, db, column, table=None, setups, answers, answers_top_k, judge_llm, llm, modes, judges, bertscore, n_boot,
-                     seed, ks, bertscore_model, batch_size, parallel_batches, max_calls, quiet, ray) -> int:
+                     seed, ks, bertscore_model, batch_size, parallel_batches, max_calls, quiet, ray, judge_repeats=0,
+                     judge_repeat_sample=REPEAT_SAMPLE, estimate=False) -> int:
     "`ragbench evaluate` on its options (flags and --config merged): score, print the table, the exit status."
     if not setups and not answers: raise EvalError("give --setups FILE and/or --answers FILE")
     runs = with_columns(with_table((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers],
@@ -763,9 +943,12 @@ def evaluate_options(*, dataset, out, db, column, table=None, setups, answers, a
     for s in runs:
         if not s.external and not s.calls_system and not (s.llm or llm):
             _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
-    summary = evaluate(dataset, runs, out, db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm, judges=comma_list(judges),
-                       bertscore=bertscore, bertscore_model=bertscore_model, ks=cutoffs(ks), n_boot=n_boot,
-                       seed=seed, batch_size=batch_size, parallel_batches=parallel_batches, max_calls=max_calls, progress=not quiet, ray=ray)
+    if judge_repeats and judge is None: _say("--judge-repeats needs a judge: nothing is re-asked")
+    kw = dict(db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm, judges=comma_list(judges), seed=seed,
+              judge_repeats=judge_repeats, judge_repeat_sample=judge_repeat_sample)
+    if estimate: return print_estimate(estimate_evaluation(dataset, runs, out, **kw))
+    summary = evaluate(dataset, runs, out, bertscore=bertscore, bertscore_model=bertscore_model, ks=cutoffs(ks), n_boot=n_boot,
+                       batch_size=batch_size, parallel_batches=parallel_batches, max_calls=max_calls, progress=not quiet, ray=ray, **kw)
     report_inputs(summary)
     print(format_summary(summary))
     print(

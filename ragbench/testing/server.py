@@ -123,7 +123,8 @@ class FakeLLMServer:
     "Fake OpenAI + Gemini server on 127.0.0.1 (`port=0` picks a free port); use as a context manager."
     def __init__(self, port: int = 0, latency: float = 0.0, error_rate: float = 0.0, seed: int = 0,
                  faults=None, timeout_sleep: float = 3.0, fault_kinds=("429", "500", "timeout", "malformed"),
-                 openai_structured: bool = True, stage_faults: Optional[dict] = None, retry_after: float = 2.0):
+                 openai_structured: bool = True, stage_faults: Optional[dict] = None, retry_after: float = 2.0,
+                 responder=None):
         if not 0.0 <= error_rate <= 1.0: raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
         bad = [f for f in [*(faults or []), *fault_kinds, *(stage_faults or {}).values()] if f not in FAULTS]
         if bad: raise ValueError(f"unknown fault {bad[0]!r}; known: {', '.join(FAULTS)}")
@@ -133,6 +134,7 @@ class FakeLLMServer:
         self.openai_structured = openai_structured  # False: reject response_format with 400, like servers without it
         self.stage_faults = dict(stage_faults or {})  # {text in the system prompt: fault served to every such request}
         self.retry_after = retry_after                # seconds a 'retry_after' fault asks for (429 with Retry-After)
+        self.responder = responder  # f(request dict: system, prompt, schema, model) -> reply str | dict, or None: the template's
         self._faults = collections.deque(faults or [])
         self._lock = threading.Lock()
         self._seen = collections.Counter()
@@ -296,8 +298,16 @@ def _reply(self: FakeLLMServer, h: _Handler, api: str, req: dict, fault: Optiona
     if fault == "html":
         return h._send(200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", content_type="text/html")
     if fault == "reset": return h._reset()
-    text = HOSTILE_TEXT.get(fault) if fault in HOSTILE_TEXT else template_reply(req["prompt"], req["system"], req["schema"], self.seed)
+    text = HOSTILE_TEXT.get(fault) if fault in HOSTILE_TEXT else self._scripted(req)
     h._send(200, openai_response(text, req) if api == "openai" else gemini_response(text, req))
+
+# %% ../../nbs/05_testing.server.ipynb #srv-scr01
+@patch
+def _scripted(self: FakeLLMServer, req: dict) -> str:
+    "The reply text of an ok request: the `responder`'s (a dict is sent as JSON), else the template model's."
+    r = self.responder(req) if self.responder is not None else None
+    if r is None: return template_reply(req["prompt"], req["system"], req["schema"], self.seed)
+    return r if isinstance(r, str) else json.dumps(r)
 
 # %% ../../nbs/05_testing.server.ipynb #ca795ea4
 def fake_llm_server_command(
