@@ -17,8 +17,8 @@ from ..stats import HEADLINE_METRICS, decide, n_for_power, order_metrics, paired
 
 # %% auto #0
 __all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'NEED_TWO_DIRS', 'holm', 'holm_levels', 'higher_is_better', 'metric_values',
-           'item_groups', 'available_metrics', 'primary_metrics', 'paired_row', 'paired_rows', 'paired_rows_of',
-           'paired_comparison', 'row_sentence', 'decision_sentence', 'parse_margins', 'gate_margins',
+           'item_groups', 'available_metrics', 'primary_metrics', 'paired_row', 'paired_rows', 'noisy_judge',
+           'paired_rows_of', 'paired_comparison', 'row_sentence', 'decision_sentence', 'parse_margins', 'gate_margins',
            'equivalence_margins', 'gate_failures', 'plan_questions', 'print_paired', 'gated_metrics', 'report_gate',
            'CompareOptions', 'paired_gate', 'compare_command', 'print_plan', 'PlanOptions', 'plan_command']
 
@@ -156,10 +156,21 @@ def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics
         r["sentence"] = row_sentence(r)
     return [{k: r.get(k) for k in ROW_KEYS} for r in out]
 
+def noisy_judge(rows: list[dict], noise: dict) -> list[dict]:
+    "Rows whose judged metric's flip rate (--judge-repeats) could be as large as the difference get a `judge_noise` note in their sentence."
+    for r in rows:
+        n = noise.get(split_metric(r["metric"])[1])
+        if n and r["diff"] is not None and n["hi"] >= abs(r["diff"]):
+            r["sentence"] += (f" Judge noise is as large as the difference: the judge's verdict flips on {n['flip_rate']:.0%}"
+                              f" [{n['lo']:.0%}, {n['hi']:.0%}] of re-asked rows.")
+    return rows
+
 def paired_rows_of(eval_dir: Union[str, Path], baseline: Optional[str] = None, **kw) -> list[dict]:
-    "The paired rows of an evaluation folder's setups, in their configured order; keywords as `paired_rows`."
+    "The paired rows of an evaluation folder's setups, in their configured order, judge noise noted; keywords as `paired_rows`."
+    from ragbench.eval.run import judge_noise
     rows = read_scores(eval_dir)
-    return paired_rows(rows, baseline, order=configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in rows))), **kw)
+    out = paired_rows(rows, baseline, order=configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in rows))), **kw)
+    return noisy_judge(out, judge_noise(eval_dir))
 
 def paired_comparison(eval_dir: Union[str, Path], baseline: Optional[str] = None, **kw):
     "The paired comparison of an evaluation folder's setups as one DataFrame (columns ROW_KEYS); keywords as `paired_rows`."

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..spine import RAY_HELP, LLMPool, RunResult, choose_executor, options_model, read_options
 from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
-from ..stats import HEADLINE_METRICS, MODES, mean_table, metric_key, order_metrics
+from ..stats import HEADLINE_METRICS, MODES, mean_table, metric_key, order_metrics, proportion_ci
 
 # %% auto #0
 __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'REPEATS_FILE',
@@ -343,10 +343,9 @@ def _needs_repeats(r: dict, repeat_ids: Collection[str], recs: dict, repeats: in
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn03
 def _wilson(k: int, n: int) -> tuple[float, float]:
-    "95% Wilson interval of k in n (the one place it is computed here; `ragbench.stats.proportion_ci` replaces it)."
-    from statsmodels.stats.proportion import proportion_confint
-    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-    return float(lo), float(hi)
+    "95% Wilson interval of k in n, from `ragbench.stats`."
+    ci = proportion_ci(k, n, method="wilson")
+    return ci["lo"], ci["hi"]
 
 def _flips(values: Sequence) -> bool: return len({round(float(v), 9) for v in values}) > 1
 
