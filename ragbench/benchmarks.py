@@ -8,7 +8,7 @@ import json, sys
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field
-from .core import QAItem, Context, Dataset, UserError, item_id
+from .core import QAItem, Context, Dataset, PathComponent, UserError, item_id
 from .corpus import Document, chunk_document, paragraph_chunk_id, iter_json_items
 from .spine import options_model, read_options
 
@@ -223,7 +223,7 @@ class StaticOptions(BaseModel):
     fmt: Annotated[Literal[STATIC_FORMATS], "--format"] = Field(description="the benchmark the file comes from")
     db: str = Field(description="LanceDB folder (indexed here if the table is missing or empty)")
     out: str = Field(description="dataset file to write (.jsonl or .parquet)")
-    table: str = Field("chunks", description="table name")
+    table: PathComponent = Field("chunks", description="table name")
     embedder: Optional[str] = Field(None, description="embedder for a new index (default: bundled all-MiniLM-L6-v2)")
     corpus: Optional[str] = Field(None, description="paragraphs to index instead of the question file's own")
     limit: Optional[int] = Field(None, description="first N questions only (indexes only their paragraphs)")

@@ -14,11 +14,11 @@ __all__ = ['COMMANDS', 'split_annotation', 'type_keywords', 'help_text', 'argume
 
 # %% ../nbs/99_cli.ipynb #70270c08
 def _strip_optional(t):
-    "`X` for `Optional[X]` and `X | None`; any other annotation unchanged."
+    "`X` for `Optional[X]`, `X | None` and `Annotated[X, validator]` (core.PathComponent: the model validates); any other annotation unchanged."
     if get_origin(t) in (Union, types.UnionType):
         args = [a for a in get_args(t) if a is not type(None)]
-        if len(args) == 1: return args[0]
-    return t
+        if len(args) == 1: t = args[0]
+    return get_args(t)[0] if get_origin(t) is Annotated else t
 
 def split_annotation(anno) -> tuple[Any, list[str], dict]:
     "(type, option strings, extra argparse keywords) of `T`, `Optional[T]` or `Annotated[T, '-x', {...}]`."
@@ -35,8 +35,8 @@ def type_keywords(t, default) -> dict:
     "argparse keywords that parse a value of type `t` (bool flags, repeatable lists and pairs, Literal choices)."
     if t is bool: return {"action": "store_false" if default is True else "store_true"}
     if get_origin(t) is list:
-        item, kw = (get_args(t) or (str,))[0], {"action": "append"}
-        if get_origin(item) is tuple: kw["nargs"], item = len(get_args(item)), get_args(item)[0]
+        item, kw = _strip_optional((get_args(t) or (str,))[0]), {"action": "append"}
+        if get_origin(item) is tuple: kw["nargs"], item = len(get_args(item)), _strip_optional(get_args(item)[0])
         return {**kw, **({} if item in (str, Any) else {"type": item})}
     if get_origin(t) is Literal:
         vals = get_args(t)

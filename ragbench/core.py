@@ -4,18 +4,21 @@
 
 # %% ../nbs/00_core.ipynb #ea3c7797
 from __future__ import annotations
-import asyncio, concurrent.futures, contextvars, hashlib, json, os, platform, sys, tempfile, datetime as _dt
+import asyncio, concurrent.futures, contextvars, hashlib, json, keyword, os, platform, sys, tempfile, datetime as _dt
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Optional, Union
+from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Union
 from fastcore.basics import patch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 # %% auto #0
-__all__ = ['short_hash', 'make_chunk_id', 'content_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review',
-           'is_stand_in', 'QAItem', 'as_draft', 'item_id', 'UserError', 'RecordError', 'validation_problems',
-           'Registry', 'parse_record', 'read_jsonl', 'repair_torn_tail', 'append_jsonl', 'atomic_write',
-           'read_config_file', 'Dataset', 'item_digest', 'dataset_version', 'dataset_diff', 'package_dir',
-           'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock', 'process_alive', 'arun']
+__all__ = ['IDENTIFIER_RULE', 'PATH_COMPONENT_RULE', 'Identifier', 'PathComponent', 'short_hash', 'make_chunk_id',
+           'content_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'is_stand_in', 'QAItem',
+           'as_draft', 'item_id', 'UserError', 'RecordError', 'validation_problems', 'identifier_problem',
+           'path_component_problem', 'check_name', 'Registry', 'parse_record', 'read_jsonl', 'repair_torn_tail',
+           'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'item_digest', 'dataset_version',
+           'dataset_diff', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock',
+           'process_alive', 'arun']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -159,6 +162,35 @@ def validation_problems(e: ValidationError) -> list[tuple[str, str]]:
 def _describe_validation_error(e: ValidationError) -> str:
     "One line per problem: `field 'a.b': message`."
     return "; ".join(f"field '{loc or '<root>'}': {msg}" for loc, msg in validation_problems(e))
+
+# %% ../nbs/00_core.ipynb #73488401
+IDENTIFIER_RULE = "a parameter name must be a Python identifier that is not a keyword (letters, digits and '_', not starting with a digit)"
+PATH_COMPONENT_RULE = "a name must be one path component (not empty, not '.' or '..'; no '/', '\\' or NUL)"
+
+def identifier_problem(value: Any) -> Optional[str]:
+    "Why `value` is not a parameter name (`IDENTIFIER_RULE`), or None."
+    ok = isinstance(value, str) and value.isidentifier() and not keyword.iskeyword(value)
+    return None if ok else f"{value!r}: {IDENTIFIER_RULE}"
+
+def path_component_problem(value: Any) -> Optional[str]:
+    "Why `value` is not a step, run, notebook or table name (`PATH_COMPONENT_RULE`), or None."
+    ok = isinstance(value, str) and value not in ("", ".", "..") and not any(c in value for c in "/\\\0")
+    return None if ok else f"{value!r}: {PATH_COMPONENT_RULE}"
+
+def check_name(value: Any, problem=path_component_problem, where: str = "", error: type = UserError) -> str:
+    "`value` when `problem` finds nothing in it, else `error`: `where`, the value and the rule."
+    if (p := problem(value)) is not None: raise error(f"{where} {p}".strip())
+    return value
+
+def _checked_by(problem) -> AfterValidator:
+    "A pydantic validator raising the message of `problem` (no 'Value error' prefix)."
+    def check(value):
+        if (p := problem(value)) is not None: raise PydanticCustomError("name", p)
+        return value
+    return AfterValidator(check)
+
+Identifier = Annotated[str, _checked_by(identifier_problem)]
+PathComponent = Annotated[str, _checked_by(path_component_problem)]
 
 # %% ../nbs/00_core.ipynb #009f9425
 class Registry:

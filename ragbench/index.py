@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import Chunk, RunDir, RunLock, UserError, atomic_write, corpus_fingerprint, make_chunk_id, short_hash, utc_now
+from .core import (Chunk, RunDir, RunLock, UserError, atomic_write, check_name, corpus_fingerprint, make_chunk_id,
+                           short_hash, utc_now)
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
 
@@ -84,9 +85,16 @@ def sidecar_path(db_dir: Union[str, Path], table: str) -> Union[Path, str]:
     return db_location(db_dir) / f"{table}.ragbench.json" if is_local(db_dir) else f"{db_location(db_dir)}/{table}.ragbench.json"
 
 def _read_sidecar(db_dir, table) -> Optional[dict]:
-    "The sidecar of `table`, or None."
-    text = read_stored_text(sidecar_path(db_dir, table))
-    return json.loads(text) if text is not None else None
+    "The sidecar of `table`, or None; an empty or damaged one is an IndexSchemaError naming the file and the way out."
+    loc = sidecar_path(db_dir, table)
+    text = read_stored_text(loc)
+    if text is None: return None
+    try: side = json.loads(text)
+    except json.JSONDecodeError as e: side = f"not JSON ({e.msg}, line {e.lineno})" if text.strip() else "empty"
+    if isinstance(side, dict): return side
+    again = f"ragbench index SOURCE --db {db_location(db_dir)}" + (f" --table {table}" if table != "chunks" else "")
+    raise IndexSchemaError(f"{loc}, the record of how table '{table}' was built, is {side if isinstance(side, str) else 'not a JSON object'}; "
+                           f"re-index: remove it and {table}.lance beside it, then run {again}")
 
 PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
 
@@ -270,6 +278,7 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
           vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
           write_rows: int = WRITE_ROWS) -> ChunkIndex:
     "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`)."
+    check_name(table, where="table", error=IndexSchemaError)     # before anything is written
     emb = make_embedder(embedder)
     limit_malloc_arenas()
     chunks = iter(chunks)
@@ -561,6 +570,7 @@ def check_vectors(table: str, tbl, columns: dict, emb) -> None:
 def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embedder=None,
          columns: Optional[dict] = None, dense_weight: float = 0.7, allow_empty: bool = False) -> ChunkIndex:
     "Open a ragbench table, or a user's LanceDB table (`columns` maps id/text/vector/doc_id/meta; obvious names are detected, its vectors checked against the embedder); an empty table is an error."
+    check_name(table, where="table", error=IndexSchemaError)
     db_dir = db_location(db_dir)
     if not db_exists(db_dir):
         raise IndexSchemaError(f"no LanceDB database at {db_dir} (build one with: ragbench index SOURCE --db {db_dir})")

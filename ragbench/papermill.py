@@ -8,7 +8,8 @@ import contextlib, functools, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field
-from .core import RunDir, UserError, utc_now, package_versions, process_alive
+from .core import (Identifier, PathComponent, RunDir, UserError, check_name, identifier_problem, utc_now,
+                           package_versions, process_alive)
 from .jupyter import kernel_config
 from .spine import options_model, read_options
 
@@ -369,7 +370,8 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
                  given_by: Optional[str] = None) -> dict:
     "Execute a notebook with papermill into run dir `out`, recording it in run.json; resume or skip a recorded step."
     src = find_notebook(notebook)
-    key = name or short_name(src)
+    key = check_name(name or short_name(src), where="step name", error=RunError)      # a file name in the run directory
+    for k in parameters or {}: check_name(k, identifier_problem, "parameter", RunError)   # written into the notebook as code
     out = Path(out) if out is not None else Path("runs") / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}"
     _check_out(out)
     run = RunDir(out)
@@ -409,8 +411,10 @@ def run_parameters(param: Sequence[tuple[str, str]] = (), raw: Sequence[tuple[st
     params: dict = {}
     if parameters_file:
         import yaml
-        try: params.update(yaml.safe_load(Path(parameters_file).read_text()) or {})
+        try: data = yaml.safe_load(Path(parameters_file).read_text()) or {}
         except (OSError, yaml.YAMLError) as e: raise RunError(f"{parameters_file}: cannot read the parameters file ({e})") from None
+        if not isinstance(data, dict): raise RunError(f"{parameters_file}: expected a mapping of parameter names to values")
+        params.update({check_name(k, identifier_problem, f"{parameters_file}: parameter", RunError): v for k, v in data.items()})
     params.update({k: parse_value(v) for k, v in param or ()})
     params.update(dict(raw or ()))
     return params or None
@@ -425,14 +429,14 @@ def runnable_notebooks() -> dict[str, Path]:
 class RunNotebookOptions(BaseModel):
     "The options of `ragbench run`: flags, a `--config FILE`, or keyword arguments of `run_command`."
     model_config = ConfigDict(extra="forbid")
-    param: Annotated[list[tuple[str, str]], "-p", "--param", {"metavar": ("NAME", "VALUE")}] = Field(
+    param: Annotated[list[tuple[Identifier, str]], "-p", "--param", {"metavar": ("NAME", "VALUE")}] = Field(
         (), description="a parameter (JSON-typed); repeatable")
-    raw: Annotated[list[tuple[str, str]], "-r", "--raw", {"metavar": ("NAME", "VALUE")}] = Field(
+    raw: Annotated[list[tuple[Identifier, str]], "-r", "--raw", {"metavar": ("NAME", "VALUE")}] = Field(
         (), description="a parameter kept as a string; repeatable")
     parameters_file: Annotated[Optional[str], "-f", "--parameters-file"] = Field(
         None, description="a YAML file of parameters")
     out: Optional[str] = Field(None, description="run directory (default runs/NAME-TIMESTAMP)")
-    name: Optional[str] = Field(None, description="step name in the run directory (default: the notebook's name)")
+    name: Optional[PathComponent] = Field(None, description="step name in the run directory (default: the notebook's name)")
     cwd: Optional[str] = Field(None, description="working directory of the kernel (default: the current one)")
     force: bool = Field(False, description="run again even if completed, with the given parameters")
     log_output: bool = Field(False, description="stream the cells' output")

@@ -6,13 +6,14 @@
 from __future__ import annotations
 import sys, time
 from pathlib import Path
-from typing import Optional, Union
-from .core import RunDir, UserError
+from typing import Any, Optional, Union
+from pydantic import BaseModel, ConfigDict, ValidationError
+from .core import Identifier, PathComponent, RunDir, UserError, validation_problems
 from .papermill import NotebookFailed, find_notebook, load_state, notebook_parameters, run_notebook, save_state, short_name
 
 # %% auto #0
-__all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'load_pipeline_config', 'step_parameters', 'run_pipeline',
-           'pipeline_status', 'pipeline_command']
+__all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'PipelineStep', 'PipelineNames', 'load_pipeline_config', 'step_parameters',
+           'run_pipeline', 'pipeline_status', 'pipeline_command']
 
 # %% ../nbs/71_pipeline.ipynb #15d4682f
 STEPS = ("index", "triad", "evaluate", "report")   # the built-in steps: notebooks in nbs/steps/
@@ -37,6 +38,25 @@ def _read_yaml(path: Path) -> dict:
     return cfg
 
 # %% ../nbs/71_pipeline.ipynb #0461ba50
+class PipelineStep(BaseModel):
+    "A step: its `name` becomes a file name in the run directory, its parameters' names are written into its notebook as code."
+    model_config = ConfigDict(extra="forbid")
+    name: PathComponent
+    notebook: str
+    parameters: dict[Identifier, Any] = {}
+
+class PipelineNames(BaseModel):
+    "The pipeline's own name and its shared parameters, checked as a step's are."
+    name: Optional[PathComponent] = None
+    parameters: dict[Identifier, Any] = {}
+
+def _valid(model, data: dict, where: str) -> BaseModel:
+    "`model(**data)`; a bad value raises ConfigError naming `where`, the field, the value and the rule."
+    try: return model(**data)
+    except ValidationError as e:
+        loc, msg = validation_problems(e)[0]
+        raise ConfigError(f"{where}: field '{loc.split('.')[0]}': {msg}") from None
+
 def _step(s, where: str, base: Path) -> dict:
     "One step of the config as {name, notebook, parameters}."
     if isinstance(s, str): s = {"notebook": s}
@@ -48,8 +68,13 @@ def _step(s, where: str, base: Path) -> dict:
     if str(nb).endswith(".ipynb") and not Path(nb).is_absolute(): nb = str((base / nb).resolve())
     if not isinstance(s.get("parameters") or {}, dict):
         raise ConfigError(f"{where}: field 'parameters' must be a mapping")
-    return {"name": str(s.get("name") or short_name(str(nb).removeprefix("step:"))), "notebook": str(nb),
-            "parameters": dict(s.get("parameters") or {})}
+    return _valid(PipelineStep, {"name": str(s.get("name") or short_name(str(nb).removeprefix("step:"))), "notebook": str(nb),
+                                 "parameters": dict(s.get("parameters") or {})}, where).model_dump()
+
+def _checked(cfg: dict, where: str, base: Path) -> dict:
+    "`cfg` with its steps parsed; its name and every parameter name checked before anything is written."
+    _valid(PipelineNames, {"name": cfg.get("name"), "parameters": dict(cfg.get("parameters") or {})}, where)
+    return {**cfg, "steps": [_step(s, f"{where}: steps[{i}]", base) for i, s in enumerate(cfg["steps"])]}
 
 def load_pipeline_config(path: Union[str, Path]) -> dict:
     "Read and check a pipeline config: {out, parameters, steps: [{name, notebook, parameters}]}."
@@ -58,7 +83,7 @@ def load_pipeline_config(path: Union[str, Path]) -> dict:
     raw = cfg.get("steps")
     if isinstance(raw, dict): raw = [{"name": k, **(v or {})} for k, v in raw.items()]
     if not raw or not isinstance(raw, list): raise ConfigError(f"{path}: field 'steps' must be a non-empty list")
-    steps = [_step(s, f"{path}: steps[{i}]", path.parent) for i, s in enumerate(raw)]
+    steps = _checked({**cfg, "steps": raw}, str(path), path.parent)["steps"]
     names = [s["name"] for s in steps]
     dup = next((i for i, n in enumerate(names) if n in names[:i]), None)
     if dup is not None: raise ConfigError(f"{path}: steps[{dup}]: step name '{names[dup]}' is used twice")
@@ -78,7 +103,7 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
                  progress: bool = True, log=None, ray: Optional[str] = None) -> list[dict]:
     "Run a pipeline's steps in order into one run directory; completed steps are skipped, an interrupted one resumes."
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    cfg = config if isinstance(config, dict) else load_pipeline_config(config)
+    cfg = _checked(config, "the pipeline config", Path.cwd()) if isinstance(config, dict) else load_pipeline_config(config)
     run = RunDir(Path(out or cfg.get("out") or Path("runs") / f"pipeline-{time.strftime('%Y%m%d-%H%M%S')}"))
     state = load_state(run)
     state["pipeline"] = {

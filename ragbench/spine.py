@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from typing import Annotated, Any, Callable, Literal, Optional, Sequence, Union, get_args, get_origin
-from .core import UserError, read_config_file, validation_problems
+from .core import PathComponent, UserError, read_config_file, validation_problems
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
 from .index import (SEARCH_MODES, VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, Hit, IndexSchemaError,
@@ -223,7 +223,9 @@ def read_config(model, path=None, defaults: Optional[dict] = None, error=UserErr
         loc, msg = validation_problems(e)[0]
         top = loc.split(".")[0]
         if top in flags or not path:
-            raise error(f"--{loc.replace('.', '-').replace('_', '-') or 'options'}: {msg}") from None
+            parts = loc.split(".")
+            flag = ".".join(parts[:next((i for i, p in enumerate(parts) if p.isdigit()), len(parts))])   # `param.0.0`: --param
+            raise error(f"--{flag.replace('.', '-').replace('_', '-') or 'options'}: {msg}") from None
         raise error(f"{path}: field '{loc}': {msg}") from None
 
 # %% ../nbs/19_spine.ipynb #4e2d9a70
@@ -255,7 +257,7 @@ class RunOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     db: str = Field(description="LanceDB folder (built with `ragbench index`, or your own table)")
     out: str = Field(description="run directory (re-run the same command to resume)")
-    table: str = Field("chunks", description="table name")
+    table: PathComponent = Field("chunks", description="table name")
     column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field(
         (), description="map a role (id, text, vector, doc_id, meta) to a " "column of your own table; repeatable"
     )
@@ -319,7 +321,7 @@ class IndexOptions(BaseModel):
     "The options of `ragbench index`: flags, a `--config FILE`, or keyword arguments of `index_command`."
     model_config = ConfigDict(extra="forbid")
     db: str = Field(description="LanceDB folder (created if missing)")
-    table: str = Field("chunks", description="table name")
+    table: PathComponent = Field("chunks", description="table name")
     embedder: Optional[str] = Field(
         None,
         description="model folder or cached model name; 'hash' for a model-free embedder (tests); "
@@ -407,7 +409,7 @@ class SearchOptions(BaseModel):
     "The options of `ragbench search`: flags, a `--config FILE`, or keyword arguments of `search_command`."
     model_config = ConfigDict(extra="forbid")
     db: str = Field(description="LanceDB folder")
-    table: str = Field("chunks", description="table name")
+    table: PathComponent = Field("chunks", description="table name")
     k: Annotated[int, "-k"] = Field(5, description="number of hits")
     mode: Literal[SEARCH_MODES] = Field("dense", description="dense (vectors), bm25 (full text) or hybrid (both, "
                                                             "fused)")

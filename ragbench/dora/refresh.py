@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
-from ..core import Attempt, Chunk, QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
+from ..core import Attempt, Chunk, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
 from ..spine import LLMPool, options_model, read_options
@@ -363,7 +363,7 @@ class RefreshOptions(BaseModel):
     "The options of `ragbench refresh`: flags, a `--config FILE`, or keyword arguments of `refresh_command`."
     model_config = ConfigDict(extra="forbid")
     db: str = Field(description="LanceDB folder as it is now (re-indexed with `ragbench index`)")
-    table: str = Field("chunks", description="table name")
+    table: PathComponent = Field("chunks", description="table name")
     llm: Optional[str] = Field(None, description="generator LLM spec (default: the run's own)")
     judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm, else the run's own)")
     extract_llm: Optional[str] = Field(None, description="relevance-labelling LLM spec "

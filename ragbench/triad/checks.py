@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
-from ..core import Context, Dataset, QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
+from ..core import Context, Dataset, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
 from ..llm import LLMError, LLMParseError, arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
@@ -202,7 +202,7 @@ class CheckOptions(BaseModel):
     "The options of `ragbench check`: flags, a `--config FILE`, or keyword arguments of `check_command`."
     model_config = ConfigDict(extra="forbid")
     db: str = Field(description="LanceDB folder of the corpus")
-    table: str = Field("chunks", description="table name")
+    table: PathComponent = Field("chunks", description="table name")
     checks: str = Field(",".join(CHECKS), description="which checks, comma-separated")
     k: Annotated[int, "-k"] = Field(5, ge=1, description="passages searched per question outside its gold set")
     on_ambiguous: str = Field("flag", description="flag or reject an item another passage answers differently")

@@ -544,10 +544,11 @@ def remove_unstarted(out: Path) -> bool:
     return True
 
 def command_config(config: Optional[str], options: dict) -> tuple[TriadOptions, TriadConfig]:
-    "The command's run flags and TriadConfig: --config, then --n or --n-from-plan, the run flags changed from their defaults, every other option."
+    "The command's run flags and TriadConfig: --config (its `n` counts as --n), then --n or --n-from-plan, the run flags changed from their defaults, every other option."
     o, options = read_options(TriadOptions, None, options)
-    if (o.n is None) == (o.n_from_plan is None):
-        raise UserError("give --n N (accepted questions wanted) or --n-from-plan PLAN.json, one of them")
+    n_in_file = bool(config) and "n" in triad_config(config).model_fields_set     # the file read first: an unknown key is named
+    if (o.n is None and not n_in_file) == (o.n_from_plan is None):
+        raise UserError("give --n N (accepted questions wanted; or n: in --config) or --n-from-plan PLAN.json, one of them")
     if o.n_from_plan: options = {**options, "n_per_type": plan_targets(o.n_from_plan)}
     flags = changed(o, ("n", "max_seeds", "types", "binary_share", "seed", "n_chunks", "concurrency"))
     if "types" in flags: flags["types"] = comma_items(flags["types"])
