@@ -170,7 +170,8 @@ def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[
 # %% ../nbs/90_demo.ipynb #8991096f
 def _fmt(ci: Optional[dict]) -> str:
     "mean [lo, hi] of a bootstrap interval, or a dash."
-    return "–" if not ci or ci.get("mean") is None else f"{ci['mean']:.2f} [{ci['lo']:.2f}, {ci['hi']:.2f}]"
+    if not ci or ci.get("mean") is None: return "–"
+    return f"{ci['mean']:.2f}" + (f" [{ci['lo']:.2f}, {ci['hi']:.2f}]" if ci.get("lo") is not None else "")
 
 def bars_svg(summary: dict, metric: str = "recall@k", width: int = 560) -> str:
     "A small static SVG: one bar per setup for `metric`, with its 95% interval as a whisker (no script, no download)."
@@ -183,8 +184,9 @@ def bars_svg(summary: dict, metric: str = "recall@k", width: int = 560) -> str:
         y = 8 + i * h
         out += [f"<text x='{left - 8}' y='{y + 14}' text-anchor='end'>{_esc_html(s)}</text>",
                 f"<rect x='{left}' y='{y + 2}' width='{ci['mean'] * bar_w:.1f}' height='16' fill='#4c78a8'/>",
-                f"<line x1='{x(ci['lo']):.1f}' x2='{x(ci['hi']):.1f}' y1='{y + 10}' y2='{y + 10}' stroke='#222' stroke-width='1.5'/>",
-                f"<text x='{x(max(ci['hi'], ci['mean'])) + 6:.1f}' y='{y + 14}'>{ci['mean']:.2f}</text>"]
+                f"<line x1='{x(ci['lo'] if ci['lo'] is not None else ci['mean']):.1f}' x2='{x(ci['hi'] if ci['hi'] is not None else ci['mean']):.1f}' "
+                f"y1='{y + 10}' y2='{y + 10}' stroke='#222' stroke-width='1.5'/>",
+                f"<text x='{x(max(ci['hi'] or 0, ci['mean'])) + 6:.1f}' y='{y + 14}'>{ci['mean']:.2f}</text>"]
     y = 8 + len(rows) * h
     out += [
         f"<line x1='{left}' x2='{left + bar_w}' y1='{y}' y2='{y}' stroke='#999'/>",

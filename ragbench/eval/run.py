@@ -769,7 +769,8 @@ def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> 
         cells = []
         for c in cols:
             ci = summary["setups"][s].get(c) or {}
-            cells.append((f"{ci['mean']:.3f} [{ci['lo']:.2f},{ci['hi']:.2f}]" if ci.get("mean") is not None else "-").rjust(18))
+            iv = f"[{ci['lo']:.2f},{ci['hi']:.2f}]" if ci.get("lo") is not None else "[no interval]"
+            cells.append((f"{ci['mean']:.3f} {iv}" if ci.get("mean") is not None else "-").rjust(18))
         lines.append(s.ljust(w) + "  " + "  ".join(cells))
     lines += metric_notes(summary) + consistency_lines(summary)
     fails = {s: f for s, f in summary.get("judge_failures", {}).items() if f}
