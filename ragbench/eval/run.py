@@ -938,8 +938,9 @@ def evaluate_options(*, dataset, out, db, column, table=None, setups, answers, a
     runs = with_columns(with_table((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers],
                                    table), column, out)
     judge = judge_llm or (setups_file_option(setups, "judge_llm") if setups else None)
+    said = "--judge-llm none" if judge in ("none", "") else "no --judge-llm"
     if judge in ("none", ""): judge = None
-    if judge is None: _say("no --judge-llm: LLM judges are skipped (their metrics are empty)")
+    if judge is None: _say(f"{said}: LLM judges are skipped (their metrics are empty)")
     for s in runs:
         if not s.external and not s.calls_system and not (s.llm or llm):
             _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
