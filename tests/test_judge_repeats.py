@@ -17,14 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 from ragbench.cli import main
 from ragbench.core import Chunk, Context, Dataset, QAItem
 
-TEXTS = ["Arthur's Magazine was an American literary periodical started in 1844 in Philadelphia.",
-         "First for Women is a woman's magazine published by Bauer Media and started in 1989.",
-         "Paris is the capital and largest city of France.",
-         "The Seine is a river that flows through Paris to the English Channel.",
-         "Lyon is the third-largest city of France, at the confluence of the Rhone and the Saone.",
-         "Marseille is a port city on the Mediterranean coast of France.",
-         "git stash saves local changes away and reverts the working directory to match HEAD.",
-         "git bisect uses binary search to find the commit that introduced a bug."]
+from test_eval import TEXTS   # the same eight passages as the evaluation tests
 QUESTIONS = ["When was Arthur's Magazine started?", "Who publishes First for Women?", "What is the capital of France?",
              "Where does the Seine flow to?", "Where do the Rhone and the Saone meet?", "Which French port is on the Mediterranean?",
              "What does git stash do?", "What does git bisect use?"]
