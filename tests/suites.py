@@ -15,6 +15,27 @@ from pathlib import Path
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[1]
+# Each notebook runs once in CI (issue 38): those that show ipywidgets views run All in a real JupyterLab (the browser
+# suite, tests/test_notebooks_in_lab.py), every other one under nbdev_test (the notebooks suite).
+SHOWS_WIDGETS = re.compile(r"\bipywidgets\b|ragbench\.(widgets|label_view)\b|\b\w+_widget\(")
+
+
+def all_notebooks() -> list:
+    "Every notebook a user may open and Run All, relative to the checkout (checkpoints and hidden files aside)."
+    found = sorted({p for g in ("nbs/*.ipynb", "nbs/tutorials/*.ipynb", "nbs/steps/*.ipynb") for p in ROOT.glob(g)})
+    return [p.relative_to(ROOT) for p in found if not p.name.startswith((".", "_")) and ".ipynb_checkpoints" not in p.parts]
+
+
+def lab_notebooks() -> list:
+    "The notebooks whose code shows widgets: they run in JupyterLab, not under nbdev_test."
+    import json
+    code = lambda p: "\n".join("".join(c["source"]) for c in json.loads((ROOT / p).read_text())["cells"] if c["cell_type"] == "code")
+    return [p for p in all_notebooks() if SHOWS_WIDGETS.search(code(p))]
+
+
+def nbdev_skip_re() -> str:
+    "nbdev_test's --skip_file_re: the lab notebooks' file names (unique across nbs/, tutorials/ and steps/)."
+    return "^(" + "|".join(re.escape(p.stem) for p in lab_notebooks()) + r")\.ipynb$"
 # which tests a suite runs is decided by their path, so a new test file slots in by where it lives or its name
 BROWSER = ("tests/*browser*.py", "tests/*_lab.py")        # real Chromium (JupyterLab, widgets, report)
 FAULTS, RAY = "tests/faults", "tests/ray"                 # fault injection; a local Ray cluster (the `ray` extra)
@@ -38,7 +59,7 @@ def pytest(*args) -> list:
 # 900 s in one process with issue 25's command-line tests (73 % at 780 s); it runs in 2 pytest-xdist workers, one test
 # file per worker (--dist loadfile: a file's module fixtures are built once); 391 tests took 1133 s at load 3-8: budget 20 min.
 SUITES = {
-    "notebooks": (lambda: ["nbdev_test", "--n_workers", "2"], 540),
+    "notebooks": (lambda: ["nbdev_test", "--n_workers", "2", "--skip_file_re", nbdev_skip_re()], 540),
     "main": (lambda: pytest("-n", "2", "--dist", "loadfile", "tests", f"--ignore={FAULTS}", f"--ignore={RAY}",
                             *[f"--ignore={f}" for f in browser_files()]), 1200),
     "browser": (lambda: pytest(*browser_files()) if browser_files() else [], 1200),

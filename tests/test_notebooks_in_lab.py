@@ -1,5 +1,5 @@
-"""Run All on every notebook in a real JupyterLab: the notebooks in `nbs/`, `nbs/tutorials/` and `nbs/steps/`, found by
-globbing, opened one JupyterLab server, two at a time (two browser tabs), each with a time limit. A notebook passes when
+"""Run All in a real JupyterLab on every notebook that shows widgets (`suites.lab_notebooks`: the others run once, under
+nbdev_test, in the notebooks suite), opened in one JupyterLab server, two at a time (two browser tabs), each with a time limit. A notebook passes when
 no cell shows an error and every code cell ran. This is what a user gets with Run All, where `is_headless()` is false and
 the `#| eval: false` / slow cells that `nbdev_test` skips run too.
 
@@ -10,22 +10,28 @@ from pathlib import Path
 import pytest
 
 from lab import ROOT, ARGS, CHROMIUM, RUN_NOTEBOOK_JS, jupyterlab, need_browser, problems
+from suites import SHOWS_WIDGETS, all_notebooks, lab_notebooks, nbdev_skip_re
 
 PER_NOTEBOOK_S = float(os.environ.get("RAGBENCH_LAB_TIMEOUT", 240))
 WORKERS = int(os.environ.get("RAGBENCH_LAB_WORKERS", 2))
 
 
 def notebooks() -> list[Path]:
-    "Every notebook a user may open and Run All (checkpoints and hidden files aside), relative to the repository root."
-    globs = os.environ.get("RAGBENCH_LAB_NOTEBOOKS", "nbs/*.ipynb nbs/tutorials/*.ipynb nbs/steps/*.ipynb").split()
+    "The notebooks to Run All here: those that show widgets, or those matching RAGBENCH_LAB_NOTEBOOKS."
+    globs = os.environ.get("RAGBENCH_LAB_NOTEBOOKS", "").split()
+    if not globs: return lab_notebooks()
     found = sorted({p for g in globs for p in ROOT.glob(g)})
     return [p.relative_to(ROOT) for p in found if not p.name.startswith((".", "_")) and ".ipynb_checkpoints" not in p.parts]
 
 
-def test_notebooks_are_found():
-    paths = {str(p) for p in notebooks()}
-    assert "nbs/tutorials/tour.ipynb" in paths and any(p.startswith("nbs/steps/") for p in paths)
-    assert "nbs/index.ipynb" in paths and len(paths) > 20
+def test_each_notebook_runs_once():
+    "The widget notebooks run here, every other notebook under nbdev_test, none in both and none in neither."
+    import re
+    lab, skip = {str(p) for p in lab_notebooks()}, re.compile(nbdev_skip_re())
+    assert {"nbs/tutorials/tour.ipynb", "nbs/61_widgets.ipynb", "nbs/63_label_view.ipynb"} <= lab
+    for p in all_notebooks():
+        assert (str(p) in lab) == bool(skip.match(p.name)), p           # nbdev_test skips exactly the lab notebooks
+    assert len([p for p in all_notebooks() if str(p) not in lab]) > 40
 
 
 async def run_all(lab, paths: list[Path], workers: int) -> list[dict]:
