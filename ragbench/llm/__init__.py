@@ -7,7 +7,7 @@ __all__ = []
 
 # %% ../../nbs/03_llm.ipynb #59735d22
 from .errors import (KEY_ENVS, BudgetExceeded, LLMConfigError, LLMError, LLMParseError, ProviderError,
-                                 RateLimitError, StructuredOutputRejected, TransientError, http_status, is_retryable,
+                                 RateLimitError, RunEnded, StructuredOutputRejected, TransientError, http_status, is_retryable,
                                  redact, redact_spec)
 from .usage import PRICES, Budget, CallMeter, cost_usd, price_for, task_meters, task_usage
 from .limits import RateLimiter, Slots

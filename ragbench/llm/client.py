@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..core import Registry, arun
 from .backends import Backend, Completion, GeminiBackend, LLMRequest, LocalBackend, approx_tokens, openai_backend
 from .cache import ResponseCache
-from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, StructuredOutputRejected,
+from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, RunEnded, StructuredOutputRejected,
                                  http_status, is_retryable, redact, redact_spec)
 from .limits import RateLimiter, Slots
 from .structured import parse_reply, repair_prompt, schema_info
@@ -62,10 +62,10 @@ def _count(self: LLM, event: str, stage: str, *args) -> None:
 
 @patch
 def _book(self: LLM, req: LLMRequest) -> None:
-    "Count `req` before it is sent; raises BudgetExceeded (counted as a failure) when the budget is spent."
+    "Count `req` before it is sent; raises BudgetExceeded (counted as a failure) when the budget is spent, RunEnded (not counted) when the run has ended."
     try: self._count("before_send", req.stage)
     except BudgetExceeded as e:
-        self._count("failure", req.stage, "budget")
+        if not isinstance(e, RunEnded): self._count("failure", req.stage, "budget")
         e.stage = req.stage
         raise
 
