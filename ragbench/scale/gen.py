@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional, Sequence
 from fastcore.basics import patch
 from ..core import UserError, process_alive
-from ..gen.base import LocalExecutor, Task, TaskResult
+from ..gen.base import LocalExecutor, StopRun, Task, TaskResult
 from ..index import ChunkIndex
 from ..llm import Backend, BudgetExceeded, CallMeter, RateLimiter, ResponseCache, RunEnded, Slots
 from .cluster import cluster_cpus, connect
@@ -384,7 +384,8 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
             if x.stop and x.stop != "cancelled": st["stop"] = st["stop"] or x.stop
             st["nodes"].add(x.node)
             return
-        commit(x)
+        try: commit(x)
+        except StopRun as e: st["stop"] = st["stop"] or e.reason      # the runner's own stop (LLM failures in a row)
         c = first_unwanted(tasks, wanted)
         if c != st["cutoff"]:
             st["cutoff"] = c

@@ -35,3 +35,19 @@ def test_killed_ray_driver_counts_no_failure(tmp_path, monkeypatch):
     record(events=events)
     assert [e for e in events if e.get("e") == "fail"] == [], events
     assert coord.report(0, "totals")["failures"] == 0
+
+
+def test_dora_stops_after_llm_errors_in_a_row(work, hash_db):
+    "A server that answers every request with an HTML page: DoRA stops after K tasks in a row failed, as TRIAD does (exit 1)."
+    with Server("--faults", ",".join(["html"] * 400)) as s:
+        out = work / "dora_llm_errors"
+        t0 = time.monotonic()
+        p = ragbench("dora", "--db", hash_db, "--out", out, "--per-style", 4, "--styles", "find,explain",
+                     "--llm", s.spec, "--no-embed", "--no-progress")
+        secs, requests = round(time.monotonic() - t0, 1), s.stats()["requests"]
+    summary = json.loads((out / "summary.json").read_text())
+    record(rc=p.returncode, seconds=secs, requests=requests, stop=summary.get("stop_reason"))
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.returncode == 1 and "the LLM failed on" in p.stderr, (p.returncode, p.stderr[-1500:])
+    assert str(summary["stop_reason"]).startswith("the LLM failed on"), summary["stop_reason"]
+    assert summary["tasks"]["finished"] + summary["tasks"]["errors"] < 8 + 8, summary["tasks"]   # K, plus those in flight
