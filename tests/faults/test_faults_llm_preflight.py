@@ -51,3 +51,55 @@ def test_dora_stops_after_llm_errors_in_a_row(work, hash_db):
     assert p.returncode == 1 and "the LLM failed on" in p.stderr, (p.returncode, p.stderr[-1500:])
     assert str(summary["stop_reason"]).startswith("the LLM failed on"), summary["stop_reason"]
     assert summary["tasks"]["finished"] + summary["tasks"]["errors"] < 8 + 8, summary["tasks"]   # K, plus those in flight
+
+
+def dead_port() -> int:
+    "A local port nothing listens on."
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    return port
+
+
+@pytest.mark.parametrize("cmd", ["dora", "triad"])
+def test_dead_llm_found_in_seconds(work, hash_db, cmd):
+    "A dead endpoint is found by a TCP connect before any work: exit 1 in seconds, one line, no run folder written."
+    spec, out = f"openai:http://127.0.0.1:{dead_port()}/v1@m", work / f"dead_{cmd}"
+    more = ["--per-style", 1, "--styles", "find", "--no-embed", "--no-progress"] if cmd == "dora" else ["--n", 2]
+    t0 = time.monotonic()
+    p = ragbench(cmd, "--db", hash_db, "--out", out, "--llm", spec, *more, timeout=300)
+    secs = round(time.monotonic() - t0, 1)
+    record(rc=p.returncode, seconds=secs, stderr=p.stderr.strip().splitlines()[-1:] if p.stderr.strip() else "")
+    assert p.returncode == 1 and "cannot be reached" in p.stderr and "Traceback" not in p.stderr, (p.returncode, p.stderr[-1500:])
+    assert secs < 30 and not (out / "calls.jsonl").exists(), (secs, sorted(x.name for x in out.glob("*")) if out.exists() else None)
+
+
+def test_keyless_llm_refused_before_work(work):
+    "`demo` and `pipeline` with a gemini spec and no key: refused from the environment at once (before any index is built)."
+    demo_out = work / "keyless_demo"
+    t0 = time.monotonic()
+    p = ragbench("demo", "--out", demo_out, "--llm", "gemini:gemini-2.5-flash", timeout=300)
+    demo_secs = round(time.monotonic() - t0, 1)
+    cfg = work / "keyless_pipeline.yaml"
+    cfg.write_text(ragbench("pipeline", "--example").stdout)          # its llm: gemini:gemini-2.5-flash
+    t0 = time.monotonic()
+    q = ragbench("pipeline", cfg, "--out", work / "keyless_pipeline", timeout=300)
+    pipe_secs = round(time.monotonic() - t0, 1)
+    record(demo=(p.returncode, demo_secs), pipeline=(q.returncode, pipe_secs))
+    for r, secs in ((p, demo_secs), (q, pipe_secs)):
+        user_error(r, "GEMINI_API_KEY")
+        assert secs < 30, secs
+    assert not (demo_out / "index").exists() and not list(demo_out.rglob("*.lance"))
+
+
+def test_preflight_sends_nothing(work, hash_db):
+    "doctor and --estimate against a live server: the server receives no request; doctor names every problem, exit 1."
+    with Server() as s:
+        good = ragbench("doctor", "--llm", s.spec, "--db", hash_db)
+        est = ragbench("triad", "--db", hash_db, "--out", work / "est_nothing", "--n", 2, "--llm", s.spec, "--estimate")
+        requests = s.stats()["requests"]
+    bad = ragbench("doctor", "--llm", f"openai:http://127.0.0.1:{dead_port()}/v1@m", "--llm", "gemini:gemini-2.5-flash",
+                   "--db", work / "no_such_db")
+    record(requests=requests, good=good.returncode, bad=bad.returncode, bad_lines=bad.stdout.count("PROBLEM"))
+    ok(good); ok(est)
+    assert requests == 0, requests
+    assert bad.returncode == 1 and bad.stdout.count("PROBLEM") == 3, bad.stdout
+    assert "Traceback" not in good.stderr + bad.stderr
