@@ -321,9 +321,9 @@ def print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: Lo
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if st["duplicates_removed"]:
         print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
-    if report.skipped:
-        print(f"skipped {len(report.skipped)} input(s):")
-        for m in report.messages(): print(f"  {m}")
+    if report.skipped:                         # on stderr: stdout stays the summary a script reads
+        print(f"skipped {len(report.skipped)} input(s):", file=sys.stderr)
+        for m in report.messages(): print(f"  {m}", file=sys.stderr)
 
 # %% ../nbs/19_spine.ipynb #af8f1258
 class IndexOptions(BaseModel):

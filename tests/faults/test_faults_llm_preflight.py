@@ -103,3 +103,18 @@ def test_preflight_sends_nothing(work, hash_db):
     assert requests == 0, requests
     assert bad.returncode == 1 and bad.stdout.count("PROBLEM") == 3, bad.stdout
     assert "Traceback" not in good.stderr + bad.stderr
+
+
+def test_index_skip_list_on_stderr(work):
+    "Minor: the inputs `index` skips are listed on stderr (stdout is the summary); a NUL-only JSONL text is skipped as a NUL byte file is."
+    src = work / "skips"
+    src.mkdir(exist_ok=True)
+    (src / "ok.txt").write_text("Git stores snapshots of a project. " * 20)
+    (src / "nul.txt").write_bytes(b"some text\x00more text\n")
+    p = ok(ragbench("index", src, "--db", work / "skips_db", "--embedder", "hash", "--quiet"))
+    (work / "nul.jsonl").write_text(json.dumps({"id": "a", "text": "Git stores snapshots. " * 20}) + "\n"
+                                    + json.dumps({"id": "b", "text": "\x00" * 40}) + "\n")
+    q = ok(ragbench("index", work / "nul.jsonl", "--db", work / "skips_db2", "--embedder", "hash", "--quiet"))
+    record(stdout=p.stdout.strip().splitlines(), stderr=p.stderr.strip().splitlines(), jsonl=q.stdout.strip().splitlines()[:1])
+    assert "nul.txt" in p.stderr and "nul.txt" not in p.stdout, (p.stdout, p.stderr)
+    assert "1 documents" in q.stdout and "NUL" in q.stderr, (q.stdout, q.stderr)
