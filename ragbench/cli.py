@@ -125,6 +125,7 @@ COMMANDS: dict[str, Command] = {
     "report": Command("ragbench.report.html:report_command", "self-contained HTML report with plotly figures (and PNGs)"),
     "run": Command("ragbench.papermill:run_command", "execute a stage notebook headless with papermill into a run directory", True),
     "pipeline": Command("ragbench.pipeline:pipeline_command", "index -> TRIAD -> evaluate -> report from a config file", True),
+    "doctor": Command("ragbench.spine:doctor_command", "check LLM keys and servers, storage credentials, the table and its sidecar (no request is sent)"),
 }
 
 # %% ../nbs/99_cli.ipynb #116def13
@@ -196,7 +197,7 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
         sys.stdout.flush()
     except UserError as e:
         print(f"ragbench {name}: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_code", 2)                 # 1: a run-time failure found before any work (an unreachable LLM)
     except KeyboardInterrupt:
         print(
             f"ragbench {name}: interrupted" + ("; run the same command again to resume" if cmd.resumable else ""),

@@ -189,6 +189,7 @@ def _record_document(rec: Any, where_id: str, source: str) -> Document:
     text = rec["text"]
     if not isinstance(text, str): raise _Skip(f"field 'text' must be a string, got {type(text).__name__}")
     if not text.strip(): raise _Skip("field 'text' is empty")
+    if "\x00" in text: raise _Skip("field 'text' contains NUL characters (binary data), not text")   # as a file with a NUL byte
     did = rec.get("id")
     did = where_id if did is None or did == "" else str(did)
     title = rec.get("title")

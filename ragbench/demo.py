@@ -283,6 +283,8 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     "The main job: index + search -> TRIAD (stand-in) -> HotpotQA setups scored -> HTML reports."
     from ragbench.embed import make_embedder
     from ragbench.spine import LLMPool
+    from ragbench.llm import check_llms
+    check_llms([llm_spec, gen_spec])              # a key-less spec or a dead server: said now, before the index is built
     out = Path(out)
     run = RunDir(out)
     t0 = time.monotonic()

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any, Optional, Union
 from pydantic import BaseModel, ConfigDict, ValidationError
 from .core import Identifier, PathComponent, RunDir, UserError, validation_problems
+from .llm import check_llms
 from .papermill import NotebookFailed, find_notebook, load_state, notebook_parameters, run_notebook, save_state, short_name
 
 # %% auto #0
-__all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'PipelineStep', 'PipelineNames', 'load_pipeline_config', 'step_parameters',
-           'run_pipeline', 'pipeline_status', 'pipeline_command']
+__all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'PipelineStep', 'PipelineNames', 'load_pipeline_config', 'pipeline_llms',
+           'step_parameters', 'run_pipeline', 'pipeline_status', 'pipeline_command']
 
 # %% ../nbs/71_pipeline.ipynb #15d4682f
 STEPS = ("index", "triad", "evaluate", "report")   # the built-in steps: notebooks in nbs/steps/
@@ -89,6 +90,12 @@ def load_pipeline_config(path: Union[str, Path]) -> dict:
     if dup is not None: raise ConfigError(f"{path}: steps[{dup}]: step name '{names[dup]}' is used twice")
     return {"out": cfg.get("out"), "parameters": dict(cfg.get("parameters") or {}), "steps": steps, "name": cfg.get("name")}
 
+# %% ../nbs/71_pipeline.ipynb #ec282e05
+def pipeline_llms(cfg: dict) -> list[str]:
+    "The LLM specs a pipeline config names: every shared or step parameter whose name ends in `llm`."
+    params = [cfg.get("parameters") or {}] + [s.get("parameters") or {} for s in cfg.get("steps", [])]
+    return [v for p in params for k, v in p.items() if str(k).endswith("llm") and isinstance(v, str)]
+
 # %% ../nbs/71_pipeline.ipynb #a66735dd
 def step_parameters(step: dict, shared: dict) -> dict:
     "The shared parameters the step's notebook declares, then the step's own."
@@ -104,6 +111,7 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
     "Run a pipeline's steps in order into one run directory; completed steps are skipped, an interrupted one resumes."
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     cfg = _checked(config, "the pipeline config", Path.cwd()) if isinstance(config, dict) else load_pipeline_config(config)
+    check_llms(pipeline_llms(cfg))                        # keys and servers of every step, before the first step runs
     run = RunDir(Path(out or cfg.get("out") or Path("runs") / f"pipeline-{time.strftime('%Y%m%d-%H%M%S')}"))
     state = load_state(run)
     state["pipeline"] = {

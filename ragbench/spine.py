@@ -14,14 +14,15 @@ from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_docu
 from .embed import EmbedderError, make_embedder
 from .index import (SEARCH_MODES, VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, Hit, IndexSchemaError,
                             changes_line, open_index, save_index_mapping)
-from .llm import BACKENDS, LLMError, make_llm, redact_spec
+from .llm import BACKENDS, LLMError, check_llms, make_llm, redact, redact_spec
 from .scale.cluster import ray_address
 
 # %% auto #0
 __all__ = ['RAY_HELP', 'RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'record_index_db',
            'RunResult', 'comma_items', 'field_argument', 'config_flags', 'read_config', 'options_model', 'read_options',
            'RunOptions', 'changed', 'build_index', 'print_index_summary', 'IndexOptions', 'index_command',
-           'search_queries', 'hit_json', 'print_hits', 'print_search', 'SearchOptions', 'search_command']
+           'search_queries', 'hit_json', 'print_hits', 'print_search', 'SearchOptions', 'search_command', 'doctor_llm',
+           'doctor_storage', 'DoctorOptions', 'doctor_command']
 
 # %% ../nbs/19_spine.ipynb #c2c9be8b
 @dataclass
@@ -41,6 +42,8 @@ class RunSpec:
     # LLM requests in flight per client (None: the LLM layer's default)
     concurrency: Optional[int] = None
     progress: Optional[bool] = None                    # a progress bar (None: when stderr is a terminal)
+    preflight: bool = True                             # check LLM keys and servers (a TCP connect) before any work
+    llm_timeout: Optional[float] = None                # seconds per LLM request (None: the backend's 120)
 
 def by_role(generate: Optional[str], **others: Optional[str]) -> dict:
     "{role: spec} with every role not given falling back to the `generate` spec."
@@ -57,13 +60,16 @@ def check_spec(spec: str) -> str:
 
 class LLMPool:
     "The LLMs of a run: one client per distinct spec, one cache folder, and (once attached) one call meter for all."
-    def __init__(self, cache_dir=None, concurrency: Optional[int] = None, factory: Optional[Callable] = None):
+    def __init__(self, cache_dir=None, concurrency: Optional[int] = None, factory: Optional[Callable] = None,
+                 timeout: Optional[float] = None):
         self.cache_dir, self.concurrency, self.factory, self.meter, self.made = cache_dir, concurrency, factory, None, {}
+        self.timeout = timeout                         # seconds per request, for the backends that talk to a server
 
     def _make(self, spec: str):
         "A new client for `spec` (the pool's factory, else `make_llm` with the shared cache); a bad spec raises UserError."
         if self.factory is not None: return self.factory(spec)
         kw = {} if self.concurrency is None else {"max_concurrency": self.concurrency}
+        if self.timeout is not None and spec.strip().partition(":")[0] in ("openai", "gemini"): kw["timeout"] = self.timeout
         try: return make_llm(check_spec(spec), cache_dir=self.cache_dir, **kw)
         except LLMError as e: raise UserError(str(e)) from e
 
@@ -124,6 +130,7 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     for s in spec.models.values():
         if s: check_spec(s)
     out = Path(spec.out) if spec.out and write else None
+    if out is not None and spec.preflight: check_llms(spec.models.values())   # keys and servers, before any work
     index = (
         open_index(spec.db, spec.table, embedder=spec.embedder, columns=spec.columns, run_dir=out, fts=fts, save=False)
         if spec.db
@@ -136,7 +143,7 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     if index is not None:
         save_index_mapping(out, spec.table, index)   # the inputs are checked: a refused run leaves no directory
     if index is not None: record_index_db(out, spec.db)
-    run.pool = LLMPool(out / "cache", spec.concurrency)
+    run.pool = LLMPool(out / "cache", spec.concurrency, timeout=spec.llm_timeout)
     run.llms = run.pool.by_role(
         by_role(spec.models.get("generate"), **{r: s for r, s in spec.models.items() if r != "generate"})
     )
@@ -269,11 +276,13 @@ class RunOptions(BaseModel):
         None, ge=0, description="hard limit on LLM calls for the whole run, across resumes (cache hits are free)"
     )
     ray: Optional[str] = Field(None, description=RAY_HELP)
+    llm_timeout: Optional[float] = Field(None, gt=0, description="seconds an LLM request may take before it is retried "
+                                                                 "(default: 120; OpenAI-compatible and Gemini servers)")
 
     def spec(self, models: dict, **more) -> RunSpec:
         "The `RunSpec` of these flags, with the LLM specs by role `models`."
         return RunSpec(out=self.out, db=self.db, table=self.table, columns=self.column, embedder=self.embedder, models=models,
-                       max_calls=self.max_calls, ray=self.ray, **more)
+                       max_calls=self.max_calls, ray=self.ray, llm_timeout=self.llm_timeout, **more)
 
 def changed(options: BaseModel, names: Sequence[str]) -> dict:
     "The fields `names` of `options` whose value is not their default (what the user set)."
@@ -312,9 +321,9 @@ def print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: Lo
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if st["duplicates_removed"]:
         print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
-    if report.skipped:
-        print(f"skipped {len(report.skipped)} input(s):")
-        for m in report.messages(): print(f"  {m}")
+    if report.skipped:                         # on stderr: stdout stays the summary a script reads
+        print(f"skipped {len(report.skipped)} input(s):", file=sys.stderr)
+        for m in report.messages(): print(f"  {m}", file=sys.stderr)
 
 # %% ../nbs/19_spine.ipynb #af8f1258
 class IndexOptions(BaseModel):
@@ -436,3 +445,67 @@ def search_command(
     try: found = [(q, idx.search(q, k=o.k, mode=o.mode)) for q in search_queries(query, o.queries)]
     except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
     print_search(found, o.as_json, titled=o.queries is not None)
+
+# %% ../nbs/19_spine.ipynb #bd88043d
+_STORE_KEYS = {"s3": ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
+               "gs": ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_SERVICE_ACCOUNT"), "az": ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN")}
+
+def doctor_llm(spec: str, timeout: float = 3.0) -> list[tuple[bool, str]]:
+    "(ok, line) for an LLM spec: its key in the environment, then its server (a TCP connect; no request is sent)."
+    from ragbench.llm import endpoint_problem, key_problem, llm_endpoint
+    shown = redact_spec(spec)
+    if (why := key_problem(spec)): return [(False, f"LLM {shown}: {why}")]
+    url = llm_endpoint(spec)
+    if url is None: return [(True, f"LLM {shown}: runs in this process (nothing to reach)")]
+    why = endpoint_problem(spec, timeout)
+    return [(why is None, f"LLM {shown}: {why or f'key found, server {redact_spec(url)} accepts connections'}")]
+
+def doctor_storage(db: str, table: str = "chunks") -> list[tuple[bool, str]]:
+    "(ok, line) for the storage of `db` (folder, or credentials in the environment) and for `table` with its sidecar."
+    from ragbench.index import db_location, is_local, read_stored_text, sidecar_path
+    out = []
+    if is_local(db):
+        if not Path(db_location(db)).is_dir(): return [(False, f"--db {db}: no such folder (build one with: ragbench index SOURCE --db {db})")]
+        out.append((os.access(db_location(db), os.W_OK), f"--db {db}: a folder{'' if os.access(db_location(db), os.W_OK) else ' you cannot write to'}"))
+    else:
+        scheme = str(db).split("://")[0]
+        found = [k for k in _STORE_KEYS.get(scheme, ()) if os.environ.get(k)]
+        out.append((bool(found) or scheme not in _STORE_KEYS, f"--db {redact(str(db))}: object storage; credentials from "
+                    + (", ".join(found) if found else f"none of {', '.join(_STORE_KEYS.get(scheme, ('the environment',)))} is set")))
+    try:
+        text = read_stored_text(sidecar_path(db, table))
+        side = None if text is None else json.loads(text)
+        out.append((isinstance(side, dict) or text is None, f"{table}.ragbench.json: " + (
+            "absent (your own table: give --column)" if text is None else "readable" if isinstance(side, dict) else "not a JSON object")))
+    except Exception as e:
+        out.append((False, f"{table}.ragbench.json: {'empty' if isinstance(e, json.JSONDecodeError) and not (text or '').strip() else 'unreadable'} ({redact(str(e))[:200]})"))
+    try:
+        import lancedb
+        n = lancedb.connect(str(db)).open_table(table).count_rows()
+        out.append((True, f"table '{table}': {n} rows"))
+    except Exception as e:
+        out.append((False, f"table '{table}' in {redact(str(db))}: cannot be opened ({type(e).__name__}: {redact(str(e)).splitlines()[0][:200] if str(e) else ''})"))
+    return out
+
+# %% ../nbs/19_spine.ipynb #1c25382b
+class DoctorOptions(BaseModel):
+    "The options of `ragbench doctor`."
+    model_config = ConfigDict(extra="forbid")
+    llm: Annotated[list[str], {"metavar": "SPEC"}] = Field((), description="an LLM spec to check (key and server); repeatable")
+    db: Optional[str] = Field(None, description="LanceDB folder or object-store URI to check, with its table")
+    table: PathComponent = Field("chunks", description="table name")
+    timeout: float = Field(3.0, gt=0, description="seconds a server has to accept a connection")
+
+@options_model(DoctorOptions)
+def doctor_command(**options) -> int:
+    "Check what runs need before they start: LLM keys and servers (no request is sent), storage credentials, the table and its sidecar; exit 1 when something is wrong."
+    from ragbench.llm import KEY_ENVS
+    o = read_options(DoctorOptions, None, options)[0]
+    checks = [(True, "API keys set: " + (", ".join(k for k in KEY_ENVS if os.environ.get(k)) or "none"))]
+    for s in o.llm: checks += doctor_llm(s, o.timeout)
+    if o.db: checks += doctor_storage(o.db, o.table)
+    if not o.llm and not o.db: checks.append((True, "nothing else to check: give --llm SPEC and/or --db DB"))
+    for good, line in checks: print(f"{'ok     ' if good else 'PROBLEM'}  {line}")
+    bad = sum(not g for g, _ in checks)
+    print(f"{bad} problem(s) found" if bad else "no problem found")
+    return 1 if bad else 0

@@ -29,9 +29,11 @@ RENAMED = {
 RAY = {"--ray": "ray"}   # issue 14: run on a Ray cluster (the optional extra)
 ADDED = {
     "dora": {"--test-fraction": "test_fraction",    # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
-             "--column": "column", **RAY},          # issue 13: your own vector table (--column ROLE=NAME, as search has); issue 14: --ray
+             "--column": "column", **RAY,           # issue 13: your own vector table (--column ROLE=NAME, as search has); issue 14: --ray
+             "--llm-timeout": "llm_timeout"},       # issue 40: the LLM request timeout (120 s) as a flag
     "triad": {"--column": "column", "--embedder": "embedder", **RAY,    # issue 13: your own vector table (as search has them)
-              "--n-from-plan": "n_from_plan"},                          # issue 20: `ragbench plan --json`'s n per type as the target
+              "--n-from-plan": "n_from_plan",                           # issue 20: `ragbench plan --json`'s n per type as the target
+              "--llm-timeout": "llm_timeout"},                          # issue 40: the LLM request timeout (120 s) as a flag
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
                  "--column": "column", **RAY,       # issue 13: your own vector table (--column ROLE=NAME, as search has)
                  "--table": "table",                # issue 25: the table of your own database
@@ -110,7 +112,8 @@ def as_old(name: str, kwargs: dict) -> dict:
 NEW_COMMANDS = {"qualify",            # added after the snapshot (issue 10: judge qualification)
                 "refresh", "check",   # issue 22: refresh a run against a changed corpus; whole-corpus checks
                 "plan",               # issue 20: questions needed for a paired comparison
-                "validity"}           # issue 20: human verdicts on a sample of accepted items -> the truly-valid share
+                "validity",           # issue 20: human verdicts on a sample of accepted items -> the truly-valid share
+                "doctor"}             # issue 40: LLM keys and servers, storage credentials, the table and its sidecar
 
 def test_every_command_is_in_the_snapshot():
     assert set(command_names()) == set(BEFORE) | NEW_COMMANDS   # fake-llm-server: a plugin of ragbench.testing (issue 18)

@@ -56,10 +56,10 @@ def test_folder_index_and_search_default_embedder(folder, tmp_path, capsys):
     assert rc == 0, err
     assert "3 documents -> 3 chunks (3 new" in out
     assert "all-MiniLM-L6-v2 (dim 384)" in out
-    assert "skipped 3 input(s)" in out
-    assert "image.txt: binary file" in out
-    assert "latin1.md:1: not valid UTF-8" in out
-    assert "archive.zip: unsupported file type '.zip'" in out
+    assert "skipped 3 input(s)" in err and "skipped" not in out       # issue 40: the skip list goes to stderr
+    assert "image.txt: binary file" in err
+    assert "latin1.md:1: not valid UTF-8" in err
+    assert "archive.zip: unsupported file type '.zip'" in err
     queries = {"how do I put aside my local modifications": "stash.txt",
                "create an annotated tag for a release": "guide/tags.md",
                "download branches from another copy of the repository": "remotes.html"}

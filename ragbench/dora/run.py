@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl,
                            short_hash, validation_problems)
-from ..gen.base import GenerationMethod, LocalExecutor, Selection, Task, TaskResult, run_generation
+from ..gen.base import LLM_FAILING, GenerationMethod, LocalExecutor, Selection, Task, TaskResult, run_generation
 from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError
 from ..prompts import parse_chunks, set_stand_in
 from ..spine import RunOptions, RunResult, RunSpec, by_role, config_flags, open_run, options_model, read_config, read_options
@@ -27,7 +27,8 @@ from .splits import construction_warnings, dataset_card, export_sft, leakage_che
 # %% auto #0
 __all__ = ['DEFAULT_STYLES', 'DoraRun', 'DoraConfig', 'load_config', 'run_styles', 'group_by_doc', 'seed_order', 'dora_task',
            'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'dora_fake_rules', 'dora_options',
-           'dora_inputs', 'DoraOptions', 'dora_runs', 'dora_command', 'split_warnings', 'finish_splits']
+           'dora_inputs', 'DoraOptions', 'dora_runs', 'dora_command', 'llm_stop_status', 'split_warnings',
+           'finish_splits']
 
 # %% ../../nbs/30_dora.run.ipynb #b0721522
 DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
@@ -624,7 +625,15 @@ def _single_run(index, gen, judge, cfg: DoraConfig, out: Path, max_calls: Option
     _print_summary(r.summary)
     _print_notes(r.summary["warnings"])
     print(f"wrote {out / 'dataset.jsonl'} and {out / 'summary.json'}")
-    return 0
+    return llm_stop_status(r.summary)
+
+def llm_stop_status(summary: dict) -> int:
+    "1 (said on stderr) when the runner stopped the run because its LLM kept failing, as TRIAD does; else 0."
+    stop = str(summary.get("stop_reason") or "")
+    if not stop.startswith(LLM_FAILING): return 0
+    print(f"ragbench dora: stopped early: {stop}; check the LLM (its URL, key and server), then run the same command "
+          "again to resume", file=sys.stderr)
+    return 1
 
 # %% ../../nbs/30_dora.run.ipynb #a5b86ed7
 def split_warnings(train: DoraRun, test: DoraRun) -> list[str]:

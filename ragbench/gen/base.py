@@ -16,11 +16,12 @@ from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, 
                            read_jsonl, repair_torn_tail, utc_now)
 
 # %% auto #0
-__all__ = ['Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'capped_counts',
-           'frontier_and_total', 'frontier', 'counted_total', 'PlanOrderTally', 'Selection', 'select_first_n',
-           'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run', 'check_resume',
-           'index_fingerprint', 'budget_stops', 'TaskRun', 'run_summary', 'drafts_of_stand_in', 'known_spent',
-           'restore_spent', 'arun_generation', 'run_generation', 'QuestionReply', 'OneChunkQuestions']
+__all__ = ['MAX_LLM_ERRORS', 'LLM_FAILING', 'Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key',
+           'capped_counts', 'frontier_and_total', 'frontier', 'counted_total', 'PlanOrderTally', 'Selection',
+           'select_first_n', 'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run',
+           'check_resume', 'index_fingerprint', 'llm_failed', 'failure_text', 'LLMErrorStreak', 'budget_stops',
+           'TaskRun', 'run_summary', 'drafts_of_stand_in', 'known_spent', 'restore_spent', 'arun_generation',
+           'run_generation', 'QuestionReply', 'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
@@ -307,6 +308,36 @@ def index_fingerprint(index) -> str:
 # %% ../../nbs/17_gen.base.ipynb #dde2bf3b
 from ..llm import BudgetExceeded, CallMeter, task_usage
 
+# %% ../../nbs/17_gen.base.ipynb #d87fc893
+MAX_LLM_ERRORS = 8            # tasks in a row that failed on their LLM before the runner stops the run
+LLM_FAILING = "the LLM failed on"   # how that stop reason starts
+
+def llm_failed(r: TaskResult) -> bool:
+    "Whether task `r` failed on its LLM: an `error` outcome, or calls that all failed (no reply came back, even after retries)."
+    if r.outcome == "error": return True
+    u = r.usage or {}
+    return bool(u.get("failures")) and (u.get("calls") or 0) <= (u.get("retries") or 0) + u["failures"]
+
+def failure_text(r: TaskResult) -> str:
+    "The error a failed task recorded: its own, else the first an item's attempt records (a method that keeps failed candidates)."
+    if r.error: return r.error
+    for it in r.rejected + r.items:
+        for a in it.attempts:
+            if (a.judge or {}).get("error"): return f"{a.failed_check}: {a.judge['error']}"
+    return f"outcome {r.outcome}"
+
+class LLMErrorStreak:
+    "Tasks that failed on their LLM in a row, in commit order; `add` raises StopRun when `limit` is reached (None: never)."
+    def __init__(self, limit: Optional[int] = MAX_LLM_ERRORS): self.limit, self.n, self.example = limit, 0, None
+    def add(self, r: TaskResult) -> None:
+        "Count a finished task: an LLM failure extends the streak, anything else ends it."
+        if not llm_failed(r):
+            self.n, self.example = 0, None
+            return
+        self.n, self.example = self.n + 1, self.example or failure_text(r)
+        if self.limit and self.n >= self.limit:
+            raise StopRun(f"{LLM_FAILING} {self.n} tasks in a row, e.g. {self.example}"[:600])
+
 # %% ../../nbs/17_gen.base.ipynb #taskrun1
 def budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Task], Awaitable[TaskResult]]:
     "`work` with a spent budget turned into a draining StopRun (the running tasks finish; this one is redone on resume)."
@@ -316,9 +347,10 @@ def budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Tas
     return guarded
 
 class TaskRun:
-    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a call meter on its LLMs, an executor."
-    def __init__(self, path: Union[str, Path], journal: Optional[str] = "tasks.jsonl", executor=None):
-        self.path, self.journal_name = Path(path), journal
+    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a call meter on its LLMs, an executor; it stops after `max_llm_errors` tasks in a row failed on their LLM."
+    def __init__(self, path: Union[str, Path], journal: Optional[str] = "tasks.jsonl", executor=None,
+                 max_llm_errors: Optional[int] = MAX_LLM_ERRORS):
+        self.path, self.journal_name, self.streak = Path(path), journal, LLMErrorStreak(max_llm_errors)
         self.lock, self.executor, self.meter, self.journal = RunLock(self.path), executor or LocalExecutor(), None, None
         self.results: dict[str, TaskResult] = {}
 
@@ -361,7 +393,11 @@ class TaskRun:
         "Run the unfinished `tasks` on the executor, committing each result; returns the stop reason (a spent budget) or None."
         todo = self.todo(tasks) if self.journal else list(tasks)
         if not todo: return None
-        return await self.executor.run(todo, budget_stops(work), commit or self.commit, wanted or (lambda t: True))
+        commit = commit or self.commit
+        def committed(r: TaskResult) -> None:
+            commit(r)
+            self.streak.add(r)            # raises StopRun after `max_llm_errors` LLM failures in a row
+        return await self.executor.run(todo, budget_stops(work), committed, wanted or (lambda t: True))
 
 # %% ../../nbs/17_gen.base.ipynb #cf416cb7
 def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Selection:

@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from ..core import Registry, arun
 from .backends import Backend, Completion, GeminiBackend, LLMRequest, LocalBackend, approx_tokens, openai_backend
 from .cache import ResponseCache
-from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, StructuredOutputRejected,
+from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, LLMUnreachable, RunEnded, StructuredOutputRejected,
                                  http_status, is_retryable, redact, redact_spec)
 from .limits import RateLimiter, Slots
 from .structured import parse_reply, repair_prompt, schema_info
@@ -22,7 +22,8 @@ from .usage import CallMeter, cost_usd, task_meters
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['BACKENDS', 'LLM', 'register_backend', 'backend_factory', 'expand_env', 'make_llm']
+__all__ = ['BACKENDS', 'LLM', 'register_backend', 'backend_factory', 'expand_env', 'make_llm', 'key_problem', 'llm_endpoint',
+           'endpoint_problem', 'check_llms']
 
 # %% ../../nbs/03_llm.client.ipynb #7b6052e8
 class LLM:
@@ -62,10 +63,10 @@ def _count(self: LLM, event: str, stage: str, *args) -> None:
 
 @patch
 def _book(self: LLM, req: LLMRequest) -> None:
-    "Count `req` before it is sent; raises BudgetExceeded (counted as a failure) when the budget is spent."
+    "Count `req` before it is sent; raises BudgetExceeded (counted as a failure) when the budget is spent, RunEnded (not counted) when the run has ended."
     try: self._count("before_send", req.stage)
     except BudgetExceeded as e:
-        self._count("failure", req.stage, "budget")
+        if not isinstance(e, RunEnded): self._count("failure", req.stage, "budget")
         e.stage = req.stage
         raise
 
@@ -278,3 +279,47 @@ def make_llm(spec: str, cache_dir=None, budget: Optional[CallMeter] = None, max_
     except TypeError as e: raise LLMConfigError(f"LLM spec {redact_spec(spec)!r}: bad option: {e}") from None
     return LLM(backend, spec=spec, cache_dir=cache_dir, meter=meter if meter is not None else budget,
                max_concurrency=max_concurrency, rpm=rpm, tpm=tpm, **common)
+
+# %% ../../nbs/03_llm.client.ipynb #da576d18
+def _backend_of(spec: str):
+    "The backend a spec names, built without contacting anything (the key checks run here); None for an in-process model."
+    spec = expand_env(spec.strip())
+    kind, _, rest = spec.partition(":")
+    if kind not in ("openai", "gemini"): return None            # local, template, fake and plugins: nothing to reach
+    return backend_factory(kind)(rest, spec=spec)
+
+def key_problem(spec: str) -> Optional[str]:
+    "Why `spec` cannot run from this environment (an API key or `${NAME}` it needs is not set), or None; nothing is contacted."
+    try: _backend_of(spec)
+    except LLMConfigError as e: return str(e)
+    return None
+
+def llm_endpoint(spec: str) -> Optional[str]:
+    "The base URL of the server `spec` talks to (None: a model in this process)."
+    b = _backend_of(spec)
+    if b is None: return None
+    return getattr(b, "base_url", None) or "https://generativelanguage.googleapis.com"
+
+# %% ../../nbs/03_llm.client.ipynb #c9cf4645
+def endpoint_problem(spec: str, timeout: float = 3.0) -> Optional[str]:
+    "Why the server of `spec` cannot be reached (a TCP connect, no request is sent), or None."
+    import socket
+    from urllib.parse import urlsplit
+    url = llm_endpoint(spec)
+    if url is None: return None
+    u = urlsplit(url)
+    host, port = u.hostname or "", u.port or (443 if u.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout): return None
+    except OSError as e:
+        why = "timed out" if isinstance(e, socket.timeout) else (e.strerror or type(e).__name__)
+        return f"the LLM server of {redact_spec(spec)} cannot be reached ({host}:{port}: {why})"
+
+def check_llms(specs, *, connect: bool = True, timeout: float = 3.0) -> None:
+    "Refuse LLM specs that lack their key (LLMConfigError) or whose server does not answer a TCP connect (LLMUnreachable)."
+    specs = [s for s in dict.fromkeys(specs) if isinstance(s, str) and s.strip()]
+    for s in specs:
+        if (why := key_problem(s)): raise LLMConfigError(why)
+    for s in specs if connect else ():
+        if (why := endpoint_problem(s, timeout)):
+            raise LLMUnreachable(f"{why}; check the URL and that the server runs (no request was sent)")

@@ -10,8 +10,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..core import UserError
 
 # %% auto #0
-__all__ = ['KEY_ENVS', 'LLMError', 'LLMParseError', 'BudgetExceeded', 'LLMConfigError', 'ProviderError', 'RateLimitError',
-           'TransientError', 'StructuredOutputRejected', 'http_status', 'is_retryable', 'redact', 'redact_spec']
+__all__ = ['KEY_ENVS', 'LLMError', 'LLMParseError', 'BudgetExceeded', 'RunEnded', 'LLMConfigError', 'LLMUnreachable',
+           'ProviderError', 'RateLimitError', 'TransientError', 'StructuredOutputRejected', 'http_status',
+           'is_retryable', 'redact', 'redact_spec']
 
 # %% ../../nbs/03_llm.errors.ipynb #4f7bf48b
 class LLMError(RuntimeError):
@@ -29,9 +30,16 @@ class LLMParseError(LLMError):
 class BudgetExceeded(LLMError):
     "The run's budget (calls or USD) is spent; no further requests are sent."
 
+class RunEnded(BudgetExceeded):
+    "The run has ended (its driver is gone): no further requests are sent, and none is counted as failed."
+
 # %% ../../nbs/03_llm.errors.ipynb #f1c0d992
 class LLMConfigError(LLMError, UserError):
     "Bad spec, missing package or missing API key (the message names what to set): a `UserError`, so commands exit with 2."
+
+class LLMUnreachable(LLMError, UserError):
+    "The LLM's server cannot be reached (found before any request is sent): commands say so in one line and exit with 1."
+    exit_code = 1
 
 # %% ../../nbs/03_llm.errors.ipynb #8f493c3f
 class ProviderError(Exception):

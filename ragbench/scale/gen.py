@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional, Sequence
 from fastcore.basics import patch
 from ..core import UserError, process_alive
-from ..gen.base import LocalExecutor, Task, TaskResult
+from ..gen.base import LocalExecutor, StopRun, Task, TaskResult
 from ..index import ChunkIndex
-from ..llm import Backend, BudgetExceeded, CallMeter, RateLimiter, ResponseCache, Slots
+from ..llm import Backend, BudgetExceeded, CallMeter, RateLimiter, ResponseCache, RunEnded, Slots
 from .cluster import cluster_cpus, connect
 
 # %% auto #0
-__all__ = ['plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute', 'index_location',
-           'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events', 'mirror_reply',
-           'first_unwanted', 'amap_on_ray', 'map_on_ray']
+__all__ = ['DRIVER_GONE', 'plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute',
+           'index_location', 'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events',
+           'mirror_reply', 'first_unwanted', 'amap_on_ray', 'map_on_ray']
 
 # %% ../../nbs/18_scale.gen.ipynb #d22f91d1
 def plan_shards(tasks: Sequence[Task], workers: int, size: int) -> list[list[Task]]:
@@ -37,6 +37,8 @@ def shard_size(n_tasks: int, workers: int, in_flight: int) -> int:
     return max(1, min(4 * in_flight, math.ceil(n_tasks / max(1, workers))))
 
 # %% ../../nbs/18_scale.gen.ipynb #7a9c282b
+DRIVER_GONE = "the run's driver"      # how `count` starts its answer when the driver has exited
+
 class RunCoordinator:
     "The cluster-wide state of one run (a Ray actor): call meters with their budgets, rate limiters, the cut-off."
     def __init__(self, driver_pid: Optional[int] = None):
@@ -56,7 +58,7 @@ class RunCoordinator:
     def count(self, key: int, event: str, stage: str, *args) -> Optional[str]:
         "Apply one CallMeter event; for `before_send` return why the budget is spent, or that the driver is gone, instead of booking it (None: go)."
         if event == "before_send" and not process_alive(self.driver_pid):
-            return f"the run's driver (process {self.driver_pid}) has exited: no more requests are sent"
+            return f"{DRIVER_GONE} (process {self.driver_pid}) has exited: no more requests are sent"
         try: getattr(self.meters[key], event)(stage, *args)
         except BudgetExceeded as e: return str(e.args[0]) if e.args else "budget spent"
         self.events.append((key, event, stage, args))
@@ -99,10 +101,10 @@ class MeterProxy:
         return ray.get(self.coord.report.remote(self.key, what))
 
     def before_send(self, stage: str) -> None:
-        "Book one request of `stage` on the coordinator before it is sent, or raise BudgetExceeded."
+        "Book one request of `stage` on the coordinator before it is sent, or raise BudgetExceeded (RunEnded: the driver is gone)."
         import ray
         why = ray.get(self.coord.count.remote(self.key, "before_send", stage))
-        if why: raise BudgetExceeded(why, stage=stage)
+        if why: raise (RunEnded if why.startswith(DRIVER_GONE) else BudgetExceeded)(why, stage=stage)
 
 # %% ../../nbs/18_scale.gen.ipynb #169744eb
 @patch
@@ -382,7 +384,8 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
             if x.stop and x.stop != "cancelled": st["stop"] = st["stop"] or x.stop
             st["nodes"].add(x.node)
             return
-        commit(x)
+        try: commit(x)
+        except StopRun as e: st["stop"] = st["stop"] or e.reason      # the runner's own stop (LLM failures in a row)
         c = first_unwanted(tasks, wanted)
         if c != st["cutoff"]:
             st["cutoff"] = c
