@@ -22,8 +22,8 @@ from .usage import CallMeter, cost_usd, task_meters
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['BACKENDS', 'LLM', 'register_backend', 'backend_factory', 'expand_env', 'make_llm', 'key_problem', 'llm_endpoint',
-           'endpoint_problem', 'check_llms']
+__all__ = ['LONG_WAIT_S', 'BACKENDS', 'LLM', 'register_backend', 'backend_factory', 'expand_env', 'make_llm', 'key_problem',
+           'llm_endpoint', 'endpoint_problem', 'check_llms']
 
 # %% ../../nbs/03_llm.client.ipynb #7b6052e8
 class LLM:
@@ -78,17 +78,22 @@ def _after(self: LLM, req: LLMRequest, comp: Completion, est: int) -> None:
     if self.limiter: self.limiter.settle((comp.input_tokens or est) + (comp.output_tokens or 0) - est)
 
 # %% ../../nbs/03_llm.client.ipynb #f3be7017
+LONG_WAIT_S = 5.0   # a wait this long before a retry says so on stderr (the logger's warning)
+
 @patch
 def _delay(self: LLM, exc: Exception, attempt: int) -> float:
     "Seconds to wait before the next attempt."
     if isinstance(exc, StructuredOutputRejected): return 0.0
     d = min(self.max_backoff, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.0)
     ra = getattr(exc, "retry_after", None)
-    if not isinstance(ra, (int, float)): return d
-    if ra > self.max_backoff:
+    if isinstance(ra, (int, float)) and ra > self.max_backoff:
         _log.warning("%s: the server asks to wait %.0f s before retrying (Retry-After); waiting the cap, max_backoff=%.0f s",
                      self.spec, ra, self.max_backoff)
-    return min(self.max_backoff, max(d, ra))
+    wait = min(self.max_backoff, max(d, ra)) if isinstance(ra, (int, float)) else d
+    if wait >= LONG_WAIT_S:       # a run that holds still says why (a 429's Retry-After, a long backoff)
+        _log.warning("%s: waiting %.0f s before retry %d (%s)", self.spec, wait, attempt + 1,
+                     "the server's Retry-After" if isinstance(ra, (int, float)) else "backoff")
+    return wait
 
 # %% ../../nbs/03_llm.client.ipynb #9121a464
 @patch
