@@ -481,12 +481,14 @@ def _print_summary(s: dict, out: Path) -> None:
     "A short human-readable summary on stdout."
     llm = s["llm"]
     tokens = llm["input_tokens"] + llm["output_tokens"]
+    failed = (s.get("tasks") or {}).get("errors", 0)
+    seeds = f"{s['seeds_tried'] + failed} seeds tried" + (f" ({failed} failed)" if failed else "")   # never "0 tried" when all failed
     if s.get("drafts"):
         print(f"{s['drafts']}/{s['n_target']} drafts of the rule-based stand-in, none accepted: no model wrote or judged them "
-              f"(+{s['unanswerable_variants']} unanswerable variants), {s['rejected']} rejected; {s['seeds_tried']} seeds tried, {s['attempts']} attempts")
+              f"(+{s['unanswerable_variants']} unanswerable variants), {s['rejected']} rejected; {seeds}, {s['attempts']} attempts")
     else:
         print(f"accepted {s['accepted']}/{s['n_target']} questions (+{s['unanswerable_variants']} unanswerable variants), "
-              f"{s['rejected']} rejected; {s['seeds_tried']} seeds tried, {s['attempts']} attempts")
+              f"{s['rejected']} rejected; {seeds}, {s['attempts']} attempts")
     print(f"acceptance: {s['acceptance_rate']} per question, {s['acceptance_rate_per_attempt']} per attempt; "
           f"failed checks: {s['failed_checks'] or '-'}")
     if s.get("duplicates"):
