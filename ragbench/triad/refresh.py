@@ -366,7 +366,9 @@ def print_refresh(s: dict, run: Path) -> None:
     "What the refresh did, on stdout."
     c = s["card"]
     d = c["diff"]
-    print(f"refreshed {run}: {len(s['stale'])} stale items; outcomes {json.dumps(s['outcomes'], sort_keys=True)}; "
+    checked = sum(s["outcomes"].values())     # stale items plus the variants re-checked against new chunks
+    print(f"refreshed {run}: {len(s['stale'])} stale items; {checked} items and variants re-checked, outcomes "
+          f"{json.dumps(s['outcomes'], sort_keys=True)}; "
           f"replacements {s['replacements']['added']}/{s['replacements']['slots']} ({s['replacements']['seeds_tried']} seeds tried)")
     print(f"dataset {c['previous_version']} -> {c['version']}: {d['added']} added, {d['revised']} revised, "
           f"{d['dropped']} dropped, {d['unchanged']} unchanged (card: {run / 'card.json'})")
