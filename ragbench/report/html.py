@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..core import Dataset, atomic_write, utc_now
 from ..eval.calibration import JUDGE_FILE, load_calibration
 from ..eval.setups import NOT_APPLICABLE
-from ..eval.run import metric_notes
+from ..eval.run import metric_notes, newest_eval
 from .figures import (ReportError, ReportFigure, demo_eval_dir, demo_generation_dir, load_eval, load_generation,
                                      metric_label, report_figures, value_label)
 from .png import export_pngs, find_chrome
@@ -304,7 +304,8 @@ def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Op
 def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generation_dir: Union[str, Path, None] = None,
                  title: Optional[str] = None, png_dir: Union[str, Path, None] = None, width: int = 1100,
                  height: Optional[int] = None, baseline: Optional[str] = None) -> Path:
-    "Write one self-contained HTML report of an evaluation run (and optionally its generation run); PNGs too if `png_dir`."
+    "Write one self-contained HTML report of an evaluation run, or of the newest one under EVAL_DIR (`eval_folder`'s), and optionally of its generation run; PNGs too if `png_dir`."
+    eval_dir = newest_eval(eval_dir)
     summary, scores = load_eval(eval_dir)
     notes = []
     gen, ds, cal = _generation(generation_dir, notes)
