@@ -42,7 +42,8 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['ragbench', 'ragbench.*']),
     include_package_data=True,
     package_data={'ragbench': ['data/*', 'data/**/*', 'notebooks/*.ipynb', 'notebooks/steps/*.ipynb']},
-    # JupyterLab hands kernels CurveZMQ keys (no "Kernel is running over TCP without encryption" warning)
+    # JupyterLab hands kernels CurveZMQ keys (no "Kernel is running over TCP without encryption" warning); `pip install -e`
+    # places no data files: `python -m ragbench.jupyter` writes the same file (the README's JupyterLab command runs it)
     data_files=[('etc/jupyter/jupyter_server_config.d', ['jupyter-config/jupyter_server_config.d/ragbench.json'])],
     install_requires=requirements,
     extras_require=extras,

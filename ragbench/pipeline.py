@@ -14,7 +14,7 @@ from .papermill import NotebookFailed, find_notebook, load_state, notebook_param
 
 # %% auto #0
 __all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'PipelineStep', 'PipelineNames', 'load_pipeline_config', 'pipeline_llms',
-           'step_parameters', 'run_pipeline', 'pipeline_status', 'pipeline_command']
+           'step_parameters', 'run_pipeline', 'pipeline_report', 'pipeline_status', 'pipeline_command']
 
 # %% ../nbs/71_pipeline.ipynb #15d4682f
 STEPS = ("index", "triad", "evaluate", "report")   # the built-in steps: notebooks in nbs/steps/
@@ -120,21 +120,35 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
     }
     save_state(run, state)
     recs, n, t_all = [], len(cfg["steps"]), time.time()
+    shared = {**(cfg.get("parameters") or {}), **({"ray": ray} if ray else {})}   # --ray: for the steps that declare `ray`
     for i, s in enumerate(cfg["steps"], 1):
         prev = load_state(run)["steps"].get(s["name"])
         if prev and prev.get("status") == "completed" and not force:
             log(f"[{i}/{n}] {s['name']}: already completed, skipped")
             recs.append(prev)
             continue
-        log(f"[{i}/{n}] {s['name']}: {'resuming' if prev and not force else 'running'} {find_notebook(s['notebook']).name} -> "
-            f"{run.path / 'notebooks' / (s['name'] + '.ipynb')}")
+        params = step_parameters(s, shared)
+        # a step that stopped (failed or killed) and whose parameters were changed since starts over by itself: the
+        # fix of a failed first attempt needs no --force, so the steps that finished are not redone
+        redo = force or bool(prev and prev.get("parameters") is not None and prev["parameters"] != params)
+        what = "starting over (its parameters changed since it stopped)" if redo and not force else "resuming" if prev and not force else "running"
+        log(f"[{i}/{n}] {s['name']}: {what} {find_notebook(s['notebook']).name} -> {run.path / 'notebooks' / (s['name'] + '.ipynb')}")
         t0 = time.time()
-        shared = {**cfg["parameters"], **({"ray": ray} if ray else {})}     # --ray: for the steps that declare `ray`
-        recs.append(run_notebook(s["notebook"], step_parameters(s, shared), run.path, name=s["name"], force=force,
+        recs.append(run_notebook(s["notebook"], params, run.path, name=s["name"], force=redo,
                                  progress=progress, quiet=True, given_by=_given_by(config, s)))
         log(f"[{i}/{n}] {s['name']}: done in {time.time() - t0:.1f} s")
-    log(f"pipeline done: {n} steps in {time.time() - t_all:.1f} s; records in {run.path / 'notebooks'}")
+    report = pipeline_report(cfg, shared, run.path)
+    log(f"pipeline done: {n} steps in {time.time() - t_all:.1f} s; records in {run.path / 'notebooks'}"
+        + (f"; report: {report}" if report else ""))
     return recs
+
+def pipeline_report(cfg: dict, shared: dict, run_path: Path) -> Optional[Path]:
+    "The HTML report a pipeline's report step wrote (its `html` parameter, else RUN/report.html), None if there is none."
+    for s in cfg["steps"]:
+        if find_notebook(s["notebook"]).stem == "report":
+            p = Path(step_parameters(s, shared).get("html") or run_path / "report.html")
+            if p.exists(): return p
+    return None
 
 # %% ../nbs/71_pipeline.ipynb #20cf53db
 EXAMPLE_PIPELINE = """\

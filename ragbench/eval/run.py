@@ -28,10 +28,10 @@ __all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONL
            'score_batch', 'row_key', 'latest_rows', 'summarize', 'repeat_sample', 'split_repeats', 'latest_repeats',
            'repeats_done', 'judge_consistency', 'judge_noise', 'read_scores', 'load_scores', 'summary_frame',
            'dataset_fingerprint', 'scored_dataset_version', 'open_index', 'with_columns', 'items_without_gold',
-           'index_key', 'gold_share', 'check_gold_in_index', 'with_table', 'score_tasks', 'score_plan', 'evaluate',
-           'estimate_evaluation', 'format_summary', 'consistency_lines', 'metric_notes', 'answers_setup', 'comma_list',
-           'mapping_note', 'report_inputs', 'report_failures', 'EvaluateOptions', 'evaluate_command', 'print_estimate',
-           'cutoffs', 'evaluate_options']
+           'eval_folder', 'newest_eval', 'index_key', 'gold_share', 'check_gold_in_index', 'with_table', 'score_tasks',
+           'score_plan', 'evaluate', 'estimate_evaluation', 'format_summary', 'consistency_lines', 'metric_notes',
+           'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures', 'EvaluateOptions',
+           'evaluate_command', 'print_estimate', 'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -527,6 +527,18 @@ def _check_out(out: Path, ds: Dataset, setups: Sequence[Setup]) -> None:
         old = (m.get("setups") or {}).get(s.name)
         if old is not None and old != _recorded(s):
             raise EvalError(f"{out}: setup '{s.name}' was evaluated there with another definition; rename it or use a new --out folder")
+
+# %% ../../nbs/40_eval.run.ipynb #d45a6efc
+def eval_folder(parent: Union[str, Path], dataset: Union[Dataset, str, Path]) -> Path:
+    "The evaluation folder of this version of `dataset` under `parent`: PARENT/dataset-FINGERPRINT (another version, e.g. after a review, gets its own)."
+    return Path(parent) / f"dataset-{dataset_fingerprint(_read_dataset(dataset))}"
+
+def newest_eval(parent: Union[str, Path]) -> Path:
+    "PARENT when it holds an evaluation itself, else its `dataset-*` folder whose summary.json was written last (PARENT if none)."
+    parent = Path(parent)
+    if (parent / "summary.json").exists() or not parent.is_dir(): return parent
+    done = [d for d in parent.glob("dataset-*") if (d / "summary.json").is_file()]
+    return max(done, key=lambda d: (d / "summary.json").stat().st_mtime_ns) if done else parent
 
 # %% ../../nbs/40_eval.run.ipynb #ad746e56
 def _open_indexes(setups: Sequence[Setup], index_factory: Optional[Callable]) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 from ..core import Dataset, RecordError, UserError, atomic_write, read_jsonl
 from ..eval.judges import RUBRIC_DIMENSIONS
-from ..eval.run import latest_rows, summarize
+from ..eval.run import latest_rows, newest_eval, summarize
 from ..eval.setups import NOT_APPLICABLE
 from ..stats import HEADLINE_METRICS, MODES, mean_table, order_metrics, split_metric
 
@@ -90,8 +90,8 @@ def _read_json(path: Path, what: str) -> dict:
 
 # %% ../../nbs/50_report.figures.ipynb #763ebed3
 def load_eval(eval_dir: Union[str, Path]) -> tuple[dict, list[dict]]:
-    "The `summary.json` and the latest `scores.jsonl` rows of an evaluation directory (rows empty if there is no scores file)."
-    eval_dir = Path(eval_dir)
+    "The `summary.json` and the latest `scores.jsonl` rows of an evaluation directory, or of the newest one under it (`eval_folder`'s); rows empty if there is no scores file."
+    eval_dir = newest_eval(eval_dir)
     if not eval_dir.is_dir(): raise ReportError(f"{eval_dir}: evaluation directory not found")
     summary = _read_json(eval_dir / "summary.json", "summary.json (run `ragbench evaluate ... --out DIR` first)")
     if not isinstance(summary.get("setups"), dict):

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..core import Dataset, atomic_write, utc_now
 from ..eval.calibration import JUDGE_FILE, load_calibration
 from ..eval.setups import NOT_APPLICABLE
-from ..eval.run import metric_notes
+from ..eval.run import metric_notes, newest_eval
 from .figures import (ReportError, ReportFigure, demo_eval_dir, demo_generation_dir, load_eval, load_generation,
                                      metric_label, report_figures, value_label)
 from .png import export_pngs, find_chrome
@@ -20,9 +20,9 @@ from ..stats import order_metrics, split_metric
 from ..spine import options_model, read_options
 
 # %% auto #0
-__all__ = ['STAND_INS', 'ITEM_SCORES', 'dataset_counts', 'means_table_html', 'stand_in', 'model_roles', 'stand_in_banner',
-           'items_table_html', 'calibration_html', 'render_report_html', 'paired_table_html', 'decision_table_html',
-           'paired_lead', 'build_report', 'ReportOptions', 'report_command']
+__all__ = ['STAND_INS', 'STAND_IN_SHORT', 'ITEM_SCORES', 'dataset_counts', 'means_table_html', 'stand_in', 'model_roles',
+           'stand_in_banner', 'stand_in_marker', 'marked', 'items_table_html', 'calibration_html', 'render_report_html',
+           'paired_table_html', 'decision_table_html', 'paired_lead', 'build_report', 'ReportOptions', 'report_command']
 
 # %% ../../nbs/50_report.html.ipynb #8b01bf59
 def dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = None) -> dict:
@@ -134,6 +134,25 @@ def stand_in_banner(roles: dict) -> str:
         "not how good a retriever, an answering model or a dataset is:<ul>" + "".join(found) + "</ul></div>"
     )
 
+
+# %% ../../nbs/50_report.html.ipynb #47636300
+STAND_IN_SHORT = {"template": "template writer", "local": "local SmolLM2", "fake": "scripted fake LLM"}
+
+def stand_in_marker(roles: dict) -> Optional[str]:
+    "The line a stand-in run's PNG figures carry: which stand-ins made the numbers (None when every model is real)."
+    names = sorted({k for spec in roles.values() for k, v in STAND_INS.items() if stand_in(spec) == v})
+    return f"STAND-IN RUN ({', '.join(STAND_IN_SHORT[n] for n in names)}): not a measurement" if names else None
+
+def marked(fig, marker: Optional[str]):
+    "A copy of plotly `fig` with `marker` under its title and as a faint watermark across it (`fig` itself when None)."
+    if not marker: return fig
+    import plotly.graph_objects as go
+    f = go.Figure(fig)
+    title = f.layout.title.text or ""
+    f.update_layout(title_text=f"{title}<br><sup>{marker}</sup>" if title else f"<sup>{marker}</sup>")
+    f.add_annotation(text="STAND-IN", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, textangle=-20,
+                     font=dict(size=64, color="rgba(200,30,30,0.15)"))
+    return f
 
 # %% ../../nbs/50_report.html.ipynb #1f90b0ed
 ITEM_SCORES = ("recall@k", "mrr", "token_f1", "correct_score", "faithful_score", "keypoint_complete")
@@ -304,7 +323,8 @@ def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Op
 def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generation_dir: Union[str, Path, None] = None,
                  title: Optional[str] = None, png_dir: Union[str, Path, None] = None, width: int = 1100,
                  height: Optional[int] = None, baseline: Optional[str] = None) -> Path:
-    "Write one self-contained HTML report of an evaluation run (and optionally its generation run); PNGs too if `png_dir`."
+    "Write one self-contained HTML report of an evaluation run, or of the newest one under EVAL_DIR (`eval_folder`'s), and optionally of its generation run; PNGs too if `png_dir`."
+    eval_dir = newest_eval(eval_dir)
     summary, scores = load_eval(eval_dir)
     notes = []
     gen, ds, cal = _generation(generation_dir, notes)
@@ -312,10 +332,12 @@ def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generat
     figs, fig_notes = report_figures(summary, scores, gen)
     lead, forest, lead_notes = paired_lead(eval_dir, scores, baseline) if scores else ("", None, [])
     figs, fig_notes = ([forest] if forest else []) + figs, lead_notes + fig_notes
-    if png_dir is not None: export_pngs({f.name: f.fig for f in figs}, png_dir, width=width, height=height)
+    roles = model_roles(summary, _manifest(eval_dir), ds, gen)
+    if png_dir is not None:                                    # a stand-in run's PNGs say so themselves (D19)
+        export_pngs({f.name: marked(f.fig, stand_in_marker(roles)) for f in figs}, png_dir, width=width, height=height)
     extra = {"evaluation": str(eval_dir), **({"generation": str(generation_dir)} if generation_dir is not None else {})}
     counts = dataset_counts(scores, ds) if scores or ds is not None else {k: summary[k] for k in ("n_items", "n_rows", "modes") if k in summary}
-    banner = stand_in_banner(model_roles(summary, _manifest(eval_dir), ds, gen))
+    banner = stand_in_banner(roles)
     html_text = render_report_html(figs, summary, title=title or f"ragbench report — {Path(eval_dir).name}", counts=counts,
                                    notes=notes + fig_notes, extra=extra, gen_summary=gen, banner=banner,
                                    items=items_table_html(scores, ds) if scores else "", calibration=cal, lead=lead)
