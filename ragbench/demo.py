@@ -16,8 +16,8 @@ from .spine import options_model, read_options
 # %% auto #0
 __all__ = ['query_threads', 'build_demo_index', 'demo_searches', 'stand_in_generator', 'demo_triad', 'demo_bridges',
            'demo_estimate', 'hotpotqa_sample_path', 'hotpotqa_benchmark', 'demo_setups', 'local_smoke', 'headline',
-           'demo_evaluate', 'demo_paired', 'bars_svg', 'retrieval_section', 'demo_page', 'demo_sections',
-           'demo_reports', 'demo_config', 'run_demo', 'DemoOptions', 'demo_command']
+           'demo_evaluate', 'demo_paired', 'decision_headline', 'decision_section', 'bars_svg', 'retrieval_section',
+           'demo_page', 'demo_sections', 'demo_reports', 'demo_config', 'run_demo', 'DemoOptions', 'demo_command']
 
 # %% ../nbs/90_demo.ipynb #badff83c
 @contextlib.contextmanager
@@ -167,6 +167,25 @@ def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[
     atomic_write(Path(eval_dir) / "paired.json", json.dumps(rows, indent=2))
     return rows
 
+# %% ../nbs/90_demo.ipynb #7d0b2bde
+def decision_headline(rows: Sequence[dict], n: int) -> str:
+    "One line over the primary rows: which setups are better or worse than the baseline, or that the questions cannot tell."
+    prim = [r for r in rows if r["family"] == "primary"]
+    if not prim: return f"No paired comparison on these {n} questions."
+    base, metric = prim[0]["baseline"], prim[0]["metric"]
+    said = [f"{r['setup']} is {r['decision']}" for r in prim if r["decision"] in ("better", "worse", "equivalent")]
+    need = sorted(r["n_needed"] for r in prim if r["n_needed"])
+    tail = f"; detecting ±{prim[0]['detect']:.2f} needs about {need[0]}-{need[-1]} questions" if need else ""
+    if said: return f"On {n} questions, against {base} on {metric}: " + ", ".join(said) + "; the rest cannot be told apart" * (len(said) < len(prim)) + "."
+    return f"On {n} questions no setup can be told apart from {base} on {metric}: every comparison is uninformative{tail}."
+
+def decision_section(rows: Sequence[dict], n: int) -> str:
+    "The demo page's Decision section: the headline, then one plain sentence per primary row."
+    import html
+    from ragbench.report.html import decision_table_html
+    return f"<p class='lead'><b>{html.escape(decision_headline(rows, n))}</b></p>" + decision_table_html(rows)
+
+
 # %% ../nbs/90_demo.ipynb #8991096f
 def _fmt(ci: Optional[dict]) -> str:
     "mean [lo, hi] of a bootstrap interval, or a dash."
@@ -308,10 +327,11 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
                             progress=progress)
     log(f"[5/6] {'retrieval' if llm is None else llm.spec + ' answered and judged'} on HotpotQA "
         f"({len(hds)} questions): {headline(summary)} -> {out / 'eval' / 'summary.json'}")
-    demo_paired(out / "eval", log=log)
+    prows = demo_paired(out / "eval", log=log)
     triad = Dataset.read(out / "triad" / "dataset.jsonl") if (out / "triad" / "dataset.jsonl").exists() else Dataset()
-    sections = demo_sections(idx, searches, gen, bridges, est, [it for it in triad if it.answerable], summary, len(hds))
-    reports = demo_reports(out, sections, log=log)      # (the paired decision between setups adds its section here)
+    sections = [("Decision", decision_section(prows, len(hds)))] + demo_sections(
+        idx, searches, gen, bridges, est, [it for it in triad if it.answerable], summary, len(hds))
+    reports = demo_reports(out, sections, log=log)
     log(f"[6/6] report: {reports['report']} (one page)  ({time.monotonic() - t0:.0f} s in all)")
     return {"index_rows": len(idx), "triad": {k: gen.get(k, 0) for k in ("accepted", "drafts", "attempts", "seeds_tried")},
             "bridges": bridges, "estimate": est,
