@@ -10,7 +10,7 @@ from typing import Annotated, Any, Callable, Literal, NamedTuple, Optional, Sequ
 # %% auto #0
 __all__ = ['COMMANDS', 'split_annotation', 'type_keywords', 'help_text', 'argument', 'model_parameters', 'command_parser',
            'parse_command', 'Command', 'plugin_commands', 'command_names', 'usage', 'resolve_command',
-           'storage_problem', 'run_failure', 'call_command', 'main']
+           'storage_problem', 'run_failure', 'masked', 'call_command', 'main']
 
 # %% ../nbs/99_cli.ipynb #70270c08
 def _strip_optional(t):
@@ -180,6 +180,11 @@ def run_failure(exc: BaseException, options: dict) -> Optional[str]:
     failed = storage_failure(exc, options.get("db"), options.get("table") or ("chunks" if options.get("db") else None))
     return None if failed is None else str(failed)
 
+def masked(exc: BaseException) -> str:
+    "The message of `exc` with credentials (in a URL such as s3://KEY:SECRET@bucket/db) masked."
+    from ragbench.index import mask_credentials
+    return mask_credentials(str(exc))
+
 def _stdout_gone() -> int:
     "The reader of stdout went away: point stdout at /dev/null (so the exit flush is quiet) and return 141."
     try:
@@ -202,7 +207,7 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
         sys.stdout.flush()
     except UserError as e:
         said = run_failure(e, kwargs)                     # a usage error raised over a storage failure is the failure
-        print(f"ragbench {name}: {said or e}", file=sys.stderr)
+        print(f"ragbench {name}: {said or masked(e)}", file=sys.stderr)
         return 2 if said is None else 1
     except KeyboardInterrupt:
         print(
