@@ -107,11 +107,12 @@ def test_store_resets_mid_triad(store, server, work):
     assert (out / "dataset.jsonl").exists()
 
 
-def damage(db: Path) -> Path:
-    "Overwrite 2 KiB near the end of the largest data file of `db`'s table 'chunks' (its column metadata)."
+def damage(db: Path, where: str = "pages") -> Path:
+    "Overwrite bytes of the largest data file of `db`'s table 'chunks': its pages (50-99% of the file) or its footer (the last KiB)."
     f = max((db / "chunks.lance" / "data").glob("*.lance"), key=lambda p: p.stat().st_size)
-    b = bytearray(f.read_bytes()); at = int(len(b) * 0.97)
-    b[at:at + 2048] = b"\xff" * len(b[at:at + 2048])
+    b = bytearray(f.read_bytes())
+    at, to = (int(len(b) * 0.5), int(len(b) * 0.99)) if where == "pages" else (len(b) - 1024, len(b))
+    b[at:to] = b"\xff" * (to - at)
     f.write_bytes(bytes(b))
     return f
 
@@ -128,3 +129,11 @@ def test_damaged_table(hash_db, server, work):
         record(sub=cmd, message=line[:160])
     ok(ragbench("index", SAMPLE, "--db", new, "--embedder", "hash", "--quiet"))
     ok(ragbench("search", "--db", new, "git branch"))
+
+
+def test_damaged_footer(hash_db, work):
+    "D2: a data file whose footer is overwritten (no longer a Lance file): search says the table is damaged, exit 1."
+    db = work / "db_damaged_footer"
+    shutil.copytree(hash_db, db); damage(db, "footer")
+    line = one_line(ragbench("search", "--db", db, "git branch"), f"table 'chunks' in {db}", "damaged", "re-index into a new --db")
+    record(message=line[:160])
