@@ -118,6 +118,8 @@ def storage_status(text: str) -> Optional[str]:
 _PANICS = ("PanicException", "RustPanic")
 _DAMAGE = ("panicked", "protobuf", "does not appear to be a lance file", "invalid magic", "range end index", "out of range for slice",
            "corrupt", "unexpected end of file", "unexpectedeof", "not found: ", "no such file or directory")
+_STORAGE_MARKS = ("lance error", "LanceError", "Failed to connect to namespace", "AWS Error", "Generic S3 error",
+                  "Lance file", "panicked", "Encountered corrupt file")             # only such errors are read at all
 _LEFT_TO_CLI = ("No space left on device", "Disk quota exceeded", "Read-only file system", "Permission denied")   # cli.storage_problem
 
 def _detail(text: str) -> str:
@@ -140,7 +142,7 @@ def _as_storage_error(e: BaseException, db=None, table=None) -> Optional[Storage
     panic = type(e).__name__ in _PANICS
     if not (panic or isinstance(e, (OSError, RuntimeError, ValueError))): return None
     text = str(e)
-    if any(t in text for t in _LEFT_TO_CLI): return None
+    if not (panic or any(t in text for t in _STORAGE_MARKS)) or any(t in text for t in _LEFT_TO_CLI): return None
     status, low = storage_status(text), text.lower()
     io = any(t in text for t in ("LanceError(IO)", "Failed to connect to namespace", "AWS Error", "Generic S3 error"))
     damaged = status is None and (panic or any(t in low for t in _DAMAGE))
