@@ -10,7 +10,7 @@ from typing import Annotated, Any, Callable, Literal, NamedTuple, Optional, Sequ
 # %% auto #0
 __all__ = ['COMMANDS', 'split_annotation', 'type_keywords', 'help_text', 'argument', 'model_parameters', 'command_parser',
            'parse_command', 'Command', 'plugin_commands', 'command_names', 'usage', 'resolve_command',
-           'storage_problem', 'call_command', 'main']
+           'storage_problem', 'run_failure', 'masked', 'call_command', 'main']
 
 # %% ../nbs/99_cli.ipynb #70270c08
 def _strip_optional(t):
@@ -175,6 +175,17 @@ def storage_problem(exc: BaseException) -> Optional[str]:
         e = e.__cause__ or e.__context__
     return None
 
+def run_failure(exc: BaseException, options: dict) -> Optional[str]:
+    "The one line of a run-time failure in `exc`'s chain (a `RunFailure`, or storage that failed, naming the `--db` and `--table` of `options`), else None."
+    from ragbench.index import storage_failure
+    failed = storage_failure(exc, options.get("db"), options.get("table") or ("chunks" if options.get("db") else None))
+    return None if failed is None else str(failed)
+
+def masked(exc: BaseException) -> str:
+    "The message of `exc` with credentials (in a URL such as s3://KEY:SECRET@bucket/db) masked."
+    from ragbench.index import mask_credentials
+    return mask_credentials(str(exc))
+
 def _stdout_gone() -> int:
     "The reader of stdout went away: point stdout at /dev/null (so the exit flush is quiet) and return 141."
     try:
@@ -185,7 +196,7 @@ def _stdout_gone() -> int:
 
 # %% ../nbs/99_cli.ipynb #0d6cfddc
 def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] = None) -> int:
-    "Run subcommand `name` on `argv` and return its exit status (UserError: 2, Ctrl-C: 130)."
+    "Run subcommand `name` on `argv` and return its exit status (UserError: 2, a run-time failure of storage or an LLM: 1, Ctrl-C: 130)."
     from ragbench.core import UserError
     cmd = COMMANDS.get(name) or Command("", "")
     func = func or resolve_command(name)
@@ -196,8 +207,9 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
         rc = func(**kwargs)
         sys.stdout.flush()
     except UserError as e:
-        print(f"ragbench {name}: {e}", file=sys.stderr)
-        return getattr(e, "exit_code", 2)                 # 1: a run-time failure found before any work (an unreachable LLM)
+        said = run_failure(e, kwargs)                     # a usage error raised over a storage failure is the failure
+        print(f"ragbench {name}: {said or masked(e)}", file=sys.stderr)
+        return 1 if said is not None else getattr(e, "exit_code", 2)   # 1: also a run-time failure found before any work (an unreachable LLM)
     except KeyboardInterrupt:
         print(
             f"ragbench {name}: interrupted" + ("; run the same command again to resume" if cmd.resumable else ""),
@@ -206,6 +218,9 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
         return 130
     except BrokenPipeError: return _stdout_gone()
     except Exception as e:
+        if (failed := run_failure(e, kwargs)) is not None:
+            print(f"ragbench {name}: {failed}", file=sys.stderr)
+            return 1
         said = storage_problem(e)
         if said is None: raise
         where = next((f"--{k} {kwargs[k]}" for k in ("out", "db") if isinstance(kwargs.get(k), (str, os.PathLike))), None)

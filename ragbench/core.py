@@ -14,7 +14,7 @@ from pydantic_core import PydanticCustomError
 # %% auto #0
 __all__ = ['IDENTIFIER_RULE', 'PATH_COMPONENT_RULE', 'Identifier', 'PathComponent', 'short_hash', 'make_chunk_id',
            'content_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'is_stand_in', 'QAItem',
-           'as_draft', 'item_id', 'UserError', 'RecordError', 'validation_problems', 'identifier_problem',
+           'as_draft', 'item_id', 'UserError', 'RunFailure', 'RecordError', 'validation_problems', 'identifier_problem',
            'path_component_problem', 'check_name', 'Registry', 'parse_record', 'read_jsonl', 'repair_torn_tail',
            'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'item_digest', 'dataset_version',
            'dataset_diff', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock',
@@ -151,6 +151,9 @@ def item_id(method: str, *parts: Any) -> str:
 # %% ../nbs/00_core.ipynb #f42d91ee
 class UserError(ValueError):
     "A problem with the user's input or setup that they can fix; the CLI prints it and exits with status 2."
+
+class RunFailure(RuntimeError):
+    "A failure while running (storage, an LLM), not a usage error: the CLI prints its message and exits with status 1."
 
 class RecordError(UserError):
     "A bad record in a file: the message names the file, line and field."

@@ -4,26 +4,27 @@
 
 # %% ../nbs/11_index.ipynb #d585e612
 from __future__ import annotations
-import contextlib, ctypes, hashlib, itertools, json, math, os, random, sys, time
+import contextlib, ctypes, functools, hashlib, itertools, json, math, os, random, re, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from .core import (Chunk, RunDir, RunLock, UserError, atomic_write, check_name, corpus_fingerprint, make_chunk_id,
+from .core import (Chunk, RunDir, RunFailure, RunLock, UserError, atomic_write, check_name, corpus_fingerprint, make_chunk_id,
                            short_hash, utc_now)
 from .corpus import FORMATS, CorpusError, LoadReport, chunk_documents, load_documents
 from .embed import EmbedderError, make_embedder
 
 # %% auto #0
-__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS', 'WRITE_SECONDS',
-           'MALLOC_ARENAS', 'LOCAL_IO_THREADS', 'VECTOR_CHECK_ROWS', 'VECTOR_CHECK_MIN_COSINE', 'SEARCH_MODES', 'Hit',
-           'IndexSchemaError', 'is_local', 'db_location', 'db_exists', 'read_stored_text', 'write_stored_text',
-           'table_lock', 'sidecar_path', 'detect_columns', 'resolve_columns', 'detected_line', 'ChunkIndex',
-           'limit_malloc_arenas', 'local_io_threads', 'chunk_table', 'id_hashes', 'IdHashes', 'vector_index_params',
-           'PendingRows', 'stored_vs_embedded', 'check_vectors', 'in_source', 'StoredRows', 'StoredTexts', 'Produced',
-           'sample_positions', 'minmax', 'fuse_hybrid', 'changes_line', 'parse_columns', 'open_index',
-           'save_index_mapping']
+__all__ = ['SECRET_ENVS', 'ROLES', 'DEFAULT_COLUMNS', 'PRIMARY_KEY', 'COLUMN_NAMES', 'VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS',
+           'WRITE_SECONDS', 'MALLOC_ARENAS', 'LOCAL_IO_THREADS', 'VECTOR_CHECK_ROWS', 'VECTOR_CHECK_MIN_COSINE',
+           'SEARCH_MODES', 'STORAGE_GUARDED', 'Hit', 'IndexSchemaError', 'is_local', 'db_location', 'db_exists',
+           'read_stored_text', 'write_stored_text', 'table_lock', 'StorageError', 'mask_credentials', 'storage_status',
+           'storage_failure', 'storage_errors', 'sidecar_path', 'detect_columns', 'resolve_columns', 'detected_line',
+           'ChunkIndex', 'limit_malloc_arenas', 'local_io_threads', 'chunk_table', 'id_hashes', 'IdHashes',
+           'vector_index_params', 'PendingRows', 'stored_vs_embedded', 'check_vectors', 'in_source', 'StoredRows',
+           'StoredTexts', 'Produced', 'sample_positions', 'minmax', 'fuse_hybrid', 'storage_guarded', 'changes_line',
+           'parse_columns', 'open_index', 'save_index_mapping']
 
 # %% ../nbs/11_index.ipynb #da3058fc
 @dataclass
@@ -75,6 +76,108 @@ def table_lock(db_dir: Union[str, Path], table: str):
     "The exclusive lock on writing `table` of a local database; a no-op on object storage (ids stay unique by `merge_insert`)."
     if not is_local(db_dir): return contextlib.nullcontext()
     return RunLock(db_dir, name=f"{table}.ragbench.lock", label=f"table '{table}' in {db_dir}")
+
+# %% ../nbs/11_index.ipynb #1aea954a
+class StorageError(RunFailure):
+    "Storage failed while reading or writing a table (an object store's status, a reset, a damaged file); the message says the way out."
+
+_SECRET_NAMES = (r"x-amz-(?:credential|signature|security-token)|aws_(?:secret_access_key|access_key_id|session_token)|"
+                 r"secret_access_key|session_token|account_key|sas_token|client_secret|password|signature|sig")
+_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s@]+@", re.I)       # a secret may hold a /
+_SECRET_VALUE = re.compile(rf"(?i)(\b(?:{_SECRET_NAMES})[\"']?\s*[=:]\s*[\"']?)[^\s&;,\"'}}]+")
+SECRET_ENVS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN")
+
+def mask_credentials(text: str) -> str:
+    "`text` with credentials masked: URL user info (`s3://KEY:SECRET@...`), secret query values (`X-Amz-Credential=`), `aws_secret_access_key=...` and the values of `SECRET_ENVS`."
+    text = _SECRET_VALUE.sub(r"\1***", _USERINFO.sub(r"\1***@", str(text)))
+    for env in SECRET_ENVS:
+        if len(v := os.environ.get(env) or "") >= 6: text = text.replace(v, "***")
+    return text
+
+# %% ../nbs/11_index.ipynb #15052609
+_AWS_CODES = {"ACCESS_DENIED": ("403", "AccessDenied"), "NO_SUCH_BUCKET": ("404", "NoSuchBucket"),
+              "INTERNAL_FAILURE": ("500", "InternalError"), "SERVICE_UNAVAILABLE": ("503", "ServiceUnavailable"),
+              "SLOW_DOWN": ("503", "SlowDown"), "INVALID_ACCESS_KEY_ID": ("403", "InvalidAccessKeyId"),
+              "SIGNATURE_DOES_NOT_MATCH": ("403", "SignatureDoesNotMatch")}
+_CONNECTION = (("failed to resolve region", "no region set"), ("connection reset", "connection reset"),
+               ("connectionreset", "connection reset"), ("connection refused", "connection refused"),
+               ("connectionrefused", "connection refused"), ("dns error", "host not found"),
+               ("error sending request", "connection failed"), ("network_connection", "connection failed"),
+               ("timed out", "timed out"), ("timeout", "timed out"))
+
+def storage_status(text: str) -> Optional[str]:
+    "What the storage answered, read from a LanceDB / pyarrow / object_store message ('HTTP 403 AccessDenied', 'HTTP 500', 'connection reset', 'no region set'), or None."
+    code = m[1] if (m := re.search(r"<Code>(\w+)</Code>", text)) else None
+    num = next((g for g in m.groups() if g), None) if (m := re.search(r"\bstatus(?: code)?:? (\d{3})\b|HTTP status (\d{3})\b", text)) else None
+    if (m := re.search(r"AWS Error (\w+)", text)) and m[1] in _AWS_CODES: num, code = num or _AWS_CODES[m[1]][0], code or _AWS_CODES[m[1]][1]
+    if num or code: return " ".join(x for x in ("HTTP", num, code) if x) if num else code
+    low = text.lower()
+    return next((said for needle, said in _CONNECTION if needle in low), None)
+
+# %% ../nbs/11_index.ipynb #05fc5196
+_PANICS = ("PanicException", "RustPanic")
+_DAMAGE = ("panicked", "protobuf", "does not appear to be a lance file", "invalid magic", "range end index", "out of range for slice",
+           "corrupt", "unexpected end of file", "unexpectedeof", "not found: ", "no such file or directory")
+_STORAGE_MARKS = ("lance error", "LanceError", "Failed to connect to namespace", "AWS Error", "Generic S3 error",
+                  "Lance file", "panicked", "Encountered corrupt file")             # only such errors are read at all
+_LEFT_TO_CLI = ("No space left on device", "Disk quota exceeded", "Read-only file system", "Permission denied")   # cli.storage_problem
+
+def _detail(text: str) -> str:
+    "The useful words of a storage error: the store's `<Message>`, else the request that failed, else the error without Rust's source locations, shortened."
+    if m := re.search(r"<Message>([^<]{1,200})</Message>", text): return m[1]
+    if m := re.search(r"\b(GET|PUT|POST|DELETE|HEAD),? (?:uri: Some\()?(https?://[^\s)]+)", text): return f"{m[1]} {m[2]}"
+    text = re.sub(r",?\s*/\S+\.rs:\d+:\d+", "", text.strip().splitlines()[0] if text.strip() else "")
+    text = re.sub(r"^(?:lance error: )?(?:LanceError\(\w+\): )?", "", text)
+    return text[:160] + ("..." if len(text) > 160 else "")
+
+def _where(db, table) -> str:
+    "'table T in DB' with credentials masked."
+    db = None if db is None else mask_credentials(db)
+    return (f"table '{table}' in {db}" if table and db else f"the LanceDB database {db}" if db else
+            f"table '{table}'" if table else "the LanceDB table")
+
+def _as_storage_error(e: BaseException, db=None, table=None) -> Optional[StorageError]:
+    "One exception (not its chain) as a `StorageError`, when it is a storage failure."
+    if isinstance(e, (KeyError, UserError)): return None
+    panic = type(e).__name__ in _PANICS
+    if not (panic or isinstance(e, (OSError, RuntimeError, ValueError))): return None
+    text = str(e)
+    if not (panic or any(t in text for t in _STORAGE_MARKS)) or any(t in text for t in _LEFT_TO_CLI): return None
+    status, low = storage_status(text), text.lower()
+    io = any(t in text for t in ("LanceError(IO)", "Failed to connect to namespace", "AWS Error", "Generic S3 error"))
+    damaged = status is None and (panic or any(t in low for t in _DAMAGE))
+    if status is None and not damaged and not io: return None
+    where, detail, again = _where(db, table), _detail(text), "run the same command again"
+    if damaged or (status is None and db is not None and is_local(db)):
+        flag = f" --table {table}" if table and table != "chunks" else ""
+        return StorageError(mask_credentials(
+            f"{where} cannot be read: a file of the table is damaged or missing ({detail}); it cannot be repaired in place: "
+            f"re-index into a new --db (ragbench index SOURCE --db NEW_FOLDER{flag}) and use that one"))
+    way = ("set AWS_REGION (or AWS_DEFAULT_REGION) to the bucket's region, then " + again if status == "no region set" else
+           "check that the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the profile) may read and write it, "
+           "then " + again + " to resume" if status and "403" in status else
+           again + " to resume once the storage answers")
+    said = f"{status} ({detail})" if status and detail and status not in detail else status or detail
+    return StorageError(mask_credentials(f"storage failed for {where}: {said}; what was written is kept: {way}"))
+
+def storage_failure(exc: BaseException, db=None, table=None) -> Optional[RunFailure]:
+    "The run-time failure in `exc`'s chain: a `RunFailure` as it is, a storage error of LanceDB / pyarrow as a `StorageError` naming `table` in `db`, the status and the way out; else None."
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, RunFailure): return e
+        if (f := _as_storage_error(e, db, table)) is not None: return f
+        e = e.__cause__ or e.__context__
+    return None
+
+@contextlib.contextmanager
+def storage_errors(db=None, table=None):
+    "Raise a storage failure inside the block as a `StorageError` naming `table` in `db` (anything else unchanged)."
+    try: yield
+    except (KeyboardInterrupt, SystemExit, GeneratorExit, RunFailure): raise
+    except BaseException as e:
+        if (f := storage_failure(e, db, table)) is None: raise
+        raise f from e
 
 # %% ../nbs/11_index.ipynb #c973d910
 ROLES = ("id", "text", "vector", "doc_id", "meta")
@@ -284,10 +387,11 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     chunks = iter(chunks)
     first = list(itertools.islice(chunks, batch_size))  # a load error surfaces here, before any write
     db_dir = db_location(db_dir)
-    if not first and not (db_exists(db_dir) and table in _table_names(_connect(db_dir))):
+    with storage_errors(db_dir, table): known = db_exists(db_dir) and table in _table_names(_connect(db_dir))
+    if not first and not known:
         raise IndexSchemaError(f"no chunks to index; nothing was created in {db_dir}")
     if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
-    with table_lock(db_dir, table), local_io_threads(db_dir):
+    with storage_errors(db_dir, table), table_lock(db_dir, table), local_io_threads(db_dir):
         idx = cls.create_or_open(db_dir, table, emb)
         kw = dict(batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows,
                   write_rows=write_rows, append=is_local(db_dir))       # the lock is held: plain appends, no merge
@@ -570,31 +674,32 @@ def check_vectors(table: str, tbl, columns: dict, emb) -> None:
 def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embedder=None,
          columns: Optional[dict] = None, dense_weight: float = 0.7, allow_empty: bool = False) -> ChunkIndex:
     "Open a ragbench table, or a user's LanceDB table (`columns` maps id/text/vector/doc_id/meta; obvious names are detected, its vectors checked against the embedder); an empty table is an error."
-    check_name(table, where="table", error=IndexSchemaError)
-    db_dir = db_location(db_dir)
-    if not db_exists(db_dir):
-        raise IndexSchemaError(f"no LanceDB database at {db_dir} (build one with: ragbench index SOURCE --db {db_dir})")
-    db = _connect(db_dir)
-    names = _table_names(db)
-    if table not in names:
-        raise IndexSchemaError(f"no table '{table}' in {db_dir}; tables there: {', '.join(names) or 'none'}")
-    tbl = db.open_table(table)
-    side = _read_sidecar(db_dir, table)
-    if not allow_empty and tbl.count_rows() == 0:
-        raise IndexSchemaError(
-            f"table '{table}' in {db_dir} is empty (left by a failed or interrupted index?); fill it with: "
-            f"ragbench index SOURCE --db {db_dir}" + (f" --table {table}" if table != "chunks" else "")
-        )
-    cols, dim = resolve_columns(table, tbl.schema, columns)
-    emb = make_embedder(side["embedder"]["spec"] if side and embedder is None else embedder)
-    if emb.dim != dim:
-        raise IndexSchemaError(f"table '{table}' stores {dim}-dimensional vectors in column '{cols['vector']}' but "
-                               f"embedder '{emb.name}' makes {emb.dim}-dimensional ones; pass the embedder the "
-                               f"table was built with (embedder=... / --embedder ...)")
-    if side is None or side["embedder"]["name"] != emb.name: check_vectors(table, tbl, cols, emb)
-    idx = cls(db_dir, table, tbl, emb, cols, dim, dense_weight)
-    idx.detected = detect_columns(tbl.schema, {r: c for r, c in (columns or {}).items() if c in tbl.schema.names})[1]
-    return idx
+    with storage_errors(db_location(db_dir), table):       # a store that refuses or a damaged file: one message
+        check_name(table, where="table", error=IndexSchemaError)
+        db_dir = db_location(db_dir)
+        if not db_exists(db_dir):
+            raise IndexSchemaError(f"no LanceDB database at {db_dir} (build one with: ragbench index SOURCE --db {db_dir})")
+        db = _connect(db_dir)
+        names = _table_names(db)
+        if table not in names:
+            raise IndexSchemaError(f"no table '{table}' in {db_dir}; tables there: {', '.join(names) or 'none'}")
+        tbl = db.open_table(table)
+        side = _read_sidecar(db_dir, table)
+        if not allow_empty and tbl.count_rows() == 0:
+            raise IndexSchemaError(
+                f"table '{table}' in {db_dir} is empty (left by a failed or interrupted index?); fill it with: "
+                f"ragbench index SOURCE --db {db_dir}" + (f" --table {table}" if table != "chunks" else "")
+            )
+        cols, dim = resolve_columns(table, tbl.schema, columns)
+        emb = make_embedder(side["embedder"]["spec"] if side and embedder is None else embedder)
+        if emb.dim != dim:
+            raise IndexSchemaError(f"table '{table}' stores {dim}-dimensional vectors in column '{cols['vector']}' but "
+                                   f"embedder '{emb.name}' makes {emb.dim}-dimensional ones; pass the embedder the "
+                                   f"table was built with (embedder=... / --embedder ...)")
+        if side is None or side["embedder"]["name"] != emb.name: check_vectors(table, tbl, cols, emb)
+        idx = cls(db_dir, table, tbl, emb, cols, dim, dense_weight)
+        idx.detected = detect_columns(tbl.schema, {r: c for r, c in (columns or {}).items() if c in tbl.schema.names})[1]
+        return idx
 
 
 # %% ../nbs/11_index.ipynb #18f4e692
@@ -1070,6 +1175,22 @@ def neighbours(self: ChunkIndex, chunk_id: str, k: int = 10) -> list[Hit]:
     rows = self._fetch_until(lambda n: self._dense_rows(qv, n), k + 1, lambda rs: sum(map(self._has_text, rs)) >= k + 1)
     rows = [r for r, _ in self._with_text([(r, 0) for r in rows])]
     return [self._hit(r, 1.0 - r["_distance"]) for r in rows if str(r[self.columns["id"]]) != str(chunk_id)][:k]
+
+# %% ../nbs/11_index.ipynb #cdd957a3
+STORAGE_GUARDED = ("__len__", "search", "neighbours", "get", "get_many", "present_ids", "sample_ids", "fingerprint",
+                   "legacy_ids", "ensure_fts", "ensure_vector_index", "vector_index", "upsert", "add", "sync",
+                   "remove_duplicates", "build_history", "at_version")
+
+def storage_guarded(method):
+    "A `ChunkIndex` method whose storage failures are raised as a `StorageError` naming its table and database."
+    if getattr(method, "storage_guarded", False): return method
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        with storage_errors(self.db_dir, self.table_name): return method(self, *args, **kwargs)
+    guarded.storage_guarded = True
+    return guarded
+
+for _name in STORAGE_GUARDED: setattr(ChunkIndex, _name, storage_guarded(getattr(ChunkIndex, _name)))
 
 # %% ../nbs/11_index.ipynb #3c63e2ad
 def changes_line(st: dict) -> str:

@@ -6,7 +6,8 @@ Everything goes through a subprocess (the `ragbench` console script next to `sys
 Every LLM is the fake OpenAI-compatible server, itself started as `ragbench fake-llm-server --port 0`; its
 `/stats` endpoint counts the requests each command makes. The corpus is the bundled Git docs sample.
 
-What is pinned: exit codes (0 ok, 2 bad input), the files each command writes, the keys of their records, counts
+What is pinned: exit codes (0 ok, 1 a run-time failure of storage or an LLM, 2 bad input: the rule the README
+states), the files each command writes, the keys of their records, counts
 that hold with the deterministic fake server (accepted == --n, scores rows == items x setups x modes, ...), key
 stdout/stderr lines, resume (a second identical run makes no LLM request), and the flags of every subcommand.
 Counts that depend on the fake server's wording (how many TRIAD seeds pass, ...) are asserted as invariants or
@@ -658,6 +659,22 @@ def test_search_modes(real_index, hash_db):
         if mode == "bm25": assert hits[0]["doc_id"] == "git-reset.txt"          # BM25 alone: no model, no fake server
     plain = ok(ragbench("search", "--db", hash_db, query, "-k", 2)).stdout
     assert plain.startswith("1. ") and "\n2. " in plain and "c-" in plain
+
+
+def test_storage_failure_exits_1_usage_error_exits_2(hash_db, work):
+    "The exit-code rule: a damaged table (a storage failure) exits 1 with one line naming the table and the way out; a usage error exits 2."
+    db = work / "db_damaged"
+    shutil.copytree(hash_db, db)
+    data = max((db / "chunks.lance" / "data").glob("*.lance"), key=lambda f: f.stat().st_size)
+    b = bytearray(data.read_bytes()); at, to = int(len(b) * 0.5), int(len(b) * 0.99)
+    b[at:to] = b"\xff" * (to - at)                    # its pages overwritten: every read of the vectors fails
+    data.write_bytes(bytes(b))
+    for args in (["search", "--db", db, "git branch"], ["index", SAMPLE, "--db", db, "--embedder", "hash", "--quiet"]):
+        p = ragbench(*args)
+        last = p.stderr.strip().splitlines()[-1]      # Rust may print its panic above it; never a Python traceback
+        assert p.returncode == 1 and "Traceback" not in p.stderr and last.startswith(f"ragbench {args[0]}: "), p.stderr[-2000:]
+        assert f"table 'chunks' in {db}" in last and "damaged" in last and "re-index into a new --db" in last, last
+    fails_with(ragbench("search", "--db", db, "git branch", "--mode", "nosuch"), "invalid choice", usage=True)
 
 
 # ----------------------------------------------------------------------------------------------------- run and pipeline
