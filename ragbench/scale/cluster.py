@@ -5,12 +5,14 @@
 # %% ../../nbs/18_scale.cluster.ipynb #d1751e53
 from __future__ import annotations
 import logging, os
+from pathlib import Path
 from typing import Optional
 from ..core import UserError
 
 # %% auto #0
-__all__ = ['RAY_EXTRA', 'ADDRESS_ENV', 'OBJECT_STORE_ENV', 'RayUnavailable', 'require_ray', 'ray_address', 'object_store_env',
-           'connect', 'cluster_cpus', 'cluster_gpus', 'disconnect']
+__all__ = ['RAY_EXTRA', 'ADDRESS_ENV', 'OBJECT_STORE_ENV', 'RayUnavailable', 'require_ray', 'ray_address', 'ray_markers_dir',
+           'mark_session', 'stop_stale_sessions', 'object_store_env', 'connect', 'cluster_cpus', 'cluster_gpus',
+           'disconnect']
 
 # %% ../../nbs/18_scale.cluster.ipynb #1d761863
 RAY_EXTRA = 'pip install -e ".[ray]"'
@@ -31,6 +33,36 @@ def ray_address(ray: Optional[str] = None) -> Optional[str]:
     "The Ray cluster to use: `ray` as given, else $RAGBENCH_RAY_ADDRESS, else None (run in this process)."
     return (ray or os.environ.get(ADDRESS_ENV) or "").strip() or None
 
+# %% ../../nbs/18_scale.cluster.ipynb #6b92d516
+def ray_markers_dir() -> "Path":
+    "Where ragbench notes the local Ray sessions it started (one file per session, holding the driver's pid)."
+    from pathlib import Path
+    return Path(os.environ.get("RAGBENCH_CACHE", "~/.cache/ragbench")).expanduser() / "ray-sessions"
+
+def mark_session(session: str, pid: Optional[int] = None) -> None:
+    "Note that this process (the driver) started local Ray session `session`."
+    d = ray_markers_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    (d / session).write_text(str(pid or os.getpid()))
+
+def stop_stale_sessions() -> list[int]:
+    "Stop the processes of local Ray sessions ragbench started whose driver is gone; the pids stopped."
+    import psutil
+    d, stopped = ray_markers_dir(), []
+    for m in (sorted(d.iterdir()) if d.is_dir() else []):
+        try: pid = int(m.read_text().strip())
+        except ValueError: pid = -1
+        if psutil.pid_exists(pid): continue
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            if m.name in " ".join(p.info["cmdline"] or []):
+                try:
+                    p.kill()
+                    stopped.append(p.info["pid"])
+                except psutil.Error: pass
+        m.unlink(missing_ok=True)
+    return stopped
+
+
 # %% ../../nbs/18_scale.cluster.ipynb #c3b268c3
 def _quiet_data(quiet: bool) -> None:
     "Ray Data without progress bars and execution banners when quiet."
@@ -44,7 +76,9 @@ def _start_local(ray, num_cpus: Optional[int], kw: dict, tries: int = 3) -> None
     "Start a local cluster; tried again when Ray's fixed 30 s wait for its node runs out on a busy machine."
     for i in range(tries):
         try:
+            stop_stale_sessions()
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **kw)
+            mark_session(Path(ray._private.worker._global_node.get_session_dir_path()).name)
             return  # a new cluster, even when another runs here
         except Exception as e:
             if "timed out during startup" not in str(e) or i == tries - 1: raise
