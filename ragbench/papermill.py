@@ -274,7 +274,9 @@ class ProgressMirror:
         "A terminal: one tqdm line per kernel bar, redrawn in place."
         from tqdm import tqdm
         bar = self.bars.get(wid)
-        if bar is None: bar = self.bars[wid] = tqdm(bar_format="{desc}", file=self.file or sys.stderr, leave=True)
+        if bar is None:                          # nested bars (a run's bar inside a step's) each keep a line of their own
+            line = len([b for w, b in self.bars.items() if w not in self.closed])
+            bar = self.bars[wid] = tqdm(bar_format="{desc}", file=self.file or sys.stderr, leave=True, position=line)
         if bar.desc != w["text"]: bar.set_description_str(w["text"])
 
     def _log(self, wid, w: dict) -> None:
