@@ -699,6 +699,7 @@ def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embed
         if side is None or side["embedder"]["name"] != emb.name: check_vectors(table, tbl, cols, emb)
         idx = cls(db_dir, table, tbl, emb, cols, dim, dense_weight)
         idx.detected = detect_columns(tbl.schema, {r: c for r, c in (columns or {}).items() if c in tbl.schema.names})[1]
+        idx.assumed_embedder = side is None and embedder is None    # a user's table that records no embedder
         return idx
 
 
@@ -1240,6 +1241,10 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
         )
     if getattr(idx, "detected", None):
         (log or (lambda m: print(m, file=sys.stderr)))(detected_line(table, idx.detected))
+    if getattr(idx, "assumed_embedder", False):
+        (log or (lambda m: print(m, file=sys.stderr)))(
+            f"ragbench: table '{table}' records no embedder: questions are embedded with {idx.embedder.spec}, whose vectors "
+            "of the table's own texts match the stored ones; pass --embedder SPEC to use the model your RAG uses")
     if fts: idx.ensure_fts(log)
     if run_dir is not None and save: save_index_mapping(run_dir, table, idx)
     return idx

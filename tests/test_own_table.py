@@ -169,3 +169,15 @@ def test_search_reads_several_queries_with_one_embedder_load(tmp_path, capsys, m
     assert [r["query"] for r in res] == ["annotated tag release", "which revision modified a line", "binary search for a bug"]
     assert [r["hits"][0]["chunk_id"] for r in res] == ["k5", "k1", "k0"]
     assert len(made) == 1
+
+
+def test_the_embedder_assumed_for_an_own_table_is_said(tmp_path, capsys):
+    "Issue 39: a table that records no embedder is read with the bundled model only after its vectors match, and the run says so."
+    from ragbench.embed import make_embedder
+    emb = make_embedder()
+    db = own_table(tmp_path / "db", vectors=emb.encode(TEXTS))
+    rc, out, err = run_cli(["search", "--db", db, "--table", "kb", "which revision modified a line", "-k", "1"], capsys)
+    assert rc == 0, err
+    assert "records no embedder: questions are embedded with " + emb.spec in err and "--embedder SPEC" in err
+    rc, out, err = run_cli(["search", "--db", tmp_path / "db", "--table", "kb", "which revision", "--embedder", emb.spec], capsys)
+    assert rc == 0 and "records no embedder" not in err
