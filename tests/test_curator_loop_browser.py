@@ -1,7 +1,9 @@
 """The curator's whole loop in a real JupyterLab under headless Chromium (issue 25), on a `ragbench triad` CLI run and on a
 run over the user's own LanceDB table (its own column names): open the queue from the run directory alone, tick seeds and
 generate from them, inspect a bridge with a typed topic and see its item in the open queue, decide 10 items, restart the
-kernel, and find every decision and item still there. Screenshots of the queues go to the test's temporary folder."""
+kernel, and find every decision and item still there. Then the tour itself, curated end to end (issue 39; the tour's one
+run in CI): generate, 12 decisions across a second kernel and a restart, 62_review_queue on its run. Screenshots of the
+queues go to the test's temporary folder."""
 import re
 from pathlib import Path
 
