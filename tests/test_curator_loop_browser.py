@@ -250,7 +250,8 @@ def test_tour_curated_end_to_end(browser, lab, tmp_path):
         items0 = {i.id for i in load_items(run)}
         # 2. tick two more seeds in the seed picker with the Generate button, and generate
         picker = page.locator(".rb-seed-picker", has=page.locator("button.rb-seed-generate"))
-        tried = {r["seed"] for r in jsonl(run / "seeds.jsonl")}
+        from ragbench.widgets import SeedPicker
+        tried, ticks0 = {r["seed"] for r in jsonl(run / "seeds.jsonl")}, set(SeedPicker.load_ids(run))
         picker.locator(".rb-seed-query input").fill("show the history of a file and its log"); picker.locator("button.rb-seed-search").click()
         page.wait_for_function("() => [...document.querySelectorAll('.rb-seed-picker')].some(p => p.querySelector('.rb-seed-generate') "
                                "&& p.querySelectorAll('.rb-seed-tick input[type=checkbox]').length >= 4)")
@@ -258,6 +259,8 @@ def test_tour_curated_end_to_end(browser, lab, tmp_path):
         for i in range(boxes.count()):
             if ticked < 2 and not boxes.nth(i).is_checked(): boxes.nth(i).check(); ticked += 1
         assert ticked == 2
+        mine = wait_for(lambda: len(set(SeedPicker.load_ids(run)) - ticks0) == 2 and set(SeedPicker.load_ids(run)) - ticks0,
+                        30, "the two ticks in RUN/seeds.txt")
         t = time.time()
         picker.locator("button.rb-seed-generate").click()
         page.wait_for_function("() => /new seed\\(s\\) run|Error/.test(document.querySelector('.rb-seed-result').innerText)",
@@ -266,7 +269,7 @@ def test_tour_curated_end_to_end(browser, lab, tmp_path):
         said = page.inner_text(".rb-seed-result")
         assert "new seed(s) run" in said, said
         new = {r["seed"] for r in jsonl(run / "seeds.jsonl")} - tried
-        assert new, said
+        assert mine <= new, (said, mine - new)                       # the seeds ticked in the widget were run
         G = {i.id for n in ("dataset.jsonl", "overflow.jsonl") for i in Dataset.read(run / n) if i.meta.get("seed_id") in new}
         G |= {i.id for i in load_items(run)} - items0                 # and whatever else joined the run's items
         assert len(G) >= 6, (len(G), said)
