@@ -1,5 +1,5 @@
 """Run All in a real JupyterLab on every notebook that shows widgets (`suites.lab_notebooks`: the others run once, under
-nbdev_test, in the notebooks suite), opened in one JupyterLab server, two at a time (two browser tabs), each with a time limit. A notebook passes when
+nbdev_test, in the notebooks suite; the tour runs in the curator's loop, tests/test_curator_loop_browser.py), opened in one JupyterLab server, two at a time (two browser tabs), each with a time limit. A notebook passes when
 no cell shows an error and every code cell ran. This is what a user gets with Run All, where `is_headless()` is false and
 the `#| eval: false` / slow cells that `nbdev_test` skips run too.
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab import ROOT, ARGS, CHROMIUM, RUN_NOTEBOOK_JS, jupyterlab, need_browser, problems
-from suites import SHOWS_WIDGETS, all_notebooks, lab_notebooks, nbdev_skip_re
+from suites import CURATOR_LOOP_NOTEBOOKS, SHOWS_WIDGETS, all_notebooks, lab_notebooks, nbdev_skip_re
 
 PER_NOTEBOOK_S = float(os.environ.get("RAGBENCH_LAB_TIMEOUT", 240))
 WORKERS = int(os.environ.get("RAGBENCH_LAB_WORKERS", 2))
@@ -25,13 +25,18 @@ def notebooks() -> list[Path]:
 
 
 def test_each_notebook_runs_once():
-    "The widget notebooks run here, every other notebook under nbdev_test, none in both and none in neither."
+    """The widget notebooks run here, the tour in the curator's loop (tests/test_curator_loop_browser.py), every other
+    notebook under nbdev_test: none in two places and none in none."""
     import re
+    import test_curator_loop_browser as loop
     lab, skip = {str(p) for p in lab_notebooks()}, re.compile(nbdev_skip_re())
-    assert {"nbs/tutorials/tour.ipynb", "nbs/61_widgets.ipynb", "nbs/63_label_view.ipynb"} <= lab
+    curated = {str(p) for p in CURATOR_LOOP_NOTEBOOKS}
+    assert {"nbs/61_widgets.ipynb", "nbs/63_label_view.ipynb"} <= lab and not lab & curated
+    assert curated == {loop.TOUR} and callable(loop.test_tour_curated_end_to_end)     # the tour runs All there, twice
+    assert all(SHOWS_WIDGETS.search((ROOT / p).read_text()) for p in curated)        # else it would belong to nbdev_test
     for p in all_notebooks():
-        assert (str(p) in lab) == bool(skip.match(p.name)), p           # nbdev_test skips exactly the lab notebooks
-    assert len([p for p in all_notebooks() if str(p) not in lab]) > 40
+        assert (str(p) in lab | curated) == bool(skip.match(p.name)), p   # nbdev_test skips exactly the lab and loop ones
+    assert len([p for p in all_notebooks() if str(p) not in lab | curated]) > 40
 
 
 async def run_all(lab, paths: list[Path], workers: int) -> list[dict]:
