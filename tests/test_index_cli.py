@@ -87,9 +87,9 @@ def test_jsonl_bad_lines_are_named(tmp_path, capsys):
     rc, out, err = run_cli(["index", str(src), "--db", str(tmp_path / "db"), "--embedder", "hash", "--quiet"], capsys)
     assert rc == 0, err
     assert "2 documents -> 2 chunks" in out
-    assert f"{src}:2: not valid JSON" in out
-    assert f"{src}:3: field 'text' is missing" in out
-    assert f"{src}:4: field 'text' must be a string" in out
+    assert f"{src}:2: not valid JSON" in err                           # issue 40: the skip list goes to stderr
+    assert f"{src}:3: field 'text' is missing" in err
+    assert f"{src}:4: field 'text' must be a string" in err
 
 
 def test_fatal_inputs_exit_2_with_one_message(tmp_path, capsys):
@@ -111,7 +111,7 @@ def test_huge_document_is_rejected_not_loaded(tmp_path, capsys):
     rc, out, err = run_cli(["index", str(d), "--db", str(tmp_path / "db"), "--embedder", "hash", "--quiet",
                             "--max-doc-mb", "1"], capsys)
     assert rc == 0, err
-    assert "1 documents" in out and "huge.txt: file is 3.0 MB, above the 1 MB per-document limit" in out
+    assert "1 documents" in out and "huge.txt: file is 3.0 MB, above the 1 MB per-document limit" in err
 
 
 @pytest.mark.skipif(not (SHARED / "hotpotqa" / "hotpotqa_train100.json").exists(), reason="shared data not present")
