@@ -372,7 +372,7 @@ def print_refresh(s: dict, run: Path) -> None:
           f"replacements {s['replacements']['added']}/{s['replacements']['slots']} ({s['replacements']['seeds_tried']} seeds tried)")
     print(f"dataset {c['previous_version']} -> {c['version']}: {d['added']} added, {d['revised']} revised, "
           f"{d['dropped']} dropped, {d['unchanged']} unchanged (card: {run / 'card.json'})")
-    print(f"LLM: {s['llm'].get('calls', 0)} calls ({s['llm'].get('cached', 0)} cached)")
+    print(f"LLM: {s['llm'].get('calls', 0)} requests sent (+{s['llm'].get('cached', 0)} answered from the cache)")
 
 # %% ../../nbs/27_triad.refresh.ipynb #bb2784d7
 def run_config(out: Path, manifest: dict, **update) -> TriadConfig:

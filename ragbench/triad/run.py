@@ -494,7 +494,7 @@ def _print_summary(s: dict, out: Path) -> None:
     if s.get("duplicates"):
         print(f"{s['duplicates']} question(s) repeated one already written for another seed: not counted (duplicates.jsonl)")
     print("by type: " + ", ".join(f"{k} {v['accepted']}/{v['accepted'] + v['rejected']}" for k, v in s["by_type"].items()))
-    print(f"LLM: {llm['calls']} calls ({llm['cached']} cached), {tokens} tokens, "
+    print(f"LLM: {llm['calls']} requests sent (+{llm['cached']} answered from the cache), {tokens} tokens, "
           f"cost {llm['cost_usd'] if llm['cost_usd'] is not None else 'unknown'} USD; "
           + (f"{llm['calls_per_accepted']} calls and {round(tokens / s['accepted'])} tokens per accepted question"
              if s["accepted"] else "no accepted question yet"))
