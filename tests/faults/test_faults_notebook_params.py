@@ -31,7 +31,7 @@ def parameter_notebooks() -> list[str]:
 
 # non-default parameters per notebook (the output-folder parameter is filled by `ragbench run`)
 NON_DEFAULT = {
-    "25_triad.run.ipynb": {"llm_spec": S, "n_questions": 9},
+    "25_triad.run.ipynb": {"llm_spec": S, "corpus_questions": 9},   # issue 39: named for what it sets
     "30_dora.run.ipynb": {"per_style": 1, "styles": "find,explain"},
     "62_review_queue.ipynb": {"run_dir": "{triad_run}", "reviewer": "ana", "db": "{db}"},
     "90_demo.ipynb": {"llm": S, "n_questions": 1, "max_seeds": 4, "max_docs": 4},
