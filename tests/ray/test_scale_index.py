@@ -39,7 +39,7 @@ def test_a_partial_build_resumes_without_embedding_again(cluster, tmp_path):
     assert len(ids) == len(set(ids)) == len(full)
 
 
-def _ragbench(*args, cwd=None):
+def _ragbench(*args, cwd=None, with_err=False):
     import subprocess, sys
     from pathlib import Path
     import os
@@ -47,7 +47,7 @@ def _ragbench(*args, cwd=None):
     r = subprocess.run([str(Path(sys.executable).parent / "ragbench"), *map(str, args)], capture_output=True, text=True,
                        timeout=900, cwd=cwd, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return r.stdout
+    return (r.stdout, r.stderr) if with_err else r.stdout
 
 
 def test_index_command_with_ray_reports_what_one_process_reports(cluster, tmp_path):
@@ -57,10 +57,11 @@ def test_index_command_with_ray_reports_what_one_process_reports(cluster, tmp_pa
     for i in range(6): (docs / "sub" / f"page{i}.md").write_text(f"# Page {i}\n\n" + f"Paragraph about topic {i}. " * 80)
     (docs / "notes.txt").write_text("Short notes on commits and branches.")
     (docs / "image.bin").write_bytes(b"\x00\x01\x02")
-    one = _ragbench("index", "docs", "--db", "one", "--embedder", "hash", "--quiet", cwd=tmp_path)
-    on_ray = _ragbench("index", "docs", "--db", "ray", "--embedder", "hash", "--quiet", "--ray", cluster, cwd=tmp_path)
+    one, one_err = _ragbench("index", "docs", "--db", "one", "--embedder", "hash", "--quiet", cwd=tmp_path, with_err=True)
+    on_ray, ray_err = _ragbench("index", "docs", "--db", "ray", "--embedder", "hash", "--quiet", "--ray", cluster, cwd=tmp_path,
+                                with_err=True)
     assert on_ray.replace(" in ray:", " in DB:") == one.replace(" in one:", " in DB:"), (one, on_ray)
-    assert "7 documents" in one and "image.bin" in one
+    assert "7 documents" in one and "image.bin" in one_err and "image.bin" in ray_err   # issue 40: the skip list on stderr
     a, b = _rows(ChunkIndex.open(tmp_path / "one")), _rows(ChunkIndex.open(tmp_path / "ray"))
     assert sorted(a) == sorted(b) and all(a[k]["meta"] == b[k]["meta"] for k in a)
 
