@@ -90,3 +90,9 @@ def test_every_notebook_runs_all_in_jupyterlab(tmp_path):
     assert not failed, "Run All failed in JupyterLab:\n" + "\n".join(f"{p}: {'; '.join(v)}" for p, v in failed.items())
     # the kernels' own warnings land in the server log: no plain-TCP warning (kernels get CurveZMQ keys)
     assert "without encryption" not in log, log[log.index("without encryption") - 300:][:600]
+
+
+def test_suite_budgets_add_up_to_at_most_40_minutes():
+    "Issue 38: the suites' budgets fit inside CI's 45-minute cap with room for README command 1."
+    from suites import SUITES
+    assert sum(budget for _, budget in SUITES.values()) <= 40 * 60
