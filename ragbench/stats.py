@@ -10,10 +10,9 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['EXACT_MAX', 'SCC', 'DECISIONS', 'MIN_PPI_LABELS', 'MODES', 'METRIC_ORDER', 'HEADLINE_METRICS', 'proportion_ci',
-           'tango_ci', 'tango_p', 'subset_masks', 'sign_flip_ci', 'sign_flip_p', 'paired_test', 'decide',
-           'simulated_power', 'n_for_power', 'human_mean_ci', 'ppi_mean_ci', 'ppi_paired_ci', 'mean_ci', 'mean_table',
-           'resample_weights', 'resample_means', 'metric_key', 'split_metric', 'order_metrics']
+__all__ = ['MODES', 'METRIC_ORDER', 'HEADLINE_METRICS', 'proportion_ci', 'tango_ci', 'paired_test', 'decide', 'simulated_power',
+           'n_for_power', 'human_mean_ci', 'ppi_mean_ci', 'ppi_paired_ci', 'mean_ci', 'mean_table', 'resample_weights',
+           'resample_means', 'metric_key', 'split_metric', 'order_metrics']
 
 # %% ../nbs/06_stats.ipynb #3d0b5fa9
 def _z(q: float) -> float:
@@ -38,10 +37,10 @@ def proportion_ci(k: float, n: int, *, alpha: float = 0.05, method: str = "clopp
     return {"mean": p, "lo": max(0.0, min(lo, p)), "hi": min(1.0, max(hi, p)), "n": n, "method": method}
 
 # %% ../nbs/06_stats.ipynb #18813687
-EXACT_MAX = 16
-SCC = 0.25   # Tango's continuity correction (Chang et al. 2024, SCC-M)
+_EXACT_MAX = 16
+_SCC = 0.25   # Tango's continuity correction (Chang et al. 2024, SCC-M)
 
-def _tango_z(b: float, c: float, n: int, d0: float, cc: float = SCC) -> float:
+def _tango_z(b: float, c: float, n: int, d0: float, cc: float = _SCC) -> float:
     "Tango's score statistic of H0: P(+) - P(-) = d0 with b plus and c minus of n pairs, continuity-corrected by cc."
     a2, b2, c2 = 2 * n, -b - c + (2 * n - b + c) * d0, -c * d0 * (1 - d0)
     p21 = (-b2 + math.sqrt(max(b2 * b2 - 4 * a2 * c2, 0.0))) / (2 * a2)
@@ -61,16 +60,16 @@ def tango_ci(b: float, c: float, n: int, *, alpha: float = 0.05) -> tuple[float,
     lo = -bound(lambda d0: _tango_z(c, b, n, d0) > -z, -est, 1.0)
     return lo, hi
 
-def tango_p(b: float, c: float, n: int) -> float:
+def _tango_p(b: float, c: float, n: int) -> float:
     "Two-sided p-value of Tango's continuity-corrected score test that the paired difference is 0."
     from scipy.stats import norm
     return float(min(1.0, 2 * norm.sf(abs(_tango_z(b, c, n, 0.0)))))
 
 # %% ../nbs/06_stats.ipynb #20cc824a
 @lru_cache(maxsize=64)
-def subset_masks(n: int, *, n_random: int = 20_000, seed: int = 0) -> np.ndarray:
-    "0/1 rows of non-empty subsets of n items (read-only): all 2^n - 1 up to EXACT_MAX items, else n_random seeded random ones."
-    if n <= EXACT_MAX:
+def _subset_masks(n: int, *, n_random: int = 20_000, seed: int = 0) -> np.ndarray:
+    "0/1 rows of non-empty subsets of n items (read-only): all 2^n - 1 up to _EXACT_MAX items, else n_random seeded random ones."
+    if n <= _EXACT_MAX:
         k = np.arange(1, 2 ** n)
         m = ((k[:, None] >> np.arange(n)) & 1).astype(float)
     else:
@@ -79,11 +78,11 @@ def subset_masks(n: int, *, n_random: int = 20_000, seed: int = 0) -> np.ndarray
     m.flags.writeable = False
     return m
 
-def sign_flip_ci(d: np.ndarray, *, alpha: float = 0.05, masks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+def _sign_flip_ci(d: np.ndarray, *, alpha: float = 0.05, masks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     "The sign-flip test inverted by shifting: bounds per column of d (n x reps) from its subset means (-inf/inf: cannot reject)."
     d = np.asarray(d, dtype=float)
     d = d[:, None] if d.ndim == 1 else d
-    masks = subset_masks(len(d)) if masks is None else masks
+    masks = _subset_masks(len(d)) if masks is None else masks
     k = math.floor(alpha / 2 * (len(masks) + 1))
     if k < 1: return np.full(d.shape[1], -np.inf), np.full(d.shape[1], np.inf)
     means = np.round((masks @ d) / masks.sum(axis=1)[:, None], 12)
@@ -91,10 +90,10 @@ def sign_flip_ci(d: np.ndarray, *, alpha: float = 0.05, masks: Optional[np.ndarr
     hi = -np.partition(-means, k - 1, axis=0)[k - 1]
     return lo, hi
 
-def sign_flip_p(d: Sequence[float], *, masks: Optional[np.ndarray] = None) -> float:
+def _sign_flip_p(d: Sequence[float], *, masks: Optional[np.ndarray] = None) -> float:
     "Two-sided (equal-tailed) p-value of the sign-flip test that the paired differences are centred on 0."
     d = np.asarray(d, dtype=float)
-    masks = subset_masks(len(d)) if masks is None else masks
+    masks = _subset_masks(len(d)) if masks is None else masks
     sums = np.round(masks @ d, 12)
     total = len(masks) + 1
     return float(min(1.0, 2 * min((1 + np.sum(sums <= 0)) / total, (1 + np.sum(sums >= 0)) / total)))
@@ -114,18 +113,16 @@ def paired_test(x: Sequence[float], y: Sequence[float], *, alpha: float = 0.05) 
     if n == 0: return {"n": 0, "diff": None, "lo": None, "hi": None, "p": None, "test": None}
     d, test = x - y, _kind(x, y)
     if test == "sign-flip":
-        masks = subset_masks(n)
-        lo, hi = (float(v[0]) for v in sign_flip_ci(d, alpha=alpha, masks=masks))
-        p = sign_flip_p(d, masks=masks)
+        masks = _subset_masks(n)
+        lo, hi = (float(v[0]) for v in _sign_flip_ci(d, alpha=alpha, masks=masks))
+        p = _sign_flip_p(d, masks=masks)
     else:
         b, c = float(np.clip(d, 0, None).sum()), float(np.clip(-d, 0, None).sum())
-        (lo, hi), p = tango_ci(b, c, n, alpha=alpha), tango_p(b, c, n)
+        (lo, hi), p = tango_ci(b, c, n, alpha=alpha), _tango_p(b, c, n)
     lo, hi = (None if math.isinf(lo) else lo), (None if math.isinf(hi) else hi)
     return {"n": n, "diff": float(d.mean()), "lo": lo, "hi": hi, "p": p, "test": test}
 
 # %% ../nbs/06_stats.ipynb #dc3eb3e8
-DECISIONS = ("better", "worse", "equivalent", "uninformative")
-
 def decide(lo: Optional[float], hi: Optional[float], *, higher_is_better: bool = True, margin: Optional[float] = None) -> str:
     "better, worse, equivalent (inside +-margin) or uninformative, from the interval of setup - baseline."
     if lo is not None and lo > 0: return "better" if higher_is_better else "worse"
@@ -173,7 +170,7 @@ def n_for_power(d: Sequence[float], effect: float, *, power: float = 0.8, kind: 
 
 
 # %% ../nbs/06_stats.ipynb #9ef9765f
-MIN_PPI_LABELS = 3
+_MIN_PPI_LABELS = 3
 
 def _t_ci(v: np.ndarray, alpha: float) -> tuple[float, float]:
     "Student t interval of a mean (n >= 2)."
@@ -196,7 +193,7 @@ def ppi_mean_ci(human: Sequence[float], judge_labelled: Sequence[float], judge_u
     from scipy.stats import t
     y, fl, fu = (np.asarray(v, dtype=float) for v in (human, judge_labelled, judge_unlabelled))
     rect, judge = y - fl, np.r_[fl, fu]
-    why = (f"{len(y)} labels (PPI needs {MIN_PPI_LABELS})" if len(y) < MIN_PPI_LABELS else
+    why = (f"{len(y)} labels (PPI needs {_MIN_PPI_LABELS})" if len(y) < _MIN_PPI_LABELS else
            "no judge-human disagreement among the labels" if not np.any(rect != 0) else
            "every row labelled" if len(fu) == 0 else None)
     if why: return {**human_mean_ci(y, alpha=alpha), "why": why}
@@ -214,7 +211,7 @@ def ppi_paired_ci(human_a: Sequence[float], human_b: Sequence[float], judge_a_la
     ya, yb, fa, fb, ua, ub = (np.asarray(v, dtype=float) for v in
                               (human_a, human_b, judge_a_labelled, judge_b_labelled, judge_a_unlabelled, judge_b_unlabelled))
     rect, judge = (ya - fa) - (yb - fb), np.r_[fa - fb, ua - ub]
-    why = (f"{len(ya)} items labelled in both arms (PPI needs {MIN_PPI_LABELS})" if len(ya) < MIN_PPI_LABELS else
+    why = (f"{len(ya)} items labelled in both arms (PPI needs {_MIN_PPI_LABELS})" if len(ya) < _MIN_PPI_LABELS else
            "no judge-human disagreement among the labels" if not np.any(rect != 0) else
            "every row labelled" if len(ua) == 0 else None)
     if why:

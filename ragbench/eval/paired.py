@@ -16,11 +16,11 @@ from ..spine import options_model, read_options
 from ..stats import HEADLINE_METRICS, decide, n_for_power, order_metrics, paired_test, simulated_power, split_metric
 
 # %% auto #0
-__all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'NEED_TWO_DIRS', 'holm', 'holm_levels', 'higher_is_better', 'metric_values',
-           'item_groups', 'available_metrics', 'primary_metrics', 'paired_row', 'paired_rows', 'noisy_judge',
-           'paired_rows_of', 'paired_comparison', 'row_sentence', 'decision_sentence', 'parse_margins', 'gate_margins',
-           'equivalence_margins', 'gate_failures', 'plan_questions', 'print_paired', 'gated_metrics', 'report_gate',
-           'CompareOptions', 'paired_gate', 'compare_command', 'print_plan', 'PlanOptions', 'plan_command']
+__all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'NEED_TWO_DIRS', 'holm', 'higher_is_better', 'metric_values', 'item_groups',
+           'available_metrics', 'primary_metrics', 'paired_row', 'paired_rows', 'paired_rows_of', 'paired_comparison',
+           'decision_sentence', 'parse_margins', 'gate_margins', 'equivalence_margins', 'gate_failures',
+           'plan_questions', 'print_paired', 'gated_metrics', 'report_gate', 'CompareOptions', 'paired_gate',
+           'compare_command', 'print_plan', 'PlanOptions', 'plan_command']
 
 # %% ../../nbs/41_eval.paired.ipynb #7220c1ed
 def holm(pvalues: Sequence[Optional[float]]) -> list[Optional[float]]:
@@ -32,7 +32,7 @@ def holm(pvalues: Sequence[Optional[float]]) -> list[Optional[float]]:
         for i, q in zip(idx, multipletests([pvalues[i] for i in idx], method="holm")[1]): out[i] = float(q)
     return out
 
-def holm_levels(pvalues: Sequence[Optional[float]], alpha: float = 0.05) -> list[Optional[float]]:
+def _holm_levels(pvalues: Sequence[Optional[float]], alpha: float = 0.05) -> list[Optional[float]]:
     "The level Holm's step-down tests each p-value at (None entries stay None): alpha/m, alpha/(m-1), ... until the first acceptance."
     idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])
     out: list[Optional[float]] = [None] * len(pvalues)
@@ -118,11 +118,12 @@ def _check_metrics(have: Sequence[str], metrics: Sequence[str]) -> None:
 def _confirm(out: list[dict], vals: dict, alpha: float) -> None:
     "Holm over the primary rows: each gets its Holm level, its interval at that level and its adjusted p."
     prim = [r for r in out if r["family"] == "primary"]
-    for r, lv, q in zip(prim, holm_levels([r["p"] for r in prim], alpha), holm([r["p"] for r in prim])):
+    for r, lv, q in zip(prim, _holm_levels([r["p"] for r in prim], alpha), holm([r["p"] for r in prim])):
         r["p_holm"] = q
         if lv is not None and lv != alpha:
-            v = vals[r["metric"]]
-            r.update({k: v for k, v in paired_row(v.get(r["setup"], {}), v.get(r["baseline"], {}), alpha=lv).items() if k in ("ci_low", "ci_high", "level")})
+            m = vals[r["metric"]]
+            at_level = paired_row(m.get(r["setup"], {}), m.get(r["baseline"], {}), alpha=lv)
+            r.update({k: at_level[k] for k in ("ci_low", "ci_high", "level")})
 
 def _needed(r: dict, vals: dict, power: float, seed: int) -> Optional[int]:
     "About how many items the row's test needs to detect +-detect with `power` (simulated from the row's differences)."
@@ -153,10 +154,10 @@ def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics
     for r in out:
         r["decision"] = "not measured" if r["diff"] is None else decide(r["ci_low"], r["ci_high"], higher_is_better=r["higher_is_better"], margin=r["margin"])
         r["n_needed"] = _needed(r, vals, power, seed) if r["family"] == "primary" and r["decision"] == "uninformative" else None
-        r["sentence"] = row_sentence(r)
+        r["sentence"] = _row_sentence(r)
     return [{k: r.get(k) for k in ROW_KEYS} for r in out]
 
-def noisy_judge(rows: list[dict], noise: dict) -> list[dict]:
+def _noisy_judge(rows: list[dict], noise: dict) -> list[dict]:
     "Rows whose judged metric's flip rate (--judge-repeats) could be as large as the difference get a `judge_noise` note in their sentence."
     for r in rows:
         n = noise.get(split_metric(r["metric"])[1])
@@ -170,7 +171,7 @@ def paired_rows_of(eval_dir: Union[str, Path], baseline: Optional[str] = None, *
     from ragbench.eval.run import judge_noise
     rows = read_scores(eval_dir)
     out = paired_rows(rows, baseline, order=configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in rows))), **kw)
-    return noisy_judge(out, judge_noise(eval_dir))
+    return _noisy_judge(out, judge_noise(eval_dir))
 
 def paired_comparison(eval_dir: Union[str, Path], baseline: Optional[str] = None, **kw):
     "The paired comparison of an evaluation folder's setups as one DataFrame (columns ROW_KEYS); keywords as `paired_rows`."
@@ -182,7 +183,7 @@ def _p_text(p: float) -> str: return "p < 0.001" if p < 0.001 else f"p = {p:.3f}
 
 def _iv(r: dict) -> str: return f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
 
-def row_sentence(r: dict) -> str:
+def _row_sentence(r: dict) -> str:
     "The row's decision as one plain sentence."
     who, on = f"{r['setup']} vs {r['baseline']}", f"on {r['metric']}" + ("" if r["by"] == "all" else f" ({r['by']} {r['group']})")
     d = r["decision"]

@@ -15,8 +15,8 @@ from ..stats import human_mean_ci, mean_ci, paired_test, ppi_mean_ci, ppi_paired
 
 # %% auto #0
 __all__ = ['LABELS', 'LABEL_KEYS', 'MOVE_KEYS', 'PPI_KEYS', 'mean_estimates', 'simulate_judged', 'row_key', 'stratified_order',
-           'shared_order', 'labels_needed', 'label_candidates', 'read_labels', 'LabelQueue', 'ppi_rows',
-           'ppi_paired_rows', 'setup_order', 'ppi_estimates']
+           'label_candidates', 'read_labels', 'LabelQueue', 'ppi_rows', 'ppi_paired_rows', 'setup_order',
+           'ppi_estimates']
 
 # %% ../../nbs/42_eval.ppi.ipynb #29f49f25
 def mean_estimates(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float],
@@ -55,14 +55,14 @@ def stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kin
             keyed.append(((rank + offset) / len(members), members[j]))
     return [r for _, r in sorted(keyed, key=lambda t: t[0])]
 
-def shared_order(rows: Sequence[dict], *, by: Sequence[str] = ("kind",), seed: int = 0) -> list[dict]:
+def _shared_order(rows: Sequence[dict], *, by: Sequence[str] = ("kind",), seed: int = 0) -> list[dict]:
     "The rows item by item, items in a stratified order (by `by`), each item's rows of every setup together: both arms of a comparison share the labelled items."
     per_item: dict[str, list[dict]] = {}
     for r in rows: per_item.setdefault(r["item_id"], []).append(r)
     firsts = stratified_order([{**v[0], "setup": ""} for v in per_item.values()], by=by, seed=seed)
     return [r for f in firsts for r in sorted(per_item[f["item_id"]], key=lambda r: str(r["setup"]))]
 
-def labels_needed(n_setups: int, *, half_width: float = 0.15, disagreement: float = 0.2, alpha: float = 0.05) -> int:
+def _labels_needed(n_setups: int, *, half_width: float = 0.15, disagreement: float = 0.2, alpha: float = 0.05) -> int:
     "Rows to label (items x setups) for a PPI interval of about +-half_width per setup when judge and humans disagree on `disagreement` of rows (at least 8 items)."
     from scipy.stats import norm
     items = max(8, math.ceil((norm.ppf(1 - alpha / 2) * math.sqrt(disagreement) / half_width) ** 2))
@@ -90,8 +90,8 @@ class LabelQueue:
                  seed: int = 0, metric: str = "correct", mode: str = "retrieved"):
         self.run, self.labeller = RunDir(eval_dir), labeller
         cands = label_candidates(read_scores(eval_dir), metric, mode)
-        self.proposed = labels_needed(len({r["setup"] for r in cands}))
-        self.rows = shared_order(cands, by=by, seed=seed)[:n or self.proposed]
+        self.proposed = _labels_needed(len({r["setup"] for r in cands}))
+        self.rows = _shared_order(cands, by=by, seed=seed)[:n or self.proposed]
         if not self.rows: raise EvalError(f"{eval_dir}: no rows with a '{metric}' judge score to label")
         self.labels = read_labels(eval_dir)
         self.pos = next((i for i, r in enumerate(self.rows) if "correct" not in self.labels.get(row_key(r), {})), 0)

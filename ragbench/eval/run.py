@@ -23,15 +23,14 @@ from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, 
 from ..stats import HEADLINE_METRICS, MODES, mean_table, metric_key, order_metrics, proportion_ci
 
 # %% auto #0
-__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'REPEATS_FILE',
-           'REPEAT_SAMPLE', 'GOLD_WARN_SHARE', 'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids',
-           'score_batch', 'row_key', 'latest_rows', 'summarize', 'repeat_sample', 'split_repeats', 'latest_repeats',
-           'repeats_done', 'judge_consistency', 'judge_noise', 'read_scores', 'load_scores', 'summary_frame',
-           'dataset_fingerprint', 'scored_dataset_version', 'open_index', 'with_columns', 'items_without_gold',
-           'eval_folder', 'newest_eval', 'index_key', 'gold_share', 'check_gold_in_index', 'with_table', 'score_tasks',
-           'score_plan', 'evaluate', 'estimate_evaluation', 'format_summary', 'consistency_lines', 'metric_notes',
-           'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures', 'EvaluateOptions',
-           'evaluate_command', 'print_estimate', 'cutoffs', 'evaluate_options']
+__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'GOLD_WARN_SHARE',
+           'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key',
+           'latest_rows', 'summarize', 'judge_consistency', 'judge_noise', 'read_scores', 'load_scores',
+           'summary_frame', 'dataset_fingerprint', 'scored_dataset_version', 'open_index', 'with_columns',
+           'items_without_gold', 'eval_folder', 'newest_eval', 'index_key', 'gold_share', 'check_gold_in_index',
+           'with_table', 'score_tasks', 'score_plan', 'evaluate', 'estimate_evaluation', 'format_summary',
+           'metric_notes', 'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures',
+           'EvaluateOptions', 'evaluate_command', 'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -313,46 +312,41 @@ def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None, n
     return out
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn01
-REPEATS_FILE = "judge_repeats.jsonl"
-REPEAT_SAMPLE = 20    # items whose rows the judges re-ask, unless told otherwise
+_REPEATS_FILE = "judge_repeats.jsonl"
+_REPEAT_SAMPLE = 20    # items whose rows the judges re-ask, unless told otherwise
 
-def repeat_sample(ds: Dataset, n: int = REPEAT_SAMPLE, seed: int = 0) -> list[str]:
+def _repeat_sample(ds: Dataset, n: int = _REPEAT_SAMPLE, seed: int = 0) -> list[str]:
     "The ids of `n` items drawn with `seed` (in dataset order) whose rows the judges re-ask."
     ids = [it.id for it in ds]
     pick = set(random.Random(f"judge-repeats-{seed}").sample(ids, min(n, len(ids))))
     return [i for i in ids if i in pick]
 
-def split_repeats(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
+def _split_repeats(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
     "(scores.jsonl rows, judge_repeats.jsonl records) of a scored batch: a row's re-asks go to their own file."
     recs = [{"item_id": r["item_id"], "setup": r["setup"], "mode": r["mode"], **r["judge_repeats"]} for r in rows if r.get("judge_repeats")]
     return [{k: v for k, v in r.items() if k != "judge_repeats"} for r in rows], recs
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn02
-def latest_repeats(records) -> dict[tuple, dict]:
+def _latest_repeats(records) -> dict[tuple, dict]:
     "{row key: the latest judge_repeats.jsonl record of that row}."
     return {row_key(r): r for r in records}
 
-def repeats_done(rec: Optional[dict], repeats: int) -> bool:
+def _repeats_done(rec: Optional[dict], repeats: int) -> bool:
     "Whether a row's record holds `repeats` re-asks and none failed on an LLM error."
     return rec is not None and rec.get("repeats", 0) >= repeats and not any(a.get("error") for a in rec["asks"])
 
 def _needs_repeats(r: dict, repeat_ids: Collection[str], recs: dict, repeats: int) -> bool:
     "Whether a scored row is to be re-asked and is not yet (its item sampled, its answer judged)."
     judged = r.get("answer") is not None and not r.get("skipped") and not r.get("error")
-    return bool(repeats) and r["item_id"] in repeat_ids and judged and not repeats_done(recs.get(row_key(r)), repeats)
+    return bool(repeats) and r["item_id"] in repeat_ids and judged and not _repeats_done(recs.get(row_key(r)), repeats)
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn03
-def _wilson(k: int, n: int) -> tuple[float, float]:
-    "95% Wilson interval of k in n, from `ragbench.stats`."
-    ci = proportion_ci(k, n, method="wilson")
-    return ci["lo"], ci["hi"]
-
 def _flips(values: Sequence) -> bool: return len({round(float(v), 9) for v in values}) > 1
 
 def judge_consistency(records) -> dict:
     "Per judged metric: flip rate (re-asked rows whose verdicts are not all the same) with its 95% Wilson interval, n, flipped item ids and rows."
     n, flipped = Counter(), defaultdict(list)
-    for rec in latest_repeats(records).values():
+    for rec in _latest_repeats(records).values():
         asks = rec["asks"]
         for m in asks[0]["metrics"] if len(asks) > 1 else ():
             vals = [a["metrics"].get(m) for a in asks]
@@ -361,7 +355,8 @@ def judge_consistency(records) -> dict:
             if _flips(vals): flipped[m].append(row_key(rec))
     out = {}
     for m in order_metrics(n):
-        k, (lo, hi) = len(flipped[m]), _wilson(len(flipped[m]), n[m])
+        ci = proportion_ci(len(flipped[m]), n[m], method="wilson")
+        k, lo, hi = len(flipped[m]), ci["lo"], ci["hi"]
         out[m] = {"flip_rate": k / n[m], "lo": lo, "hi": hi, "n": n[m], "k": k,
                   "flipped": sorted({r[0] for r in flipped[m]}), "flipped_rows": [list(r) for r in flipped[m]]}
     return out
@@ -370,14 +365,14 @@ def judge_noise(eval_dir: Union[str, Path]) -> dict:
     "{metric: {flip_rate, lo, hi, n, k, flipped, flipped_rows}} of an evaluation folder's judge re-asks ({} without any)."
     p = Path(eval_dir)
     if not p.is_dir(): raise EvalError(f"evaluation folder not found: {eval_dir}")
-    return judge_consistency(read_jsonl(p / REPEATS_FILE)) if (p / REPEATS_FILE).exists() else {}
+    return judge_consistency(read_jsonl(p / _REPEATS_FILE)) if (p / _REPEATS_FILE).exists() else {}
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn04
 def _consistency(records: list, repeats: int, sample: Sequence[str]) -> Optional[dict]:
     "summary.json's `judge_consistency`: what was re-asked and, per judged metric, the flip rate (None without re-asks)."
     if not records: return None
     return {"repeats": repeats or max(r.get("repeats", 0) for r in records), "sampled_items": list(sample),
-            "rows": len(latest_repeats(records)), "flip": "the K+1 verdicts of a row (item x setup x mode) are not all the same",
+            "rows": len(_latest_repeats(records)), "flip": "the K+1 verdicts of a row (item x setup x mode) are not all the same",
             "interval": "95% Wilson", "metrics": judge_consistency(records)}
 
 # %% ../../nbs/40_eval.run.ipynb #170a0ebf
@@ -617,8 +612,8 @@ async def score_plan(plan: list, tr: TaskRun, score: Callable, batch_size: int, 
         return TaskResult(task_id=t.id, position=t.position, outcome="scored", record={"rows": rows})
     new = [0]
     def commit(r: TaskResult) -> None:
-        rows, recs = split_repeats(r.record["rows"])
-        if recs: run.append(REPEATS_FILE, *recs)
+        rows, recs = _split_repeats(r.record["rows"])
+        if recs: run.append(_REPEATS_FILE, *recs)
         run.append("scores.jsonl", *rows)
         new[0] += len(rows)
         bar.update(len(rows))
@@ -643,7 +638,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
              n_boot: int = 1000, seed: int = 0, batch_size: int = 16, parallel_batches: int = 4,
              max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None,
              similarity_model: Optional[str] = "default", judge_repeats: int = 0,
-             judge_repeat_sample: int = REPEAT_SAMPLE) -> RunResult:
+             judge_repeat_sample: int = _REPEAT_SAMPLE) -> RunResult:
     "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary (`similarity_model`: embedder of RAGAS answer correctness, None: off; `judge_repeats`: re-asks of the judges on `judge_repeat_sample` items, DIR/judge_repeats.jsonl)."
     from ragbench.llm import arun, task_usage
     ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
@@ -666,8 +661,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         llms.attach(meter)
         judge = llms.get(judge_llm) if isinstance(judge_llm, str) else llms.attach(meter, judge_llm)
         _manifest(run, dataset, ds, setups, modes, judges, judge, unknown, max_calls)
-        repeat_ids = set(repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
-        recs = latest_repeats(run.read(REPEATS_FILE))
+        repeat_ids = set(_repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
+        recs = _latest_repeats(run.read(_REPEATS_FILE))
         done = {row_key(r) for r in latest_rows(run.read("scores.jsonl"))
                 if not r.get("error") and not _needs_repeats(r, repeat_ids, recs, judge_repeats)}
         plan = [(s, mode, _todo(ds, s, mode, done, external)) for s in setups for mode in modes]
@@ -688,7 +683,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                                         for s in setups if s.external},
                        models={**_models(setups, default_llm, judge), **_text_models(bertscore, bertscore_model, similarity)},
                        stop_reason=stop or "done",
-                       judge_consistency=_consistency(run.read(REPEATS_FILE), judge_repeats, sorted(repeat_ids)),
+                       judge_consistency=_consistency(run.read(_REPEATS_FILE), judge_repeats, sorted(repeat_ids)),
                        dataset_models=sorted({v for it in ds for v in it.models.values()}),
                        usage={"run": meter.totals(), "session": session.totals(), "by_stage": meter.by_stage()},
                        new_rows=n_new, seconds=round(time.time() - t0, 3))
@@ -735,16 +730,16 @@ def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict, llm: Op
 # %% ../../nbs/40_eval.run.ipynb #rep-est02
 def estimate_evaluation(dataset, setups, out_dir, *, db=None, modes: Sequence[str] = ("retrieved",), judge_llm=None,
                         default_llm: Optional[str] = None, index_factory: Optional[Callable] = None, judges: Sequence[str] = JUDGES,
-                        seed: int = 0, judge_repeats: int = 0, judge_repeat_sample: int = REPEAT_SAMPLE) -> dict:
+                        seed: int = 0, judge_repeats: int = 0, judge_repeat_sample: int = _REPEAT_SAMPLE) -> dict:
     "The LLM calls `evaluate` with these arguments is expected to send (at most), per kind and judge; sends and writes nothing."
     ds, setups, out = _read_dataset(dataset), _validate(setups, modes, judges), Path(out_dir)
     if index_factory is None: setups = check_setups(setups, db)
     external, _ = _read_external(setups, ds)
     _check_out(out, ds, setups)
     indexes, judging = _open_indexes(setups, index_factory), judge_llm is not None and bool(judges)
-    repeat_ids = set(repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judging else set()
+    repeat_ids = set(_repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judging else set()
     done = {row_key(r): r for r in (read_scores(out) if (out / "scores.jsonl").exists() else []) if not r.get("error")}
-    recs = latest_repeats(read_jsonl(out / REPEATS_FILE)) if (out / REPEATS_FILE).exists() else {}
+    recs = _latest_repeats(read_jsonl(out / _REPEATS_FILE)) if (out / _REPEATS_FILE).exists() else {}
     calls, by_judge, rows, kp = Counter(), Counter(), 0, set()
     for s in setups:
         for mode in modes:
@@ -753,7 +748,7 @@ def estimate_evaluation(dataset, setups, out_dir, *, db=None, modes: Sequence[st
                 if r is not None:
                     if _needs_repeats(r, repeat_ids, recs, judge_repeats):
                         rec = recs.get(row_key(r))
-                        left = judge_repeats - (rec.get("repeats", 0) if rec and repeats_done(rec, 0) else 0)
+                        left = judge_repeats - (rec.get("repeats", 0) if rec and _repeats_done(rec, 0) else 0)
                         ctx = "" if r.get("context_chunk_ids") else None
                         calls["judge_repeats"] += left * len(_row_judges(it, mode, ctx, judges))
                     continue
@@ -784,7 +779,7 @@ def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> 
             iv = f"[{ci['lo']:.2f},{ci['hi']:.2f}]" if ci.get("lo") is not None else "[no interval]"
             cells.append((f"{ci['mean']:.3f} {iv}" if ci.get("mean") is not None else "-").rjust(18))
         lines.append(s.ljust(w) + "  " + "  ".join(cells))
-    lines += metric_notes(summary) + consistency_lines(summary)
+    lines += metric_notes(summary) + _consistency_lines(summary)
     fails = {s: f for s, f in summary.get("judge_failures", {}).items() if f}
     if fails:
         lines.append(
@@ -794,7 +789,7 @@ def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> 
     return "\n".join(lines)
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fmt01
-def consistency_lines(summary: dict, n_ids: int = 10) -> list[str]:
+def _consistency_lines(summary: dict, n_ids: int = 10) -> list[str]:
     "Lines of the judges' self-consistency: per judged metric, flipped rows / re-asked rows, the rate [95% Wilson], the items."
     jc = summary.get("judge_consistency")
     if not jc or not jc.get("metrics"): return []
@@ -915,7 +910,7 @@ class EvaluateOptions(BaseModel):
     )
     judge_repeats: int = Field(0, ge=0, description="re-ask the judges K more times on a sample of items and report how often "
                                "each verdict flips (judge self-consistency: judge_repeats.jsonl, summary.json)")
-    judge_repeat_sample: int = Field(REPEAT_SAMPLE, ge=1, description="items (drawn with --seed) whose rows --judge-repeats re-asks")
+    judge_repeat_sample: int = Field(_REPEAT_SAMPLE, ge=1, description="items (drawn with --seed) whose rows --judge-repeats re-asks")
     estimate: bool = Field(False, description="print the LLM calls the evaluation would send (judge re-asks apart) and send none")
     quiet: bool = Field(False, description="no progress")
     ray: Optional[str] = Field(None, description=RAY_HELP)
@@ -929,7 +924,7 @@ def evaluate_command(
     "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
     return evaluate_options(**read_options(EvaluateOptions, config, options)[0].model_dump())
 
-def print_estimate(est: dict) -> int:
+def _print_estimate(est: dict) -> int:
     "Print an evaluation's call estimate as JSON and one line on stderr; exit status 0."
     print(json.dumps(est, indent=2))
     c = est["calls"]
@@ -944,7 +939,7 @@ def cutoffs(ks) -> tuple[int, ...]:
 
 def evaluate_options(*, dataset, out, db, column, table=None, setups, answers, answers_top_k, judge_llm, llm, modes, judges, bertscore, n_boot,
                      seed, ks, bertscore_model, batch_size, parallel_batches, max_calls, quiet, ray, judge_repeats=0,
-                     judge_repeat_sample=REPEAT_SAMPLE, estimate=False) -> int:
+                     judge_repeat_sample=_REPEAT_SAMPLE, estimate=False) -> int:
     "`ragbench evaluate` on its options (flags and --config merged): score, print the table, the exit status."
     if not setups and not answers: raise EvalError("give --setups FILE and/or --answers FILE")
     runs = with_columns(with_table((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers],
@@ -959,7 +954,7 @@ def evaluate_options(*, dataset, out, db, column, table=None, setups, answers, a
     if judge_repeats and judge is None: _say("--judge-repeats needs a judge: nothing is re-asked")
     kw = dict(db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm, judges=comma_list(judges), seed=seed,
               judge_repeats=judge_repeats, judge_repeat_sample=judge_repeat_sample)
-    if estimate: return print_estimate(estimate_evaluation(dataset, runs, out, **kw))
+    if estimate: return _print_estimate(estimate_evaluation(dataset, runs, out, **kw))
     summary = evaluate(dataset, runs, out, bertscore=bertscore, bertscore_model=bertscore_model, ks=cutoffs(ks), n_boot=n_boot,
                        batch_size=batch_size, parallel_batches=parallel_batches, max_calls=max_calls, progress=not quiet, ray=ray, **kw)
     report_inputs(summary)
