@@ -187,40 +187,44 @@ def human_mean_ci(human: Sequence[float], *, alpha: float = 0.05) -> dict:
     lo, hi = _t_ci(y, alpha)
     return {"mean": float(y.mean()), "lo": lo, "hi": hi, "n": len(y), "method": "t"}
 
+def _ppi_why(n: int, rect: np.ndarray, n_rest: int, labelled: str) -> Optional[str]:
+    "Why the labels cannot support a PPI correction (None: they can)."
+    if n < _MIN_PPI_LABELS: return f"{n} {labelled} (PPI needs {_MIN_PPI_LABELS})"
+    if not np.any(rect != 0): return "no judge-human disagreement among the labels"
+    return "every row labelled" if n_rest == 0 else None
+
+def _ppi(rect: np.ndarray, judge: np.ndarray, alpha: float) -> tuple[float, float]:
+    "The PPI estimate (lambda 1) and its interval's half-width (t quantile on the labels)."
+    from scipy.stats import t
+    half = t.ppf(1 - alpha / 2, len(rect) - 1) * math.sqrt(judge.var(ddof=1) / len(judge) + rect.var(ddof=1) / len(rect))
+    return float(judge.mean() + rect.mean()), float(half)
+
 def ppi_mean_ci(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float], *,
                 alpha: float = 0.05) -> dict:
     "The PPI mean (lambda 1, t quantile) with its interval, or the human-only interval and why: {mean, lo, hi, method, why}."
-    from scipy.stats import t
     y, fl, fu = (np.asarray(v, dtype=float) for v in (human, judge_labelled, judge_unlabelled))
     rect, judge = y - fl, np.r_[fl, fu]
-    why = (f"{len(y)} labels (PPI needs {_MIN_PPI_LABELS})" if len(y) < _MIN_PPI_LABELS else
-           "no judge-human disagreement among the labels" if not np.any(rect != 0) else
-           "every row labelled" if len(fu) == 0 else None)
+    why = _ppi_why(len(y), rect, len(fu), "labels")
     if why: return {**human_mean_ci(y, alpha=alpha), "why": why}
-    est = float(judge.mean() + rect.mean())
-    half = t.ppf(1 - alpha / 2, len(y) - 1) * math.sqrt(judge.var(ddof=1) / len(judge) + rect.var(ddof=1) / len(y))
+    est, half = _ppi(rect, judge, alpha)
     lo, hi = est - half, est + half
     if np.isin(np.r_[y, judge], (0.0, 1.0)).all(): lo, hi = max(0.0, lo), min(1.0, hi)
-    return {"mean": est, "lo": float(lo), "hi": float(hi), "n": len(y), "method": "ppi", "why": None}
+    return {"mean": est, "lo": lo, "hi": hi, "n": len(y), "method": "ppi", "why": None}
 
 def ppi_paired_ci(human_a: Sequence[float], human_b: Sequence[float], judge_a_labelled: Sequence[float],
                   judge_b_labelled: Sequence[float], judge_a_unlabelled: Sequence[float],
                   judge_b_unlabelled: Sequence[float], *, alpha: float = 0.05) -> dict:
     "PPI estimate of mean(A) - mean(B) from the same labelled items in both arms, or the human-only paired test: {diff, lo, hi, method, why}."
-    from scipy.stats import t
     ya, yb, fa, fb, ua, ub = (np.asarray(v, dtype=float) for v in
                               (human_a, human_b, judge_a_labelled, judge_b_labelled, judge_a_unlabelled, judge_b_unlabelled))
     rect, judge = (ya - fa) - (yb - fb), np.r_[fa - fb, ua - ub]
-    why = (f"{len(ya)} items labelled in both arms (PPI needs {_MIN_PPI_LABELS})" if len(ya) < _MIN_PPI_LABELS else
-           "no judge-human disagreement among the labels" if not np.any(rect != 0) else
-           "every row labelled" if len(ua) == 0 else None)
+    why = _ppi_why(len(ya), rect, len(ua), "items labelled in both arms")
     if why:
         h = paired_test(ya, yb, alpha=alpha)
         return {"diff": h["diff"], "lo": h["lo"], "hi": h["hi"], "n": len(ya), "method": f"human-only {h['test']}", "why": why}
-    est = float(judge.mean() + rect.mean())
-    half = t.ppf(1 - alpha / 2, len(ya) - 1) * math.sqrt(judge.var(ddof=1) / len(judge) + rect.var(ddof=1) / len(ya))
-    return {"diff": est, "lo": float(max(-1.0, est - half)), "hi": float(min(1.0, est + half)), "n": len(ya),
-            "method": "ppi", "why": None}
+    est, half = _ppi(rect, judge, alpha)
+    return {"diff": est, "lo": max(-1.0, est - half), "hi": min(1.0, est + half), "n": len(ya), "method": "ppi", "why": None}
+
 
 # %% ../nbs/06_stats.ipynb #14dc38f1
 def mean_ci(values: Iterable[Any], *, alpha: float = 0.05) -> dict[str, Any]:
