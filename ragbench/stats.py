@@ -196,7 +196,8 @@ def _ppi_why(n: int, rect: np.ndarray, n_rest: int, labelled: str) -> Optional[s
 def _ppi(rect: np.ndarray, judge: np.ndarray, alpha: float) -> tuple[float, float]:
     "The PPI estimate (lambda 1) and its interval's half-width (t quantile on the labels)."
     from scipy.stats import t
-    half = t.ppf(1 - alpha / 2, len(rect) - 1) * math.sqrt(judge.var(ddof=1) / len(judge) + rect.var(ddof=1) / len(rect))
+    se = math.sqrt(judge.var(ddof=1) / len(judge) + rect.var(ddof=1) / len(rect))
+    half = t.ppf(1 - alpha / 2, len(rect) - 1) * se
     return float(judge.mean() + rect.mean()), float(half)
 
 def ppi_mean_ci(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float], *,
@@ -223,7 +224,8 @@ def ppi_paired_ci(human_a: Sequence[float], human_b: Sequence[float], judge_a_la
         h = paired_test(ya, yb, alpha=alpha)
         return {"diff": h["diff"], "lo": h["lo"], "hi": h["hi"], "n": len(ya), "method": f"human-only {h['test']}", "why": why}
     est, half = _ppi(rect, judge, alpha)
-    return {"diff": est, "lo": max(-1.0, est - half), "hi": min(1.0, est + half), "n": len(ya), "method": "ppi", "why": None}
+    return {"diff": est, "lo": max(-1.0, est - half), "hi": min(1.0, est + half), "n": len(ya), "method": "ppi",
+            "why": None}
 
 
 # %% ../nbs/06_stats.ipynb #14dc38f1
