@@ -304,7 +304,7 @@ def build_index(source, db, emb, *, table="chunks", fmt="auto", report=None, max
     chunks = chunk_documents(load_documents(source, fmt, report, max_doc_mb), c["target_tokens"], c["min_tokens"], c["max_tokens"],
                              c["overlap"], c["mode"])
     idx = ChunkIndex.build(db, chunks, emb, table=table, batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows,
-                           source=source, write_rows=write_rows)  # a re-index embeds only what changed (issue 22)
+                           source=source, write_rows=write_rows, tune=True)  # a re-index embeds only the changes
     idx.ensure_vector_index(vector_index_min_rows)              # a table that reached the size now
     return idx
 

@@ -320,7 +320,8 @@ def test_an_empty_table_is_an_error_for_search_triad_and_dora(tmp_path, capsys):
     "An empty table (what a failed index of older versions left) is refused by every command that reads it."
     db = tmp_path / "db"
     import lancedb
-    from ragbench.index import _schema, sidecar_path
+    from ragbench.index import sidecar_path
+    from ragbench.index.build import _schema
     lancedb.connect(str(db)).create_table("chunks", schema=_schema(64))
     sidecar_path(db, "chunks").write_text(json.dumps({"embedder": {"name": "hash-64", "spec": "hash:64", "dim": 64}}))
     for argv in (["search", "--db", str(db), "anything"],

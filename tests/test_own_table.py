@@ -155,7 +155,7 @@ def test_export_ragas_leaves_out_unanswerable_items_and_says_so(tmp_path, capsys
 # ---- 7. several queries, one embedder load ----
 
 def test_search_reads_several_queries_with_one_embedder_load(tmp_path, capsys, monkeypatch):
-    import ragbench.index as index
+    import ragbench.index.read as index      # ChunkIndex.open makes the embedder there
     db = own_table(tmp_path / "db")
     made = []
     real = index.make_embedder

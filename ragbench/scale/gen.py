@@ -18,7 +18,7 @@ from .cluster import cluster_cpus, connect
 
 # %% auto #0
 __all__ = ['DRIVER_GONE', 'plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute',
-           'index_location', 'open_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events',
+           'index_location', 'reopen_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events',
            'mirror_reply', 'first_unwanted', 'amap_on_ray', 'map_on_ray']
 
 # %% ../../nbs/18_scale.gen.ipynb #d22f91d1
@@ -171,7 +171,7 @@ def index_location(index: ChunkIndex) -> dict:
     return {"db_dir": absolute(index.db_dir), "table": index.table_name, "embedder": index.embedder.spec,
             "columns": {k: v for k, v in index.columns.items() if v}, "dense_weight": index.dense_weight}
 
-def open_index(location: dict) -> ChunkIndex:
+def reopen_index(location: dict) -> ChunkIndex:
     "Reopen an index from `index_location` (on a worker)."
     loc = dict(location)
     return ChunkIndex.open(loc.pop("db_dir"), loc.pop("table"), **loc)
@@ -193,7 +193,7 @@ def _swap(obj, coord, meters: dict, limiters: dict):
     if isinstance(obj, (RateLimiter, LimiterProxy)):
         limiters[id(obj)] = obj
         return LimiterProxy, (coord, id(obj), obj.rpm, obj.tpm)
-    if isinstance(obj, ChunkIndex): return open_index, (index_location(obj),)
+    if isinstance(obj, ChunkIndex): return reopen_index, (index_location(obj),)
     if isinstance(obj, ResponseCache): return ResponseCache, (absolute(obj.path),)
     if isinstance(obj, Slots): return Slots, (obj.n,)
     if isinstance(obj, _LOCKS): return (threading.Lock if type(obj) is _LOCKS[0] else threading.RLock), ()

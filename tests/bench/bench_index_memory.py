@@ -3,7 +3,8 @@
     python tests/bench/bench_index_memory.py [--sizes 100000,1000000] [--mode build|sync|resync]
 
 Each size runs in a fresh subprocess: N synthetic chunks (about 600 characters each, made unique) stream from a
-generator into `ChunkIndex.build` with the model-free `hash` embedder (ragbench's own cost, no model). Printed per
+generator into `ChunkIndex.build` with the model-free `hash` embedder (ragbench's own cost, no model) and `tune=True`,
+the process tuning `ragbench index` asks for (two malloc arenas, two LanceDB IO threads while the lock is held). Printed per
 size: chunks, wall seconds, chunks/s, the process's peak RSS (ru_maxrss) and its RSS before the build (imports),
 and the ratio of each peak to the smallest size's. `--mode sync` passes `source=` (the path `ragbench index` takes:
 `sync`); `--mode resync` builds the table in one process, then measures a second `sync` of the same chunks in a fresh
@@ -28,7 +29,7 @@ def chunks():
                     meta={"source": "bench/d%07d.md" % (i // 20), "position": i % 20})
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
-ChunkIndex.build(db, chunks(), "hash", progress=False, source=None if mode == "build" else "bench")
+ChunkIndex.build(db, chunks(), "hash", progress=False, source=None if mode == "build" else "bench", tune=True)
 wall = time.perf_counter() - t
 print(json.dumps({"chunks": n, "wall_s": wall, "base_mb": base,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
