@@ -14,94 +14,11 @@ from .core import (Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, Run
 from .eval.calibration import rubric_agreement
 
 # %% auto #0
-__all__ = ['DEMO_CHUNKS', 'REVIEWS', 'INSPECTED', 'SEEDED', 'SOURCES', 'HELD', 'REVIEW_LOCK', 'SHORTCUTS', 'FILTERS',
-           'OPEN_QUEUES', 'demo_chunks', 'demo_attempt', 'demo_item', 'demo_items', 'demo_run_dir', 'load_items',
-           'review_of', 'apply_decisions', 'apply_reviews', 'review_lock', 'reviewed_split', 'write_reviewed',
-           'run_index_spec', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup', 'resolve_run_dir',
-           'ReviewQueue', 'check_edit', 'review_row', 'reload_open_queues', 'failed_checks', 'ratio',
+__all__ = ['REVIEWS', 'INSPECTED', 'SEEDED', 'SOURCES', 'HELD', 'REVIEW_LOCK', 'SHORTCUTS', 'FILTERS', 'OPEN_QUEUES',
+           'load_items', 'review_of', 'apply_decisions', 'apply_reviews', 'review_lock', 'reviewed_split',
+           'write_reviewed', 'run_index_spec', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup',
+           'resolve_run_dir', 'ReviewQueue', 'check_edit', 'review_row', 'reload_open_queues', 'failed_checks', 'ratio',
            'accept_reject_stats', 'judge_scores', 'calibration_pair', 'JudgeCalibration']
-
-# %% ../nbs/60_review.ipynb #7870b4cb
-DEMO_CHUNKS = [
-    ("git-commit", "git commit --amend replaces the tip of the current branch with a new commit. The old tip stays "
-     "reachable through the reflog as HEAD@{1}, so an amend can be undone."),
-    ("git-reflog", "Reflogs record when the tips of branches and other references were updated in the local "
-     "repository. git reflog expire prunes entries older than gc.reflogExpire, which defaults to 90 days."),
-    ("git-gc", "git gc runs housekeeping tasks such as compressing revisions and removing unreachable objects. "
-     "Unreachable reflog entries expire after gc.reflogExpireUnreachable, which defaults to 30 days."),
-    ("git-rebase", "git rebase --interactive lets you edit, squash or drop commits. Before it starts, git rebase "
-     "sets ORIG_HEAD to the tip of the branch, so the previous state can be restored."),
-    ("git-reset", "git reset --hard ORIG_HEAD undoes a rebase or merge that went wrong by moving the branch "
-     "back and resetting the index and the working tree to HEAD."),
-    ("git-stash", "git stash push saves your local modifications to a new stash entry and rolls the working "
-     "tree back to HEAD. Stash entries are stored in refs/stash."),
-]
-
-def demo_chunks() -> list[Chunk]:
-    "Six short Git-manual chunks (one per document) used by the demos and tests."
-    return [Chunk(id=make_chunk_id(d, 0, t), doc_id=d, text=t, meta={"title": d, "position": 0}) for d, t in DEMO_CHUNKS]
-
-# %% ../nbs/60_review.ipynb #22e2aa9f
-def demo_attempt(q, a, quality=True, multi_hop=True, unambiguous=True, reason="", suff=(False, False), failed=None,
-                 fb=None) -> Attempt:
-    "One scripted validation attempt: the judge's three verdicts with a reason, per-chunk sufficiency flags."
-    judge = {"reason": reason or "clear, needs both chunks, one answer", "quality": quality,
-             "multi_hop": multi_hop, "unambiguous": unambiguous}
-    ok = quality and multi_hop and unambiguous and not any(suff)
-    return Attempt(question=q, answer=a, judge=judge, sufficiency=list(suff), accepted=ok, failed_check=failed, feedback=fb)
-
-# %% ../nbs/60_review.ipynb #f61e1c83
-def demo_item(kind, q, a, docs, attempts, status="accepted", binary=False, distractor="git-stash", topic=None,
-              difficulty="medium") -> QAItem:
-    "A scripted TRIAD item over demo chunks `docs`, with one distractor context."
-    ch = {c.doc_id: c for c in demo_chunks()}
-    gold = [ch[d].id for d in docs]
-    ctx = [Context(chunk_id=g, relevant=True, source="gold") for g in gold]
-    ctx.append(Context(chunk_id=ch[distractor].id, relevant=False, source="neighbour"))
-    return QAItem(id=item_id("triad", q, *gold), method="triad", kind=kind, question=q, answer=a, binary=binary,
-                  bridge_topic=topic, gold_chunk_ids=gold, contexts=ctx, status=status, attempts=attempts,
-                  difficulty=difficulty, models={"generate": "fake", "judge": "fake"})
-
-# %% ../nbs/60_review.ipynb #fc5245f7
-def demo_items() -> tuple[list[QAItem], list[QAItem]]:
-    "Four items the scripted validator accepted and two it rejected (one failed twice, one on sufficiency)."
-    A, I = demo_attempt, demo_item
-    q1 = "After git commit --amend, for how many days does the old tip stay in the reflog by default?"
-    q2 = "Which default expiry is longer: gc.reflogExpire or gc.reflogExpireUnreachable?"
-    q3 = "Which reference does git rebase set that git reset --hard can use to undo it?"
-    q4 = "Do both git stash push and git reset --hard reset the working tree to HEAD?"
-    accepted = [
-        I("composition", q1, "90 days", ["git-commit", "git-reflog"], [
-            A("How long are reflog entries kept by default?", "90 days", multi_hop=False, suff=(False, True),
-              reason="answerable from the reflog chunk alone", failed="multi_hop", fb="make the question need the amend chunk too"),
-            A(q1, "90 days")], topic="reflog"),
-        I("comparison", q2, "gc.reflogExpire", ["git-reflog", "git-gc"], [A(q2, "gc.reflogExpire")], topic="reflog expiry",
-          difficulty="easy"),
-        I("intersection", q3, "ORIG_HEAD", ["git-rebase", "git-reset"], [A(q3, "ORIG_HEAD")], topic="ORIG_HEAD",
-          distractor="git-commit"),
-        I("comparison", q4, "yes", ["git-stash", "git-reset"], [A(q4, "yes")], binary=True, topic="HEAD", distractor="git-gc",
-          difficulty="hard")]
-    q5 = "Where does the provided text say stash entries are stored?"
-    q6 = "When git gc runs, after how many days do unreachable reflog entries expire?"
-    rejected = [
-        I("composition", q5, "refs/stash", ["git-stash", "git-reflog"], [
-            A(q5, "refs/stash", quality=False, reason="refers to 'the provided text'", failed="quality", fb="ask about Git itself"),
-            A("Where are stash entries stored?", "refs/stash", multi_hop=False, suff=(True, False),
-              reason="the stash chunk alone answers it", failed="multi_hop")], status="rejected", topic="refs"),
-        I("composition", q6, "30 days", ["git-gc", "git-reflog"], [A(q6, "30 days", suff=(True, False), failed="sufficiency")],
-          status="rejected", topic="gc")]
-    return accepted, rejected
-
-# %% ../nbs/60_review.ipynb #ad8a2739
-def demo_run_dir(path, *, overwrite: bool = False) -> Path:
-    "Write a tiny run directory of scripted TRIAD items (chunks.jsonl, dataset.jsonl, rejected.jsonl); returns its path."
-    run = RunDir(path)
-    if (run / "dataset.jsonl").exists() and not overwrite: return run.path
-    accepted, rejected = demo_items()
-    run.write("chunks.jsonl", "".join(c.to_json() + "\n" for c in demo_chunks()))
-    Dataset(accepted).write(run / "dataset.jsonl")
-    Dataset(rejected).write(run / "rejected.jsonl")
-    return run.path
 
 # %% ../nbs/60_review.ipynb #ef7c7d4c
 REVIEWS = "reviews.jsonl"

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from .core import Chunk, QAItem, RunDir, RunLock, as_draft, item_id, read_jsonl, utc_now
 from .text import candidate_names
 from .review import (REVIEWS, SOURCES, INSPECTED, SEEDED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items,
-                             failed_checks, judge_scores, demo_chunks, demo_run_dir, write_reviewed, reload_open_queues)
+                             failed_checks, judge_scores, write_reviewed, reload_open_queues)
 
 # %% auto #0
 __all__ = ['NO_MATH', 'CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'SEEDS_FILE', 'is_headless', 'static',

@@ -22,7 +22,7 @@ def shots(tmp_path_factory):
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     from ragbench.index import ChunkIndex
-    from ragbench.review import demo_chunks
+    from ragbench.testing.demo import demo_chunks
     return ChunkIndex.build(tmp_path_factory.mktemp("db") / "db", demo_chunks(), embedder="hash:256", progress=False)
 
 
@@ -59,7 +59,7 @@ def jsonl(p: Path) -> list[dict]:
 
 def test_review_queue_in_a_real_browser(browser, lab, tmp_path, shots):
     import papermill as pm
-    from ragbench.review import demo_run_dir
+    from ragbench.testing.demo import demo_run_dir
     run = demo_run_dir(tmp_path / "run")
     nb = lab["root"] / "review.ipynb"
     # the user notebook with the run directory and reviewer filled in, as papermill would inject them
@@ -153,7 +153,7 @@ def test_seed_picker_ticks_become_triad_seeds(browser, lab, index, tmp_path, sho
 
 
 def test_bridge_inspector_generates_an_item_into_the_run(browser, lab, index, tmp_path, shots):
-    from ragbench.review import demo_chunks
+    from ragbench.testing.demo import demo_chunks
     ids = {c.doc_id: c.id for c in demo_chunks()}
     run = tmp_path / "run"
     write_notebook(lab["root"] / "bridge.ipynb", [
@@ -199,7 +199,7 @@ def test_bridge_inspector_generates_an_item_into_the_run(browser, lab, index, tm
 def test_report_page(browser, tmp_path, shots):
     "A `ragbench report` page of a small evaluation and a TRIAD run, as a user opens it, kept as a screenshot."
     from ragbench.index import ChunkIndex
-    from ragbench.review import demo_chunks, demo_run_dir
+    from ragbench.testing.demo import demo_chunks, demo_run_dir
     run = demo_run_dir(tmp_path / "run")
     ChunkIndex.build(run / "db", demo_chunks(), embedder="hash:256", progress=False)
     (tmp_path / "setups.yaml").write_text("setups:\n  - {name: dense-top3, retrieval: dense, top_k: 3}\n"

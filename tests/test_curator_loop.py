@@ -42,7 +42,7 @@ def own_table(db, n=40, dim=64):
 def cli_run(tmp_path_factory):
     "A `ragbench triad` run whose index lives outside the run directory (as `--db runs/db --out runs/triad` makes it)."
     from ragbench.index import ChunkIndex
-    from ragbench.review import demo_chunks
+    from ragbench.testing.demo import demo_chunks
     tmp = tmp_path_factory.mktemp("cli")
     ChunkIndex.build(tmp / "db", demo_chunks(), embedder="hash:256", progress=False)
     cli("triad", "--db", "db", "--out", "runs/triad", "--llm", "fake", "--n", "2", "--seed", "1", cwd=tmp)

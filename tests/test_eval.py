@@ -509,7 +509,8 @@ def test_dora_calibration_end_to_end(tmp_path):
     from ragbench.testing import FakeLLM
     from ragbench.eval import RUBRIC_DIMENSIONS, sample_for_review, judge_sample, load_calibration
     from ragbench.widgets import ReviewQueue
-    from ragbench.report import build_report, demo_eval_dir
+    from ragbench.report import build_report
+    from ragbench.testing.demo import demo_eval_dir
     run = RunDir(tmp_path / "dora")
     items = [QAItem(id=f"dq-{i:02d}", method="dora", kind=s, style=s, question=f"question {i}?", answer=f"answer {i}")
              for i, s in enumerate(["find", "explain", "generate"] * 4)]

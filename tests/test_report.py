@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ragbench.report import (ChromeNotFound, build_report, demo_eval_dir, demo_generation_dir, export_png,
-                             find_chrome, load_eval, metric_by_type)
+from ragbench.report import ChromeNotFound, build_report, export_png, find_chrome, load_eval, metric_by_type
+from ragbench.testing.demo import demo_eval_dir, demo_generation_dir
 from ragbench.cli import main
 
 
@@ -157,7 +157,7 @@ def test_triad_report_abstention_per_kind_and_acceptance_by_type(run_dirs, tmp_p
 
 def test_per_item_table_and_stand_in_banner(tmp_path):
     "Before: no per-item table in the report, and nothing said that the numbers came from stand-in models."
-    from ragbench.report import demo_eval_dir
+    from ragbench.testing.demo import demo_eval_dir
     eval_dir = demo_eval_dir(tmp_path / "eval", n_items=8)
     summary = json.loads((eval_dir / "summary.json").read_text())
     summary["models"] = {"answer": {s: "local" for s in summary["setups"]}, "judge": "local"}

@@ -9,7 +9,7 @@ import pytest
 from ragbench.core import Dataset
 from ragbench.papermill import RunError, find_notebook, load_state, notebook_parameters, run_notebook, with_run_dir
 from ragbench.pipeline import load_pipeline_config
-from ragbench.widgets import demo_run_dir
+from ragbench.testing.demo import demo_run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = [sys.executable, "-m", "ragbench.cli", "run"]
@@ -165,7 +165,8 @@ def test_builtin_index_and_triad_steps(tmp_path):
 def test_builtin_evaluate_and_report_steps_show_plots_inline(tmp_path):
     "On a reviewed demo run: step:evaluate scores two setups, step:report writes report.html and shows the figures."
     from ragbench.index import ChunkIndex
-    from ragbench.widgets import ReviewQueue, demo_chunks
+    from ragbench.widgets import ReviewQueue
+    from ragbench.testing.demo import demo_chunks
     run = demo_run_dir(tmp_path / "run")
     ChunkIndex.build(run / "db", demo_chunks(), embedder="hash:256", progress=False)
     q = ReviewQueue(run, reviewer="ana"); q.reject(); q.accept()                 # evaluate uses the reviewed dataset

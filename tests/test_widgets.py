@@ -12,7 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 
 from ragbench.core import Dataset, RunDir
 from ragbench.eval.calibration import rubric_agreement, weighted_kappa
-from ragbench.review import JudgeCalibration, ReviewQueue, accept_reject_stats, demo_chunks, demo_run_dir, write_reviewed
+from ragbench.review import JudgeCalibration, ReviewQueue, accept_reject_stats, write_reviewed
+from ragbench.testing.demo import demo_chunks, demo_run_dir
 from ragbench.widgets import (BridgeInspector, BridgeInspectorView, ReviewQueueView, SeedPicker, SeedPickerView, add_to_run,
                               calibration_widget, review_widget, triad_planner)
 
@@ -310,5 +311,5 @@ def test_calibration_from_a_reviewed_run(run):
 
 
 def test_old_import_paths_still_work():
-    from ragbench.widgets import ReviewQueue as RQ, demo_run_dir as drd, demo_chunks as dc
-    assert RQ is ReviewQueue and drd is demo_run_dir and dc is demo_chunks
+    from ragbench.widgets import ReviewQueue as RQ
+    assert RQ is ReviewQueue

@@ -16,11 +16,10 @@ from ..stats import HEADLINE_METRICS, MODES, mean_table, order_metrics, split_me
 
 # %% auto #0
 __all__ = ['ABSTENTION_GROUPS', 'ReportError', 'MissingData', 'norm_value', 'value_label', 'metric_label', 'load_eval',
-           'load_generation', 'summarize_scores', 'demo_eval_dir', 'demo_generation_dir', 'setup_colors',
-           'metric_by_type', 'metric_by_dimension', 'difficulty_breakdown', 'setup_comparison',
-           'precision_with_ceiling', 'retrieval_hit_split', 'abstention_by_model', 'rubric_by_style', 'keypoint_shares',
-           'generation_funnel', 'acceptance_by_type', 'forest_figure', 'ReportFigure', 'shows_something',
-           'report_figures']
+           'load_generation', 'summarize_scores', 'setup_colors', 'metric_by_type', 'metric_by_dimension',
+           'difficulty_breakdown', 'setup_comparison', 'precision_with_ceiling', 'retrieval_hit_split',
+           'abstention_by_model', 'rubric_by_style', 'keypoint_shares', 'generation_funnel', 'acceptance_by_type',
+           'forest_figure', 'ReportFigure', 'shows_something', 'report_figures']
 
 # %% ../../nbs/50_report.figures.ipynb #c87fbacc
 class ReportError(UserError):
@@ -126,92 +125,6 @@ def summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Opti
             x = [[float("nan") if r.get(m) is None else float(r[m]) for m in names] for r in ms]
             out[key][setup] = dict(zip(names, mean_table(np.array(x, dtype=float).reshape(len(ms), len(names)))))
     return out
-
-# %% ../../nbs/50_report.figures.ipynb #eb703ece
-_DEMO_METRICS = ["precision@k", "precision_ceiling@k", "recall@k", "hit@k", "mrr", "exact_match", "token_f1",
-                 "correct", "correct_score", "faithful", "keypoint_complete", "keypoint_hallucinated", "keypoint_irrelevant",
-                 "abstained", *[f"rubric_{d}" for d in RUBRIC_DIMENSIONS]]
-_DEMO_STYLES = ("find", "explain", "summarize", "generate", "provide")
-
-def _demo_item(i: int, method: str) -> dict:
-    "The fields of synthetic item i: kind, style, yes/no, difficulty, and which items are unanswerable of which kind."
-    kinds, diffs = ("comparison", "intersection", "composition"), ("easy", "medium", "hard")
-    style = _DEMO_STYLES[i % 5] if method == "dora" else None
-    ukind = None if method == "dora" or i % 8 != 7 else ("corpus" if i % 16 == 15 else "context")
-    return {"item_id": f"{'dq' if style else 'tq'}-{i:04d}", "method": method, "kind": style or kinds[i % 3], "style": style,
-            "binary": i % 4 == 0 and not style, "temporal": i % 5 == 0, "answerable": ukind is None, "unanswerable_kind": ukind,
-            "difficulty": diffs[(i // 3) % 3], "question": f"Synthetic question {i}?", "reference": f"answer {i}"}
-
-# %% ../../nbs/50_report.figures.ipynb #0c9c55ed
-def _demo_metrics(rnd, it: dict, j: int, k: int, mode: str) -> tuple[dict, Optional[bool]]:
-    "Plausible metrics of one row (setup j, top_k k): better setups, easier items and oracle contexts score higher."
-    m = dict.fromkeys(_DEMO_METRICS)
-    kinds = ("comparison", "intersection", "composition")
-    skill = (0.85 - 0.12 * j - 0.1 * ("easy", "medium", "hard").index(it["difficulty"]) + 0.1 * it["binary"]
-             - 0.15 * (kinds.index(it["kind"]) if it["kind"] in kinds else 1))
-    hit = (rnd.random() < skill + 0.1) if mode == "retrieved" and it["answerable"] else None
-    if hit is not None:
-        m.update({"precision@k": 2 / k if hit and rnd.random() < 0.5 else (1 / k if hit else 0.0), "precision_ceiling@k": 2 / k,
-                  "recall@k": (0.5 + 0.5 * (rnd.random() < 0.6)) if hit else 0.0, "hit@k": float(hit),
-                  "mrr": round(1 / rnd.randint(1, k), 3) if hit else 0.0})
-    if mode == "unanswerable" or not it["answerable"]:
-        m["abstained"] = float(rnd.random() < 0.85 - 0.25 * j)
-        return m, hit
-    ok = rnd.random() < (min(0.97, skill + 0.1) if mode == "oracle" else (skill if hit else skill / 3))
-    kc = round(rnd.uniform(0.5, 1.0) if ok else rnd.uniform(0, 0.4), 2)
-    kh = round(rnd.uniform(0, 1 - kc), 2)
-    m.update({"correct": None if rnd.random() < 0.03 else float(ok), "correct_score": round(kc, 2),
-              "faithful": float(rnd.random() < skill + 0.2), "exact_match": float(ok and rnd.random() < 0.5),
-              "token_f1": round(rnd.uniform(0.6, 1) if ok else rnd.uniform(0, 0.4), 3), "keypoint_complete": kc,
-              "keypoint_hallucinated": kh, "keypoint_irrelevant": round(1 - kc - kh, 2), "abstained": float(rnd.random() < 0.05)})
-    if it["style"]:
-        m.update({f"rubric_{d}": float(max(1, min(5, round(rnd.gauss(3.2 + 1.2 * ok - 0.3 * j, 0.8))))) for d in RUBRIC_DIMENSIONS})
-    return m, hit
-
-# %% ../../nbs/50_report.figures.ipynb #f01dfc3d
-def _demo_row(rnd, it: dict, j: int, setup: str, mode: str) -> dict:
-    "One synthetic scores.jsonl row, not applicable where `ragbench evaluate` would say so."
-    na = {"retrieved": it["unanswerable_kind"] == "context", "oracle": not it["answerable"]}.get(mode, False)
-    m, hit = (dict.fromkeys(_DEMO_METRICS), None) if na else _demo_metrics(rnd, it, j, 3 if setup.startswith("top3") else 5, mode)
-    skipped = (NOT_APPLICABLE + ("context-unanswerable item" if mode == "retrieved" else "an unanswerable item has no gold contexts")) if na else None
-    return {**it, "setup": setup, "mode": mode, "retrieval_hit": hit, "answer": None if na else "...", "retrieved_chunk_ids": [],
-            "metrics": m, "judge": {} if na else {"correctness": {"correct": m["correct"], "reason": "synthetic verdict"}},
-            "judge_failures": ["correctness"] if m["correct"] is None and not na and mode != "unanswerable" and it["answerable"] else [],
-            "skipped": skipped, "error": None}
-
-def _demo_rows(n_items: int, setups: Sequence[str], seed: int, method: str = "triad") -> list[dict]:
-    "Synthetic score rows (item x setup x mode) shaped like `ragbench evaluate`'s, with setup- and type-dependent quality."
-    import random
-    rnd = random.Random(seed)
-    return [_demo_row(rnd, _demo_item(i, method), j, s, mode) for i in range(n_items) for j, s in enumerate(setups) for mode in MODES]
-
-# %% ../../nbs/50_report.figures.ipynb #16c6f93a
-def demo_eval_dir(path: Union[str, Path], n_items: int = 24, setups: Sequence[str] = ("baseline", "top3", "other-llm"),
-                  seed: int = 0, method: str = "triad") -> Path:
-    "Write a synthetic evaluation directory (scores.jsonl + summary.json) for demos and tests."
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    rows = _demo_rows(n_items, setups, seed, method)
-    summary = summarize(rows, setups=setups, n_boot=200)
-    summary["models"] = {"answer": {s: "gemini:gemini-2.5-flash-lite" if s == "other-llm" else "gemini:gemini-2.5-flash" for s in setups},
-                         "judge": "gemini:gemini-2.5-pro"}
-    atomic_write(path / "scores.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    atomic_write(path / "summary.json", json.dumps(summary, indent=1))
-    return path
-
-# %% ../../nbs/50_report.figures.ipynb #d1cc48a5
-def demo_generation_dir(path: Union[str, Path]) -> Path:
-    "Write a synthetic TRIAD run directory (summary.json only, in the shape `ragbench triad` writes) for demos and tests."
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    gen = {"seeds_tried": 60, "configurations": 41, "attempts": 70, "accepted": 47, "rejected": 23,
-           "rejections_by_check": {"quality": 6, "multi_hop": 9, "unambiguous": 3, "sufficiency": 5},
-           "by_type": {"comparison": {"seeds": 22, "accepted": 18, "rejected": 4, "acceptance_rate": 0.818},
-                       "intersection": {"seeds": 20, "accepted": 14, "rejected": 6, "acceptance_rate": 0.7},
-                       "composition": {"seeds": 18, "accepted": 15, "rejected": 3, "acceptance_rate": 0.833}},
-           "usage": {"calls": 212, "input_tokens": 150_000, "output_tokens": 9_000}}
-    atomic_write(path / "summary.json", json.dumps(gen, indent=1))
-    return path
 
 # %% ../../nbs/50_report.figures.ipynb #eead8359
 _PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]

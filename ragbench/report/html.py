@@ -13,7 +13,7 @@ from ..core import Dataset, atomic_write, utc_now
 from ..eval.calibration import JUDGE_FILE, load_calibration
 from ..eval.setups import NOT_APPLICABLE
 from ..eval.run import metric_notes, newest_eval
-from .figures import (ReportError, ReportFigure, demo_eval_dir, demo_generation_dir, load_eval, load_generation,
+from .figures import (ReportError, ReportFigure, load_eval, load_generation,
                                      metric_label, report_figures, value_label)
 from .png import export_pngs, find_chrome
 from ..stats import order_metrics, split_metric
