@@ -8,6 +8,6 @@ __all__ = []
 # %% ../../nbs/05_testing.ipynb #749bca39
 from .fake import FakeBackend, FakeLLM, fake_backend, load_stage_rules
 from .server import FAULTS, FakeLLMServer, fake_llm_server_command
-from .demo import (DEMO_CHUNKS, demo_attempt, demo_chunks, demo_eval_dir, demo_generation_dir,
+from .demo import (DEMO_CHUNKS, ToyIndex, demo_attempt, demo_chunks, demo_eval_dir, demo_generation_dir,
                                    demo_item, demo_items, demo_run_dir)
 

@@ -4,14 +4,15 @@
 
 # %% ../../nbs/05_testing.demo.ipynb #1dcece33
 from __future__ import annotations
-import json
+import json, re
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Optional, Sequence, Union
 from ..core import Attempt, Chunk, Context, Dataset, QAItem, RunDir, atomic_write, item_id, make_chunk_id
 
 # %% auto #0
 __all__ = ['DEMO_CHUNKS', 'demo_chunks', 'demo_attempt', 'demo_item', 'demo_items', 'demo_run_dir', 'demo_eval_dir',
-           'demo_generation_dir']
+           'demo_generation_dir', 'ToyIndex']
 
 # %% ../../nbs/05_testing.demo.ipynb #7870b4cb
 DEMO_CHUNKS = [
@@ -187,3 +188,19 @@ def demo_generation_dir(path: Union[str, Path]) -> Path:
            "usage": {"calls": 212, "input_tokens": 150_000, "output_tokens": 9_000}}
     atomic_write(path / "summary.json", json.dumps(gen, indent=1))
     return path
+
+# %% ../../nbs/05_testing.demo.ipynb #590eef77
+class ToyIndex:
+    "Word-overlap search over a few chunks, with the ChunkIndex methods the widgets use (a stand-in index for their tests)."
+    def __init__(self, chunks): self.chunks = {c.id: c for c in chunks}
+    def _words(self, t): return set(re.findall(r"\w+", t.lower()))
+    def _rank(self, q, exclude=()):
+        qs = self._words(q)
+        hits = [SimpleNamespace(chunk_id=c.id, doc_id=c.doc_id, text=c.text, meta=c.meta,
+                                score=len(qs & self._words(c.text)) / (len(qs) or 1)) for c in self.chunks.values() if c.id not in exclude]
+        return sorted(hits, key=lambda h: -h.score)
+    def search(self, query, k=5, mode="dense", exclude_ids=()): return [h for h in self._rank(query, exclude_ids) if h.score > 0][:k]
+    def neighbours(self, chunk_id, k=10): return self._rank(self.chunks[chunk_id].text, {chunk_id})[:k]
+    def get(self, cid): return self.chunks[cid]
+    def get_many(self, ids): return [self.chunks[i] for i in ids]
+

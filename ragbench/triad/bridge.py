@@ -16,8 +16,8 @@ from .config import TriadConfig, in_thread
 # %% auto #0
 __all__ = ['BOILERPLATE_MIN_DOCS', 'BOILERPLATE_SAMPLE', 'OPENING_WORDS', 'TYPE_LINK', 'hit_chunk', 'chunk_text',
            'distinct_neighbours', 'seed_names', 'pick_partners', 'boilerplate_names', 'Neighbourhood', 'neighbourhood',
-           'opening_terms', 'shared_name', 'shared_terms', 'precheck_passes', 'BridgeEntities', 'aentities',
-           'fallback_config', 'BridgeConfig', 'afind_bridge', 'find_bridge']
+           'opening_terms', 'shared_name', 'shared_names', 'shared_terms', 'precheck_passes', 'BridgeEntities',
+           'aentities', 'fallback_config', 'BridgeConfig', 'afind_bridge', 'find_bridge']
 
 # %% ../../nbs/21_triad.bridge.ipynb #78a4233c
 def hit_chunk(h) -> Chunk:
@@ -105,12 +105,18 @@ def opening_terms(c: Chunk, n: int = OPENING_WORDS) -> set[str]:
     ws = [w for w in content_words(c.text) if len(w) >= 4 and not w[0].isdigit()][:n]
     return {stem(w) for w in ws}
 
+def _shared(a: Chunk, b: Chunk, skip: frozenset):
+    "Each name of one chunk that the other mentions, `a`'s first (boilerplate names `skip` never count)."
+    for c, other in ((a, chunk_text(b)), (b, chunk_text(a))):
+        yield from (n for n in candidate_names(c.text, (c.meta or {}).get("title", "")) if n not in skip and mentions(other, n))
+
 def shared_name(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> Optional[str]:
     "A name of one chunk that the other mentions (boilerplate names `skip` never count), or None."
-    for c, other in ((a, chunk_text(b)), (b, chunk_text(a))):
-        n = next((n for n in candidate_names(c.text, (c.meta or {}).get("title", "")) if n not in skip and mentions(other, n)), None)
-        if n: return n
-    return None
+    return next(_shared(a, b, skip), None)
+
+def shared_names(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]:
+    "Every name of one chunk that the other mentions, `shared_name`'s first (what the bridge inspector shows)."
+    return list(dict.fromkeys(_shared(a, b, skip)))
 
 # %% ../../nbs/21_triad.bridge.ipynb #9f87e573
 def shared_terms(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]:
