@@ -126,7 +126,7 @@ def test_cli_png_dir_exports_every_figure(run_dirs, tmp_path):
 def test_report_from_eval_run_summary(tmp_path):
     "When the evaluation harness is present, the report draws its real summary.json layout."
     from ragbench.eval import run as eval_run
-    from ragbench.report.figures import _demo_rows
+    from ragbench.testing.demo import _demo_rows
     rows = _demo_rows(12, ("baseline", "top3"), seed=1)
     d = tmp_path / "eval"; d.mkdir()
     (d / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
