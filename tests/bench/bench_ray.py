@@ -67,7 +67,7 @@ def documents(n_chunks: int) -> list[Document]:
 def bench_index(n: int, tmp: Path) -> dict:
     docs = documents(n)
     chunks = list(chunk_documents(docs, target_tokens=256, min_tokens=50))
-    t0 = time.time(); ChunkIndex.build(tmp / f"one{n}", chunks, progress=False); one = time.time() - t0
+    t0 = time.time(); ChunkIndex.build(tmp / f"one{n}", chunks, progress=False, tune=True); one = time.time() - t0
     with WorkerMemory() as wm:
         t0 = time.time()
         idx = build_index_on_ray(docs, tmp / f"ray{n}", chunking=dict(target_tokens=256, min_tokens=50), progress=False)
