@@ -4,13 +4,12 @@
 
 # %% ../../nbs/61_widgets.bridge.ipynb #32dd9c80
 from __future__ import annotations
-import html, json, os, re, sys
+import html
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
-from ..core import Chunk, QAItem, RunDir, RunLock, as_draft, item_id, read_jsonl, utc_now
-from ..review import (REVIEWS, SOURCES, INSPECTED, SEEDED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items,
-                             failed_checks, judge_scores, write_reviewed, reload_open_queues)
+from typing import Callable, Optional, Sequence
+from ..core import QAItem, RunDir, as_draft, item_id
+from ..review import INSPECTED, failed_checks, load_items, reload_open_queues, write_reviewed
 import ipywidgets as W
 from fastcore.basics import patch
 from ..triad.bridge import boilerplate_names, hit_chunk, pick_partners, seed_names, shared_name, shared_names

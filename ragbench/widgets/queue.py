@@ -4,13 +4,9 @@
 
 # %% ../../nbs/61_widgets.queue.ipynb #4f3e7f6d
 from __future__ import annotations
-import html, json, os, re, sys
-from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
-from ..core import Chunk, QAItem, RunDir, RunLock, as_draft, item_id, read_jsonl, utc_now
-from ..review import (REVIEWS, SOURCES, INSPECTED, SEEDED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items,
-                             failed_checks, judge_scores, write_reviewed, reload_open_queues)
+import html
+from typing import Optional, Sequence, Union
+from ..review import REVIEWS, SHORTCUTS, JudgeCalibration, ReviewQueue, judge_scores
 import ipywidgets as W
 from fastcore.basics import patch
 from .render import (CSS, TABLE_COLUMNS, calibration_html, is_headless, item_body_html,

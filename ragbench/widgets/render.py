@@ -4,15 +4,10 @@
 
 # %% ../../nbs/61_widgets.render.ipynb #7b0e55f0
 from __future__ import annotations
-import html, json, os, re, sys
-from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
-from ..core import Chunk, QAItem, RunDir, RunLock, as_draft, item_id, read_jsonl, utc_now
-from ..review import (REVIEWS, SOURCES, INSPECTED, SEEDED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items,
-                             failed_checks, judge_scores, write_reviewed, reload_open_queues)
-from fastcore.basics import patch
-import ipywidgets as W
+import html, os, re, sys
+from typing import Iterable, Optional, Sequence
+from ..core import Chunk, QAItem
+from ..review import JudgeCalibration, ReviewQueue, failed_checks
 
 
 # %% auto #0

@@ -4,13 +4,11 @@
 
 # %% ../../nbs/61_widgets.seeds.ipynb #2e0ed902
 from __future__ import annotations
-import html, json, os, re, sys
+import html, json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
-from ..core import Chunk, QAItem, RunDir, RunLock, as_draft, item_id, read_jsonl, utc_now
-from ..review import (REVIEWS, SOURCES, INSPECTED, SEEDED, SHORTCUTS, ReviewQueue, JudgeCalibration, load_items,
-                             failed_checks, judge_scores, write_reviewed, reload_open_queues)
+from typing import Any, Callable, Iterable, Optional, Sequence
+from ..core import Chunk, QAItem, RunDir, RunLock, read_jsonl, utc_now
+from ..review import SEEDED, reload_open_queues, write_reviewed
 import ipywidgets as W
 from fastcore.basics import patch
 from .render import (CSS, badges, chunk_label, is_headless, static, styled)
