@@ -7,7 +7,6 @@ from __future__ import annotations
 import json, sys
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal, Optional, Union
-from pydantic import BaseModel, ConfigDict, Field
 from .core import QAItem, Context, Dataset, PathComponent, UserError, item_id
 from .corpus import Document, chunk_document, paragraph_chunk_id, iter_json_items
 

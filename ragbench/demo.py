@@ -8,7 +8,6 @@ import contextlib, json, sys, time
 from importlib.resources import files
 from pathlib import Path
 from typing import Callable, Optional, Sequence
-from pydantic import BaseModel, ConfigDict, Field
 
 from .core import Dataset, RunDir, UserError
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib, functools, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
-from pydantic import BaseModel, ConfigDict, Field
 from .core import (Identifier, PathComponent, RunDir, UserError, check_name, identifier_problem, utc_now,
                            package_versions, process_alive)
 from .jupyter import kernel_config

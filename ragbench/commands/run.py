@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..core import Identifier, PathComponent
 from ..papermill import NotebookFailed, RunError, run_notebook, run_parameters, runnable_notebooks
 from ..pipeline import EXAMPLE_PIPELINE, ConfigError, run_pipeline
-from .options import RAY_HELP, options_model, read_options
+from .options import options_model, read_options
 
 # %% auto #0
 __all__ = ['RunNotebookOptions', 'print_runnable', 'run_and_report', 'run_command', 'PipelineOptions', 'pipeline_command']

@@ -8,7 +8,6 @@ import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional, Sequence
-from pydantic import BaseModel, ConfigDict, Field
 from ..core import Attempt, Chunk, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun

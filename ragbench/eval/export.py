@@ -7,7 +7,6 @@ from __future__ import annotations
 import io, json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
-from pydantic import BaseModel, ConfigDict, Field
 from ..core import Dataset, QAItem, RecordError, UserError, atomic_write
 from .run import EvalError, read_scores
 from .setups import NOT_APPLICABLE, chunks_in_index

@@ -8,7 +8,6 @@ import json, math, sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 from ..core import UserError, atomic_write, read_config_file
 from .run import EvalError, read_scores
 from .compare import configured_order

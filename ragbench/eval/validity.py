@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Optional, Sequence, Union
 import numpy as np
 from ..core import QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
-from pydantic import BaseModel, ConfigDict, Field
 from .ppi import mean_estimates
 from ..stats import human_mean_ci
 
