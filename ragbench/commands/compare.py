@@ -66,6 +66,7 @@ def _file_primary(setups_file) -> list[str]:
     spec = data.get("primary") if isinstance(data, dict) else None
     return [spec] if isinstance(spec, str) else list(spec or [])
 
+# %% ../../nbs/90_commands.compare.ipynb #447388bc
 def paired_gate(eval_dir, o: CompareOptions) -> int:
     "The paired comparison of one evaluation's setups, printed (and written as JSON); the gate's exit status."
     gate = gate_margins(o.fail_if_worse, o.setups)

@@ -110,6 +110,7 @@ def dora_runs(run, cfg: DoraConfig, o: DoraOptions) -> int:
     except ValueError as e: raise UserError(str(e)) from e
     return finish_splits(out, tr, te, index, embed=kw["embed"], ngram_at=o.leak_ngram, cosine_at=o.leak_cosine)
 
+# %% ../../nbs/90_commands.dora.ipynb #b38dcdfd
 @options_model(DoraOptions, config=DoraConfig)
 def dora_command(
     *,

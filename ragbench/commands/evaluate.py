@@ -108,6 +108,7 @@ class EvaluateOptions(BaseModel):
     quiet: bool = Field(False, description="no progress")
     ray: Optional[str] = Field(None, description=RAY_HELP)
 
+# %% ../../nbs/90_commands.evaluate.ipynb #f6222022
 def _print_estimate(est: dict) -> int:
     "Print an evaluation's call estimate as JSON and one line on stderr; exit status 0."
     print(json.dumps(est, indent=2))

@@ -94,6 +94,7 @@ class IndexOptions(BaseModel):
     )
     ray: Optional[str] = Field(None, description=RAY_HELP)
 
+# %% ../../nbs/90_commands.index.ipynb #c975849a
 @options_model(IndexOptions)
 def index_command(
     source: str,  # a folder (.txt .md .html .htm .pdf), a JSONL of {id, title, text}, or a HotpotQA/MuSiQue JSON file

@@ -123,6 +123,7 @@ def plan_targets(path: Union[str, Path]) -> dict[str, int]:
         raise UserError(f"{p}: group '{bad[0]}' is not a TRIAD question type (plan with --by kind, or without --by)")
     return {r["group"]: int(r["n_needed"]) for r in rows}
 
+# %% ../../nbs/90_commands.triad.ipynb #780de683
 class TriadOptions(RunOptions):
     "The run flags of `ragbench triad`; its other TriadConfig settings come from --config and one generated flag each."
     n: Optional[int] = Field(None, description="accepted questions wanted (or --n-from-plan)")

@@ -58,6 +58,7 @@ class ValidityOptions(BaseModel):
         None, description="also write the table as JSON"
     )
 
+# %% ../../nbs/90_commands.validity.ipynb #02ec2e7c
 @options_model(ValidityOptions)
 def validity_command(
     run_dir: str,  # a TRIAD run directory (its dataset.jsonl)
