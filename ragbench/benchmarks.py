@@ -7,15 +7,12 @@ from __future__ import annotations
 import json, sys
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal, Optional, Union
-from pydantic import BaseModel, ConfigDict, Field
 from .core import QAItem, Context, Dataset, PathComponent, UserError, item_id
 from .corpus import Document, chunk_document, paragraph_chunk_id, iter_json_items
-from .spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['STATIC_FORMATS', 'StaticFormatError', 'hotpotqa_item', 'musique_item', 'question_records', 'hotpotqa_record',
-           'iter_static', 'load_static', 'question_documents', 'index_static', 'missing_gold', 'StaticOptions',
-           'static_index', 'print_static', 'static_command']
+           'iter_static', 'load_static', 'question_documents', 'index_static', 'missing_gold']
 
 # %% ../nbs/44_benchmarks.ipynb #3049de30
 class StaticFormatError(UserError):
@@ -215,47 +212,3 @@ def missing_gold(ds: Dataset, index) -> list[str]:
                     have.add(g)
                 except KeyError: pass
     return [g for g in ids if g not in have]
-
-# %% ../nbs/44_benchmarks.ipynb #e3c68d97
-class StaticOptions(BaseModel):
-    "The options of `ragbench static`: flags, a `--config FILE`, or keyword arguments of `static_command`."
-    model_config = ConfigDict(extra="forbid")
-    fmt: Annotated[Literal[STATIC_FORMATS], "--format"] = Field(description="the benchmark the file comes from")
-    db: str = Field(description="LanceDB folder (indexed here if the table is missing or empty)")
-    out: str = Field(description="dataset file to write (.jsonl or .parquet)")
-    table: PathComponent = Field("chunks", description="table name")
-    embedder: Optional[str] = Field(None, description="embedder for a new index (default: bundled all-MiniLM-L6-v2)")
-    corpus: Optional[str] = Field(None, description="paragraphs to index instead of the question file's own")
-    limit: Optional[int] = Field(None, description="first N questions only (indexes only their paragraphs)")
-    quiet: bool = Field(False, description="no progress bar")
-
-def static_index(file, ds: Dataset, o: StaticOptions):
-    "The paragraph index of `o.corpus`, else of `file` (with `o.limit` and no corpus: only the paragraphs of `ds`)."
-    only = {c.chunk_id for it in ds for c in it.contexts} if (o.limit and not o.corpus) else None
-    return index_static(o.corpus or file, o.fmt, o.db, table=o.table, embedder=o.embedder, only_ids=only,
-                        progress=not o.quiet, corpus=bool(o.corpus))
-
-def print_static(ds: Dataset, idx, missing: list[str], o: StaticOptions) -> None:
-    "What `ragbench static` wrote, on stdout; a warning on stderr for gold chunk ids the table does not hold."
-    card = ds.card()
-    print(f"{len(ds)} {o.fmt} questions -> {o.out}; kinds {card['kind']}; binary {card['binary'].get(True, 0)}; "
-          f"table '{o.table}' in {o.db}: {len(idx)} chunks")
-    if missing:
-        print(f"warning: {len(missing)} gold chunk id(s) are not in the table (was it built in another chunking mode?)",
-              file=sys.stderr)
-
-# %% ../nbs/44_benchmarks.ipynb #d13119e0
-@options_model(StaticOptions)
-def static_command(
-    file: str,  # HotpotQA or MuSiQue question file (.json, .jsonl or .parquet; original or Hugging Face layout)
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of StaticOptions (db, limit ...); the flags given override it
-    **options,  # every field of StaticOptions, one flag each
-) -> None:
-    "Load HotpotQA or MuSiQue questions as a ragbench dataset with gold chunk ids; indexes their paragraphs (paragraph mode) if the table is empty."
-    o = read_options(StaticOptions, config, options)[0]
-    ds = load_static(file, o.fmt, o.limit)
-    idx = static_index(file, ds, o)
-    missing = missing_gold(ds, idx)
-    ds.write(o.out)
-    print_static(ds, idx, missing, o)

@@ -8,16 +8,14 @@ import contextlib, json, sys, time
 from importlib.resources import files
 from pathlib import Path
 from typing import Callable, Optional, Sequence
-from pydantic import BaseModel, ConfigDict, Field
 
 from .core import Dataset, RunDir, UserError
-from .spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['query_threads', 'build_demo_index', 'demo_searches', 'stand_in_generator', 'demo_triad', 'demo_bridges',
            'demo_estimate', 'hotpotqa_sample_path', 'hotpotqa_benchmark', 'demo_setups', 'local_smoke', 'headline',
            'demo_evaluate', 'demo_paired', 'decision_headline', 'decision_section', 'bars_svg', 'retrieval_section',
-           'demo_page', 'demo_sections', 'demo_reports', 'demo_config', 'run_demo', 'DemoOptions', 'demo_command']
+           'demo_page', 'demo_sections', 'demo_reports', 'demo_config', 'run_demo']
 
 # %% ../nbs/90_demo.ipynb #badff83c
 @contextlib.contextmanager
@@ -160,10 +158,10 @@ def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[
                 log: Callable = print) -> list[dict]:
     "The paired decision table of the demo's setups against `baseline`, logged and written to `eval_dir/paired.json`."
     from ragbench.core import atomic_write
-    from ragbench.eval.paired import paired_rows_of, print_paired
+    from ragbench.eval.paired import paired_rows_of, paired_table
     rows = paired_rows_of(eval_dir, baseline, metrics=list(metrics))
     log(f"[5/6] paired comparison against {baseline} on the same questions (primary: {rows[0]['metric']}, Holm over its {sum(r['family'] == 'primary' for r in rows)} rows):")
-    print_paired(rows, log=log)
+    log(paired_table(rows))
     atomic_write(Path(eval_dir) / "paired.json", json.dumps(rows, indent=2))
     return rows
 
@@ -340,32 +338,3 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
             "eval": str(out / "eval"), "means": {s: {m: round(v["mean"], 3) for m, v in ms.items() if v.get("mean") is not None
                                                      and m in ("recall@k", "hit@k", "mrr", "ndcg@k", "token_f1", "correct")}
                                                  for s, ms in summary["setups"].items()}, **reports}
-
-# %% ../nbs/90_demo.ipynb #f2c5a561
-class DemoOptions(BaseModel):
-    "The options of `ragbench demo`: flags, a `--config FILE`, or keyword arguments of `demo_command`."
-    model_config = ConfigDict(extra="forbid")
-    out: str = Field("runs/demo", description="run directory (re-run to resume)")
-    llm: Optional[str] = Field(None, description="LLM of the RAG setups, answering and judging (default: none, "
-                                                 "retrieval only); e.g. local")
-    gen_llm: Optional[str] = Field(None, description="TRIAD generator/validator LLM (default: template, the rule-based "
-                                                     "stand-in)")
-    n: int = Field(2, description="accepted TRIAD questions wanted")
-    max_seeds: int = Field(12, description="seeds tried at most")
-    max_docs: int = Field(6, description="documents of the bundled Git corpus to index")
-
-@options_model(DemoOptions)
-def demo_command(
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (out, llm, n ...); the flags given override it
-    **options,  # every field of DemoOptions, one flag each
-) -> None:
-    "The main job on bundled data, offline: index + search -> TRIAD -> retrieval setups scored on HotpotQA -> HTML report."
-    from ragbench.llm import LLMConfigError
-    o = read_options(DemoOptions, config, options)[0]
-    try:
-        res = run_demo(o.out, llm_spec=o.llm, n_questions=o.n, max_seeds=o.max_seeds, max_docs=o.max_docs,
-                       gen_spec=o.gen_llm, progress=sys.stderr.isatty(),
-                       log=lambda *a: print(*a, flush=True))   # each step shows at once, piped too
-    except LLMConfigError as e: raise UserError(str(e)) from e
-    print(f"dataset: {res['dataset']}\nreport: {res['report']}")

@@ -7,19 +7,16 @@ from __future__ import annotations
 import contextlib, functools, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
-from pydantic import BaseModel, ConfigDict, Field
 from .core import (Identifier, PathComponent, RunDir, UserError, check_name, identifier_problem, utc_now,
                            package_versions, process_alive)
 from .jupyter import kernel_config
-from .spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['ALIASES', 'NOTEBOOK_MODULES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs',
            'short_name', 'list_notebooks', 'RunError', 'NotebookFailed', 'find_notebook', 'parse_value',
            'require_notebook_extra', 'notebook_parameters', 'with_run_dir', 'check_parameters', 'load_state',
            'save_state', 'process_start', 'resolve_parameters', 'hide_secrets', 'kernel_env', 'tqdm_widget',
-           'ProgressMirror', 'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks',
-           'RunNotebookOptions', 'print_runnable', 'run_and_report', 'run_command']
+           'ProgressMirror', 'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
 ALIASES = {"eval": "eval.run", "review": "review_queue", "generate": "triad"}
@@ -426,51 +423,3 @@ def runnable_notebooks() -> dict[str, Path]:
     nbs = list_notebooks()
     return {n: p for n, p in sorted(nbs.items()) if n == min((m for m, q in nbs.items() if q == p),
                                                              key=len) and notebook_parameters(p)}
-
-# %% ../nbs/70_papermill.ipynb #dc953f8c
-class RunNotebookOptions(BaseModel):
-    "The options of `ragbench run`: flags, a `--config FILE`, or keyword arguments of `run_command`."
-    model_config = ConfigDict(extra="forbid")
-    param: Annotated[list[tuple[Identifier, str]], "-p", "--param", {"metavar": ("NAME", "VALUE")}] = Field(
-        (), description="a parameter (JSON-typed); repeatable")
-    raw: Annotated[list[tuple[Identifier, str]], "-r", "--raw", {"metavar": ("NAME", "VALUE")}] = Field(
-        (), description="a parameter kept as a string; repeatable")
-    parameters_file: Annotated[Optional[str], "-f", "--parameters-file"] = Field(
-        None, description="a YAML file of parameters")
-    out: Optional[str] = Field(None, description="run directory (default runs/NAME-TIMESTAMP)")
-    name: Optional[PathComponent] = Field(None, description="step name in the run directory (default: the notebook's name)")
-    cwd: Optional[str] = Field(None, description="working directory of the kernel (default: the current one)")
-    force: bool = Field(False, description="run again even if completed, with the given parameters")
-    log_output: bool = Field(False, description="stream the cells' output")
-    progress: bool = Field(True, description="a progress bar")
-    listing: Annotated[bool, "--list"] = Field(
-        False, description="list the runnable notebooks (with a parameters cell)")
-
-def print_runnable() -> int:
-    "List the runnable notebooks on stdout (`ragbench run --list`); the exit status, 0."
-    for n, p in runnable_notebooks().items(): print(f"{n:<20} {p}")
-    return 0
-
-def run_and_report(notebook: str, o: RunNotebookOptions) -> int:
-    "Run `notebook` with the options `o`, saying where its executed copy is; the exit status (1: a cell failed)."
-    try: rec = run_notebook(notebook, run_parameters(o.param, o.raw, o.parameters_file), o.out, name=o.name,
-                            force=o.force, cwd=o.cwd, progress=o.progress, log_output=o.log_output)
-    except NotebookFailed as e:
-        print(f"ragbench run: {e}", file=sys.stderr)
-        return 1
-    print(f"{rec['name']}: {rec['status']}; executed notebook: {Path(rec['run_dir']) / rec['output']}")
-    return 0
-
-@options_model(RunNotebookOptions)
-def run_command(
-    notebook: Optional[str] = None,  # a stage or step notebook's name (see --list) or a path to a .ipynb file
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (out, force ...); the flags given override it
-    **options,  # every field of RunNotebookOptions, one flag each
-) -> int:
-    """Execute a stage or pipeline-step notebook (by name) or your own notebook with papermill into a run directory;
-    re-running an interrupted run resumes it."""
-    o = read_options(RunNotebookOptions, config, options)[0]
-    if o.listing: return print_runnable()
-    if not notebook: raise RunError("a notebook is required (see ragbench run --list)")
-    return run_and_report(notebook, o)

@@ -14,7 +14,7 @@ from .papermill import NotebookFailed, find_notebook, load_state, notebook_param
 
 # %% auto #0
 __all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'PipelineStep', 'PipelineNames', 'load_pipeline_config', 'pipeline_llms',
-           'step_parameters', 'run_pipeline', 'pipeline_report', 'pipeline_status', 'pipeline_command']
+           'step_parameters', 'run_pipeline', 'pipeline_report']
 
 # %% ../nbs/71_pipeline.ipynb #15d4682f
 STEPS = ("index", "triad", "evaluate", "report")   # the built-in steps: notebooks in nbs/steps/
@@ -166,26 +166,3 @@ steps:
     parameters: {judge_llm: null}               # set a judge LLM for correctness/faithfulness
   - report
 """
-
-def pipeline_status(config, out, **kw) -> int:
-    "Run the pipeline and return the exit status: 1, the failed step named on stderr, when a notebook fails."
-    try: run_pipeline(config, out, **kw)
-    except NotebookFailed as e:
-        print(f"ragbench pipeline: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-def pipeline_command(
-    config: Optional[str] = None,  # pipeline config (YAML)
-    *,
-    example: bool = False,  # print an example config and exit
-    out: Optional[str] = None,  # run directory (default: the config's 'out', else runs/pipeline-TIMESTAMP)
-    force: bool = False,  # run every step again
-    progress: bool = True,  # per-cell progress bars
-    ray: Optional[str] = None,  # run the steps that take it on a Ray cluster: 'local', 'auto' or HOST:PORT (pip install -e ".[ray]")
-) -> int:
-    "Run the steps of a YAML pipeline config, each a papermill-executed notebook, into one run directory; re-running resumes."
-    if example: print(EXAMPLE_PIPELINE, end="")
-    elif not config: raise ConfigError("a config file is required (ragbench pipeline --example prints one)")
-    else: return pipeline_status(config, out, force=force, progress=progress, ray=ray)
-    return 0

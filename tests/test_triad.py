@@ -648,7 +648,7 @@ def test_plan_numbers_become_the_target_per_type(git_index, tmp_path):
         assert sorted(i["kind"] for i in items) == ["comparison", "composition", "composition", "composition"], [i["kind"] for i in items]
         c = json.loads((out / "manifest.json").read_text())["config"]
         assert c["n_per_type"] == {"composition": 3, "comparison": 1} and c["types"] == ["composition", "comparison"]
-        from ragbench.triad.run import plan_targets
+        from ragbench.commands.triad import plan_targets
         assert plan_targets(tmp_path / "all.json") == {t: row["n_needed"] for t in ("comparison", "intersection", "composition")}
         assert triad_cli(["--db", str(git_index.db_dir), "--out", str(tmp_path / "both"), "--llm", llm, "--n", "2",
                           "--n-from-plan", str(tmp_path / "kinds.json")]) == 2

@@ -14,5 +14,5 @@ from .evidence import (AnswerVerdict, Bundle, CrossEncoderEntailment, EvidenceCo
 from .gates import CHECKS, GateError, GateResult, gate, grounding_metrics, quality_score, register_check, run_checks
 from .splits import (SFT_SYSTEM, construction_warnings, dataset_card, export_sft, leakage_check, pick_test_docs,
                                   read_doc_list, split_docs)
-from .run import (DEFAULT_STYLES, DoraConfig, DoraMethod, DoraRun, dedup_items, dora_command, dora_fake_rules,
-                               finish_splits, load_config, run_dora, select_quota)
+from .run import (DEFAULT_STYLES, DoraConfig, DoraMethod, DoraRun, dedup_items, dora_fake_rules,
+                               load_config, run_dora, select_quota, write_splits)

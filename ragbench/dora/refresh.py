@@ -8,25 +8,21 @@ import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional, Sequence
-from pydantic import BaseModel, ConfigDict, Field
 from ..core import Attempt, Chunk, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
-from ..spine import LLMPool, options_model, read_options
-from ..triad.refresh import (print_refresh, refresh_card, refresh_event, refresh_plan, refresh_snapshot,
-                                    run_version, with_refresh_event)
-from ..triad.refresh import refresh_command as triad_refresh_command
+from ..spine import LLMPool
+from ..triad.refresh import refresh_card, refresh_event, refresh_plan, refresh_snapshot, run_version, with_refresh_event
 from .styles import StyleError
 from .splits import dataset_card
-from .run import DoraConfig, DoraMethod, DoraRun, finish_splits, dedup_items, dora_task, group_by_doc, run_styles, seed_order
+from .run import DoraConfig, DoraMethod, DoraRun, dedup_items, dora_task, group_by_doc, run_styles, seed_order
 
 # %% auto #0
 __all__ = ['evidence_map', 'remap_evidence', 'item_result', 'dropped_item', 'regate', 'recheck_item', 'split_doc_chunks',
            'run_documents', 'replacement_styles', 'replacement_seeds', 'repeats', 'as_replacement', 'areplace',
            'refresh_items', 'refreshed_dataset', 'areplace_all', 'refresh_summary', 'write_refreshed', 'refresh_method',
            'arefresh_dora_run', 'refresh_dora_run', 'estimate_dora_refresh', 'split_halves', 'read_refresh_run',
-           'dora_run_config', 'dora_llm_specs', 'dora_refresh_estimate', 'dora_refresh', 'dora_refresh_command',
-           'half_result', 'refresh_splits_command', 'RefreshOptions', 'refresh_command']
+           'dora_run_config', 'dora_llm_specs', 'dora_refresh_estimate', 'dora_refresh', 'half_result']
 
 # %% ../../nbs/31_dora.refresh.ipynb #a6dcd9db
 def evidence_map(it: QAItem, fates: dict) -> dict[str, str]:
@@ -318,73 +314,7 @@ def dora_refresh(out: Path, m: dict, *, db: str, table: str, llm: Optional[str],
     try: return refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=max_calls, max_usd=max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
 
-def dora_refresh_command(out: Path, m: dict, **kw) -> int:
-    "`ragbench refresh` of a DoRA run: the estimate as JSON, or what the refresh did."
-    s = dora_refresh(out, m, **kw)
-    if "estimate" in s: print(json.dumps(s["estimate"], indent=2))
-    elif "card" in s: print_refresh(s, out)
-    return 0
-
 def half_result(half: Path) -> DoraRun:
     "One split of a train/test run read back as a DoraRun (its dataset and generation summary)."
     s = json.loads((half / "summary.json").read_text()) if (half / "summary.json").exists() else {}
     return DoraRun(half, s, half / "dataset.jsonl", items=list(read_jsonl(half / "dataset.jsonl", QAItem)))
-
-def refresh_splits_command(out: Path, m: dict, *, max_calls: Optional[int], estimate: bool, **kw) -> int:
-    "`ragbench refresh` of a DoRA train/test run: the test split, the train split on what is left of the budget, then the combined dataset, leakage report and SFT export again."
-    from ragbench.index import open_index
-    run = RunDir(out)
-    done, est = dict(m.get("split_refresh") or {}), {}
-    for half in ("test", "train"):
-        if half in done and not estimate: continue                    # finished before a kill: its calls are in `done`
-        left = None if max_calls is None else max(0, max_calls - sum(done.values()))
-        s = dora_refresh(out / half, read_refresh_run(out / half), max_calls=left, estimate=estimate, **kw)
-        if estimate:
-            est[half] = s["estimate"]
-            continue
-        if "card" not in s: return 0                                  # stopped (budget): it said so; re-run to continue
-        print_refresh(s, out / half)
-        done[half] = s["llm"].get("calls", 0)
-        run.write_manifest(split_refresh=done)
-    if estimate:
-        print(json.dumps(est, indent=2))
-        return 0
-    index = open_index(kw["db"], kw["table"], run_dir=out / "train", save=False)
-    cfg = m.get("config") or {}
-    rc = finish_splits(out, half_result(out / "train"), half_result(out / "test"), index,
-                       embed=lambda texts: index.embedder.encode(list(texts)),
-                       ngram_at=cfg.get("leak_ngram", 0.5), cosine_at=cfg.get("leak_cosine", 0.95))
-    run.write_manifest(split_refresh=None, refreshes=[*m.get("refreshes", []), {"at": utc_now(), "calls": done}])
-    return rc
-
-
-# %% ../../nbs/31_dora.refresh.ipynb #53f9fb57
-class RefreshOptions(BaseModel):
-    "The options of `ragbench refresh`: flags, a `--config FILE`, or keyword arguments of `refresh_command`."
-    model_config = ConfigDict(extra="forbid")
-    db: str = Field(description="LanceDB folder as it is now (re-indexed with `ragbench index`)")
-    table: PathComponent = Field("chunks", description="table name")
-    llm: Optional[str] = Field(None, description="generator LLM spec (default: the run's own)")
-    judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm, else the run's own)")
-    extract_llm: Optional[str] = Field(None, description="relevance-labelling LLM spec "
-                                                         "(default: --llm, else the run's own; TRIAD only)")
-    max_calls: Optional[int] = Field(None, description="hard limit on LLM calls for this refresh, across resumes "
-                                                       "(cache hits are free)")
-    max_usd: Optional[float] = Field(None, description="hard limit on cost in USD (where prices are known)")
-    estimate: bool = Field(False, description="print what is stale and the calls a refresh is expected to send, "
-                                              "then exit (sends none)")
-    concurrency: int = Field(8, description="LLM requests in flight")
-
-@options_model(RefreshOptions)
-def refresh_command(
-    run: str,  # a TRIAD or DoRA run directory (made by `ragbench triad` or `ragbench dora`)
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of RefreshOptions (llm, max_calls ...); the flags given override it
-    **options,  # every field of RefreshOptions, one flag each
-) -> int:
-    "Re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised or dropped, replacements from new documents."
-    o = read_options(RefreshOptions, config, options)[0]
-    m = read_refresh_run(Path(run))
-    if m["kind"] == "triad": return triad_refresh_command(run, **o.model_dump())
-    command = refresh_splits_command if m["kind"] == "dora-splits" else dora_refresh_command
-    return command(Path(run), m, **o.model_dump(exclude={"extract_llm"}))       # DoRA labels no contexts

@@ -16,7 +16,7 @@ from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError,
 from ..gen.base import LLM_FAILING, GenerationMethod, LocalExecutor, Selection, Task, TaskResult, run_generation
 from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError
 from ..prompts import parse_chunks, set_stand_in
-from ..spine import RunOptions, RunResult, RunSpec, by_role, config_flags, open_run, options_model, read_config, read_options
+from ..spine import RunResult, RunSpec, read_config
 from ..text import content_words, has_number, jaccard, split_sentences, stem
 from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, tuned_style, update_style
 from .evidence import (AnswerVerdict, EvidenceConfig, LexicalEntailment, lexical_answer_verdict, lexical_entailment,
@@ -26,9 +26,8 @@ from .splits import construction_warnings, dataset_card, export_sft, leakage_che
 
 # %% auto #0
 __all__ = ['DEFAULT_STYLES', 'DoraRun', 'DoraConfig', 'load_config', 'run_styles', 'group_by_doc', 'seed_order', 'dora_task',
-           'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'dora_fake_rules', 'dora_options',
-           'dora_inputs', 'DoraOptions', 'dora_runs', 'dora_command', 'llm_stop_status', 'split_warnings',
-           'finish_splits']
+           'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'dora_fake_rules', 'dora_inputs',
+           'split_warnings', 'write_splits']
 
 # %% ../../nbs/30_dora.run.ipynb #b0721522
 DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
@@ -492,49 +491,6 @@ def dora_fake_rules() -> dict:
 
 for _name, _rules in dora_fake_rules().items(): set_stand_in(_name, _rules)
 
-# %% ../../nbs/30_dora.run.ipynb #4429b326
-def _check_split_options(split: Optional[str], test_docs: Optional[str], test_fraction: Optional[float]) -> None:
-    "The train/test options go together: --split train,test with exactly one of --test-docs and --test-fraction."
-    if split is not None and [s.strip() for s in split.split(",")] != ["train", "test"]:
-        raise UserError(f"--split must be 'train,test', got {split!r}")
-    if split and not (test_docs or test_fraction is not None):
-        raise UserError("--split train,test needs --test-docs FILE or --test-fraction F")
-    if test_docs and test_fraction is not None: raise UserError("give --test-docs or --test-fraction, not both")
-    if test_docs and not split: raise UserError("--test-docs needs --split train,test")
-    if test_fraction is not None and not split: raise UserError("--test-fraction needs --split train,test")
-    if test_fraction is not None and not 0 < test_fraction < 1:
-        raise UserError(f"--test-fraction must be between 0 and 1, got {test_fraction}")
-
-# %% ../../nbs/30_dora.run.ipynb #b9b84222
-def dora_options(config: Optional[str], styles_file: Optional[str], styles: Optional[str], split: Optional[str],
-                 test_docs: Optional[str], test_fraction: Optional[float] = None, **overrides) -> DoraConfig:
-    "The run's DoraConfig from the command-line options (styles file registered first); bad options raise UserError."
-    _check_split_options(split, test_docs, test_fraction)
-    try:
-        if styles_file: load_styles(styles_file)
-        names = [s.strip() for s in styles.split(",") if s.strip()] if styles else None
-        cfg = load_config(config, styles=names, **overrides)
-        run_styles(cfg)
-    except (ValueError, StyleError) as e: raise UserError(str(e)) from e
-    return cfg
-
-# %% ../../nbs/30_dora.run.ipynb #66f291d5
-def _print_summary(s: dict, label: str = "") -> None:
-    "A short human summary of a run on stdout; its caveats as notes on stderr."
-    print(f"DoRA{' ' + label if label else ''}: achieved {sum(s['achieved'].values())}/{sum(s['requested'].values())} "
-          f"in {s['rounds']} round(s){' (stopped: ' + s['stopped'] + ')' if s['stopped'] else ''}")
-    for st in s["requested"]:
-        print(f"  {st:<12} {s['achieved'][st]:>4}/{s['requested'][st]:<4} candidates {s['candidates'][st]:>4}  "
-              f"passed gate {s['gate_passed'][st]:>4}")
-    if s["gate_failures"]: print("  gate failures: " + ", ".join(f"{k} {v}" for k, v in s["gate_failures"].items()))
-    if s["per_accepted"]:
-        print(f"  per accepted item: {s['per_accepted']['calls']} calls, {s['per_accepted']['tokens']} tokens")
-
-# %% ../../nbs/30_dora.run.ipynb #564003fa
-def _print_notes(warnings: Sequence[str]) -> None:
-    "Each caveat as a `note:` line on stderr."
-    for w in warnings: print(f"note: {w}", file=sys.stderr)
-
 # %% ../../nbs/30_dora.run.ipynb #fc2b87c3
 def dora_inputs(index, docs: Optional[str] = None, test_docs: Optional[str] = None) -> tuple:
     "({doc id: chunks} restricted to the `docs` list, test doc ids) of `index` for a run; bad input raises UserError (nothing is written)."
@@ -548,93 +504,6 @@ def dora_inputs(index, docs: Optional[str] = None, test_docs: Optional[str] = No
     if not doc_chunks: raise UserError(f"no chunks to generate from in {index.db_dir} (table {index.table_name})")
     return doc_chunks, test_ids
 
-# %% ../../nbs/30_dora.run.ipynb #0df24b81
-class DoraOptions(RunOptions):
-    "The run flags of `ragbench dora`; its other DoraConfig settings come from --config and one generated flag each."
-    per_style: int = Field(description="accepted items wanted per style (per split)")
-    styles: Optional[str] = Field(None, description="comma-separated styles (default: the five built-in ones)")
-    styles_file: Optional[str] = Field(None, description="YAML/JSON file of user-defined styles to register first")
-    judge_llm: Optional[str] = Field(
-        None,
-        description="bundle scorer / entailment and answer judge spec (default: the generator; "
-        "the paper uses another model family)",
-    )
-    split: Optional[str] = Field(None, description="'train,test' to build disjoint train and test splits")
-    test_docs: Optional[str] = Field(None, description="file of test document ids, one per line (with --split)")
-    test_fraction: Optional[float] = Field(
-        None, description="share of the documents drawn (seeded) for the test split, e.g. 0.2 " "(with --split)"
-    )
-    test_llm: Optional[str] = Field(
-        None, description="generator for the test split (default: --llm; the paper uses another model family)"
-    )
-    docs: Optional[str] = Field(None, description="file of document ids to restrict generation to")
-    seed: Optional[int] = Field(None, description="seed for sampling seeds and the test documents (default 0)")
-    overgen: Optional[float] = Field(None, description="candidates per wanted item (default 3)")
-    entailment: Optional[str] = Field(None, description="gate judge: auto | llm | lexical | cross-encoder:PATH")
-    prefilter: Optional[str] = Field(
-        None,
-        description="prefilter judge (relevant and complementary to the seed): auto (default: the "
-        "judge LLM) | llm | cross-encoder:PATH | lexical (word-overlap proxy)",
-    )
-    embed: bool = Field(True, description="embedding-based dedup and relevance (without: lexical only, no embedding model)")
-    leak_ngram: float = Field(0.5, description="n-gram containment that flags a train/test evidence pair")
-    leak_cosine: float = Field(0.95, description="embedding cosine that flags a train/test pair")
-    workers: Optional[int] = Field(None, description="tasks run at once (default 4)")
-    progress: bool = Field(True, description="a progress bar")
-
-def dora_runs(run, cfg: DoraConfig, o: DoraOptions) -> int:
-    "Generate on an opened run: one dataset, or the train and test splits with their leak check; the exit status."
-    (doc_chunks, test_ids), index, out = run.inputs, run.index, run.out
-    kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if o.embed else None, progress=run.progress, doc_chunks=doc_chunks,
-              **({"executor": run.executor} if run.executor else {}))
-    try:
-        if not o.split: return _single_run(index, run.llms["generate"], run.llms["judge"], cfg, out, o.max_calls, kw)
-        if o.test_fraction is not None: test_ids = pick_test_docs(doc_chunks, o.test_fraction, cfg.seed)
-        tr, te = _split_runs(index, (run.llms["generate"], run.llms["judge"], run.llms["test"]), cfg, out, split_docs(doc_chunks, test_ids),
-                             o.max_calls, kw)
-    except ValueError as e: raise UserError(str(e)) from e
-    return finish_splits(out, tr, te, index, embed=kw["embed"], ngram_at=o.leak_ngram, cosine_at=o.leak_cosine)
-
-@config_flags(DoraConfig)
-@options_model(DoraOptions)
-def dora_command(
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of DoraConfig settings
-    **options,  # the fields of DoraOptions and every other DoraConfig field, one flag each (--max-rounds, --temperature ...); nested ones in --config
-) -> int:
-    "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
-    o, rest = read_options(DoraOptions, None, options)
-    cfg = dora_options(config, o.styles_file, o.styles, o.split, o.test_docs, o.test_fraction, per_style=o.per_style, seed=o.seed,
-                       overgen=o.overgen, entailment=o.entailment, prefilter=o.prefilter, workers=o.workers, **rest)
-    run = open_run(o.spec(by_role(o.llm, judge=o.judge_llm, test=o.test_llm), progress=o.progress), name="dora",
-                   check=lambda index: dora_inputs(index, o.docs, o.test_docs), in_flight=cfg.workers)
-    return dora_runs(run, cfg, o)
-
-# %% ../../nbs/30_dora.run.ipynb #38aacb49
-def _split_runs(index, llms: tuple, cfg: DoraConfig, out: Path, docs: tuple, max_calls: Optional[int], kw: dict) -> tuple:
-    "The train run, then the test run (with the test generator) on what is left of the call budget."
-    (gen, judge, test_gen), (train_ids, test_ids) = llms, docs
-    tr = run_dora(index, gen, judge, cfg, out / "train", doc_ids=train_ids, split="train", max_calls=max_calls, **kw)
-    left = None if max_calls is None else max(0, max_calls - CallMeter(out / "train" / "calls.jsonl").totals()["calls"])
-    return tr, run_dora(index, test_gen, judge, cfg, out / "test", doc_ids=test_ids, split="test", max_calls=left, **kw)
-
-# %% ../../nbs/30_dora.run.ipynb #48d2d335
-def _single_run(index, gen, judge, cfg: DoraConfig, out: Path, max_calls: Optional[int], kw: dict) -> int:
-    "One run without splits: generate, print the summary and its caveats."
-    r = run_dora(index, gen, judge, cfg, out, max_calls=max_calls, **kw)
-    _print_summary(r.summary)
-    _print_notes(r.summary["warnings"])
-    print(f"wrote {out / 'dataset.jsonl'} and {out / 'summary.json'}")
-    return llm_stop_status(r.summary)
-
-def llm_stop_status(summary: dict) -> int:
-    "1 (said on stderr) when the runner stopped the run because its LLM kept failing, as TRIAD does; else 0."
-    stop = str(summary.get("stop_reason") or "")
-    if not stop.startswith(LLM_FAILING): return 0
-    print(f"ragbench dora: stopped early: {stop}; check the LLM (its URL, key and server), then run the same command "
-          "again to resume", file=sys.stderr)
-    return 1
-
 # %% ../../nbs/30_dora.run.ipynb #a5b86ed7
 def split_warnings(train: DoraRun, test: DoraRun) -> list[str]:
     "The caveats of a train/test run: those of each split, and one generator for both."
@@ -644,9 +513,9 @@ def split_warnings(train: DoraRun, test: DoraRun) -> list[str]:
     return list(dict.fromkeys(ws))
 
 # %% ../../nbs/30_dora.run.ipynb #1b7987e0
-def finish_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, embed: Optional[Callable] = None,
-                  ngram_at: float = 0.5, cosine_at: float = 0.95) -> int:
-    "Write the combined dataset, the leakage report and the SFT export of a train/test run; 3 if leakage fails."
+def write_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, embed: Optional[Callable] = None,
+                 ngram_at: float = 0.5, cosine_at: float = 0.95) -> dict:
+    "Write the combined dataset, the leakage report and the SFT export of a train/test run; its summary, with the leakage report as `leakage`."
     out = Path(out)
     run = RunDir(out)
     Dataset(train.items + test.items).write(out / "dataset.jsonl")
@@ -656,13 +525,7 @@ def finish_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, e
     ws = split_warnings(train, test)
     card = export_sft(train.items, texts, out / "sft", test_items=test.items, leakage=leak, warnings=ws)
     same_gen = train.summary["models"].get("generate") == test.summary["models"].get("generate")
-    run.write("summary.json", {"train": train.summary, "test": test.summary, "leakage_passed": leak["passed"],
-                               "same_generator": same_gen, "warnings": ws, "sft": card})
-    _print_summary(train.summary, "train")
-    _print_summary(test.summary, "test")
-    _print_notes(ws)
-    print(f"leakage check: {'passed' if leak['passed'] else 'FAILED'} ({out / 'leakage.json'}); SFT export in {out / 'sft'}")
-    if not leak["passed"]:
-        print(f"ragbench dora: leakage between train and test over threshold: {leak['reason']}", file=sys.stderr)
-        return 3
-    return 0
+    summary = {"train": train.summary, "test": test.summary, "leakage_passed": leak["passed"], "same_generator": same_gen,
+               "warnings": ws, "sft": card}
+    run.write("summary.json", summary)
+    return {**summary, "leakage": leak}

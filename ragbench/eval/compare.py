@@ -13,7 +13,7 @@ from .run import EvalError, read_scores
 from ..stats import resample_means, resample_weights, split_metric
 
 # %% auto #0
-__all__ = ['TWO_SETUPS_NOTE', 'scored_versions', 'configured_order', 'compare', 'print_comparison', 'compare_command']
+__all__ = ['scored_versions', 'configured_order', 'compare']
 
 # %% ../../nbs/40_eval.compare.ipynb #f249c7f1
 def _metric_matrix(rows: Sequence[dict], metric: str, where: str = "") -> tuple[list[str], list[str], np.ndarray]:
@@ -95,44 +95,3 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
             "b": {"dir": str(dir_b), "n_items": len(ib), "means": means_b, "ranking": _ranking(means_b)},
             "kendall_tau": nan(tau), "p_value": nan(p), "lo": lo, "hi": hi, "alpha": alpha,
             "n_boot": n_boot, "n_boot_valid": len(taus), "dataset_version": scored_versions(dir_a, dir_b)}
-
-# %% ../../nbs/40_eval.compare.ipynb #44eb7816
-TWO_SETUPS_NOTE = (
-    "note: with 2 setups tau can only be +1 (same order) or -1 (swapped); it says whether the two "
-    "datasets order them alike, not how strongly they agree: compare 3 or more setups for an informative tau"
-)
-
-def print_comparison(c: dict) -> None:
-    "The comparison as a small table: each setup's mean and rank in A and B, then tau with its interval."
-    w = max(len(s) for s in c["setups"] + ["setup"])
-    ra, rb = c["a"]["ranking"], c["b"]["ranking"]
-    print(f"{c['metric']}: {len(c['setups'])} setups; A = {c['a']['dir']} ({c['a']['n_items']} items), B = {c['b']['dir']} ({c['b']['n_items']} items)")
-    print("setup".ljust(w) + "   A mean (rank)   B mean (rank)")
-    for s in ra:
-        print(s.ljust(w) + f"   {c['a']['means'][s]:.3f} ({ra.index(s) + 1})".ljust(16) + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})")
-    dv = c.get("dataset_version") or {}
-    if dv.get("same") is False:
-        print(f"note: A and B scored different dataset versions ({dv['a']} vs {dv['b']}): the items differ")
-    if c.get("dropped"): print(f"left out (no {c['metric']} values): {', '.join(c['dropped'])}")
-    tau = "n/a" if c["kendall_tau"] is None else f"{c['kendall_tau']:.3f}"
-    ci = "" if c["lo"] is None else f", {100 * (1 - c['alpha']):.0f}% bootstrap interval [{c['lo']:.3f}, {c['hi']:.3f}]"
-    print(
-        f"Kendall tau = {tau}{ci} (p = {c['p_value'] if c['p_value'] is None else round(c['p_value'], 4)},"
-        f" {c['n_boot_valid']} valid resamples)"
-    )
-    if len(c["setups"]) < 3: print(TWO_SETUPS_NOTE)
-
-# %% ../../nbs/40_eval.compare.ipynb #60784670
-def compare_command(
-    dir_a: str,  # evaluation folder A (written by `ragbench evaluate --out`)
-    dir_b: str,  # evaluation folder B
-    *,
-    metric: str = "recall@5",  # metric to rank by (e.g. recall@k, correct, oracle/correct)
-    n_boot: int = 1000,  # bootstrap resamples
-    seed: int = 0,  # seed of the resampling
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = None,  # also write the result as JSON
-) -> None:
-    "Rank the setups two evaluation folders share (e.g. a generated and a static dataset) and report Kendall tau with a bootstrap interval."
-    c = compare(dir_a, dir_b, metric=metric, n_boot=n_boot, seed=seed)
-    print_comparison(c)
-    if json_file: atomic_write(json_file, json.dumps(c, indent=2))

@@ -7,16 +7,14 @@ from __future__ import annotations
 import io, json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
-from pydantic import BaseModel, ConfigDict, Field
 from ..core import Dataset, QAItem, RecordError, UserError, atomic_write
 from .run import EvalError, read_scores
 from .setups import NOT_APPLICABLE, chunks_in_index
-from ..spine import options_model, read_options
 from ..stats import MODES
 
 # %% auto #0
-__all__ = ['RAGAS_COLUMNS', 'HF_JSON_FIELDS', 'ragas_rows', 'export_ragas', 'hf_schema', 'hf_record', 'item_from_hf', 'hf_table',
-           'export_hf', 'read_hf', 'to_hf', 'ExportRagasOptions', 'print_export', 'export_ragas_command']
+__all__ = ['RAGAS_COLUMNS', 'HF_JSON_FIELDS', 'ragas_rows', 'export_dataset', 'export_ragas', 'hf_schema', 'hf_record',
+           'item_from_hf', 'hf_table', 'export_hf', 'read_hf', 'to_hf']
 
 # %% ../../nbs/40_eval.export.ipynb #020fc077
 RAGAS_COLUMNS = ("user_input", "reference", "reference_contexts", "retrieved_contexts", "response")
@@ -57,7 +55,7 @@ def _write_rows(rows: list[dict], out: Path) -> Path:
     if out.suffix != ".jsonl": raise EvalError(f"--out must end in .jsonl or .parquet, got {out.name}")
     return atomic_write(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
-def _dataset(dataset) -> Dataset:
+def export_dataset(dataset) -> Dataset:
     "A non-empty Dataset from a Dataset or a file."
     if not isinstance(dataset, Dataset) and not Path(dataset).exists():
         raise EvalError(f"dataset file not found: {dataset}")
@@ -71,7 +69,7 @@ def export_ragas(dataset: Union[Dataset, str, Path], out: Union[str, Path], *, i
     "Write the dataset (and a setup's answers) with ragas column names to .jsonl or .parquet."
     scores = read_scores(scores_dir) if scores_dir is not None else None
     return _write_rows(
-        ragas_rows(_dataset(dataset), index=index, scores=scores, setup=setup, mode=mode, include_ids=include_ids),
+        ragas_rows(export_dataset(dataset), index=index, scores=scores, setup=setup, mode=mode, include_ids=include_ids),
         Path(out),
     )
 
@@ -119,7 +117,7 @@ def export_hf(dataset: Union[Dataset, str, Path], out: Union[str, Path]) -> Path
     if out.suffix != ".parquet":
         raise EvalError(f"the Hugging Face export is Parquet: --out must end in .parquet, got {out.name}")
     buf = io.BytesIO()
-    pq.write_table(hf_table(_dataset(dataset)), buf)
+    pq.write_table(hf_table(export_dataset(dataset)), buf)
     return atomic_write(out, buf.getvalue())
 
 # %% ../../nbs/40_eval.export.ipynb #b678d107
@@ -136,44 +134,5 @@ def to_hf(dataset: Union[Dataset, Sequence[QAItem], str, Path]):
     "The dataset as a Hugging Face `datasets.Dataset` of the fixed schema (needs `pip install datasets`)."
     try: import datasets
     except ImportError: raise UserError("to_hf needs the PyPI package datasets: pip install datasets") from None
-    ds = dataset if isinstance(dataset, (Dataset, list, tuple)) else _dataset(dataset)
+    ds = dataset if isinstance(dataset, (Dataset, list, tuple)) else export_dataset(dataset)
     return datasets.Dataset(hf_table(ds))
-
-# %% ../../nbs/40_eval.export.ipynb #e32812dd
-class ExportRagasOptions(BaseModel):
-    "The options of `ragbench export-ragas`: flags, a `--config FILE`, or keyword arguments of `export_ragas_command`."
-    model_config = ConfigDict(extra="forbid")
-    dataset: str = Field(description="dataset .jsonl or .parquet")
-    db: str = Field(description="LanceDB folder holding the chunks")
-    out: str = Field(description="output .jsonl or .parquet")
-    table: str = Field("chunks", description="table name")
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field(
-        (), description="map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable")
-    embedder: Optional[str] = Field(None, description="embedder of the table (default: the one it was built with)")
-    scores: Annotated[Optional[str], {"metavar": "DIR"}] = Field(
-        None, description="evaluation folder whose answers to include (with --setup)")
-    setup: Optional[str] = Field(None, description="setup name in --scores")
-    mode: Literal[MODES] = Field("retrieved", description="which mode's answers to include")
-    with_ids: bool = Field(False, description="add an item_id column")
-
-def print_export(path, ds: Dataset) -> None:
-    "The file written and how many unanswerable items it leaves out, on stdout."
-    print(f"wrote {path}")
-    n = sum(not it.answerable for it in ds)
-    if n: print(f"{n} unanswerable item(s) left out (ragas has no field for an answer that should be an abstention)")
-
-# %% ../../nbs/40_eval.export.ipynb #73f695ef
-@options_model(ExportRagasOptions)
-def export_ragas_command(
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of ExportRagasOptions (mode ...); the flags given override it
-    **options,  # every field of ExportRagasOptions, one flag each
-) -> None:
-    "Export a dataset in ragas's column names (user_input, reference, reference_contexts, retrieved_contexts, response) as JSONL or Parquet."
-    o = read_options(ExportRagasOptions, config, options)[0]
-    if bool(o.scores) != bool(o.setup): raise EvalError("--scores and --setup go together")
-    from ragbench.index import open_index
-    ds = _dataset(o.dataset)
-    idx = open_index(o.db, o.table, embedder=o.embedder, columns=o.column, fts=False)
-    path = export_ragas(ds, o.out, index=idx, scores_dir=o.scores, setup=o.setup, mode=o.mode, include_ids=o.with_ids)
-    print_export(path, ds)

@@ -8,19 +8,15 @@ import json, math, sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 from ..core import UserError, atomic_write, read_config_file
 from .run import EvalError, read_scores
-from .compare import compare_command as ranking_command, configured_order
-from ..spine import options_model, read_options
+from .compare import configured_order
 from ..stats import HEADLINE_METRICS, decide, n_for_power, order_metrics, paired_test, simulated_power, split_metric
 
 # %% auto #0
-__all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'NEED_TWO_DIRS', 'holm', 'higher_is_better', 'metric_values', 'item_groups',
-           'available_metrics', 'primary_metrics', 'paired_row', 'paired_rows', 'paired_rows_of', 'paired_comparison',
-           'decision_sentence', 'parse_margins', 'gate_margins', 'equivalence_margins', 'gate_failures',
-           'plan_questions', 'print_paired', 'gated_metrics', 'report_gate', 'CompareOptions', 'paired_gate',
-           'compare_command', 'print_plan', 'PlanOptions', 'plan_command']
+__all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'holm', 'higher_is_better', 'metric_values', 'item_groups', 'available_metrics',
+           'primary_metrics', 'paired_row', 'paired_rows', 'paired_rows_of', 'paired_comparison', 'decision_sentence',
+           'parse_margins', 'gate_margins', 'equivalence_margins', 'gate_failures', 'plan_questions', 'paired_table']
 
 # %% ../../nbs/41_eval.paired.ipynb #7220c1ed
 def holm(pvalues: Sequence[Optional[float]]) -> list[Optional[float]]:
@@ -293,137 +289,21 @@ def plan_questions(d: float, *, pilot: Union[str, Path, None] = None, baseline: 
 # %% ../../nbs/41_eval.paired.ipynb #f531dea3
 def _f(v, fmt: str = "+.3f") -> str: return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
-def print_paired(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 10, log: Callable = print) -> None:
-    "The paired rows as a table (primary rows first), the missing items of each row that has any, then the primary rows' sentences."
+def paired_table(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 10) -> str:
+    "The paired rows as a text table (primary rows first), the missing items of each row that has any, then the primary rows' sentences."
     rows = sorted(rows, key=lambda r: r["family"] != "primary")
     w = max([len(f"{r['setup']} - {r['baseline']}") for r in rows] + [16])
     wm, wg = max([len(r["metric"]) for r in rows] + [6]), max([len(r["group"]) for r in rows] + [5])
-    log(f"{'setup - baseline':<{w}}  {'metric':<{wm}}  {'group':<{wg}}  {'family':<11} {'n':>5} {'miss':>4}  {'diff':>7}  "
-        f"{'interval':<17}  {'level':>5}  {'p':>6}  {'p_holm':>6}  {'test':<13}  decision")
+    out = [f"{'setup - baseline':<{w}}  {'metric':<{wm}}  {'group':<{wg}}  {'family':<11} {'n':>5} {'miss':>4}  {'diff':>7}  "
+           f"{'interval':<17}  {'level':>5}  {'p':>6}  {'p_holm':>6}  {'test':<13}  decision"]
     for r in rows:
         iv = "[" + _f(r["ci_low"]) + ", " + _f(r["ci_high"]) + "]"
-        log(f"{r['setup'] + ' - ' + r['baseline']:<{w}}  {r['metric']:<{wm}}  {r['group']:<{wg}}  {r['family']:<11} {r['n']:>5}"
-            f" {r['n_missing']:>4}  {_f(r['diff']):>7}  {iv:<17}  {_f(r['level'], '.3f'):>5}  {_f(r['p'], '.4f'):>6}  "
-            f"{_f(r['p_holm'], '.4f'):>6}  {r['test'] or '–':<13}  {r['decision']}")
+        out.append(f"{r['setup'] + ' - ' + r['baseline']:<{w}}  {r['metric']:<{wm}}  {r['group']:<{wg}}  {r['family']:<11} {r['n']:>5}"
+                   f" {r['n_missing']:>4}  {_f(r['diff']):>7}  {iv:<17}  {_f(r['level'], '.3f'):>5}  {_f(r['p'], '.4f'):>6}  "
+                   f"{_f(r['p_holm'], '.4f'):>6}  {r['test'] or '–':<13}  {r['decision']}")
     for r in rows:
         if r["missing"]:
             more = f", ... ({len(r['missing'])} in all)" if len(r["missing"]) > max_missing else ""
-            log(f"missing ({r['setup']} vs {r['baseline']}, {r['metric']}, {r['group']}): {', '.join(r['missing'][:max_missing])}{more}")
-    log(decision_sentence(rows))
-
-# %% ../../nbs/41_eval.paired.ipynb #a9a72f4d
-def gated_metrics(eval_dir, metrics: Optional[str], margins: dict) -> Optional[list[str]]:
-    "The metrics to pair: those named (comma-separated), plus every gated one (None: the default)."
-    chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()]
-    return (chosen + [m for m in margins if chosen and m not in chosen]) or None
-
-def report_gate(rows: list[dict], margins: dict, baseline: Optional[str], allow_uninformative: bool = False) -> int:
-    "Say which setups fail the --fail-if-worse gate (stderr) or that it passed; the exit status (1: failed)."
-    failed = gate_failures(rows, margins, allow_uninformative)
-    for r in failed:
-        print(f"ragbench compare: gate failed: {r['setup']} vs {r['baseline']} on {r['metric']}: {r['why']}", file=sys.stderr)
-    if margins and not failed:
-        print(f"gate passed: no setup shown worse than {baseline or 'its pair'} by more than the margin on {', '.join(margins)}")
-    return 1 if failed else 0
-
-def _csv(v: Optional[str]) -> list[str]: return [x.strip() for x in (v or "").split(",") if x.strip()]
-
-class CompareOptions(BaseModel):
-    "The options of `ragbench compare`: flags, a `--config FILE`, or keyword arguments of `compare_command`."
-    model_config = ConfigDict(extra="forbid")
-    metric: Optional[str] = Field(None, description="metric: to rank by (two folders; default recall@5), or the one to pair (--baseline)")
-    n_boot: int = Field(1000, ge=0, description="bootstrap resamples of the ranking agreement (two folders)")
-    seed: int = Field(0, description="seed of the resampling and of the power simulation")
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(
-        None, description="also write the result as JSON (with --baseline: a list of rows)")
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None, description="paired comparison: every setup of EVAL_DIR against this setup")
-    metrics: Optional[str] = Field(None, description="comma-separated metrics to pair (default: the headline metrics the evaluation has)")
-    primary: Optional[str] = Field(None, description="comma-separated primary metrics, the confirmatory family Holm adjusts over "
-                                                     "(default: the gate's, else answer_correctness, else recall@k)")
-    by: Optional[str] = Field(None, description="also per value of these dimensions (exploratory rows), comma-separated: kind, style, difficulty")
-    all_pairs: bool = Field(False, description="pair every two setups instead of each against --baseline")
-    alpha: float = Field(0.05, gt=0, lt=1, description="level of the family's tests and 1 - coverage of the intervals")
-    power: float = Field(0.8, gt=0, lt=1, description="power at which an uninformative row says the n it would need")
-    detect: float = Field(0.10, gt=0, description="the difference an uninformative row sizes n for, where the metric has no margin")
-    fail_if_worse: Annotated[list[str], {"metavar": "METRIC:MARGIN"}] = Field(
-        (), description="exit 1 when a setup is shown worse than the baseline by more than MARGIN, or cannot tell (repeatable)")
-    allow_uninformative: bool = Field(False, description="with --fail-if-worse: pass the rows whose data cannot tell")
-    equivalence_margin: Annotated[list[str], {"metavar": "METRIC:DELTA"}] = Field(
-        (), description="say 'equivalent' when the interval lies within +-DELTA (repeatable)")
-    setups: Annotated[Optional[str], {"metavar": "FILE"}] = Field(
-        None, description="setups file whose `fail_if_worse:`, `margins:` and `primary:` add to the flags")
-
-def _file_primary(setups_file) -> list[str]:
-    "The setups file's `primary:` metrics ([] without one)."
-    data = read_config_file(Path(setups_file), UserError) if setups_file else {}
-    spec = data.get("primary") if isinstance(data, dict) else None
-    return [spec] if isinstance(spec, str) else list(spec or [])
-
-def paired_gate(eval_dir, o: CompareOptions) -> int:
-    "The paired comparison of one evaluation's setups, printed (and written as JSON); the gate's exit status."
-    gate = gate_margins(o.fail_if_worse, o.setups)
-    rows = paired_rows_of(eval_dir, o.baseline, metrics=gated_metrics(eval_dir, o.metrics or o.metric, gate),
-                             primary=_csv(o.primary) or _file_primary(o.setups) or None,
-                             margins=equivalence_margins(o.equivalence_margin, o.setups, gate), detect=o.detect,
-                             by=_csv(o.by), all_pairs=o.all_pairs, alpha=o.alpha, power=o.power, seed=o.seed)
-    print_paired(rows, o.alpha)
-    if o.json_file: atomic_write(o.json_file, json.dumps(rows, indent=2, default=float))
-    return report_gate(rows, gate, o.baseline, o.allow_uninformative)
-
-NEED_TWO_DIRS = "give two evaluation folders (ranking agreement) or --baseline NAME EVAL_DIR (paired comparison)"
-
-@options_model(CompareOptions)
-def compare_command(
-    dir_a: Annotated[str, {"metavar": "EVAL_DIR"}],  # evaluation folder (with --baseline: the one whose setups are paired; else folder A)
-    dir_b: Annotated[Optional[str], {"metavar": "EVAL_DIR_B"}] = None,  # evaluation folder B, for the ranking agreement of two evaluations
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of CompareOptions: baseline, fail_if_worse ...)
-    **options,  # every field of CompareOptions, one flag each
-) -> int:
-    "Paired comparison of setups against a baseline on the same questions (--baseline NAME EVAL_DIR), or the ranking agreement of two evaluations (Kendall tau)."
-    o = read_options(CompareOptions, config, options)[0]
-    if o.baseline is not None or o.all_pairs:
-        if dir_b is not None: raise UserError("--baseline pairs the setups of one evaluation folder: give one EVAL_DIR")
-        return paired_gate(dir_a, o)
-    if dir_b is None: raise UserError(NEED_TWO_DIRS)
-    if o.fail_if_worse or o.setups: raise UserError("--fail-if-worse and --setups need --baseline NAME")
-    return ranking_command(dir_a, dir_b, metric=o.metric or "recall@5", n_boot=o.n_boot, seed=o.seed, json_file=o.json_file)
-
-# %% ../../nbs/41_eval.paired.ipynb #449bac8a
-def print_plan(rows: list[dict], d: float, metric: str, alpha: float, power: float) -> None:
-    "The plan's table: per group the test, the questions needed and the simulated power at the pilot's n (or at --n)."
-    print(f"to detect a difference of {d:g} in {metric} at {power:.0%} power (the paired test that runs, simulated; alpha = {alpha:g}):")
-    print(f"{'group':<16} {'test':<13} {'n needed':>9} {'n pilot':>8} {'power at n':>10}  source")
-    for r in rows:
-        need = r["n_needed"] if r["n_needed"] is not None else "> 5000"
-        at = f"{r['power_at_n']:.2f} @ {r['at_n']}" if r["power_at_n"] is not None else "–"
-        print(f"{r['group']:<16} {r['test']:<13} {need:>9} {_f(r['n_pilot'], 'd'):>8} {at:>10}  {r['source']}")
-    print("per group: each question type needs its own n if each type's decision matters on its own")
-
-class PlanOptions(BaseModel):
-    "The options of `ragbench plan`: flags, a `--config FILE`, or keyword arguments of `plan_command`."
-    model_config = ConfigDict(extra="forbid")
-    d: float = Field(description="the true difference in the metric's mean you want to be able to detect (e.g. 0.05)")
-    pilot: Annotated[Optional[str], {"metavar": "EVAL_DIR"}] = Field(
-        None, description="a pilot evaluation: simulate from its paired differences (else the worst case)")
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None, description="the pilot's baseline setup (default: its first)")
-    setup: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None, description="the pilot's setup to pair with it (default: the next one)")
-    metric: str = Field("recall@5", description="the metric to plan for")
-    by: Optional[str] = Field("kind", description="per value of this dimension of the pilot (kind, style, difficulty; '' for none)")
-    alpha: float = Field(0.05, description="level of the two-sided paired test")
-    power: float = Field(0.8, description="the power wanted")
-    p: float = Field(0.5, description="without a pilot: the 0/1 metric's mean for the worst case (0.5 is the worst)")
-    n: Optional[int] = Field(None, description="also give the simulated power at this many items")
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(None, description="also write the table as JSON")
-
-@options_model(PlanOptions)
-def plan_command(
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of PlanOptions (d, pilot, metric ...); the flags given override it
-    **options,  # every field of PlanOptions, one flag each
-) -> None:
-    "How many questions (per type) a paired comparison needs to detect a difference d with the given power, simulating the test that runs; with --pilot, the power the pilot had."
-    o = read_options(PlanOptions, config, options)[0]
-    rows = plan_questions(**o.model_dump(exclude={"json_file"}))     # by '' (none) and None alike: no groups
-    print_plan(rows, o.d, o.metric, o.alpha, o.power)
-    if o.json_file: atomic_write(o.json_file, json.dumps(rows, indent=2))
+            out.append(f"missing ({r['setup']} vs {r['baseline']}, {r['metric']}, {r['group']}): "
+                       f"{', '.join(r['missing'][:max_missing])}{more}")
+    return "\n".join(out + [decision_sentence(rows)])

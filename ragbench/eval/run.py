@@ -16,21 +16,19 @@ from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
 from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
                                   agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind,
                                   listed_top_k)
-from pydantic import BaseModel, ConfigDict, Field
-from ..spine import RAY_HELP, LLMPool, RunResult, choose_executor, options_model, read_options
+from ..spine import LLMPool, RunResult, choose_executor
 from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
 from ..stats import HEADLINE_METRICS, MODES, mean_table, metric_key, order_metrics, proportion_ci
 
 # %% auto #0
-__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'GOLD_WARN_SHARE',
-           'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key',
-           'latest_rows', 'summarize', 'judge_consistency', 'judge_noise', 'read_scores', 'load_scores',
+__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'REPEAT_SAMPLE',
+           'GOLD_WARN_SHARE', 'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch',
+           'row_key', 'latest_rows', 'summarize', 'judge_consistency', 'judge_noise', 'read_scores', 'load_scores',
            'summary_frame', 'dataset_fingerprint', 'scored_dataset_version', 'open_index', 'with_columns',
            'items_without_gold', 'eval_folder', 'newest_eval', 'index_key', 'gold_share', 'check_gold_in_index',
            'with_table', 'score_tasks', 'score_plan', 'evaluate', 'estimate_evaluation', 'format_summary',
-           'metric_notes', 'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures',
-           'EvaluateOptions', 'evaluate_command', 'cutoffs', 'evaluate_options']
+           'metric_notes', 'answers_setup', 'comma_list']
 
 # %% ../../nbs/40_eval.run.ipynb #5d8919e2
 class EvalError(UserError):
@@ -313,9 +311,9 @@ def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None, n
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn01
 _REPEATS_FILE = "judge_repeats.jsonl"
-_REPEAT_SAMPLE = 20    # items whose rows the judges re-ask, unless told otherwise
+REPEAT_SAMPLE = 20    # items whose rows the judges re-ask, unless told otherwise
 
-def _repeat_sample(ds: Dataset, n: int = _REPEAT_SAMPLE, seed: int = 0) -> list[str]:
+def _repeat_sample(ds: Dataset, n: int = REPEAT_SAMPLE, seed: int = 0) -> list[str]:
     "The ids of `n` items drawn with `seed` (in dataset order) whose rows the judges re-ask."
     ids = [it.id for it in ds]
     pick = set(random.Random(f"judge-repeats-{seed}").sample(ids, min(n, len(ids))))
@@ -638,7 +636,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
              n_boot: int = 1000, seed: int = 0, batch_size: int = 16, parallel_batches: int = 4,
              max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None,
              similarity_model: Optional[str] = "default", judge_repeats: int = 0,
-             judge_repeat_sample: int = _REPEAT_SAMPLE) -> RunResult:
+             judge_repeat_sample: int = REPEAT_SAMPLE) -> RunResult:
     "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary (`similarity_model`: embedder of RAGAS answer correctness, None: off; `judge_repeats`: re-asks of the judges on `judge_repeat_sample` items, DIR/judge_repeats.jsonl)."
     from ragbench.llm import arun, task_usage
     ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
@@ -730,7 +728,7 @@ def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict, llm: Op
 # %% ../../nbs/40_eval.run.ipynb #rep-est02
 def estimate_evaluation(dataset, setups, out_dir, *, db=None, modes: Sequence[str] = ("retrieved",), judge_llm=None,
                         default_llm: Optional[str] = None, index_factory: Optional[Callable] = None, judges: Sequence[str] = JUDGES,
-                        seed: int = 0, judge_repeats: int = 0, judge_repeat_sample: int = _REPEAT_SAMPLE) -> dict:
+                        seed: int = 0, judge_repeats: int = 0, judge_repeat_sample: int = REPEAT_SAMPLE) -> dict:
     "The LLM calls `evaluate` with these arguments is expected to send (at most), per kind and judge; sends and writes nothing."
     ds, setups, out = _read_dataset(dataset), _validate(setups, modes, judges), Path(out_dir)
     if index_factory is None: setups = check_setups(setups, db)
@@ -827,140 +825,3 @@ def comma_list(s: Optional[str]) -> tuple[str, ...]:
 
 # %% ../../nbs/40_eval.run.ipynb #774514ae
 def _say(msg: str) -> None: print(f"ragbench evaluate: {msg}", file=sys.stderr)
-
-def _listed(xs: Sequence[str], n: int = 20) -> str: return ", ".join(xs[:n]) + (" ..." if len(xs) > n else "")
-
-def mapping_note(name: str, m: dict) -> str:
-    "What the retrieval metrics of a setup mean when some of its contexts did not map to a chunk of the index."
-    n = sum(m.values())
-    return (
-        f"setup '{name}': {m.get('unmapped', 0)} of {n} returned context(s) could not be mapped to a chunk of the index"
-        + (f" and {m['document']} only to a whole document" if m.get("document") else "")
-        + "; they count as misses, so its chunk-level retrieval metrics are lower bounds "
-        "(doc_hit@k / doc_recall@k score it by document)"
-    )
-
-def report_inputs(summary: dict) -> None:
-    "Say on stderr what was left out: answers for unknown items, missing answers, items without gold chunk ids."
-    for name, ids in summary.get("unknown_answer_ids", {}).items():
-        if ids: _say(f"setup '{name}': {len(ids)} answer(s) for unknown item ids skipped: {_listed(ids)}")
-    for name, n in summary.get("missing_answers", {}).items():
-        if n: _say(f"setup '{name}': {n} item x mode pair(s) have no answer in its file")
-    ng = summary.get("items_without_gold") or {}
-    if ng.get("n"):
-        _say(f"{ng['n']} answerable item(s) have no gold chunk ids, so no retrieval scores: {_listed(ng['lines'])}")
-    for name, m in (summary.get("context_mapping") or {}).items():
-        if m.get("unmapped") or m.get("document"): _say(mapping_note(name, m))
-    na = max((sum(v for k, v in per.items() if k.startswith("retrieved: context-unanswerable")) for per in (summary.get("not_applicable") or {}).values()), default=0)
-    if na and "unanswerable" not in summary.get("modes", []):
-        _say(f"{na} context-unanswerable item(s) are not applicable in the retrieved mode; add --modes retrieved,unanswerable to score their abstention")
-
-def report_failures(summary: dict) -> int:
-    "Say on stderr which rows failed or why the run stopped; the exit status (1 if incomplete, else 0)."
-    errors = {s: n for s, n in (summary.get("errors") or {}).items() if n}
-    if errors:
-        _say(f"{sum(errors.values())} row(s) failed on LLM errors ({', '.join(f'{s}: {n}' for s, n in errors.items())}); "
-                    "see 'error' in scores.jsonl, and re-run the same command to redo them")
-    stop = summary.get("stop_reason", "done")
-    if stop != "done": _say(f"stopped: {stop}; re-run with a higher --max-calls to continue")
-    return 1 if errors or stop != "done" else 0
-
-# %% ../../nbs/40_eval.run.ipynb #cb314594
-class EvaluateOptions(BaseModel):
-    "The options of `ragbench evaluate`: flags, a `--config FILE`, or keyword arguments of `evaluate_command`."
-    model_config = ConfigDict(extra="forbid")
-    dataset: str = Field(description="dataset .jsonl or .parquet")
-    out: str = Field(description="evaluation folder (created; an existing one is resumed)")
-    db: Optional[str] = Field(None, description="LanceDB folder for setups that name none")
-    table: Optional[str] = Field(
-        None, description="table for setups that name none (or the default 'chunks') and for --answers"
-    )
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field(
-        (),
-        description="map a role (id, text, vector, doc_id, meta) to a "
-        "column of your own table, for setups that map none; repeatable",
-    )
-    setups: Optional[str] = Field(None, description="setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)")
-    answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = Field(
-        (), description="JSONL of {item_id, answer, retrieved_chunk_ids} " "from your own RAG; repeatable"
-    )
-    answers_top_k: Optional[int] = Field(
-        None, ge=1, description="cut-off k of retrieval metrics for --answers (default: the most ids an answer lists)"
-    )
-    judge_llm: Optional[str] = Field(
-        None, description="LLM spec for the judges (default: judge_llm of the setups file; none: no judges)"
-    )
-    llm: Optional[str] = Field(
-        None, description="answering LLM for setups that name none (none anywhere: retrieval metrics only)"
-    )
-    modes: str = Field("retrieved", description="comma-separated: retrieved,oracle,unanswerable")
-    judges: str = Field(",".join(JUDGES), description="comma-separated judges, or 'none'")
-    bertscore: bool = Field(True, description="BERTScore recall (loads the encoder)")
-    n_boot: int = Field(1000, ge=0, description="bootstrap resamples for intervals")
-    seed: int = Field(0, description="seed of the bootstrap and of the --judge-repeats sample")
-    ks: Annotated[Union[str, list[int]], {"type": str}] = Field(
-        ",".join(map(str, DEFAULT_KS)),
-        description="cut-offs k of the " "retrieval metrics, comma-separated (a list in --config)",
-    )
-    bertscore_model: Optional[str] = Field(None, description="encoder folder for BERTScore (default: the bundled one)")
-    batch_size: int = Field(16, ge=1, description="items scored concurrently")
-    parallel_batches: int = Field(4, ge=1, description="batches in flight at once")
-    max_calls: Optional[int] = Field(
-        None, ge=0, description="LLM requests allowed for the whole evaluation, across resumes"
-    )
-    judge_repeats: int = Field(0, ge=0, description="re-ask the judges K more times on a sample of items and report how often "
-                               "each verdict flips (judge self-consistency: judge_repeats.jsonl, summary.json)")
-    judge_repeat_sample: int = Field(_REPEAT_SAMPLE, ge=1, description="items (drawn with --seed) whose rows --judge-repeats re-asks")
-    estimate: bool = Field(False, description="print the LLM calls the evaluation would send (judge re-asks apart) and send none")
-    quiet: bool = Field(False, description="no progress")
-    ray: Optional[str] = Field(None, description=RAY_HELP)
-
-@options_model(EvaluateOptions)
-def evaluate_command(
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of EvaluateOptions: judge_llm, n_boot ...); the flags given override it
-    **options,  # every field of EvaluateOptions, one flag each
-) -> int:
-    "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
-    return evaluate_options(**read_options(EvaluateOptions, config, options)[0].model_dump())
-
-def _print_estimate(est: dict) -> int:
-    "Print an evaluation's call estimate as JSON and one line on stderr; exit status 0."
-    print(json.dumps(est, indent=2))
-    c = est["calls"]
-    _say(f"estimate for {est['rows']} row(s) to score: at most {c['total']} LLM call(s) ({c['answer']} answers, {c['judges']} judges, "
-         f"{c['judge_repeats']} judge re-asks); nothing was sent")
-    return 0
-
-def cutoffs(ks) -> tuple[int, ...]:
-    "The k values of `--ks` (`1,3,5`, or a list from --config); a bad one is a UserError."
-    try: return tuple(int(k) for k in (ks if isinstance(ks, (list, tuple)) else comma_list(str(ks))))
-    except ValueError: raise EvalError(f"--ks expects comma-separated whole numbers, got {ks!r}") from None
-
-def evaluate_options(*, dataset, out, db, column, table=None, setups, answers, answers_top_k, judge_llm, llm, modes, judges, bertscore, n_boot,
-                     seed, ks, bertscore_model, batch_size, parallel_batches, max_calls, quiet, ray, judge_repeats=0,
-                     judge_repeat_sample=_REPEAT_SAMPLE, estimate=False) -> int:
-    "`ragbench evaluate` on its options (flags and --config merged): score, print the table, the exit status."
-    if not setups and not answers: raise EvalError("give --setups FILE and/or --answers FILE")
-    runs = with_columns(with_table((load_setups(setups) if setups else []) + [answers_setup(s, db, answers_top_k) for s in answers],
-                                   table), column, out)
-    judge = judge_llm or (setups_file_option(setups, "judge_llm") if setups else None)
-    said = "--judge-llm none" if judge in ("none", "") else "no --judge-llm"
-    if judge in ("none", ""): judge = None
-    if judge is None: _say(f"{said}: LLM judges are skipped (their metrics are empty)")
-    for s in runs:
-        if not s.external and not s.calls_system and not (s.llm or llm):
-            _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
-    if judge_repeats and judge is None: _say("--judge-repeats needs a judge: nothing is re-asked")
-    kw = dict(db=db, modes=comma_list(modes), judge_llm=judge, default_llm=llm, judges=comma_list(judges), seed=seed,
-              judge_repeats=judge_repeats, judge_repeat_sample=judge_repeat_sample)
-    if estimate: return _print_estimate(estimate_evaluation(dataset, runs, out, **kw))
-    summary = evaluate(dataset, runs, out, bertscore=bertscore, bertscore_model=bertscore_model, ks=cutoffs(ks), n_boot=n_boot,
-                       batch_size=batch_size, parallel_batches=parallel_batches, max_calls=max_calls, progress=not quiet, ray=ray, **kw)
-    report_inputs(summary)
-    print(format_summary(summary))
-    print(
-        f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(out) / 'scores.jsonl'},"
-        f" {Path(out) / 'summary.json'}"
-    )
-    return report_failures(summary)

@@ -8,16 +8,13 @@ from pathlib import Path
 from typing import Annotated, Optional, Sequence, Union
 import numpy as np
 from ..core import QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
-from pydantic import BaseModel, ConfigDict, Field
 from .ppi import mean_estimates
 from ..stats import human_mean_ci
-from ..spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS_HELP', 'VALIDITY_KEYS', 'accepted_items', 'judge_verdicts',
            'sample_order', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate', 'ValidityQueue',
-           'validity_rows', 'validity_estimates', 'record_verdicts', 'print_validity', 'ValidityOptions',
-           'validity_command', 'simulate_validity']
+           'validity_rows', 'validity_estimates', 'simulate_validity']
 
 # %% ../../nbs/43_eval.validity.ipynb #3cf8ccf5
 VALIDITY = "validity.jsonl"
@@ -175,64 +172,6 @@ def validity_estimates(run_dir: Union[str, Path], alpha: float = 0.05):
     if unknown:
         raise UserError(f"{Path(run_dir) / VALIDITY}: item '{unknown[0]}' is not an accepted item of dataset.jsonl")
     return pd.DataFrame(validity_rows(items, labels, alpha), columns=list(VALIDITY_KEYS))
-
-# %% ../../nbs/43_eval.validity.ipynb #b212d8ab
-def _verdict(text: str) -> tuple[str, bool]:
-    "CRITERION=yes|no (also true/false, 1/0, valid/invalid) as (criterion, verdict)."
-    name, _, v = text.partition("=")
-    truth = {"yes": True, "true": True, "1": True, "valid": True, "no": False, "false": False, "0": False, "invalid": False}
-    if v.lower() not in truth:
-        raise UserError(f"verdict '{text}': write CRITERION=yes or CRITERION=no (criteria: {', '.join(CRITERIA)})")
-    return name, truth[v.lower()]
-
-def record_verdicts(run_dir, item: str, reviewer: str, verdicts: Sequence[str]) -> None:
-    "Record a reviewer's verdicts (`CRITERION=yes/no`) on one accepted item and say what was recorded."
-    row = record_validity(run_dir, item, reviewer, **dict(_verdict(v) for v in verdicts))
-    print(f"recorded {row['item_id']}: " + ", ".join(f"{c}={'yes' if row[c] else 'no'}" for c in CRITERIA if c in row))
-
-def print_validity(run_dir, t, n: int, seed: int) -> None:
-    "How much of the seeded sample is validated (and the next item), then judge, human and PPI shares per criterion."
-    nxt, done = next_to_validate(run_dir, n, seed), read_validity(run_dir)
-    full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in validity_sample(run_dir, n, seed))
-    print(
-        f"{full} of {min(n, int(t.n_accepted.iloc[0]))} sampled items validated"
-        + (f"; next: {nxt.id}" if nxt else "; sample done")
-    )
-    print(f"{'criterion':<12} {'judge':>6} {'human':>6} {'PPI':>6}  {'95% interval':<15} {'labelled':>8}")
-    f = lambda v, s=".2f": "–" if v is None or v != v else format(v, s)
-    for r in t.to_dict("records"):
-        print(f"{r['criterion']:<12} {f(r['judge']):>6} {f(r['human']):>6} {f(r['ppi']):>6}  "
-              f"[{f(r['ppi_lo'])}, {f(r['ppi_hi'])}]{'':<3} {r['n_labelled']:>8}")
-    for r in t.to_dict("records"):
-        if r.get("ppi_why"): print(f"{r['criterion']}: the labels' own interval (Clopper-Pearson), since {r['ppi_why']}")
-
-class ValidityOptions(BaseModel):
-    "The options of `ragbench validity`: flags, a `--config FILE`, or keyword arguments of `validity_command`."
-    model_config = ConfigDict(extra="forbid")
-    record: Annotated[Optional[str], {"metavar": "ITEM"}] = Field(
-        None, description="record verdicts (--verdict) on this accepted item first")
-    verdict: Annotated[Optional[list[str]], {"metavar": "CRITERION=yes/no"}] = Field(
-        None, description="one verdict (repeat it), e.g. --verdict correct=no")
-    reviewer: str = Field("anonymous", description="who gives the verdicts (with --record)")
-    n: int = Field(60, description="size of the seeded random sample of accepted items to validate")
-    seed: int = Field(0, description="seed of the sample")
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(
-        None, description="also write the table as JSON"
-    )
-
-@options_model(ValidityOptions)
-def validity_command(
-    run_dir: str,  # a TRIAD run directory (its dataset.jsonl)
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of ValidityOptions (reviewer, n, seed ...); the flags given override it
-    **options,  # every field of ValidityOptions, one flag each
-) -> None:
-    "The share of a run's accepted items that are truly valid, per criterion, from human verdicts on a random sample (PPI)."
-    o = read_options(ValidityOptions, config, options)[0]
-    if o.record: record_verdicts(run_dir, o.record, o.reviewer, o.verdict or [])
-    t = validity_estimates(run_dir)
-    print_validity(run_dir, t, o.n, o.seed)
-    if o.json_file: atomic_write(o.json_file, t.to_json(orient="records", indent=2))
 
 # %% ../../nbs/43_eval.validity.ipynb #15540e69
 def simulate_validity(rng: np.random.Generator, n_items: int = 400, n_labels: int = 60, valid: float = 0.8,

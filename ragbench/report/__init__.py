@@ -14,4 +14,4 @@ from .figures import (ABSTENTION_GROUPS, MissingData, ReportError, ReportFigure,
                                      summarize_scores, value_label)
 from .png import ChromeNotFound, export_png, export_pngs, find_chrome, render_pngs
 from .html import (build_report, calibration_html, dataset_counts, items_table_html, means_table_html,
-                                  model_roles, render_report_html, report_command, stand_in, stand_in_banner, stand_in_marker, marked)
+                                  model_roles, render_report_html, stand_in, stand_in_banner, stand_in_marker, marked)

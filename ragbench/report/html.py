@@ -8,7 +8,6 @@ import html, json, re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
-from pydantic import BaseModel, ConfigDict, Field
 from ..core import Dataset, atomic_write, utc_now
 from ..eval.calibration import JUDGE_FILE, load_calibration
 from ..eval.setups import NOT_APPLICABLE
@@ -17,12 +16,11 @@ from .figures import (ReportError, ReportFigure, load_eval, load_generation,
                                      metric_label, report_figures, value_label)
 from .png import export_pngs, find_chrome
 from ..stats import order_metrics, split_metric
-from ..spine import options_model, read_options
 
 # %% auto #0
 __all__ = ['STAND_INS', 'STAND_IN_SHORT', 'ITEM_SCORES', 'dataset_counts', 'means_table_html', 'stand_in', 'model_roles',
            'stand_in_banner', 'stand_in_marker', 'marked', 'items_table_html', 'calibration_html', 'render_report_html',
-           'paired_table_html', 'decision_table_html', 'paired_lead', 'build_report', 'ReportOptions', 'report_command']
+           'paired_table_html', 'decision_table_html', 'paired_lead', 'build_report']
 
 # %% ../../nbs/50_report.html.ipynb #8b01bf59
 def dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = None) -> dict:
@@ -342,32 +340,3 @@ def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generat
                                    notes=notes + fig_notes, extra=extra, gen_summary=gen, banner=banner,
                                    items=items_table_html(scores, ds) if scores else "", calibration=cal, lead=lead)
     return atomic_write(out_html, html_text)
-
-# %% ../../nbs/50_report.html.ipynb #e1c605e5
-class ReportOptions(BaseModel):
-    "The options of `ragbench report`: flags, a `--config FILE`, or keyword arguments of `report_command`."
-    model_config = ConfigDict(extra="forbid")
-    out: Optional[str] = Field(None, description="HTML file to write (default: EVAL_DIR/report.html)")
-    generation: Annotated[Optional[str], {"metavar": "RUN"}] = Field(
-        None, description="TRIAD or DoRA run directory (summary.json, reviews) for the funnel and calibration")
-    png_dir: Annotated[Optional[str], {"metavar": "DIR"}] = Field(
-        None, description="also write every figure as DIR/NAME.png (needs Chromium)")
-    title: Optional[str] = Field(None, description="the report's title")
-    width: int = Field(1100, description="PNG width in pixels")
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(
-        None, description="setup the report's paired decision compares the others with (default: the first)")
-
-@options_model(ReportOptions)
-def report_command(
-    eval_dir: Annotated[str, {"metavar": "EVAL_DIR"}],  # directory written by `ragbench evaluate --out`
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (out, title ...); the flags given override it
-    **options,  # every field of ReportOptions, one flag each
-) -> None:
-    "Write a self-contained HTML report of an evaluation run (EVAL_DIR with summary.json and scores.jsonl)."
-    o = read_options(ReportOptions, config, options)[0]
-    if o.png_dir: find_chrome()                             # fail before writing anything
-    path = build_report(eval_dir, Path(o.out) if o.out else Path(eval_dir) / "report.html", generation_dir=o.generation,
-                        title=o.title, png_dir=o.png_dir, width=o.width, baseline=o.baseline)
-    print(path)
-    if o.png_dir: print(f"PNG figures in {o.png_dir}")

@@ -14,5 +14,5 @@ from .judge import (CRITERIA, JudgeVerdict, acheck_attempt, ajudge, asufficiency
                                   judge, rule_check, sufficiency, validate)
 from .contexts import ABSTAIN_ANSWER, aextract, difficulty, extract, unanswerable_variant
 from .run import (TriadMethod, aprocess_seed, arun_triad, estimate_triad, process_seed, read_seeds_file,
-                                run_triad, triad_command, triad_config, triad_inputs)
-from .qualify import QualifyCase, load_qualify_set, qualify_command, run_qualify
+                                run_triad, triad_config, triad_inputs)
+from .qualify import QualifyCase, load_qualify_set, run_qualify

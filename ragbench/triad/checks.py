@@ -15,12 +15,12 @@ from ..llm import LLMError, LLMParseError, arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
 from .bridge import hit_chunk
 from .config import in_thread
-from ..spine import LLMPool, options_model, read_options
+from ..spine import LLMPool
 
 # %% auto #0
 __all__ = ['CHECKS', 'SearchMode', 'Uniqueness', 'Completeness', 'ClosedBook', 'SameAnswer', 'CheckConfig', 'check_uniqueness',
            'check_completeness', 'check_closed_book', 'acorpus_checks', 'corpus_checks', 'checks_card', 'acheck_run',
-           'check_run', 'check_config', 'CheckOptions', 'checks_of_run', 'check_command']
+           'check_run', 'check_config', 'checks_of_run']
 
 # %% ../../nbs/28_triad.checks.ipynb #49faa8f9
 class Uniqueness(BaseModel):
@@ -198,21 +198,8 @@ def check_config(checks: str, k: int, on_ambiguous: str, search_mode: str = "den
     if on_ambiguous not in ("flag", "reject"): raise UserError(f"--on-ambiguous: flag or reject, not {on_ambiguous!r}")
     return CheckConfig(checks=names, k=k, on_ambiguous=on_ambiguous, search_mode=search_mode)
 
-class CheckOptions(BaseModel):
-    "The options of `ragbench check`: flags, a `--config FILE`, or keyword arguments of `check_command`."
-    model_config = ConfigDict(extra="forbid")
-    db: str = Field(description="LanceDB folder of the corpus")
-    table: PathComponent = Field("chunks", description="table name")
-    checks: str = Field(",".join(CHECKS), description="which checks, comma-separated")
-    k: Annotated[int, "-k"] = Field(5, ge=1, description="passages searched per question outside its gold set")
-    on_ambiguous: str = Field("flag", description="flag or reject an item another passage answers differently")
-    search_mode: SearchMode = Field("dense", description="how the whole index is searched for outside passages")
-    llm: Optional[str] = Field(None, description="generator LLM spec for the closed-book check (default: the run's own)")
-    judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm, else the run's own)")
-    max_calls: Optional[int] = Field(None, ge=0, description="hard limit on LLM calls for the checks, across resumes")
-
-def checks_of_run(out: Path, o: CheckOptions) -> dict:
-    "Run the checks `o` asks for on the run folder `out` against its corpus; their summary (an LLM error: UserError, the rest kept)."
+def checks_of_run(out: Path, o) -> dict:
+    "Run the checks the options `o` (db, table, checks, k, on_ambiguous, search_mode, llm, judge_llm, max_calls) ask for on the run folder `out` against its corpus; their summary (an LLM error: UserError, the rest kept)."
     from ragbench.index import open_index
     from ragbench.triad.refresh import read_triad_run, run_llm_specs
     ccfg, specs = check_config(o.checks, o.k, o.on_ambiguous, o.search_mode), run_llm_specs(
@@ -223,15 +210,3 @@ def checks_of_run(out: Path, o: CheckOptions) -> dict:
     try: return check_run(out, index, llms, ccfg, max_calls=o.max_calls)
     except LLMError as e: raise UserError(f"the checks stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
 
-@options_model(CheckOptions)
-def check_command(
-    run: str,  # a TRIAD run directory
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of CheckOptions: db, checks, k ...)
-    **options,  # every field of CheckOptions, one flag each
-) -> int:
-    "Check a run's items against the whole corpus: answer uniqueness, gold completeness, closed-book answerability."
-    s = checks_of_run(Path(run), read_options(CheckOptions, config, options)[0])
-    print(json.dumps(s["by_type"], indent=2))
-    print(f"checks {s['stop_reason']}; LLM: {s['llm'].get('calls', 0)} calls", file=sys.stderr)
-    return 0

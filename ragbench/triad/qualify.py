@@ -11,7 +11,6 @@ from typing import Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import Chunk, RunDir, UserError, read_jsonl
 from ..llm import arun
-from ..spine import options_model, read_options
 from ..text import content_words, mentions
 from .judge import CRITERIA, ajudge, asufficiency, sufficiency_groups
 from .write import QAPair
@@ -19,8 +18,7 @@ from .write import QAPair
 # %% auto #0
 __all__ = ['QUALIFY_CRITERIA', 'MARGIN_OVER_BASELINE', 'QualifyCase', 'qualify_set_path', 'load_qualify_set', 'aqualify_case',
            'string_baseline_case', 'wilson', 'flagged', 'defective', 'criterion_metrics', 'decision_breakdown',
-           'qualify_metrics', 'margin', 'qualify_level', 'qualify_verdict', 'arun_qualify', 'run_qualify',
-           'QualifyOptions', 'qualify_judge', 'print_qualify', 'qualify_command']
+           'qualify_metrics', 'pct', 'margin', 'qualify_level', 'qualify_verdict', 'arun_qualify', 'run_qualify']
 
 # %% ../../nbs/26_triad.qualify.ipynb #a479773c
 class QualifyCase(BaseModel):
@@ -148,7 +146,7 @@ def qualify_metrics(rows: Sequence[dict]) -> dict:
     return {**{c: criterion_metrics(rows, c) for c in QUALIFY_CRITERIA}, "decision": decision_breakdown(rows)}
 
 # %% ../../nbs/26_triad.qualify.ipynb #8e99edaf
-def _pct(ci: dict) -> str:
+def pct(ci: dict) -> str:
     "A proportion with its interval, e.g. '83% [70–93%]'."
     return "n/a" if ci["mean"] is None else f"{ci['mean']:.0%} [{ci['lo']:.0%}–{ci['hi']:.0%}]"
 
@@ -177,12 +175,12 @@ def qualify_verdict(metrics: dict, baseline: Optional[dict] = None, who: str = "
     if level is None: return "no verdict: the cases run hold no valid or no flawed question"
     v, w = metrics["valid"], metrics["decision"]["wrong_rejection_share"]
     line = (
-        f"{level}: {who} rejects {_pct(v['recall'])} of the flawed questions and {_pct(v['false_rejection'])} of the "
-        f"valid ones; {_pct(w)} of its rejections were valid questions (the paper's judge: 10–15% of its rejections)"
+        f"{level}: {who} rejects {pct(v['recall'])} of the flawed questions and {pct(v['false_rejection'])} of the "
+        f"valid ones; {pct(w)} of its rejections were valid questions (the paper's judge: 10–15% of its rejections)"
     )
     if baseline is not None:
         bv = baseline["valid"]
-        line += (f"; the no-model string baseline rejects {_pct(bv['recall'])} and {_pct(bv['false_rejection'])}, "
+        line += (f"; the no-model string baseline rejects {pct(bv['recall'])} and {pct(bv['false_rejection'])}, "
                  f"margin {margin(metrics):+.2f} vs {margin(baseline):+.2f}")
     return line
 
@@ -208,67 +206,3 @@ async def arun_qualify(llm, out: Union[str, Path, None] = None, n: Optional[int]
 def run_qualify(llm, out=None, n: Optional[int] = None, cases=None) -> dict:
     "Sync wrapper of `arun_qualify`."
     return arun(arun_qualify(llm, out, n, cases))
-
-# %% ../../nbs/26_triad.qualify.ipynb #256cf8b8
-def _table(metrics: dict) -> str:
-    "The metrics as a text table: per criterion, then false acceptance per flaw kind and per type."
-    lines = [f"{'criterion':<12} {'cases':>5} {'defects':>7}  {'precision':<16} {'recall':<16} {'false rejection':<16}"]
-    for c in QUALIFY_CRITERIA:
-        m = metrics[c]
-        lines.append(
-            f"{c:<12} {m['cases']:>5} {m['defects']:>7}  {_pct(m['precision']):<16} {_pct(m['recall']):<16}"
-            f" {_pct(m['false_rejection']):<16}"
-        )
-    d = metrics["decision"]
-    lines.append(
-        f"{'false acceptance by flaw':<34} "
-        + "  ".join(f"{f} {_pct(x)} (n={x['n']})" for f, x in d["false_acceptance_by_flaw"].items())
-    )
-    lines.append(
-        f"{'false acceptance by type':<34} "
-        + "  ".join(f"{t} {_pct(x)} (n={x['n']})" for t, x in d["false_acceptance_by_type"].items())
-    )
-    lines.append(
-        f"{'false rejection by type':<34} "
-        + "  ".join(f"{t} {_pct(x)} (n={x['n']})" for t, x in d["false_rejection_by_type"].items())
-    )
-    lines.append(f"{'rejections that were valid (paper: 10-15%)':<34} {_pct(d['wrong_rejection_share'])}")
-    return "\n".join(lines)
-
-class QualifyOptions(BaseModel):
-    "The options of `ragbench qualify`: flags, a `--config FILE`, or keyword arguments of `qualify_command`."
-    model_config = ConfigDict(extra="forbid")
-    judge_llm: str = Field(description="the judge LLM spec to qualify, e.g. gemini:gemini-2.5-flash-lite")
-    out: str = Field(description="output folder: qualify.jsonl (every case), baseline.jsonl, "
-                                 "summary.json (metrics, verdict), cache/")
-    n: Optional[int] = Field(None, description="cases to run (the first N, stratified by kind; default: all 345)")
-    concurrency: int = Field(8, description="LLM requests in flight")
-
-def qualify_judge(spec: str, out, concurrency: int = 8):
-    "The judge LLM of `spec`, its replies cached in `out`/cache; a bad spec raises UserError."
-    from ragbench.llm import LLMConfigError, make_llm
-    from ragbench.triad.run import check_spec
-    try: return make_llm(check_spec(spec), cache_dir=Path(out) / "cache", max_concurrency=concurrency)
-    except LLMConfigError as e: raise UserError(str(e)) from e
-
-def print_qualify(s: dict, out) -> None:
-    "A qualification on stdout: the metrics table, the string baseline's verdict, the cases and calls, the verdict."
-    print(_table(s["metrics"]))
-    print(f"string baseline (no model): {s['baseline']['verdict']}")
-    print(f"{s['cases']} cases ({', '.join(f'{k} {v}' for k, v in s['by_case'].items())}), {s['llm']['calls']} calls "
-          f"({s['llm']['cached']} cached) -> {Path(out) / 'summary.json'}")
-    print(s["verdict"])
-
-# %% ../../nbs/26_triad.qualify.ipynb #3d78e162
-@options_model(QualifyOptions)
-def qualify_command(
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of QualifyOptions (judge_llm, n ...); the flags given override it
-    **options,  # every field of QualifyOptions, one flag each
-) -> int:
-    "Qualify a judge model: TRIAD's checks on questions with known right verdicts, against a no-model string baseline."
-    o = read_options(QualifyOptions, config, options)[0]
-    cases = load_qualify_set(n=o.n)
-    s = run_qualify(qualify_judge(o.judge_llm, o.out, o.concurrency), o.out, cases=cases)
-    print_qualify(s, o.out)
-    return 0

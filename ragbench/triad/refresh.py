@@ -23,8 +23,8 @@ from ..spine import LLMPool
 # %% auto #0
 __all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'refresh_event', 'with_refresh_event', 'arecheck', 'arecheck_variant',
            'replacement_slots', 'areplace', 'refresh_plan', 'estimate_refresh', 'run_version', 'refresh_snapshot',
-           'refresh_card', 'arefresh_run', 'refresh_run', 'read_triad_run', 'run_llm_specs', 'print_refresh',
-           'run_config', 'refresh_estimate', 'refresh_command']
+           'refresh_card', 'arefresh_run', 'refresh_run', 'read_triad_run', 'run_llm_specs', 'run_config',
+           'refresh_estimate', 'triad_refresh']
 
 # %% ../../nbs/27_triad.refresh.ipynb #ef9df931
 def _history_rows(index, ids: Sequence[str]) -> dict:
@@ -362,18 +362,6 @@ def run_llm_specs(m: dict, llm, judge_llm, extract_llm) -> dict:
     return {"generate": gen, "judge": judge_llm or (llm if llm else models.get("judge")) or gen,
             "extract": extract_llm or (llm if llm else models.get("extract")) or gen}
 
-def print_refresh(s: dict, run: Path) -> None:
-    "What the refresh did, on stdout."
-    c = s["card"]
-    d = c["diff"]
-    checked = sum(s["outcomes"].values())     # stale items plus the variants re-checked against new chunks
-    print(f"refreshed {run}: {len(s['stale'])} stale items; {checked} items and variants re-checked, outcomes "
-          f"{json.dumps(s['outcomes'], sort_keys=True)}; "
-          f"replacements {s['replacements']['added']}/{s['replacements']['slots']} ({s['replacements']['seeds_tried']} seeds tried)")
-    print(f"dataset {c['previous_version']} -> {c['version']}: {d['added']} added, {d['revised']} revised, "
-          f"{d['dropped']} dropped, {d['unchanged']} unchanged (card: {run / 'card.json'})")
-    print(f"LLM: {s['llm'].get('calls', 0)} requests sent (+{s['llm'].get('cached', 0)} answered from the cache)")
-
 # %% ../../nbs/27_triad.refresh.ipynb #bb2784d7
 def run_config(out: Path, manifest: dict, **update) -> TriadConfig:
     "The TriadConfig a run's manifest records (with `update`); a manifest that holds none raises UserError."
@@ -386,31 +374,13 @@ def refresh_estimate(out: Path, manifest: dict, index, cfg: TriadConfig) -> dict
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     return estimate_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, (s.get("llm") or {}).get("calls_per_accepted"))
 
-def refresh_command(
-    run: str,  # a TRIAD run directory (made by `ragbench triad`)
-    *,
-    db: str,  # LanceDB folder as it is now (re-indexed with `ragbench index`)
-    table: str = "chunks",  # table name
-    llm: Optional[str] = None,  # generator LLM spec (default: the run's own)
-    judge_llm: Optional[str] = None,  # judge LLM spec (default: --llm, else the run's own)
-    extract_llm: Optional[str] = None,  # relevance-labelling LLM spec (default: --llm, else the run's own)
-    max_calls: Optional[int] = None,  # hard limit on LLM calls for this refresh, across resumes (cache hits are free)
-    max_usd: Optional[float] = None,  # hard limit on cost in USD (where prices are known)
-    estimate: bool = False,  # print what is stale and the calls a refresh is expected to send, then exit (sends none)
-    concurrency: int = 8,  # LLM requests in flight
-) -> int:
-    "Re-check a TRIAD run against a changed corpus: stale items kept, revised or dropped, replacements from new documents."
-    from ragbench.index import open_index, save_index_mapping
-    out = Path(run)
-    m = read_triad_run(out)
-    cfg = run_config(out, m, concurrency=concurrency)
-    specs = run_llm_specs(m, llm, judge_llm, extract_llm)
-    index = open_index(db, table, run_dir=out, save=False)
-    if estimate:
-        print(json.dumps(refresh_estimate(out, m, index, cfg), indent=2))
-        return 0
+def triad_refresh(out: Path, m: dict, o) -> dict:
+    "Refresh the TRIAD run in `out` (manifest `m`) as the options `o` say (db, table, llm, judge_llm, extract_llm, max_calls, max_usd, estimate, concurrency), or only estimate it: `{'estimate': ...}`; the refresh summary."
+    from ragbench.index import open_index
+    cfg = run_config(out, m, concurrency=o.concurrency)
+    specs = run_llm_specs(m, o.llm, o.judge_llm, o.extract_llm)
+    index = open_index(o.db, o.table, run_dir=out, save=False)
+    if o.estimate: return {"estimate": refresh_estimate(out, m, index, cfg)}
     llms = LLMPool(cache_dir=out / "cache", concurrency=cfg.concurrency).by_role(specs)
-    try: s = refresh_run(out, index, llms, cfg, max_calls=max_calls, max_usd=max_usd)
+    try: return refresh_run(out, index, llms, cfg, max_calls=o.max_calls, max_usd=o.max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
-    if "card" in s: print_refresh(s, out)
-    return 0

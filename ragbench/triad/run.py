@@ -15,9 +15,7 @@ from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Tas
 from ..llm import LLMError, LLMParseError, price_for, redact_spec
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
-from pydantic import Field
-from ..spine import (RunOptions, RunResult, RunSpec, by_role, changed, check_spec, comma_items, config_flags, open_run,
-                           options_model, read_config, read_options)
+from ..spine import RunResult, RunSpec, check_spec, read_config
 from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, precheck_passes, seed_names
 from .config import QUESTION_TYPES, SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
 from .contexts import ContextPrefetch, acheck_unanswerable, aclassify_temporal, aextract, unanswerable_variant
@@ -28,8 +26,7 @@ from .write import QAPair, draft_item, generation_prompt
 __all__ = ['LLM_ROLES', 'PACE', 'NEVER_PARSES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed',
            'drafted', 'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates',
            'by_type', 'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
-           'triad_inputs', 'remove_unstarted', 'command_config', 'run_opened', 'plan_targets', 'TriadOptions',
-           'triad_command']
+           'triad_inputs']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
 LLM_ROLES = ("generate", "judge", "extract")
@@ -475,141 +472,3 @@ def triad_inputs(index, cfg: TriadConfig, seeds_file: Optional[str] = None) -> T
     "The run's config once the index is checked (not empty) and the seeds file read against it; bad input raises UserError."
     _check_index(index)
     return cfg.model_copy(update={"seeds": read_seeds_file(seeds_file, index)}) if seeds_file else cfg
-
-# %% ../../nbs/25_triad.run.ipynb #269311bf
-def _print_summary(s: dict, out: Path) -> None:
-    "A short human-readable summary on stdout."
-    llm = s["llm"]
-    tokens = llm["input_tokens"] + llm["output_tokens"]
-    failed = (s.get("tasks") or {}).get("errors", 0)
-    seeds = f"{s['seeds_tried'] + failed} seeds tried" + (f" ({failed} failed)" if failed else "")   # never "0 tried" when all failed
-    if s.get("drafts"):
-        print(f"{s['drafts']}/{s['n_target']} drafts of the rule-based stand-in, none accepted: no model wrote or judged them "
-              f"(+{s['unanswerable_variants']} unanswerable variants), {s['rejected']} rejected; {seeds}, {s['attempts']} attempts")
-    else:
-        print(f"accepted {s['accepted']}/{s['n_target']} questions (+{s['unanswerable_variants']} unanswerable variants), "
-              f"{s['rejected']} rejected; {seeds}, {s['attempts']} attempts")
-    print(f"acceptance: {s['acceptance_rate']} per question, {s['acceptance_rate_per_attempt']} per attempt; "
-          f"failed checks: {s['failed_checks'] or '-'}")
-    if s.get("duplicates"):
-        print(f"{s['duplicates']} question(s) repeated one already written for another seed: not counted (duplicates.jsonl)")
-    print("by type: " + ", ".join(f"{k} {v['accepted']}/{v['accepted'] + v['rejected']}" for k, v in s["by_type"].items()))
-    print(f"LLM: {llm['calls']} requests sent (+{llm['cached']} answered from the cache), {tokens} tokens, "
-          f"cost {llm['cost_usd'] if llm['cost_usd'] is not None else 'unknown'} USD; "
-          + (f"{llm['calls_per_accepted']} calls and {round(tokens / s['accepted'])} tokens per accepted question"
-             if s["accepted"] else "no accepted question yet"))
-    print(f"dataset: {out / 'dataset.jsonl'}  (rejected: {out / 'rejected.jsonl'}, summary: {out / 'summary.json'})")
-
-# %% ../../nbs/25_triad.run.ipynb #c86d457c
-def _print_estimate(est: dict) -> None:
-    "The estimate as JSON on stdout and one line on stderr."
-    print(json.dumps(est, indent=2))
-    t = est["total"]
-    print(f"estimate for {est['n']} accepted questions: ~{t['calls']} LLM calls, ~{t['input_tokens'] + t['output_tokens']} tokens, "
-          f"cost {t['cost_usd'] if t['cost_usd'] is not None else 'unknown (no price for a model)'} USD "
-          f"({est['calls_per_accepted']} calls per accepted question)", file=sys.stderr)
-
-# %% ../../nbs/25_triad.run.ipynb #108ab59f
-def _refuse_mixed_resume(out: Path, index, cfg: TriadConfig, llms: dict) -> None:
-    "A resume whose settings would mix items is refused, naming the option and the run's manifest."
-    if not (out / "manifest.json").exists(): return
-    try: check_resume(RunDir(out), "triad", index_fingerprint(index), TriadMethod(llms, cfg).config())
-    except UserError as e:
-        raise UserError(
-            f"{e} (the run's settings are in {out / 'manifest.json'}; use a new --out directory to start afresh)"
-        ) from None
-
-def _report_stop(s: dict, cfg: TriadConfig) -> int:
-    "Say why the run stopped; the exit status (1: every seed failed)."
-    stop = s["stop_reason"]
-    if stop.startswith(NEVER_PARSES):
-        print(f"ragbench triad: stopped early: {stop}; check the model and its JSON mode (see summary.json)", file=sys.stderr)
-        return 1
-    if s["tasks"]["finished"] == 0 and s["tasks"]["errors"]:
-        print(f"ragbench triad: every seed failed; first error: {s['first_error'] or stop}", file=sys.stderr)
-        return 1
-    if s["tasks"]["errors"] and s["accepted"] < cfg.n and not stop.startswith("budget"):
-        print(f"ragbench triad: {s['tasks']['errors']} seed(s) failed, first error: {s['first_error']}; "
-              "re-run the same command to retry them", file=sys.stderr); return 1
-    if stop.startswith("budget"):
-        print(f"stopped: {stop}; re-run the same command with a larger budget to continue", file=sys.stderr)
-    elif stop == "plan exhausted" and s["accepted"] + s.get("drafts", 0) < cfg.n:
-        print(f"stopped: all {cfg.seed_cap} seeds tried; raise --max-seeds to continue", file=sys.stderr)
-    return 0
-
-# %% ../../nbs/25_triad.run.ipynb #1e519887
-def remove_unstarted(out: Path) -> bool:
-    "Remove a run folder this command created when no task was recorded in it (a refused start); whether it did."
-    import shutil
-    if (out / "tasks.jsonl").exists() and (out / "tasks.jsonl").stat().st_size: return False
-    shutil.rmtree(out, ignore_errors=True)
-    return True
-
-def command_config(config: Optional[str], options: dict) -> tuple[TriadOptions, TriadConfig]:
-    "The command's run flags and TriadConfig: --config (its `n` counts as --n), then --n or --n-from-plan, the run flags changed from their defaults, every other option."
-    o, options = read_options(TriadOptions, None, options)
-    n_in_file = bool(config) and "n" in triad_config(config).model_fields_set     # the file read first: an unknown key is named
-    if (o.n is None and not n_in_file) == (o.n_from_plan is None):
-        raise UserError("give --n N (accepted questions wanted; or n: in --config) or --n-from-plan PLAN.json, one of them")
-    if o.n_from_plan: options = {**options, "n_per_type": plan_targets(o.n_from_plan)}
-    flags = changed(o, ("n", "max_seeds", "types", "binary_share", "seed", "n_chunks", "concurrency"))
-    if "types" in flags: flags["types"] = comma_items(flags["types"])
-    return o, triad_config(config, defaults={"concurrency": o.concurrency}, **flags, **options)
-
-def run_opened(run, fresh: bool, **kw) -> RunResult:
-    "`run_triad` on a run the spine opened; a refused start of a new run leaves no half-made run folder."
-    try: return run_triad(run.index, run.llms, run.inputs, run.out, progress=run.progress, executor=run.executor, **kw)
-    except UserError:
-        if fresh: remove_unstarted(run.out)
-        raise
-
-def plan_targets(path: Union[str, Path]) -> dict[str, int]:
-    "Accepted questions wanted per type from a `ragbench plan --json` file (its `n_needed` per question-type group)."
-    p = Path(path)
-    if not p.exists(): raise UserError(f"{p}: no such plan file (write one with: ragbench plan --d D --json {p})")
-    try: rows = json.loads(p.read_text())
-    except json.JSONDecodeError as e: raise UserError(f"{p}: not JSON ({e.msg}, line {e.lineno})") from None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and "group" in r and "n_needed" in r for r in rows):
-        raise UserError(f"{p}: expected the list of rows `ragbench plan --json` writes (each with 'group' and 'n_needed')")
-    if [r["group"] for r in rows] == ["all"]:
-        return {t: int(rows[0]["n_needed"]) for t in ("comparison", "intersection", "composition")}
-    bad = [r["group"] for r in rows if r["group"] not in QUESTION_TYPES]
-    if bad:
-        raise UserError(f"{p}: group '{bad[0]}' is not a TRIAD question type (plan with --by kind, or without --by)")
-    return {r["group"]: int(r["n_needed"]) for r in rows}
-
-class TriadOptions(RunOptions):
-    "The run flags of `ragbench triad`; its other TriadConfig settings come from --config and one generated flag each."
-    n: Optional[int] = Field(None, description="accepted questions wanted (or --n-from-plan)")
-    n_from_plan: Annotated[Optional[str], {"metavar": "PLAN.json"}] = Field(
-        None, description="a `ragbench plan --json` file: its n " "needed per question type becomes the target per type"
-    )
-    max_seeds: Optional[int] = Field(None, description="seeds tried at most (default 10 x n)")
-    types: str = Field("comparison,intersection,composition", description="question types, comma-separated")
-    binary_share: float = Field(0.5, description="share of yes/no questions (0..1)")
-    judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm)")
-    extract_llm: Optional[str] = Field(None, description="relevance-labelling LLM spec (default: --llm)")
-    seed: int = Field(0, description="random seed")
-    seeds_file: Optional[str] = Field(None, description="file of seed chunk ids, one per line")
-    max_usd: Optional[float] = Field(None, description="hard limit on cost in USD (where prices are known)")
-    estimate: bool = Field(False, description="print expected calls, tokens and cost, then exit")
-    concurrency: int = Field(8, description="LLM requests in flight (1.5 x as many seeds)")
-    n_chunks: int = Field(2, description="chunks per question (2..4)")
-
-@config_flags(TriadConfig, skip=("seeds",))
-@options_model(TriadOptions)
-def triad_command(
-    *,
-    config: Optional[str] = None,  # YAML/JSON file of TriadConfig settings (the flags given override it)
-    **options,  # the fields of TriadOptions and every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds ...
-) -> int:
-    "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
-    o, cfg = command_config(config, options)
-    spec = o.spec(by_role(o.llm, judge=o.judge_llm, extract=o.extract_llm), max_usd=o.max_usd, concurrency=cfg.concurrency)
-    fresh = not Path(o.out).exists()
-    run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, o.seeds_file), in_flight=cfg.in_flight, write=not o.estimate)
-    if o.estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models)) or 0
-    _refuse_mixed_resume(run.out, run.index, run.inputs, run.llms)
-    result = run_opened(run, fresh, max_calls=o.max_calls, max_usd=o.max_usd)
-    _print_summary(result.summary, run.out)
-    return _report_stop(result.summary, run.inputs)

@@ -130,22 +130,40 @@ def command_lines() -> dict:
 
 CONFIGS = {"triad": "ragbench.triad.config:TriadConfig", "dora": "ragbench.dora.run:DoraConfig",
            "check": "ragbench.triad.checks:CheckConfig",
-           "index": "ragbench.spine:IndexOptions", "evaluate": "ragbench.eval.run:EvaluateOptions",   # options models (issue 18)
-           "compare": "ragbench.eval.paired:CompareOptions", "search": "ragbench.spine:SearchOptions",
-           "run": "ragbench.papermill:RunNotebookOptions", "demo": "ragbench.demo:DemoOptions",
-           "report": "ragbench.report.html:ReportOptions", "static": "ragbench.benchmarks:StaticOptions",
-           "refresh": "ragbench.dora.refresh:RefreshOptions", "qualify": "ragbench.triad.qualify:QualifyOptions",
-           "export-ragas": "ragbench.eval.export:ExportRagasOptions", "plan": "ragbench.eval.paired:PlanOptions",
-           "validity": "ragbench.eval.validity:ValidityOptions"}
+           # options models (issue 18), in ragbench.commands since issue 38 (the old home after `|`, for an older tree)
+           "index": "ragbench.commands.index:IndexOptions|ragbench.spine", "search": "ragbench.commands.index:SearchOptions|ragbench.spine",
+           "evaluate": "ragbench.commands.evaluate:EvaluateOptions|ragbench.eval.run",
+           "compare": "ragbench.commands.compare:CompareOptions|ragbench.eval.paired",
+           "plan": "ragbench.commands.compare:PlanOptions|ragbench.eval.paired",
+           "run": "ragbench.commands.run:RunNotebookOptions|ragbench.papermill", "demo": "ragbench.commands.demo:DemoOptions|ragbench.demo",
+           "report": "ragbench.commands.report:ReportOptions|ragbench.report.html",
+           "static": "ragbench.commands.static:StaticOptions|ragbench.benchmarks",
+           "refresh": "ragbench.commands.refresh:RefreshOptions|ragbench.dora.refresh",
+           "qualify": "ragbench.commands.triad:QualifyOptions|ragbench.triad.qualify",
+           "export-ragas": "ragbench.commands.export:ExportRagasOptions|ragbench.eval.export",
+           "validity": "ragbench.commands.validity:ValidityOptions|ragbench.eval.validity"}
+
+def _command_parser():
+    "The flag generator: `ragbench.commands.options` (issue 38), `ragbench.cli` in an older tree."
+    try: from ragbench.commands.options import command_parser
+    except ImportError: from ragbench.cli import command_parser
+    return command_parser
+
+def _model(target: str):
+    "The class a CONFIGS target names (`module:Class|older_module`: the first module that has it)."
+    import importlib
+    mods, cls = target.split(":")[0], target.split(":")[1].split("|")[0]
+    for mod in [mods] + target.split("|")[1:]:
+        try: return getattr(importlib.import_module(mod), cls)
+        except (ImportError, AttributeError): continue
+    raise AttributeError(cls)
 
 def cli_settable() -> dict:
     "Per command with a config model: (fields with a flag of their own, all fields, whether it takes --config FILE)."
-    import importlib
-    from ragbench.cli import command_parser, resolve_command
-    out = {}
+    from ragbench.cli import resolve_command
+    command_parser, out = _command_parser(), {}
     for cmd, target in CONFIGS.items():
-        mod, cls = target.split(":")
-        try: fields, acts = set(getattr(importlib.import_module(mod), cls).model_fields), command_parser(resolve_command(cmd))._actions
+        try: fields, acts = set(_model(target).model_fields), command_parser(resolve_command(cmd))._actions
         except (ImportError, AttributeError, KeyError): continue     # (an older tree, run with --house on its checkout)
         dests, flags = {a.dest for a in acts}, {f for a in acts for f in a.option_strings}
         out[cmd] = (len(fields & dests), len(fields), "--config" in flags)
@@ -153,7 +171,8 @@ def cli_settable() -> dict:
 
 def commands_with_config() -> list[str]:
     "The subcommands that take `--config FILE` (their options, or their method's config, from a YAML/JSON file)."
-    from ragbench.cli import COMMANDS, command_parser, resolve_command
+    from ragbench.cli import COMMANDS, resolve_command
+    command_parser = _command_parser()
     return [c for c in COMMANDS if "--config" in {f for a in command_parser(resolve_command(c))._actions for f in a.option_strings}
             or c == "pipeline"]                                   # pipeline's positional is its config file
 

@@ -61,7 +61,8 @@ EVAL_FLAG = {"default_llm": "llm", "progress": "quiet"}                         
 
 def settable() -> dict:
     "Per config: fields set by a flag, and by a flag or --config FILE, of all its fields."
-    from ragbench.cli import command_parser, resolve_command
+    from ragbench.cli import resolve_command
+    from ragbench.commands.options import command_parser
     from ragbench.triad.config import TriadConfig
     from ragbench.dora.run import DoraConfig
     res = {}

@@ -183,8 +183,8 @@ def test_triad_and_evaluate_on_ray_give_the_one_process_results(cluster, tmp_pat
     """The triad and evaluate commands (called in this process, already joined to the cluster) with `ray`: the
     one-process dataset and the one-process scores (fake server)."""
     from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
-    from ragbench.eval.run import evaluate_command
-    from ragbench.triad.run import triad_command
+    from ragbench.commands.evaluate import evaluate_command
+    from ragbench.commands.triad import triad_command
     monkeypatch.delenv("RAGBENCH_RAY_ADDRESS", raising=False)
     ChunkIndex.build(tmp_path / "db", chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
     with FakeLLMServer() as srv:
