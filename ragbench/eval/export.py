@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import Dataset, QAItem, RecordError, UserError, atomic_write
-from .run import EvalError, read_scores
+from .scores import EvalError, read_scores
 from .setups import NOT_APPLICABLE, chunks_in_index
 from ..spine import options_model, read_options
 from ..stats import MODES

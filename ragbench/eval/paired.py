@@ -10,7 +10,7 @@ from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import UserError, atomic_write, read_config_file
-from .run import EvalError, read_scores
+from .scores import EvalError, read_scores
 from .compare import compare_command as ranking_command, configured_order
 from ..spine import options_model, read_options
 from ..stats import HEADLINE_METRICS, decide, n_for_power, order_metrics, paired_test, simulated_power, split_metric

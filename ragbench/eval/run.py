@@ -9,42 +9,26 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Annotated, Any, Callable, Collection, Optional, Sequence, Union
 import numpy as np
-from ..core import Dataset, QAItem, RunDir, RunLock, UserError, short_hash, read_jsonl
+from ..core import Dataset, QAItem, RunDir, UserError, read_jsonl
 from .metrics import DEFAULT_KS, retrieval_metrics, answer_metrics, bertscore_recall
-from .metrics import relevant_retrieval_metrics, semantic_similarity, answer_correctness, bertscore_info, model_name
+from .metrics import relevant_retrieval_metrics, semantic_similarity, answer_correctness, bertscore_info
 from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
-from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupError, SetupContext, load_setups, check_setups, build_context,
-                                  agenerate_answer, read_answers, external_context, setups_file_option, unanswerable_kind,
+from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupContext, load_setups, build_context,
+                                  agenerate_answer, external_context, setups_file_option, unanswerable_kind,
                                   listed_top_k)
 from pydantic import BaseModel, ConfigDict, Field
 from ..spine import RAY_HELP, LLMPool, RunResult, choose_executor, options_model, read_options
 from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
-from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks, MAPPINGS
-from ..stats import HEADLINE_METRICS, MODES, mean_table, metric_key, order_metrics, proportion_ci
+from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks
+from ..stats import HEADLINE_METRICS, order_metrics, proportion_ci
+from .scores import EvalError, metric_names, row_key, latest_rows, summarize, read_scores
+from .inputs import read_inputs, items_without_gold, index_key, check_gold_in_index, with_columns, with_table
 
 # %% auto #0
-__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'GOLD_WARN_SHARE',
-           'EvalError', 'metric_names', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'row_key',
-           'latest_rows', 'summarize', 'judge_consistency', 'judge_noise', 'read_scores', 'load_scores',
-           'summary_frame', 'dataset_fingerprint', 'scored_dataset_version', 'open_index', 'with_columns',
-           'items_without_gold', 'eval_folder', 'newest_eval', 'index_key', 'gold_share', 'check_gold_in_index',
-           'with_table', 'score_tasks', 'score_plan', 'evaluate', 'estimate_evaluation', 'format_summary',
-           'metric_notes', 'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures',
-           'EvaluateOptions', 'evaluate_command', 'cutoffs', 'evaluate_options']
-
-# %% ../../nbs/40_eval.run.ipynb #5d8919e2
-class EvalError(UserError):
-    "Bad input to an evaluation (empty dataset, unknown setup, incompatible run directory...)."
-
-DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "unanswerable_kind", "retrieval_hit")
-ANSWER_METRICS = ("exact_match", "token_f1", "token_recall", "rouge_l_recall", "bertscore_recall", "length_ratio", "yes_no_correct")
-# RAGAS's graded correctness and its similarity part
-CORRECTNESS_METRICS = ("answer_correctness", "semantic_similarity")
-
-def metric_names(ks: Sequence[int] = DEFAULT_KS) -> list[str]:
-    "Every metric a row carries, in a stable order."
-    return (list(retrieval_metrics([], [], top_k=1, ks=ks)) + list(relevant_retrieval_metrics([], [], top_k=1, ks=ks))
-            + list(ANSWER_METRICS) + [m for j in JUDGES for m in JUDGE_METRICS[j]] + list(CORRECTNESS_METRICS))
+__all__ = ['RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'expects_abstention', 'relevant_chunk_ids', 'score_batch', 'judge_consistency',
+           'judge_noise', 'score_plan', 'evaluate', 'estimate_evaluation', 'format_summary', 'metric_notes',
+           'answers_setup', 'comma_list', 'mapping_note', 'report_inputs', 'report_failures', 'EvaluateOptions',
+           'evaluate_command', 'cutoffs', 'evaluate_options']
 
 # %% ../../nbs/40_eval.run.ipynb #c565fb5c
 def expects_abstention(item: QAItem, mode: str) -> bool:
@@ -238,79 +222,6 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
         if mp is not None: r.update(context_mapping=mapping_counts(mp["contexts"]), contexts_mapped=mp["contexts"])
     return rows
 
-# %% ../../nbs/40_eval.run.ipynb #62d2ff7c
-def row_key(r: dict) -> tuple: return (r["item_id"], r["setup"], r["mode"])
-
-def latest_rows(rows) -> list[dict]:
-    "The latest row of each item × setup × mode, in first-seen order."
-    out: dict = {}
-    for r in rows: out[row_key(r)] = r
-    return list(out.values())
-
-# %% ../../nbs/40_eval.run.ipynb #fc3f88cc
-def _dim_value(v) -> Optional[str]:
-    "A breakdown value as a JSON key ('true'/'false' for booleans); None is left out."
-    if v is None: return None
-    if isinstance(v, bool): return "true" if v else "false"
-    return str(v)
-
-def _stats(rows: list[dict], names: list[str], n_boot: int, seed: int) -> dict:
-    "{metric key: ci} over rows (possibly of several modes), one bootstrap draw shared by all metrics."
-    by_mode = defaultdict(list)
-    for r in rows: by_mode[r["mode"]].append(r)
-    out = {}
-    for mode in [m for m in MODES if m in by_mode] + sorted(set(by_mode) - set(MODES)):
-        rs = by_mode[mode]
-        x = np.array([[np.nan if r["metrics"].get(n) is None else float(r["metrics"][n]) for n in names] for r in rs], dtype=float)
-        for n, ci in zip(names, mean_table(x)):
-            if ci["n"] or mode == "retrieved": out[metric_key(mode, n)] = ci
-    return out
-
-# %% ../../nbs/40_eval.run.ipynb #8fec590d
-def _applicable(r: dict) -> bool: return not (r.get("skipped") or "").startswith(NOT_APPLICABLE)
-
-def _counts(rs: list[dict]) -> dict:
-    "Judge failures, row errors, not-applicable and skipped rows of one setup's rows."
-    return {"judge_failures": dict(Counter(f for r in rs for f in r.get("judge_failures") or [])),
-            "errors": sum(bool(r.get("error")) for r in rs),
-            "context_mapping": {h: sum(r["context_mapping"].get(h, 0) for r in rs if r.get("context_mapping")) for h in MAPPINGS}
-                               if any(r.get("context_mapping") for r in rs) else {},
-            "not_applicable": dict(Counter(f"{r['mode']}: {r['skipped'][len(NOT_APPLICABLE):]}" for r in rs if not _applicable(r))),
-            "skipped": dict(Counter(f"{r['mode']}: {r['skipped']}" for r in rs if r.get("skipped") and _applicable(r)))}
-
-def _breakdowns(out: dict, s: str, rs: list[dict], names, dimensions, n_boot, seed) -> None:
-    "Add setup `s`'s stats per value of each dimension to out['breakdowns']."
-    for d in dimensions:
-        groups = defaultdict(list)
-        for r in rs:
-            v = _dim_value(r.get(d))
-            if v is not None: groups[v].append(r)
-        for v, g in sorted(groups.items()): out["breakdowns"][d].setdefault(v, {})[s] = _stats(g, names, n_boot, seed)
-
-# %% ../../nbs/40_eval.run.ipynb #a3a2196d
-def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None, n_boot: int = 1000, seed: int = 0,
-              dimensions: Sequence[str] = DIMENSIONS) -> dict:
-    "summary.json content from scores rows: per-setup and per-breakdown bootstrap means, failures, precision ceilings."
-    rows = latest_rows(rows)
-    order = list(setups or []) + sorted({r["setup"] for r in rows} - set(setups or []))
-    names = list(dict.fromkeys(n for r in rows for n in r["metrics"]))
-    by_setup = defaultdict(list)
-    for r in rows: by_setup[r["setup"]].append(r)
-    out = {"n_rows": len(rows), "n_items": len({r["item_id"] for r in rows}),
-           "modes": sorted({r["mode"] for r in rows}, key=lambda m: MODES.index(m) if m in MODES else 99),
-           "setups": {}, "breakdowns": {d: {} for d in dimensions}, "precision_ceiling": {},
-           "judge_failures": {}, "errors": {}, "context_mapping": {}, "not_applicable": {}, "skipped": {}}
-    for s in order:
-        rs = by_setup.get(s, [])
-        if not rs: continue
-        scored = [r for r in rs if _applicable(r)]
-        out["setups"][s] = st = _stats(scored, names, n_boot, seed)
-        out["precision_ceiling"][s] = {k.replace("precision_ceiling@", "precision@"): v["mean"] for k, v in st.items()
-                                       if k.startswith("precision_ceiling@")}
-        for k, v in _counts(rs).items(): out[k][s] = v
-        _breakdowns(out, s, scored, names, dimensions, n_boot, seed)
-    return out
-
 # %% ../../nbs/40_eval.run.ipynb #rep-fn01
 _REPEATS_FILE = "judge_repeats.jsonl"
 _REPEAT_SAMPLE = 20    # items whose rows the judges re-ask, unless told otherwise
@@ -375,217 +286,6 @@ def _consistency(records: list, repeats: int, sample: Sequence[str]) -> Optional
             "rows": len(_latest_repeats(records)), "flip": "the K+1 verdicts of a row (item x setup x mode) are not all the same",
             "interval": "95% Wilson", "metrics": judge_consistency(records)}
 
-# %% ../../nbs/40_eval.run.ipynb #170a0ebf
-def read_scores(eval_dir: Union[str, Path]) -> list[dict]:
-    "The latest rows of DIR/scores.jsonl (EvalError if there is none)."
-    p = Path(eval_dir) / "scores.jsonl"
-    if not p.exists(): raise EvalError(f"{eval_dir}: no scores.jsonl (not an evaluation folder?)")
-    return latest_rows(read_jsonl(p))
-
-def load_scores(eval_dir: Union[str, Path]):
-    "The scores of an evaluation folder as a pandas DataFrame: one row per item × setup × mode, one column per metric."
-    import pandas as pd
-    rows = read_scores(eval_dir)
-    flat = [{**{k: v for k, v in r.items() if k != "metrics"}, **r["metrics"]} for r in rows]
-    metrics = order_metrics({m for r in rows for m in r["metrics"]})
-    front = [c for c in ("item_id", "setup", "mode", "kind", "style", "question", "answer") if any(c in f for f in flat)]
-    rest = [c for c in dict.fromkeys(k for f in flat for k in f) if c not in front and c not in metrics]
-    return pd.DataFrame(flat, columns=front + metrics + rest)
-
-# %% ../../nbs/40_eval.run.ipynb #6b079178
-def summary_frame(summary: dict, metrics: Union[Sequence[str], str, None] = None, wide: bool = True):
-    "Means as a DataFrame: setups × metrics (`wide`) or one row per setup and metric with lo, hi, n, n_na; metrics: the headline ones, 'all' or a list."
-    import pandas as pd
-    per = summary.get("setups") or {}
-    have = order_metrics({m for st in per.values() for m, v in st.items() if v.get("n")})
-    names = (have if metrics == "all" else [m for m in HEADLINE_METRICS if m in have]) if metrics in (None, "all") else list(metrics)
-    long = [{"setup": s, "metric": m, **{k: (per[s].get(m) or {}).get(k) for k in ("mean", "lo", "hi", "n", "n_na")}}
-            for s in per for m in names]
-    df = pd.DataFrame(long, columns=["setup", "metric", "mean", "lo", "hi", "n", "n_na"])
-    if not wide: return df
-    return df.pivot(index="setup", columns="metric", values="mean").reindex(index=list(per), columns=names)
-
-# %% ../../nbs/40_eval.run.ipynb #fe38a55d
-def dataset_fingerprint(ds: Dataset) -> str:
-    "A fingerprint of what scoring depends on: ids, questions, answers and gold ids."
-    return short_hash(*[f"{it.id}\x1e{it.question}\x1e{it.answer}\x1e{','.join(it.gold_chunk_ids)}\x1e{it.answerable}"
-                        for it in ds], n=16)
-
-def scored_dataset_version(dataset, ds: Dataset) -> str:
-    "The version of the dataset an evaluation scores: its run's `dataset_version` (set by `ragbench refresh`), else computed from its items and corpus fingerprint."
-    from ragbench.core import dataset_version
-    m = {}
-    if not isinstance(dataset, Dataset) and dataset is not None:
-        p = Path(dataset)
-        p = (p if p.is_dir() else p.parent) / "manifest.json"
-        try: m = json.loads(p.read_text()) if p.exists() else {}
-        except (OSError, ValueError): m = {}
-    if m.get("dataset_version"): return m["dataset_version"]
-    return dataset_version(ds.items, m.get("refreshed_corpus_fingerprint") or m.get("corpus_fingerprint") or "")
-
-def open_index(setup: Setup):
-    "The setup's ChunkIndex (LanceDB folder `setup.db`, table `setup.table`, optional embedder and columns)."
-    from ragbench import index
-    return index.open_index(
-        setup.db, setup.table, embedder=setup.embedder, columns=setup.columns or (), fts=setup.retrieval != "dense"
-    )
-
-def with_columns(setups: Sequence[Setup], column: Sequence[str], out) -> list:
-    "Setups reading an index without `columns` of their own get --column's mapping, or on resume the one recorded for them."
-    from ragbench.index import parse_columns
-    cols, p = parse_columns(column), Path(out) / "manifest.json"
-    recorded = (json.loads(p.read_text()).get("setups") or {}) if p.exists() else {}
-    return [s if s.external or s.columns else s.model_copy(update={"columns": cols or (recorded.get(s.name) or {}).get("columns")})
-            for s in setups]
-
-# %% ../../nbs/40_eval.run.ipynb #274a3a31
-def _read_dataset(dataset) -> Dataset:
-    "The dataset to evaluate: non-empty, unique ids."
-    if isinstance(dataset, Dataset): ds = dataset
-    elif not Path(dataset).exists(): raise EvalError(f"dataset file not found: {dataset}")
-    else: ds = Dataset.read(dataset)
-    if len(ds) == 0:
-        raise EvalError(
-            f"the dataset {'' if isinstance(dataset, Dataset) else str(dataset) + ' '}is empty: nothing to evaluate"
-        )
-    dup = [i for i, c in Counter(it.id for it in ds).items() if c > 1]
-    if dup: raise EvalError(f"duplicate item id '{dup[0]}' in the dataset")
-    return ds
-
-def _validate(setups, modes, judges) -> list[Setup]:
-    "The setups to evaluate (loaded from a file if a path); raise on an unknown mode or judge."
-    setups = load_setups(setups) if isinstance(setups, (str, Path)) else list(setups)
-    if not setups: raise EvalError("no setups to evaluate")
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise EvalError(f"unknown mode {bad[0] if bad else '(none)'!r}; choose from {', '.join(MODES)}")
-    bad = [j for j in judges if j not in JUDGES]
-    if bad: raise EvalError(f"unknown judge {bad[0]!r}; choose from {', '.join(JUDGES)}")
-    return setups
-
-# %% ../../nbs/40_eval.run.ipynb #8c2d198b
-def _read_external(setups: Sequence[Setup], ds: Dataset) -> tuple[dict, dict]:
-    "({setup: answers}, {setup: unknown ids}) of the user's answers files; a file matching no item is an error."
-    ids, external, unknown = {it.id for it in ds}, {}, {}
-    for s in setups:
-        if not s.external: continue
-        external[s.name], unknown[s.name] = read_answers(s.answers, ids)
-        if not external[s.name]:
-            what = (
-                f"none of its {len(unknown[s.name])} item ids is in the dataset (e.g. {', '.join(unknown[s.name][:3])})"
-                if unknown[s.name]
-                else "no answers"
-            )
-            raise EvalError(f"setup '{s.name}': answers file {s.answers}: {what}; is it the answers file of another dataset?")
-    return external, unknown
-
-# %% ../../nbs/40_eval.run.ipynb #9a854b4d
-def _item_lines(dataset, ds: Dataset) -> dict[str, str]:
-    "Where each item is: 'FILE:LINE' of a JSONL dataset, 'FILE:row N' of a Parquet one, 'item N' of an in-memory one."
-    if isinstance(dataset, Dataset): return {it.id: f"item {i}" for i, it in enumerate(ds, 1)}
-    p = Path(dataset)
-    if p.suffix == ".parquet": return {it.id: f"{p}:row {i}" for i, it in enumerate(ds, 1)}
-    out = {}
-    with open(p, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try: out[json.loads(line)["id"]] = f"{p}:{n}"
-            except Exception: pass
-    return out
-
-def items_without_gold(dataset, ds: Dataset) -> dict:
-    "Answerable items with no gold chunk ids (no retrieval scores): their count, ids and lines."
-    where = _item_lines(dataset, ds)
-    bad = [it.id for it in ds if it.answerable and not it.gold_chunk_ids]
-    return {"n": len(bad), "ids": bad, "lines": [where.get(i, i) for i in bad]}
-
-# %% ../../nbs/40_eval.run.ipynb #09fa5bdf
-def _recorded(s: Setup) -> dict:
-    "A setup as the manifest records it (LLM spec redacted)."
-    from ragbench.llm import redact_spec
-    d = {**s.model_dump(), "llm": s.llm and redact_spec(s.llm)}
-    # old runs stay resumable
-    d = {k: v for k, v in d.items() if k not in _SYSTEM_FIELDS or v != Setup.model_fields[k].default}
-    if s.function is not None: d["function"] = function_name(s.function)
-    if s.endpoint is not None: d["endpoint"] = redact_spec(s.endpoint)
-    return d
-
-_SYSTEM_FIELDS = ("endpoint", "function", "headers", "answer_path", "contexts_path", "timeout", "concurrency", "rpm", "retries", "map_threshold")
-
-def _check_out(out: Path, ds: Dataset, setups: Sequence[Setup]) -> None:
-    "Refuse an --out that is a file, or that holds another dataset or another definition of a setup name."
-    if out.exists() and not out.is_dir(): raise EvalError(f"--out {out} exists and is not a folder")
-    if not (out / "manifest.json").exists(): return
-    m = json.loads((out / "manifest.json").read_text())
-    if m.get("dataset_fingerprint") not in (None, dataset_fingerprint(ds)):
-        raise EvalError(f"{out} holds an evaluation of another dataset; use a new --out folder")
-    for s in setups:
-        old = (m.get("setups") or {}).get(s.name)
-        if old is not None and old != _recorded(s):
-            raise EvalError(f"{out}: setup '{s.name}' was evaluated there with another definition; rename it or use a new --out folder")
-
-# %% ../../nbs/40_eval.run.ipynb #d45a6efc
-def eval_folder(parent: Union[str, Path], dataset: Union[Dataset, str, Path]) -> Path:
-    "The evaluation folder of this version of `dataset` under `parent`: PARENT/dataset-FINGERPRINT (another version, e.g. after a review, gets its own)."
-    return Path(parent) / f"dataset-{dataset_fingerprint(_read_dataset(dataset))}"
-
-def newest_eval(parent: Union[str, Path]) -> Path:
-    "PARENT when it holds an evaluation itself, else its `dataset-*` folder whose summary.json was written last (PARENT if none)."
-    parent = Path(parent)
-    if (parent / "summary.json").exists() or not parent.is_dir(): return parent
-    done = [d for d in parent.glob("dataset-*") if (d / "summary.json").is_file()]
-    return max(done, key=lambda d: (d / "summary.json").stat().st_mtime_ns) if done else parent
-
-# %% ../../nbs/40_eval.run.ipynb #ad746e56
-def _open_indexes(setups: Sequence[Setup], index_factory: Optional[Callable]) -> dict:
-    "{index key: index} of every setup that reads an index (opened before anything is written)."
-    indexes = {}
-    for s in setups:
-        if (not s.external or s.db) and index_key(s) not in indexes:
-            indexes[index_key(s)] = (index_factory or open_index)(s)
-    return indexes
-
-def index_key(s: Setup) -> tuple: return (s.db, s.table, s.embedder, json.dumps(s.columns, sort_keys=True))
-
-# %% ../../nbs/40_eval.run.ipynb #goldidx1
-GOLD_WARN_SHARE = 0.5   # below this share of the dataset's gold ids in a setup's index, evaluate warns
-
-def gold_share(ds: Dataset, index) -> tuple[int, int, list[str]]:
-    "(found, total, a few missing) of the dataset's gold chunk ids in `index` (total 0: nothing to check)."
-    gold = sorted({g for it in ds if it.answerable for g in it.gold_chunk_ids})
-    if not gold or not hasattr(index, "present_ids"): return 0, 0, []
-    found = index.present_ids(gold)
-    return len(found), len(gold), [g for g in gold if g not in found][:3]
-
-def check_gold_in_index(ds: Dataset, setups: Sequence[Setup], indexes: dict) -> None:
-    "Refuse an index holding none of the dataset's gold chunk ids (every recall would be 0.0); warn below GOLD_WARN_SHARE."
-    for key, index in indexes.items():
-        found, total, missing = gold_share(ds, index)
-        if not total or found >= GOLD_WARN_SHARE * total: continue
-        names = ", ".join(s.name for s in setups if index_key(s) == key)
-        where = f"table '{key[1]}' of {key[0]}"
-        msg = (f"{found} of the dataset's {total} gold chunk ids are in {where} (setups: {names}; missing e.g. "
-               f"{', '.join(missing)}): is it the index the dataset was made from?")
-        if not found: raise EvalError(msg + " Every retrieval score would be 0.0; pass the right --db / --table")
-        _say(msg + " Retrieval scores count the missing ones as misses")
-
-def with_table(setups: Sequence[Setup], table: Optional[str]) -> list:
-    "Setups reading the default table 'chunks' read `table` (--table) instead."
-    if not table: return list(setups)
-    return [s.model_copy(update={"table": table}) if s.table == "chunks" else s for s in setups]
-
-
-# %% ../../nbs/40_eval.run.ipynb #c22f0d00
-def _manifest(run: RunDir, dataset, ds: Dataset, setups, modes, judges, judge, unknown, max_calls) -> None:
-    "Record what this evaluation is (specs redacted)."
-    m = run.manifest()
-    run.write_manifest(kind="evaluation", dataset=None if isinstance(dataset, Dataset) else str(dataset),
-                       dataset_fingerprint=dataset_fingerprint(ds), n_items=len(ds),
-                       dataset_version=scored_dataset_version(dataset, ds),
-                       setups={**(m.get("setups") or {}), **{s.name: _recorded(s) for s in setups}},
-                       modes=sorted(set(m.get("modes") or []) | set(modes)), judges=list(judges),
-                       judge_llm=getattr(judge, "spec", None) if judge is not None else None,
-                       unknown_answer_ids=unknown, max_calls=max_calls)
-
 # %% ../../nbs/40_eval.run.ipynb #796544d6
 def _todo(ds: Dataset, s: Setup, mode: str, done: set, external: dict) -> list[QAItem]:
     "The items of one setup and mode still to score (for the user's answers: those it answered)."
@@ -597,14 +297,14 @@ def _progress_bar(total: int, enabled: bool):
     return tqdm(total=total, unit="row", desc="evaluate", disable=not enabled or total == 0, file=sys.stderr)
 
 # %% ../../nbs/40_eval.run.ipynb #6337867b
-def score_tasks(plan: list, batch_size: int) -> tuple[list[Task], list[tuple]]:
+def _score_tasks(plan: list, batch_size: int) -> tuple[list[Task], list[tuple]]:
     "The runner's tasks for a (setup, mode, items) plan, one per batch of `batch_size` items in plan order, and the batches."
     batches = [(s, mode, items[b:b + batch_size]) for s, mode, items in plan for b in range(0, len(items), batch_size)]
     return [Task(id=f"score-{i}", position=i) for i in range(len(batches))], batches
 
 async def score_plan(plan: list, tr: TaskRun, score: Callable, batch_size: int, bar) -> tuple[int, Optional[str]]:
     "Score the plan's batches as tasks of the runner (this process or a Ray cluster), appending rows as each finishes: (new rows, stop reason or None)."
-    tasks, batches, run = *score_tasks(plan, batch_size), RunDir(tr.path)
+    tasks, batches, run = *_score_tasks(plan, batch_size), RunDir(tr.path)
     async def work(t: Task) -> TaskResult:
         s, mode, items = batches[t.position]
         # a spent budget stops the run: the running batches finish and are kept, this one is redone
@@ -641,16 +341,12 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
              judge_repeat_sample: int = _REPEAT_SAMPLE) -> RunResult:
     "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary (`similarity_model`: embedder of RAGAS answer correctness, None: off; `judge_repeats`: re-asks of the judges on `judge_repeat_sample` items, DIR/judge_repeats.jsonl)."
     from ragbench.llm import arun, task_usage
-    ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
     if judge_repeats < 0 or judge_repeat_sample < 1:
         raise EvalError(f"judge_repeats must be >= 0 and judge_repeat_sample >= 1, got {judge_repeats} and {judge_repeat_sample}")
-    similarity = _similarity_embedder(similarity_model)
-    if index_factory is None: setups = check_setups(setups, db)
-    external, unknown = _read_external(setups, ds)
-    out = Path(out_dir)
-    _check_out(out, ds, setups)
-    indexes = _open_indexes(setups, index_factory)
+    inp = read_inputs(dataset, setups, out_dir, db=db, modes=modes, judges=judges, index_factory=index_factory)
+    ds, setups, external, unknown, indexes, out = inp.ds, inp.setups, inp.external, inp.unknown, inp.indexes, Path(out_dir)
     check_gold_in_index(ds, setups, indexes)
+    similarity = _similarity_embedder(similarity_model)
     if llm_factory is None:               # check every LLM spec before writing anything
         for spec in {s.llm or default_llm for s in setups if not s.external and not s.calls_system} | ({judge_llm} if isinstance(judge_llm, str) else set()):
             if spec is not None: LLMPool().get(spec)
@@ -660,7 +356,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         llms = LLMPool(out / "cache", factory=llm_factory)
         llms.attach(meter)
         judge = llms.get(judge_llm) if isinstance(judge_llm, str) else llms.attach(meter, judge_llm)
-        _manifest(run, dataset, ds, setups, modes, judges, judge, unknown, max_calls)
+        inp.record(run, modes, judges, judge, max_calls)
         repeat_ids = set(_repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
         recs = _latest_repeats(run.read(_REPEATS_FILE))
         done = {row_key(r) for r in latest_rows(run.read("scores.jsonl"))
@@ -732,11 +428,9 @@ def estimate_evaluation(dataset, setups, out_dir, *, db=None, modes: Sequence[st
                         default_llm: Optional[str] = None, index_factory: Optional[Callable] = None, judges: Sequence[str] = JUDGES,
                         seed: int = 0, judge_repeats: int = 0, judge_repeat_sample: int = _REPEAT_SAMPLE) -> dict:
     "The LLM calls `evaluate` with these arguments is expected to send (at most), per kind and judge; sends and writes nothing."
-    ds, setups, out = _read_dataset(dataset), _validate(setups, modes, judges), Path(out_dir)
-    if index_factory is None: setups = check_setups(setups, db)
-    external, _ = _read_external(setups, ds)
-    _check_out(out, ds, setups)
-    indexes, judging = _open_indexes(setups, index_factory), judge_llm is not None and bool(judges)
+    inp = read_inputs(dataset, setups, out_dir, db=db, modes=modes, judges=judges, index_factory=index_factory)
+    ds, setups, external, indexes, out = inp.ds, inp.setups, inp.external, inp.indexes, Path(out_dir)
+    judging = judge_llm is not None and bool(judges)
     repeat_ids = set(_repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judging else set()
     done = {row_key(r): r for r in (read_scores(out) if (out / "scores.jsonl").exists() else []) if not r.get("error")}
     recs = _latest_repeats(read_jsonl(out / _REPEATS_FILE)) if (out / _REPEATS_FILE).exists() else {}
