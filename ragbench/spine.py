@@ -16,9 +16,10 @@ from .index import (SEARCH_MODES, VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex,
                             changes_line, open_index, save_index_mapping)
 from .llm import BACKENDS, LLMError, check_llms, make_llm, redact, redact_spec
 from .scale.cluster import ray_address
+from .gen.base import TaskRun
 
 # %% auto #0
-__all__ = ['RAY_HELP', 'RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'record_index_db',
+__all__ = ['RAY_HELP', 'RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'task_run', 'Run', 'open_run',
            'RunResult', 'comma_items', 'field_argument', 'config_flags', 'read_config', 'options_model', 'read_options',
            'RunOptions', 'changed', 'build_index', 'print_index_summary', 'IndexOptions', 'index_command',
            'search_queries', 'hit_json', 'print_hits', 'print_search', 'SearchOptions', 'search_command', 'doctor_llm',
@@ -59,10 +60,10 @@ def check_spec(spec: str) -> str:
     return spec
 
 class LLMPool:
-    "The LLMs of a run: one client per distinct spec, one cache folder, and (once attached) one call meter for all."
+    "The LLMs of a run: one client per distinct spec, one cache folder; the run's meter counts their calls (`TaskRun.open_meter`)."
     def __init__(self, cache_dir=None, concurrency: Optional[int] = None, factory: Optional[Callable] = None,
                  timeout: Optional[float] = None):
-        self.cache_dir, self.concurrency, self.factory, self.meter, self.made = cache_dir, concurrency, factory, None, {}
+        self.cache_dir, self.concurrency, self.factory, self.made = cache_dir, concurrency, factory, {}
         self.timeout = timeout                         # seconds per request, for the backends that talk to a server
 
     def _make(self, spec: str):
@@ -76,23 +77,12 @@ class LLMPool:
     def get(self, spec: Optional[str]):
         "The LLM of `spec`, made on first use (None for None: a retrieval-only setup)."
         if spec is None: return None
-        if spec not in self.made: self.made[spec] = self._counted(self._make(spec))
+        if spec not in self.made: self.made[spec] = self._make(spec)
         return self.made[spec]
 
     def by_role(self, specs: dict) -> dict:
         "{role: LLM} for {role: spec}; roles with the same spec share one client."
         return {role: self.get(spec) for role, spec in specs.items()}
-
-    def _counted(self, llm):
-        "`llm`, counting into the pool's meter once one is attached."
-        if llm is not None and self.meter is not None and hasattr(llm, "meter"): llm.meter = self.meter
-        return llm
-
-    def attach(self, meter, llm=None):
-        "Count every client's requests (and `llm`'s, if given) in `meter`; returns `llm`."
-        self.meter = meter
-        for l in self.made.values(): self._counted(l)
-        return self._counted(llm)
 
     def unpriced(self) -> list[str]:
         "The specs (redacted) whose price is unknown: a cost limit cannot hold them."
@@ -105,6 +95,10 @@ def choose_executor(ray: Optional[str] = None, in_flight: int = 8):
     if address is None: return None
     from ragbench.scale.gen import RayExecutor
     return RayExecutor(address, in_flight=in_flight)
+
+def task_run(out, journal: Optional[str] = None, *, in_flight: int = 8, ray: Optional[str] = None, executor=None) -> TaskRun:
+    "The runner of the run folder `out` (lock, task journal, meter): on the Ray cluster `ray` names, else here, `in_flight` tasks at once."
+    return TaskRun(out, journal, executor or choose_executor(ray, in_flight), in_flight=in_flight)
 
 # %% ../nbs/19_spine.ipynb #9c0501e8
 @dataclass
@@ -142,7 +136,7 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     if out is None: return run
     if index is not None:
         save_index_mapping(out, spec.table, index)   # the inputs are checked: a refused run leaves no directory
-    if index is not None: record_index_db(out, spec.db)
+    if index is not None: _record_index_db(out, spec.db)
     run.pool = LLMPool(out / "cache", spec.concurrency, timeout=spec.llm_timeout)
     run.llms = run.pool.by_role(
         by_role(spec.models.get("generate"), **{r: s for r, s in spec.models.items() if r != "generate"})
@@ -153,7 +147,7 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     return run
 
 # %% ../nbs/19_spine.ipynb #6c51bc94
-def record_index_db(out, db) -> None:
+def _record_index_db(out, db) -> None:
     "Add the index's LanceDB folder (absolute) to the manifest's `index`, so a review of the run finds its chunk texts."
     from ragbench.core import RunDir, RunLock
     with RunLock(out):

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import Attempt, Chunk, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
-from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun, index_fingerprint
+from ..gen.base import Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
-from ..spine import LLMPool, options_model, read_options
+from ..spine import LLMPool, options_model, read_options, task_run
 from ..triad.refresh import (print_refresh, refresh_card, refresh_event, refresh_plan, refresh_snapshot,
                                     run_version, with_refresh_event)
 from ..triad.refresh import refresh_command as triad_refresh_command
@@ -230,12 +230,12 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
     "Refresh a DoRA run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = RunDir(run_dir)
-    with TaskRun(run.path, None, LocalExecutor(cfg.workers)) as tr:
+    with task_run(run.path, in_flight=cfg.workers) as tr:
         m = run.manifest()
         rid, items = refresh_snapshot(run)
         method = refresh_method(run.path, index, llms, cfg, (m.get("config") or {}).get("split"), embed)
         plan = refresh_plan(items, index, run_version(m, index))
-        meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", llms.values(), max_calls=max_calls, max_usd=max_usd)
+        meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
             results, stop = await refresh_items(items, plan, method, tr)

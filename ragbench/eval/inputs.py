@@ -17,9 +17,8 @@ from .scores import EvalError
 from ..stats import MODES
 
 # %% auto #0
-__all__ = ['GOLD_WARN_SHARE', 'dataset_fingerprint', 'scored_dataset_version', 'with_columns', 'items_without_gold',
-           'eval_folder', 'newest_eval', 'index_key', 'gold_share', 'check_gold_in_index', 'with_table', 'EvalInputs',
-           'read_inputs']
+__all__ = ['GOLD_WARN_SHARE', 'dataset_fingerprint', 'with_columns', 'items_without_gold', 'eval_folder', 'newest_eval',
+           'index_key', 'check_gold_in_index', 'with_table', 'EvalInputs', 'read_inputs']
 
 # %% ../../nbs/40_eval.inputs.ipynb #fe38a55d
 def dataset_fingerprint(ds: Dataset) -> str:
@@ -27,7 +26,7 @@ def dataset_fingerprint(ds: Dataset) -> str:
     return short_hash(*[f"{it.id}\x1e{it.question}\x1e{it.answer}\x1e{','.join(it.gold_chunk_ids)}\x1e{it.answerable}"
                         for it in ds], n=16)
 
-def scored_dataset_version(dataset, ds: Dataset) -> str:
+def _scored_dataset_version(dataset, ds: Dataset) -> str:
     "The version of the dataset an evaluation scores: its run's `dataset_version` (set by `ragbench refresh`), else computed from its items and corpus fingerprint."
     from ragbench.core import dataset_version
     m = {}
@@ -165,7 +164,7 @@ def index_key(s: Setup) -> tuple: return (s.db, s.table, s.embedder, json.dumps(
 # %% ../../nbs/40_eval.inputs.ipynb #goldidx1
 GOLD_WARN_SHARE = 0.5   # below this share of the dataset's gold ids in a setup's index, evaluate warns
 
-def gold_share(ds: Dataset, index) -> tuple[int, int, list[str]]:
+def _gold_share(ds: Dataset, index) -> tuple[int, int, list[str]]:
     "(found, total, a few missing) of the dataset's gold chunk ids in `index` (total 0: nothing to check)."
     gold = sorted({g for it in ds if it.answerable for g in it.gold_chunk_ids})
     if not gold or not hasattr(index, "present_ids"): return 0, 0, []
@@ -175,7 +174,7 @@ def gold_share(ds: Dataset, index) -> tuple[int, int, list[str]]:
 def check_gold_in_index(ds: Dataset, setups: Sequence[Setup], indexes: dict) -> None:
     "Refuse an index holding none of the dataset's gold chunk ids (every recall would be 0.0); warn below GOLD_WARN_SHARE."
     for key, index in indexes.items():
-        found, total, missing = gold_share(ds, index)
+        found, total, missing = _gold_share(ds, index)
         if not total or found >= GOLD_WARN_SHARE * total: continue
         names = ", ".join(s.name for s in setups if index_key(s) == key)
         where = f"table '{key[1]}' of {key[0]}"
@@ -206,7 +205,7 @@ class EvalInputs:
         m, ds = run.manifest(), self.ds
         run.write_manifest(kind="evaluation", dataset=None if isinstance(self.dataset, Dataset) else str(self.dataset),
                            dataset_fingerprint=dataset_fingerprint(ds), n_items=len(ds),
-                           dataset_version=scored_dataset_version(self.dataset, ds),
+                           dataset_version=_scored_dataset_version(self.dataset, ds),
                            setups={**(m.get("setups") or {}), **{s.name: _recorded(s) for s in self.setups}},
                            modes=sorted(set(m.get("modes") or []) | set(modes)), judges=list(judges),
                            judge_llm=getattr(judge, "spec", None) if judge is not None else None,

@@ -17,8 +17,8 @@ from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupContext, load_
                                   agenerate_answer, external_context, setups_file_option, unanswerable_kind,
                                   listed_top_k)
 from pydantic import BaseModel, ConfigDict, Field
-from ..spine import RAY_HELP, LLMPool, RunResult, choose_executor, options_model, read_options
-from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
+from ..spine import RAY_HELP, LLMPool, RunResult, options_model, read_options, task_run
+from ..gen.base import Task, TaskResult, TaskRun
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks
 from ..stats import HEADLINE_METRICS, order_metrics, proportion_ci
 from .scores import EvalError, metric_names, row_key, latest_rows, summarize, read_scores
@@ -350,12 +350,11 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     if llm_factory is None:               # check every LLM spec before writing anything
         for spec in {s.llm or default_llm for s in setups if not s.external and not s.calls_system} | ({judge_llm} if isinstance(judge_llm, str) else set()):
             if spec is not None: LLMPool().get(spec)
-    with TaskRun(out, None, choose_executor(ray, in_flight=parallel_batches) or LocalExecutor(parallel_batches)) as tr:
+    with task_run(out, in_flight=parallel_batches, ray=ray) as tr:
         run, t0 = RunDir(out), time.time()
-        meter = tr.open_meter("calls.jsonl", max_calls=max_calls)
+        meter = tr.open_meter("calls.jsonl", max_calls=max_calls)    # counts every LLM call of the run
         llms = LLMPool(out / "cache", factory=llm_factory)
-        llms.attach(meter)
-        judge = llms.get(judge_llm) if isinstance(judge_llm, str) else llms.attach(meter, judge_llm)
+        judge = llms.get(judge_llm) if isinstance(judge_llm, str) else judge_llm
         inp.record(run, modes, judges, judge, max_calls)
         repeat_ids = set(_repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
         recs = _latest_repeats(run.read(_REPEATS_FILE))

@@ -306,7 +306,7 @@ def index_fingerprint(index) -> str:
     return corpus_fingerprint(c.id for c in index.iter_chunks())
 
 # %% ../../nbs/17_gen.base.ipynb #dde2bf3b
-from ..llm import BudgetExceeded, CallMeter, task_usage
+from ..llm import BudgetExceeded, CallMeter, counting, task_usage
 
 # %% ../../nbs/17_gen.base.ipynb #d87fc893
 MAX_LLM_ERRORS = 8            # tasks in a row that failed on their LLM before the runner stops the run
@@ -347,12 +347,13 @@ def budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Tas
     return guarded
 
 class TaskRun:
-    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a call meter on its LLMs, an executor; it stops after `max_llm_errors` tasks in a row failed on their LLM."
+    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a call meter counting every LLM call of the run, an executor (default: this process, `in_flight` tasks at once); it stops after `max_llm_errors` tasks in a row failed on their LLM."
     def __init__(self, path: Union[str, Path], journal: Optional[str] = "tasks.jsonl", executor=None,
-                 max_llm_errors: Optional[int] = MAX_LLM_ERRORS):
+                 max_llm_errors: Optional[int] = MAX_LLM_ERRORS, in_flight: int = 8):
         self.path, self.journal_name, self.streak = Path(path), journal, LLMErrorStreak(max_llm_errors)
-        self.lock, self.executor, self.meter, self.journal = RunLock(self.path), executor or LocalExecutor(), None, None
+        self.lock, self.executor, self.meter, self.journal = RunLock(self.path), executor or LocalExecutor(in_flight), None, None
         self.results: dict[str, TaskResult] = {}
+        self._counting = None
 
     def __enter__(self) -> "TaskRun":
         self.lock.acquire()
@@ -369,13 +370,19 @@ class TaskRun:
         self.results = self.journal.load()
         return self.results
 
-    def __exit__(self, *exc): self.lock.release()
+    def __exit__(self, *exc):
+        try:
+            if self._counting is not None: self._counting.__exit__(None, None, None)
+        except ValueError: pass                       # left in another context: nothing of ours to undo
+        finally:
+            self._counting = None
+            self.lock.release()
 
-    def open_meter(self, calls: str, llms: Iterable = (), max_calls: Optional[int] = None,
-                   max_usd: Optional[float] = None) -> CallMeter:
-        "The run's call meter, journaled in `calls` (its budget holds across resumes), attached to each of `llms`."
+    def open_meter(self, calls: str, max_calls: Optional[int] = None, max_usd: Optional[float] = None) -> CallMeter:
+        "The run's call meter, journaled in `calls` (its budget holds across resumes); it counts every LLM call made inside the run."
         self.meter = CallMeter(self.path / calls, max_calls=max_calls, max_usd=max_usd)
-        for l in {id(l): l for l in llms}.values(): l.meter = self.meter
+        self._counting = counting(self.meter)
+        self._counting.__enter__()
         return self.meter
 
     def commit(self, r: TaskResult) -> None:
@@ -397,7 +404,11 @@ class TaskRun:
         def committed(r: TaskResult) -> None:
             commit(r)
             self.streak.add(r)            # raises StopRun after `max_llm_errors` LLM failures in a row
-        return await self.executor.run(todo, budget_stops(work), committed, wanted or (lambda t: True))
+        meter = self.meter
+        async def counted(t: Task) -> TaskResult:     # the meter travels with the work: a Ray worker has no context of ours
+            if meter is None: return await work(t)
+            with counting(meter): return await work(t)
+        return await self.executor.run(todo, budget_stops(counted), committed, wanted or (lambda t: True))
 
 # %% ../../nbs/17_gen.base.ipynb #cf416cb7
 def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Selection:
@@ -496,7 +507,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         results, seen, stop, t0, new = tr.results, set(), None, time.monotonic(), 0
         check_resume(run, method.name, fp, cfg, results.values())
         stamp = {"kind": method.name, "corpus_fingerprint": fp, "config": cfg}
-        meter = tr.open_meter("calls.jsonl", method.llms(), max_calls=max_calls, max_usd=max_usd)
+        meter = tr.open_meter("calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         restore_spent(meter, results.values(), log, run.manifest())
         run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
         tally = PlanOrderTally(method.quotas, results.values())
