@@ -60,7 +60,7 @@ def check_spec(spec: str) -> str:
     return spec
 
 class LLMPool:
-    "The LLMs of a run: one client per distinct spec, one cache folder; the run's meter counts their calls (`TaskRun.open_meter`)."
+    "The LLMs of a run: one client per distinct spec, one cache folder; the run's meter counts their calls."
     def __init__(self, cache_dir=None, concurrency: Optional[int] = None, factory: Optional[Callable] = None,
                  timeout: Optional[float] = None):
         self.cache_dir, self.concurrency, self.factory, self.made = cache_dir, concurrency, factory, {}
@@ -96,8 +96,9 @@ def choose_executor(ray: Optional[str] = None, in_flight: int = 8):
     from ragbench.scale.gen import RayExecutor
     return RayExecutor(address, in_flight=in_flight)
 
-def task_run(out, journal: Optional[str] = None, *, in_flight: int = 8, ray: Optional[str] = None, executor=None) -> TaskRun:
-    "The runner of the run folder `out` (lock, task journal, meter): on the Ray cluster `ray` names, else here, `in_flight` tasks at once."
+def task_run(out, journal: Optional[str] = None, *, in_flight: int = 8, ray: Optional[str] = None,
+             executor=None) -> TaskRun:
+    "The runner of run folder `out` (lock, journal, meter): on the Ray cluster `ray` names, else here, `in_flight` at once."
     return TaskRun(out, journal, executor or choose_executor(ray, in_flight), in_flight=in_flight)
 
 # %% ../nbs/19_spine.ipynb #9c0501e8

@@ -347,11 +347,14 @@ def budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Tas
     return guarded
 
 class TaskRun:
-    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a call meter counting every LLM call of the run, an executor (default: this process, `in_flight` tasks at once); it stops after `max_llm_errors` tasks in a row failed on their LLM."
+    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a meter, an executor."
+    # the meter counts every LLM call of the run; the default executor runs `in_flight` tasks at once in this process;
+    # the run stops after `max_llm_errors` tasks in a row failed on their LLM
     def __init__(self, path: Union[str, Path], journal: Optional[str] = "tasks.jsonl", executor=None,
                  max_llm_errors: Optional[int] = MAX_LLM_ERRORS, in_flight: int = 8):
         self.path, self.journal_name, self.streak = Path(path), journal, LLMErrorStreak(max_llm_errors)
-        self.lock, self.executor, self.meter, self.journal = RunLock(self.path), executor or LocalExecutor(in_flight), None, None
+        self.lock, self.executor = RunLock(self.path), executor or LocalExecutor(in_flight)
+        self.meter, self.journal = None, None
         self.results: dict[str, TaskResult] = {}
         self._counting = None
 
@@ -379,7 +382,7 @@ class TaskRun:
             self.lock.release()
 
     def open_meter(self, calls: str, max_calls: Optional[int] = None, max_usd: Optional[float] = None) -> CallMeter:
-        "The run's call meter, journaled in `calls` (its budget holds across resumes); it counts every LLM call made inside the run."
+        "The run's call meter, journaled in `calls` (a budget across resumes); it counts every LLM call made in the run."
         self.meter = CallMeter(self.path / calls, max_calls=max_calls, max_usd=max_usd)
         self._counting = counting(self.meter)
         self._counting.__enter__()
@@ -405,7 +408,7 @@ class TaskRun:
             commit(r)
             self.streak.add(r)            # raises StopRun after `max_llm_errors` LLM failures in a row
         meter = self.meter
-        async def counted(t: Task) -> TaskResult:     # the meter travels with the work: a Ray worker has no context of ours
+        async def counted(t: Task) -> TaskResult:     # the meter travels with the work (a Ray worker lacks our context)
             if meter is None: return await work(t)
             with counting(meter): return await work(t)
         return await self.executor.run(todo, budget_stops(counted), committed, wanted or (lambda t: True))
