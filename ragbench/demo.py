@@ -58,9 +58,9 @@ def demo_searches(idx, query: str = "how do I undo the last commit", k: int = 3,
 # %% ../nbs/90_demo.ipynb #366d1661
 def stand_in_generator(cache_dir=None):
     "The `template` LLM, named `template (rule-based stand-in)` in every record it leaves."
-    from ragbench.llm import make_llm
+    from ragbench.spine import LLMPool
     from ragbench.llm.template import TEMPLATE_MODEL
-    llm = make_llm("template", cache_dir=cache_dir)
+    llm = LLMPool(cache_dir).get("template")
     llm.spec = TEMPLATE_MODEL
     return llm
 

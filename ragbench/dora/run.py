@@ -13,8 +13,8 @@ from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl,
                            short_hash, validation_problems)
-from ..gen.base import LLM_FAILING, GenerationMethod, LocalExecutor, Selection, Task, TaskResult, run_generation
-from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError
+from ..gen.base import LLM_FAILING, GenerationMethod, Selection, Task, TaskResult, run_generation
+from ..llm import BudgetExceeded, LLMError, LLMParseError
 from ..prompts import parse_chunks, set_stand_in
 from ..spine import RunOptions, RunResult, RunSpec, by_role, config_flags, open_run, options_model, read_config, read_options
 from ..text import content_words, has_number, jaccard, split_sentences, stem
@@ -179,6 +179,7 @@ class DoraMethod(GenerationMethod):
     def __init__(self, llm, judge=None, cfg: Optional[DoraConfig] = None, doc_chunks: Optional[dict] = None, *,
                  index=None, embed: Optional[Callable] = None, split: Optional[str] = None):
         self.llm, self.judge, self.cfg = llm, judge if judge is not None else llm, cfg or DoraConfig()
+        self.in_flight = self.cfg.workers                  # tasks at once in this process
         self.doc_chunks = doc_chunks if doc_chunks is not None else group_by_doc(index.iter_chunks())
         self.by_id = {c.id: c for cs in self.doc_chunks.values() for c in cs}
         self.embed, self.split, self.index, self.stopped = embed, split, index, None
@@ -458,7 +459,7 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
     out = Path(out.path if isinstance(out, RunDir) else out or tempfile.mkdtemp(prefix="dora-"))
     _warm_up(index, doc_chunks)
     summary = run_generation(method, index, out, max_calls=max_calls, max_usd=max_usd,
-                             executor=executor or LocalExecutor(cfg.workers), progress=progress)
+                             executor=executor, progress=progress)
     return RunResult(out, summary, out / "dataset.jsonl", summary.get("stopped") or "done", items=list(read_jsonl(out / "dataset.jsonl", QAItem)),
                      candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)))
 
@@ -615,7 +616,7 @@ def _split_runs(index, llms: tuple, cfg: DoraConfig, out: Path, docs: tuple, max
     "The train run, then the test run (with the test generator) on what is left of the call budget."
     (gen, judge, test_gen), (train_ids, test_ids) = llms, docs
     tr = run_dora(index, gen, judge, cfg, out / "train", doc_ids=train_ids, split="train", max_calls=max_calls, **kw)
-    left = None if max_calls is None else max(0, max_calls - CallMeter(out / "train" / "calls.jsonl").totals()["calls"])
+    left = None if max_calls is None else max(0, max_calls - tr.summary["llm"]["calls"])
     return tr, run_dora(index, test_gen, judge, cfg, out / "test", doc_ids=test_ids, split="test", max_calls=left, **kw)
 
 # %% ../../nbs/30_dora.run.ipynb #48d2d335

@@ -187,6 +187,7 @@ class GenerationMethod:
     # accepted items wanted per question type (their sum is the target)
     quotas: Optional[dict[str, int]] = None
     task_errors: tuple = ()                            # exceptions recorded as a failed task (others stop the run)
+    in_flight: int = 8                                 # tasks at once when the run goes in this process
 
     def config(self) -> dict:
         "The settings that shape the items: a resume with other settings is refused, naming the option."
@@ -505,7 +506,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
     "Run (or resume) `method` over `index` into `run_dir`; returns the summary (also in summary.json)."
     log = log or (lambda m: print(m, file=sys.stderr))
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-    with TaskRun(run.path, "tasks.jsonl", executor) as tr:
+    with TaskRun(run.path, "tasks.jsonl", executor, in_flight=method.in_flight) as tr:
         fp, cfg = index_fingerprint(index), method.config()
         results, seen, stop, t0, new = tr.results, set(), None, time.monotonic(), 0
         check_resume(run, method.name, fp, cfg, results.values())
