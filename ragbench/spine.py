@@ -114,16 +114,32 @@ class Run:
     pool: Optional[LLMPool] = None
     executor: Any = None
     progress: bool = False
+    in_flight: int = 8                                 # tasks at once when the run goes in this process
+    lock: Any = None                                   # the folder's RunLock, held by an attached run until `close`
+    manifest: dict = field(default_factory=dict)       # an attached run's manifest
 
     def say(self, msg: str) -> None:
         "One line on stderr, prefixed with the command's name."
         print(f"ragbench {self.name}: {msg}", file=sys.stderr)
 
+    def tasks(self, journal: Optional[str] = None) -> TaskRun:
+        "The runner of this run's folder: task journal `journal`, the run's executor, the lock an attached run holds."
+        return TaskRun(self.out, journal, self.executor, in_flight=self.in_flight, lock=self.lock)
+
+    def close(self) -> None:
+        "Let go of the folder's lock (an attached run)."
+        if self.lock is not None: self.lock.release()
+
+    def __enter__(self) -> "Run": return self
+    def __exit__(self, *exc): self.close()
+
 def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = None, in_flight: int = 8,
-             write: bool = True, fts: bool = True) -> Run:
+             write: bool = True, fts: bool = True, attach: bool = False, factory: Optional[Callable] = None,
+             reopen: bool = True) -> Run:
     "Check the specs, open the index, run `check(index)`; then (if `write`) save the mapping, build the LLMs, choose the executor."
     for s in spec.models.values():
         if s: check_spec(s)
+    if attach: return _attached(spec, name, in_flight, factory, fts if reopen else None)
     out = Path(spec.out) if spec.out and write else None
     if out is not None and spec.preflight: check_llms(spec.models.values())   # keys and servers, before any work
     index = (
@@ -133,19 +149,41 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     )
     inputs = check(index) if check else None
     progress = sys.stderr.isatty() if spec.progress is None else spec.progress
-    run = Run(spec, name, out, index, inputs, progress=progress)
+    run = Run(spec, name, out, index, inputs, progress=progress, in_flight=in_flight)
     if out is None: return run
     if index is not None:
         save_index_mapping(out, spec.table, index)   # the inputs are checked: a refused run leaves no directory
     if index is not None: _record_index_db(out, spec.db)
-    run.pool = LLMPool(out / "cache", spec.concurrency, timeout=spec.llm_timeout)
+    return _with_llms(run, factory)
+
+def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
+    "`run` with its LLMs by role (one pool, one cache in the run folder) and its executor."
+    spec = run.spec
+    run.pool = LLMPool(run.out / "cache", spec.concurrency, factory=factory, timeout=spec.llm_timeout)
     run.llms = run.pool.by_role(
         by_role(spec.models.get("generate"), **{r: s for r, s in spec.models.items() if r != "generate"})
     )
     if spec.max_usd is not None:
         for s in run.pool.unpriced(): run.say(f"price of {s} unknown: --max-usd cannot limit it (use --max-calls)")
-    run.executor = choose_executor(spec.ray, in_flight)
+    run.executor = choose_executor(spec.ray, run.in_flight)
     return run
+
+def _attached(spec: RunSpec, name: str, in_flight: int, factory: Optional[Callable], fts: Optional[bool]) -> Run:
+    "An existing run folder, its lock taken: manifest, index reopened (`spec.db`, else the one recorded; `fts` None: not), LLMs."
+    from ragbench.core import RunDir, RunLock
+    out = Path(spec.out or "")
+    if not spec.out or not out.is_dir(): raise UserError(f"{out}: no such run folder")
+    lock = RunLock(out).acquire()
+    try:
+        m = RunDir(out).manifest()
+        db = spec.db or (m.get("index") or {}).get("db")
+        table = spec.table if spec.db else (m.get("index") or {}).get("table") or spec.table
+        index = open_index(db, table, embedder=spec.embedder, run_dir=out, fts=fts, save=False) if db and fts is not None else None
+        run = Run(spec, name, out, index, progress=bool(spec.progress), in_flight=in_flight, lock=lock, manifest=m)
+        return _with_llms(run, factory)
+    except BaseException:
+        lock.release()
+        raise
 
 # %% ../nbs/19_spine.ipynb #6c51bc94
 def _record_index_db(out, db) -> None:

@@ -352,19 +352,21 @@ class TaskRun:
     # the meter counts every LLM call of the run; the default executor runs `in_flight` tasks at once in this process;
     # the run stops after `max_llm_errors` tasks in a row failed on their LLM
     def __init__(self, path: Union[str, Path], journal: Optional[str] = "tasks.jsonl", executor=None,
-                 max_llm_errors: Optional[int] = MAX_LLM_ERRORS, in_flight: int = 8):
+                 max_llm_errors: Optional[int] = MAX_LLM_ERRORS, in_flight: int = 8, lock: Optional[RunLock] = None):
         self.path, self.journal_name, self.streak = Path(path), journal, LLMErrorStreak(max_llm_errors)
-        self.lock, self.executor = RunLock(self.path), executor or LocalExecutor(in_flight)
+        # a lock given is held by the caller (an attached run): the runner neither takes nor releases it
+        self.lock, self._own_lock = lock or RunLock(self.path), lock is None
+        self.executor = executor or LocalExecutor(in_flight)
         self.meter, self.journal = None, None
         self.results: dict[str, TaskResult] = {}
         self._counting = None
 
     def __enter__(self) -> "TaskRun":
-        self.lock.acquire()
+        if self._own_lock: self.lock.acquire()
         try:
             if self.journal_name: self.open_journal(self.journal_name)
         except BaseException:
-            self.lock.release()
+            if self._own_lock: self.lock.release()
             raise
         return self
 
@@ -380,7 +382,7 @@ class TaskRun:
         except ValueError: pass                       # left in another context: nothing of ours to undo
         finally:
             self._counting = None
-            self.lock.release()
+            if self._own_lock: self.lock.release()
 
     def open_meter(self, calls: str, max_calls: Optional[int] = None, max_usd: Optional[float] = None) -> CallMeter:
         "The run's call meter, journaled in `calls` (a budget across resumes); it counts every LLM call made in the run."
