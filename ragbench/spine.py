@@ -133,6 +133,7 @@ class Run:
     def __enter__(self) -> "Run": return self
     def __exit__(self, *exc): self.close()
 
+# %% ../nbs/19_spine.ipynb #opn-fn01
 def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = None, in_flight: int = 8,
              write: bool = True, fts: bool = True, attach: bool = False, factory: Optional[Callable] = None,
              reopen: bool = True) -> Run:
@@ -156,6 +157,7 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     if index is not None: _record_index_db(out, spec.db)
     return _with_llms(run, factory)
 
+# %% ../nbs/19_spine.ipynb #att-fn01
 def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
     "`run` with its LLMs by role (one pool, one cache in the run folder) and its executor."
     spec = run.spec
@@ -169,7 +171,7 @@ def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
     return run
 
 def _attached(spec: RunSpec, name: str, in_flight: int, factory: Optional[Callable], fts: Optional[bool]) -> Run:
-    "An existing run folder, its lock taken: manifest, index reopened (`spec.db`, else the one recorded; `fts` None: not), LLMs."
+    "An existing run folder, its lock taken: manifest, index reopened (`spec.db`, else the one recorded), LLMs."
     from ragbench.core import RunDir, RunLock
     out = Path(spec.out or "")
     if not spec.out or not out.is_dir(): raise UserError(f"{out}: no such run folder")
@@ -178,7 +180,8 @@ def _attached(spec: RunSpec, name: str, in_flight: int, factory: Optional[Callab
         m = RunDir(out).manifest()
         db = spec.db or (m.get("index") or {}).get("db")
         table = spec.table if spec.db else (m.get("index") or {}).get("table") or spec.table
-        index = open_index(db, table, embedder=spec.embedder, run_dir=out, fts=fts, save=False) if db and fts is not None else None
+        index = None                                   # fts None: the caller has the index
+        if db and fts is not None: index = open_index(db, table, embedder=spec.embedder, run_dir=out, fts=fts, save=False)
         run = Run(spec, name, out, index, progress=bool(spec.progress), in_flight=in_flight, lock=lock, manifest=m)
         return _with_llms(run, factory)
     except BaseException:
