@@ -17,7 +17,7 @@ from .setups import (NOT_APPLICABLE, chunks_in_index, Setup, SetupContext, load_
                                   agenerate_answer, external_context, setups_file_option, unanswerable_kind,
                                   listed_top_k)
 from pydantic import BaseModel, ConfigDict, Field
-from ..spine import RAY_HELP, LLMPool, RunResult, options_model, read_options, task_run
+from ..spine import RAY_HELP, RunResult, RunSpec, open_run, options_model, read_options
 from ..gen.base import Task, TaskResult, TaskRun
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks
 from ..stats import HEADLINE_METRICS, order_metrics, proportion_ci
@@ -330,6 +330,12 @@ def _system(s: Setup, cache_dir: Path, meter) -> RagSystem:
     )
     return RagSystem(backend, cache_dir=cache_dir, meter=meter, concurrency=s.concurrency, rpm=s.rpm, retries=s.retries)
 
+def _llm_specs(setups: Sequence[Setup], default_llm: Optional[str], judge_llm, llm_factory) -> dict:
+    "{role: spec} of the LLMs an evaluation makes (checked and made before anything is written; none with a factory)."
+    specs = {s.llm or default_llm for s in setups if not s.external and not s.calls_system}
+    specs |= {judge_llm} if isinstance(judge_llm, str) else set()
+    return {} if llm_factory is not None else {f"llm{i}": s for i, s in enumerate(sorted(specs - {None}))}
+
 def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], str, Path], out_dir: Union[str, Path], *,
              db: Optional[Union[str, Path]] = None, modes: Sequence[str] = ("retrieved",), judge_llm=None,
              default_llm: Optional[str] = None, llm_factory: Optional[Callable[[str], Any]] = None,
@@ -347,13 +353,11 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     ds, setups, external, unknown, indexes, out = inp.ds, inp.setups, inp.external, inp.unknown, inp.indexes, Path(out_dir)
     check_gold_in_index(ds, setups, indexes)
     similarity = _similarity_embedder(similarity_model)
-    if llm_factory is None:               # check every LLM spec before writing anything
-        for spec in {s.llm or default_llm for s in setups if not s.external and not s.calls_system} | ({judge_llm} if isinstance(judge_llm, str) else set()):
-            if spec is not None: LLMPool().get(spec)
-    with task_run(out, in_flight=parallel_batches, ray=ray) as tr:
-        run, t0 = RunDir(out), time.time()
+    opened = open_run(RunSpec(out=str(out), models=_llm_specs(setups, default_llm, judge_llm, llm_factory), ray=ray,
+                              preflight=False), name="evaluate", in_flight=parallel_batches, factory=llm_factory)
+    with opened.tasks() as tr:                                        # the specs are checked, the LLMs made: now the lock
+        run, t0, llms = RunDir(out), time.time(), opened.pool
         meter = tr.open_meter("calls.jsonl", max_calls=max_calls)    # counts every LLM call of the run
-        llms = LLMPool(out / "cache", factory=llm_factory)
         judge = llms.get(judge_llm) if isinstance(judge_llm, str) else judge_llm
         inp.record(run, modes, judges, judge, max_calls)
         repeat_ids = set(_repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
