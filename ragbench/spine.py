@@ -19,8 +19,8 @@ from .scale.cluster import ray_address
 from .gen.base import TaskRun
 
 # %% auto #0
-__all__ = ['RAY_HELP', 'RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'task_run', 'Run', 'open_run',
-           'RunResult', 'comma_items', 'field_argument', 'config_flags', 'read_config', 'options_model', 'read_options',
+__all__ = ['RAY_HELP', 'RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'RunResult',
+           'comma_items', 'field_argument', 'config_flags', 'read_config', 'options_model', 'read_options',
            'RunOptions', 'changed', 'build_index', 'print_index_summary', 'IndexOptions', 'index_command',
            'search_queries', 'hit_json', 'print_hits', 'print_search', 'SearchOptions', 'search_command', 'doctor_llm',
            'doctor_storage', 'DoctorOptions', 'doctor_command']
@@ -96,11 +96,6 @@ def choose_executor(ray: Optional[str] = None, in_flight: int = 8):
     from ragbench.scale.gen import RayExecutor
     return RayExecutor(address, in_flight=in_flight)
 
-def task_run(out, journal: Optional[str] = None, *, in_flight: int = 8, ray: Optional[str] = None,
-             executor=None) -> TaskRun:
-    "The runner of run folder `out` (lock, journal, meter): on the Ray cluster `ray` names, else here, `in_flight` at once."
-    return TaskRun(out, journal, executor or choose_executor(ray, in_flight), in_flight=in_flight)
-
 # %% ../nbs/19_spine.ipynb #9c0501e8
 @dataclass
 class Run:
@@ -122,9 +117,9 @@ class Run:
         "One line on stderr, prefixed with the command's name."
         print(f"ragbench {self.name}: {msg}", file=sys.stderr)
 
-    def tasks(self, journal: Optional[str] = None) -> TaskRun:
-        "The runner of this run's folder: task journal `journal`, the run's executor, the lock an attached run holds."
-        return TaskRun(self.out, journal, self.executor, in_flight=self.in_flight, lock=self.lock)
+    def tasks(self, journal: Optional[str] = None, executor=None) -> TaskRun:
+        "The runner of this run's folder: journal `journal`, the run's executor (or `executor`), the lock it holds."
+        return TaskRun(self.out, journal, executor or self.executor, in_flight=self.in_flight, lock=self.lock)
 
     def close(self) -> None:
         "Let go of the folder's lock (an attached run)."

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..core import Attempt, Chunk, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
-from ..spine import LLMPool, options_model, read_options, task_run
+from ..spine import LLMPool, RunSpec, open_run, options_model, read_options
 from ..triad.refresh import (print_refresh, refresh_card, refresh_event, refresh_plan, refresh_snapshot,
                                     run_version, with_refresh_event)
 from ..triad.refresh import refresh_command as triad_refresh_command
@@ -230,7 +230,8 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
     "Refresh a DoRA run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = RunDir(run_dir)
-    with task_run(run.path, in_flight=cfg.workers) as tr:
+    with open_run(RunSpec(out=str(run.path)), name="refresh", attach=True, reopen=False,
+                  in_flight=cfg.workers) as opened, opened.tasks() as tr:   # the run's lock (19_spine)
         m = run.manifest()
         rid, items = refresh_snapshot(run)
         method = refresh_method(run.path, index, llms, cfg, (m.get("config") or {}).get("split"), embed)

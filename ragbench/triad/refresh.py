@@ -18,7 +18,7 @@ from .config import SeedPlan, TriadConfig, in_thread
 from .contexts import acheck_unanswerable, aextract, unanswerable_variant
 from .judge import avalidate
 from .run import aprocess_seed, model_label
-from ..spine import LLMPool, task_run
+from ..spine import LLMPool, RunSpec, open_run
 
 # %% auto #0
 __all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'refresh_event', 'with_refresh_event', 'arecheck', 'arecheck_variant',
@@ -302,7 +302,8 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
     "Refresh a TRIAD run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
     log = log or (lambda m: print(m, file=sys.stderr))
     run = RunDir(run_dir)
-    with task_run(run.path, in_flight=cfg.in_flight) as tr:
+    with open_run(RunSpec(out=str(run.path)), name="refresh", attach=True, reopen=False,
+                  in_flight=cfg.in_flight) as opened, opened.tasks() as tr:   # the run's lock (19_spine)
         m = run.manifest()
         rid, items = refresh_snapshot(run)
         plan = refresh_plan(items, index, run_version(m, index))
