@@ -301,7 +301,7 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
              n_boot: int = 1000) -> dict:
     "The main job: index + search -> TRIAD (stand-in) -> HotpotQA setups scored -> HTML reports."
     from ragbench.embed import make_embedder
-    from ragbench.spine import LLMPool
+    from ragbench.spine import RunSpec, open_run
     from ragbench.llm import check_llms
     check_llms([llm_spec, gen_spec])              # a key-less spec or a dead server: said now, before the index is built
     out = Path(out)
@@ -312,7 +312,7 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     emb = embedder or make_embedder()
     idx = build_demo_index(out, max_docs, embedder=emb, log=log, progress=progress)
     searches = demo_searches(idx, log=log)
-    pool = LLMPool(out / "cache")                 # one client per distinct spec, one cache (as every run: 19_spine)
+    pool = open_run(RunSpec(out=str(out), preflight=False), name="demo").pool   # one client a spec, one cache (19_spine)
     llm = pool.get(llm_spec)
     gen_llm = stand_in_generator(out / "cache") if gen_spec in (None, "template") else pool.get(gen_spec)
     gen = demo_triad(idx, gen_llm, out, n=n_questions, max_seeds=max_seeds, progress=progress, log=log)
