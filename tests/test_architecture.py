@@ -176,7 +176,7 @@ def test_the_house_does_not_grow():
 # ---------------------------------------------------------------------------------------------------------
 # Issue 38: one way to open a run. The calls that make a run's runner, executor, meter or LLMs live in the spine
 # (`ragbench/spine.py`) and in the modules that define them; every entry point reaches them through the spine
-# (`open_run`, `task_run`, `LLMPool`). The allow-list of such calls elsewhere is empty.
+# (`open_run`, `Run.tasks`, `LLMPool`). The allow-list of such calls elsewhere is empty.
 SPINE_CALLS = ("make_llm", "CallMeter", "LocalExecutor", "choose_executor", "TaskRun")
 SPINE_HOMES = {
     "spine.py": SPINE_CALLS,
