@@ -421,7 +421,8 @@ def summarize(self: DoraMethod, results: Sequence[TaskResult], selection: Select
     count = lambda its: {s: sum(it.style == s for it in its) for s in self.cfg.styles}
     passed, achieved, made = count([i for r in results for i in r.items]), count(d.selected), count(cands)
     fails, fails_style = _gate_failures(cands)
-    tot = self.llm.meter.totals()
+    meter = self.meter or self.llm.meter               # the run's (across resumes), else this client's
+    tot = meter.totals()
     usage = {k: int(tot.get(k) or 0) for k in _USAGE_KEYS}
     return {"split": self.split, "requested": {s: self.cfg.per_style for s in self.cfg.styles}, "achieved": achieved,
             "short": {s: self.cfg.per_style - n for s, n in achieved.items() if n < self.cfg.per_style},
@@ -431,7 +432,7 @@ def summarize(self: DoraMethod, results: Sequence[TaskResult], selection: Select
             "duplicates": len(d.dropped), "over_quota": len(d.rest), "stopped": self.stopped,
             "rounds": 1 + max((t.payload["round"] for t in self.plan(None, results)), default=-1),
             "documents": dict(Counter(it.meta.get("doc_id") for it in d.selected)),
-            "usage": usage, "by_stage": self.llm.meter.by_stage(), "per_accepted": _per_accepted(usage, len(d.selected)),
+            "usage": usage, "by_stage": meter.by_stage(), "per_accepted": _per_accepted(usage, len(d.selected)),
             "models": self.models(), "warnings": self.warnings()}
 
 # %% ../../nbs/30_dora.run.ipynb #10906545

@@ -188,6 +188,7 @@ class GenerationMethod:
     quotas: Optional[dict[str, int]] = None
     task_errors: tuple = ()                            # exceptions recorded as a failed task (others stop the run)
     in_flight: int = 8                                 # tasks at once when the run goes in this process
+    meter = None                                       # the run's CallMeter, given by the runner as the run starts
 
     def config(self) -> dict:
         "The settings that shape the items: a resume with other settings is refused, naming the option."
@@ -384,7 +385,7 @@ class TaskRun:
             self._counting = None
             if self._own_lock: self.lock.release()
 
-    def open_meter(self, calls: str, max_calls: Optional[int] = None, max_usd: Optional[float] = None) -> CallMeter:
+    def open_meter(self, calls: str, *, max_calls: Optional[int] = None, max_usd: Optional[float] = None) -> CallMeter:
         "The run's call meter, journaled in `calls` (a budget across resumes); it counts every LLM call made in the run."
         self.meter = CallMeter(self.path / calls, max_calls=max_calls, max_usd=max_usd)
         self._counting = counting(self.meter)
@@ -513,7 +514,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         results, seen, stop, t0, new = tr.results, set(), None, time.monotonic(), 0
         check_resume(run, method.name, fp, cfg, results.values())
         stamp = {"kind": method.name, "corpus_fingerprint": fp, "config": cfg}
-        meter = tr.open_meter("calls.jsonl", max_calls=max_calls, max_usd=max_usd)
+        meter = method.meter = tr.open_meter("calls.jsonl", max_calls=max_calls, max_usd=max_usd)   # the whole run's
         restore_spent(meter, results.values(), log, run.manifest())
         run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
         tally = PlanOrderTally(method.quotas, results.values())
