@@ -150,11 +150,13 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     if index is not None:
         save_index_mapping(out, spec.table, index)   # the inputs are checked: a refused run leaves no directory
     if index is not None: _record_index_db(out, spec.db)
-    return _with_llms(run, factory)
+    run = _with_llms(run, factory)
+    run.executor = choose_executor(spec.ray, in_flight)
+    return run
 
 # %% ../nbs/19_spine.ipynb #att-fn01
 def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
-    "`run` with its LLMs by role (one pool, one cache in the run folder) and its executor."
+    "`run` with its LLMs by role: one pool, one cache in the run folder."
     spec = run.spec
     run.pool = LLMPool(run.out / "cache", spec.concurrency, factory=factory, timeout=spec.llm_timeout)
     run.llms = run.pool.by_role(
@@ -162,7 +164,6 @@ def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
     )
     if spec.max_usd is not None:
         for s in run.pool.unpriced(): run.say(f"price of {s} unknown: --max-usd cannot limit it (use --max-calls)")
-    run.executor = choose_executor(spec.ray, run.in_flight)
     return run
 
 def _attached(spec: RunSpec, name: str, in_flight: int, factory: Optional[Callable], fts: Optional[bool]) -> Run:
@@ -178,7 +179,9 @@ def _attached(spec: RunSpec, name: str, in_flight: int, factory: Optional[Callab
         index = None                                   # fts None: the caller has the index
         if db and fts is not None: index = open_index(db, table, embedder=spec.embedder, run_dir=out, fts=fts, save=False)
         run = Run(spec, name, out, index, progress=bool(spec.progress), in_flight=in_flight, lock=lock, manifest=m)
-        return _with_llms(run, factory)
+        run = _with_llms(run, factory)
+        if spec.ray: run.executor = choose_executor(spec.ray, in_flight)   # else in this process
+        return run
     except BaseException:
         lock.release()
         raise
