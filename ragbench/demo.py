@@ -56,9 +56,9 @@ def demo_searches(idx, query: str = "how do I undo the last commit", k: int = 3,
 # %% ../nbs/90_demo.ipynb #366d1661
 def stand_in_generator(cache_dir=None):
     "The `template` LLM, named `template (rule-based stand-in)` in every record it leaves."
-    from ragbench.llm import make_llm
+    from ragbench.spine import LLMPool
     from ragbench.llm.template import TEMPLATE_MODEL
-    llm = make_llm("template", cache_dir=cache_dir)
+    llm = LLMPool(cache_dir).get("template")
     llm.spec = TEMPLATE_MODEL
     return llm
 
@@ -299,7 +299,7 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
              n_boot: int = 1000) -> dict:
     "The main job: index + search -> TRIAD (stand-in) -> HotpotQA setups scored -> HTML reports."
     from ragbench.embed import make_embedder
-    from ragbench.spine import LLMPool
+    from ragbench.spine import RunSpec, open_run
     from ragbench.llm import check_llms
     check_llms([llm_spec, gen_spec])              # a key-less spec or a dead server: said now, before the index is built
     out = Path(out)
@@ -310,7 +310,7 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     emb = embedder or make_embedder()
     idx = build_demo_index(out, max_docs, embedder=emb, log=log, progress=progress)
     searches = demo_searches(idx, log=log)
-    pool = LLMPool(out / "cache")                 # one client per distinct spec, one cache (as every run: 19_spine)
+    pool = open_run(RunSpec(out=str(out), preflight=False), name="demo").pool   # one client a spec, one cache (19_spine)
     llm = pool.get(llm_spec)
     gen_llm = stand_in_generator(out / "cache") if gen_spec in (None, "template") else pool.get(gen_spec)
     gen = demo_triad(idx, gen_llm, out, n=n_questions, max_seeds=max_seeds, progress=progress, log=log)

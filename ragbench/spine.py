@@ -12,10 +12,11 @@ from .core import UserError, read_config_file, validation_problems
 from .index import open_index, save_index_mapping
 from .llm import BACKENDS, LLMError, check_llms, make_llm, redact_spec
 from .scale.cluster import ray_address
+from .gen.base import TaskRun
 
 # %% auto #0
-__all__ = ['RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'record_index_db', 'RunResult',
-           'comma_items', 'read_config']
+__all__ = ['RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Run', 'open_run', 'RunResult', 'comma_items',
+           'read_config']
 
 # %% ../nbs/19_spine.ipynb #c2c9be8b
 @dataclass
@@ -52,10 +53,10 @@ def check_spec(spec: str) -> str:
     return spec
 
 class LLMPool:
-    "The LLMs of a run: one client per distinct spec, one cache folder, and (once attached) one call meter for all."
+    "The LLMs of a run: one client per distinct spec, one cache folder; the run's meter counts their calls."
     def __init__(self, cache_dir=None, concurrency: Optional[int] = None, factory: Optional[Callable] = None,
                  timeout: Optional[float] = None):
-        self.cache_dir, self.concurrency, self.factory, self.meter, self.made = cache_dir, concurrency, factory, None, {}
+        self.cache_dir, self.concurrency, self.factory, self.made = cache_dir, concurrency, factory, {}
         self.timeout = timeout                         # seconds per request, for the backends that talk to a server
 
     def _make(self, spec: str):
@@ -69,23 +70,12 @@ class LLMPool:
     def get(self, spec: Optional[str]):
         "The LLM of `spec`, made on first use (None for None: a retrieval-only setup)."
         if spec is None: return None
-        if spec not in self.made: self.made[spec] = self._counted(self._make(spec))
+        if spec not in self.made: self.made[spec] = self._make(spec)
         return self.made[spec]
 
     def by_role(self, specs: dict) -> dict:
         "{role: LLM} for {role: spec}; roles with the same spec share one client."
         return {role: self.get(spec) for role, spec in specs.items()}
-
-    def _counted(self, llm):
-        "`llm`, counting into the pool's meter once one is attached."
-        if llm is not None and self.meter is not None and hasattr(llm, "meter"): llm.meter = self.meter
-        return llm
-
-    def attach(self, meter, llm=None):
-        "Count every client's requests (and `llm`'s, if given) in `meter`; returns `llm`."
-        self.meter = meter
-        for l in self.made.values(): self._counted(l)
-        return self._counted(llm)
 
     def unpriced(self) -> list[str]:
         "The specs (redacted) whose price is unknown: a cost limit cannot hold them."
@@ -112,16 +102,33 @@ class Run:
     pool: Optional[LLMPool] = None
     executor: Any = None
     progress: bool = False
+    in_flight: int = 8                                 # tasks at once when the run goes in this process
+    lock: Any = None                                   # the folder's RunLock, held by an attached run until `close`
+    manifest: dict = field(default_factory=dict)       # an attached run's manifest
 
     def say(self, msg: str) -> None:
         "One line on stderr, prefixed with the command's name."
         print(f"ragbench {self.name}: {msg}", file=sys.stderr)
 
+    def tasks(self, journal: Optional[str] = None, executor=None) -> TaskRun:
+        "The runner of this run's folder: journal `journal`, the run's executor (or `executor`), the lock it holds."
+        return TaskRun(self.out, journal, executor or self.executor, in_flight=self.in_flight, lock=self.lock)
+
+    def close(self) -> None:
+        "Let go of the folder's lock (an attached run)."
+        if self.lock is not None: self.lock.release()
+
+    def __enter__(self) -> "Run": return self
+    def __exit__(self, *exc): self.close()
+
+# %% ../nbs/19_spine.ipynb #opn-fn01
 def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = None, in_flight: int = 8,
-             write: bool = True, fts: bool = True) -> Run:
+             write: bool = True, fts: bool = True, attach: bool = False, factory: Optional[Callable] = None,
+             reopen: bool = True) -> Run:
     "Check the specs, open the index, run `check(index)`; then (if `write`) save the mapping, build the LLMs, choose the executor."
     for s in spec.models.values():
         if s: check_spec(s)
+    if attach: return _attached(spec, name, in_flight, factory, fts if reopen else None)
     out = Path(spec.out) if spec.out and write else None
     if out is not None and spec.preflight: check_llms(spec.models.values())   # keys and servers, before any work
     index = (
@@ -131,22 +138,49 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     )
     inputs = check(index) if check else None
     progress = sys.stderr.isatty() if spec.progress is None else spec.progress
-    run = Run(spec, name, out, index, inputs, progress=progress)
+    run = Run(spec, name, out, index, inputs, progress=progress, in_flight=in_flight)
     if out is None: return run
     if index is not None:
         save_index_mapping(out, spec.table, index)   # the inputs are checked: a refused run leaves no directory
-    if index is not None: record_index_db(out, spec.db)
-    run.pool = LLMPool(out / "cache", spec.concurrency, timeout=spec.llm_timeout)
+    if index is not None: _record_index_db(out, spec.db)
+    run = _with_llms(run, factory)
+    run.executor = choose_executor(spec.ray, in_flight)
+    return run
+
+# %% ../nbs/19_spine.ipynb #att-fn01
+def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
+    "`run` with its LLMs by role: one pool, one cache in the run folder."
+    spec = run.spec
+    run.pool = LLMPool(run.out / "cache", spec.concurrency, factory=factory, timeout=spec.llm_timeout)
     run.llms = run.pool.by_role(
         by_role(spec.models.get("generate"), **{r: s for r, s in spec.models.items() if r != "generate"})
     )
     if spec.max_usd is not None:
         for s in run.pool.unpriced(): run.say(f"price of {s} unknown: --max-usd cannot limit it (use --max-calls)")
-    run.executor = choose_executor(spec.ray, in_flight)
     return run
 
+def _attached(spec: RunSpec, name: str, in_flight: int, factory: Optional[Callable], fts: Optional[bool]) -> Run:
+    "An existing run folder, its lock taken: manifest, index reopened (`spec.db`, else the one recorded), LLMs."
+    from ragbench.core import RunDir, RunLock
+    out = Path(spec.out or "")
+    if not spec.out or not out.is_dir(): raise UserError(f"{out}: no such run folder")
+    lock = RunLock(out).acquire()
+    try:
+        m = RunDir(out).manifest()
+        db = spec.db or (m.get("index") or {}).get("db")
+        table = spec.table if spec.db else (m.get("index") or {}).get("table") or spec.table
+        index = None                                   # fts None: the caller has the index
+        if db and fts is not None: index = open_index(db, table, embedder=spec.embedder, run_dir=out, fts=fts, save=False)
+        run = Run(spec, name, out, index, progress=bool(spec.progress), in_flight=in_flight, lock=lock, manifest=m)
+        run = _with_llms(run, factory)
+        if spec.ray: run.executor = choose_executor(spec.ray, in_flight)   # else in this process
+        return run
+    except BaseException:
+        lock.release()
+        raise
+
 # %% ../nbs/19_spine.ipynb #6c51bc94
-def record_index_db(out, db) -> None:
+def _record_index_db(out, db) -> None:
     "Add the index's LanceDB folder (absolute) to the manifest's `index`, so a review of the run finds its chunk texts."
     from ragbench.core import RunDir, RunLock
     with RunLock(out):

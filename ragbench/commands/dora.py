@@ -10,7 +10,6 @@ from typing import Callable, Optional, Sequence, Union
 from pydantic import Field
 from ..core import UserError
 from ..gen.base import LLM_FAILING
-from ..llm import CallMeter
 from ..spine import by_role, open_run
 from ..dora.run import (DoraConfig, DoraRun, dora_inputs, load_config, run_dora, run_styles, write_splits)
 from ..dora.splits import pick_test_docs, split_docs
@@ -130,7 +129,7 @@ def _split_runs(index, llms: tuple, cfg: DoraConfig, out: Path, docs: tuple, max
     "The train run, then the test run (with the test generator) on what is left of the call budget."
     (gen, judge, test_gen), (train_ids, test_ids) = llms, docs
     tr = run_dora(index, gen, judge, cfg, out / "train", doc_ids=train_ids, split="train", max_calls=max_calls, **kw)
-    left = None if max_calls is None else max(0, max_calls - CallMeter(out / "train" / "calls.jsonl").totals()["calls"])
+    left = None if max_calls is None else max(0, max_calls - tr.summary["llm"]["calls"])
     return tr, run_dora(index, test_gen, judge, cfg, out / "test", doc_ids=test_ids, split="test", max_calls=left, **kw)
 
 # %% ../../nbs/90_commands.dora.ipynb #48d2d335

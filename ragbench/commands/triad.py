@@ -223,10 +223,8 @@ class QualifyOptions(BaseModel):
 
 def qualify_judge(spec: str, out, concurrency: int = 8):
     "The judge LLM of `spec`, its replies cached in `out`/cache; a bad spec raises UserError."
-    from ragbench.llm import LLMConfigError, make_llm
-    from ragbench.triad.run import check_spec
-    try: return make_llm(check_spec(spec), cache_dir=Path(out) / "cache", max_concurrency=concurrency)
-    except LLMConfigError as e: raise UserError(str(e)) from e
+    from ragbench.spine import LLMPool
+    return LLMPool(Path(out) / "cache", concurrency).get(spec)        # as every run makes its LLMs (19_spine)
 
 def print_qualify(s: dict, out) -> None:
     "A qualification on stdout: the metrics table, the string baseline's verdict, the cases and calls, the verdict."

@@ -9,9 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 from ..core import Attempt, Chunk, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
-from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun, index_fingerprint
+from ..gen.base import Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
-from ..spine import LLMPool
+from ..spine import LLMPool, RunSpec, open_run
 from ..triad.refresh import refresh_card, refresh_event, refresh_plan, refresh_snapshot, run_version, with_refresh_event
 from .styles import StyleError
 from .splits import dataset_card
@@ -226,12 +226,13 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
     "Refresh a DoRA run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = RunDir(run_dir)
-    with TaskRun(run.path, None, LocalExecutor(cfg.workers)) as tr:
+    with open_run(RunSpec(out=str(run.path)), name="refresh", attach=True, reopen=False,
+                  in_flight=cfg.workers) as opened, opened.tasks() as tr:   # the run's lock (19_spine)
         m = run.manifest()
         rid, items = refresh_snapshot(run)
         method = refresh_method(run.path, index, llms, cfg, (m.get("config") or {}).get("split"), embed)
         plan = refresh_plan(items, index, run_version(m, index))
-        meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", llms.values(), max_calls=max_calls, max_usd=max_usd)
+        meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
             results, stop = await refresh_items(items, plan, method, tr)

@@ -13,8 +13,8 @@ from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl,
                            short_hash, validation_problems)
-from ..gen.base import LLM_FAILING, GenerationMethod, LocalExecutor, Selection, Task, TaskResult, run_generation
-from ..llm import BudgetExceeded, CallMeter, LLMError, LLMParseError
+from ..gen.base import LLM_FAILING, GenerationMethod, Selection, Task, TaskResult, run_generation
+from ..llm import BudgetExceeded, LLMError, LLMParseError
 from ..prompts import parse_chunks, set_stand_in
 from ..spine import RunResult, RunSpec, read_config
 from ..text import content_words, has_number, jaccard, split_sentences, stem
@@ -178,6 +178,7 @@ class DoraMethod(GenerationMethod):
     def __init__(self, llm, judge=None, cfg: Optional[DoraConfig] = None, doc_chunks: Optional[dict] = None, *,
                  index=None, embed: Optional[Callable] = None, split: Optional[str] = None):
         self.llm, self.judge, self.cfg = llm, judge if judge is not None else llm, cfg or DoraConfig()
+        self.in_flight = self.cfg.workers                  # tasks at once in this process
         self.doc_chunks = doc_chunks if doc_chunks is not None else group_by_doc(index.iter_chunks())
         self.by_id = {c.id: c for cs in self.doc_chunks.values() for c in cs}
         self.embed, self.split, self.index, self.stopped = embed, split, index, None
@@ -419,7 +420,8 @@ def summarize(self: DoraMethod, results: Sequence[TaskResult], selection: Select
     count = lambda its: {s: sum(it.style == s for it in its) for s in self.cfg.styles}
     passed, achieved, made = count([i for r in results for i in r.items]), count(d.selected), count(cands)
     fails, fails_style = _gate_failures(cands)
-    tot = self.llm.meter.totals()
+    meter = self.meter or self.llm.meter               # the run's (across resumes), else this client's
+    tot = meter.totals()
     usage = {k: int(tot.get(k) or 0) for k in _USAGE_KEYS}
     return {"split": self.split, "requested": {s: self.cfg.per_style for s in self.cfg.styles}, "achieved": achieved,
             "short": {s: self.cfg.per_style - n for s, n in achieved.items() if n < self.cfg.per_style},
@@ -429,7 +431,7 @@ def summarize(self: DoraMethod, results: Sequence[TaskResult], selection: Select
             "duplicates": len(d.dropped), "over_quota": len(d.rest), "stopped": self.stopped,
             "rounds": 1 + max((t.payload["round"] for t in self.plan(None, results)), default=-1),
             "documents": dict(Counter(it.meta.get("doc_id") for it in d.selected)),
-            "usage": usage, "by_stage": self.llm.meter.by_stage(), "per_accepted": _per_accepted(usage, len(d.selected)),
+            "usage": usage, "by_stage": meter.by_stage(), "per_accepted": _per_accepted(usage, len(d.selected)),
             "models": self.models(), "warnings": self.warnings()}
 
 # %% ../../nbs/30_dora.run.ipynb #10906545
@@ -457,7 +459,7 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
     out = Path(out.path if isinstance(out, RunDir) else out or tempfile.mkdtemp(prefix="dora-"))
     _warm_up(index, doc_chunks)
     summary = run_generation(method, index, out, max_calls=max_calls, max_usd=max_usd,
-                             executor=executor or LocalExecutor(cfg.workers), progress=progress)
+                             executor=executor, progress=progress)
     return RunResult(out, summary, out / "dataset.jsonl", summary.get("stopped") or "done", items=list(read_jsonl(out / "dataset.jsonl", QAItem)),
                      candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)))
 

@@ -13,9 +13,10 @@ from .judges import (JUDGES, JUDGE_METRICS, Judge, JudgedAnswer, Verdicts, judge
 from .systems import EndpointBackend, FunctionBackend, RagSystem, map_context, map_contexts
 from .setups import (NOT_APPLICABLE, ExternalAnswer, Setup, SetupError, build_context, check_setups, load_setups,
                                   read_answers, setups_from_dict, unanswerable_kind, variants_of, vary)
-from .run import (DIMENSIONS, EvalError, evaluate, format_summary, latest_rows, load_scores,
-                               metric_names, read_scores, score_batch, summarize, summary_frame, judge_noise, estimate_evaluation,
-                               eval_folder, newest_eval)
+from .scores import (DIMENSIONS, EvalError, latest_rows, load_scores, metric_names, read_scores, summarize,
+                                  summary_frame)
+from .inputs import EvalInputs, eval_folder, newest_eval, read_inputs
+from .run import evaluate, format_summary, score_batch, judge_noise, estimate_evaluation
 from .compare import compare
 from .export import RAGAS_COLUMNS, export_hf, export_ragas, hf_schema, ragas_rows, read_hf, to_hf
 from .calibration import (calibration_frame, calibration_table, judge_sample, load_calibration, rubric_agreement,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Optional, Sequence, Union
 import numpy as np
 from ..core import RunDir, atomic_write
-from .run import EvalError, read_scores
+from .scores import EvalError, read_scores
 from ..stats import resample_means, resample_weights, split_metric
 
 # %% auto #0

@@ -8,7 +8,7 @@ import io, json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
 from ..core import Dataset, QAItem, RecordError, UserError, atomic_write
-from .run import EvalError, read_scores
+from .scores import EvalError, read_scores
 from .setups import NOT_APPLICABLE, chunks_in_index
 from ..stats import MODES
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
 from ..core import UserError, atomic_write, read_config_file
-from .run import EvalError, read_scores
+from .scores import EvalError, read_scores
 from .compare import configured_order
 from ..stats import HEADLINE_METRICS, decide, n_for_power, order_metrics, paired_test, simulated_power, split_metric
 

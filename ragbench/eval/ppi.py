@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 import numpy as np
 from ..core import RunDir, UserError, read_jsonl, utc_now
-from .run import EvalError, read_scores
+from .scores import EvalError, read_scores
 from ..stats import human_mean_ci, mean_ci, paired_test, ppi_mean_ci, ppi_paired_ci
 
 

@@ -187,6 +187,8 @@ class GenerationMethod:
     # accepted items wanted per question type (their sum is the target)
     quotas: Optional[dict[str, int]] = None
     task_errors: tuple = ()                            # exceptions recorded as a failed task (others stop the run)
+    in_flight: int = 8                                 # tasks at once when the run goes in this process
+    meter = None                                       # the run's CallMeter, given by the runner as the run starts
 
     def config(self) -> dict:
         "The settings that shape the items: a resume with other settings is refused, naming the option."
@@ -306,7 +308,7 @@ def index_fingerprint(index) -> str:
     return corpus_fingerprint(c.id for c in index.iter_chunks())
 
 # %% ../../nbs/17_gen.base.ipynb #dde2bf3b
-from ..llm import BudgetExceeded, CallMeter, task_usage
+from ..llm import BudgetExceeded, CallMeter, counting, task_usage
 
 # %% ../../nbs/17_gen.base.ipynb #d87fc893
 MAX_LLM_ERRORS = 8            # tasks in a row that failed on their LLM before the runner stops the run
@@ -347,19 +349,25 @@ def budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Tas
     return guarded
 
 class TaskRun:
-    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a call meter on its LLMs, an executor; it stops after `max_llm_errors` tasks in a row failed on their LLM."
+    "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a meter, an executor."
+    # the meter counts every LLM call of the run; the default executor runs `in_flight` tasks at once in this process;
+    # the run stops after `max_llm_errors` tasks in a row failed on their LLM
     def __init__(self, path: Union[str, Path], journal: Optional[str] = "tasks.jsonl", executor=None,
-                 max_llm_errors: Optional[int] = MAX_LLM_ERRORS):
+                 max_llm_errors: Optional[int] = MAX_LLM_ERRORS, in_flight: int = 8, lock: Optional[RunLock] = None):
         self.path, self.journal_name, self.streak = Path(path), journal, LLMErrorStreak(max_llm_errors)
-        self.lock, self.executor, self.meter, self.journal = RunLock(self.path), executor or LocalExecutor(), None, None
+        # a lock given is held by the caller (an attached run): the runner neither takes nor releases it
+        self.lock, self._own_lock = lock or RunLock(self.path), lock is None
+        self.executor = executor or LocalExecutor(in_flight)
+        self.meter, self.journal = None, None
         self.results: dict[str, TaskResult] = {}
+        self._counting = None
 
     def __enter__(self) -> "TaskRun":
-        self.lock.acquire()
+        if self._own_lock: self.lock.acquire()
         try:
             if self.journal_name: self.open_journal(self.journal_name)
         except BaseException:
-            self.lock.release()
+            if self._own_lock: self.lock.release()
             raise
         return self
 
@@ -369,13 +377,19 @@ class TaskRun:
         self.results = self.journal.load()
         return self.results
 
-    def __exit__(self, *exc): self.lock.release()
+    def __exit__(self, *exc):
+        try:
+            if self._counting is not None: self._counting.__exit__(None, None, None)
+        except ValueError: pass                       # left in another context: nothing of ours to undo
+        finally:
+            self._counting = None
+            if self._own_lock: self.lock.release()
 
-    def open_meter(self, calls: str, llms: Iterable = (), max_calls: Optional[int] = None,
-                   max_usd: Optional[float] = None) -> CallMeter:
-        "The run's call meter, journaled in `calls` (its budget holds across resumes), attached to each of `llms`."
+    def open_meter(self, calls: str, *, max_calls: Optional[int] = None, max_usd: Optional[float] = None) -> CallMeter:
+        "The run's call meter, journaled in `calls` (a budget across resumes); it counts every LLM call made in the run."
         self.meter = CallMeter(self.path / calls, max_calls=max_calls, max_usd=max_usd)
-        for l in {id(l): l for l in llms}.values(): l.meter = self.meter
+        self._counting = counting(self.meter)
+        self._counting.__enter__()
         return self.meter
 
     def commit(self, r: TaskResult) -> None:
@@ -397,7 +411,11 @@ class TaskRun:
         def committed(r: TaskResult) -> None:
             commit(r)
             self.streak.add(r)            # raises StopRun after `max_llm_errors` LLM failures in a row
-        return await self.executor.run(todo, budget_stops(work), committed, wanted or (lambda t: True))
+        meter = self.meter
+        async def counted(t: Task) -> TaskResult:     # the meter travels with the work (a Ray worker lacks our context)
+            if meter is None: return await work(t)
+            with counting(meter): return await work(t)
+        return await self.executor.run(todo, budget_stops(counted), committed, wanted or (lambda t: True))
 
 # %% ../../nbs/17_gen.base.ipynb #cf416cb7
 def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Selection:
@@ -491,12 +509,12 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
     "Run (or resume) `method` over `index` into `run_dir`; returns the summary (also in summary.json)."
     log = log or (lambda m: print(m, file=sys.stderr))
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-    with TaskRun(run.path, "tasks.jsonl", executor) as tr:
+    with TaskRun(run.path, "tasks.jsonl", executor, in_flight=method.in_flight) as tr:
         fp, cfg = index_fingerprint(index), method.config()
         results, seen, stop, t0, new = tr.results, set(), None, time.monotonic(), 0
         check_resume(run, method.name, fp, cfg, results.values())
         stamp = {"kind": method.name, "corpus_fingerprint": fp, "config": cfg}
-        meter = tr.open_meter("calls.jsonl", method.llms(), max_calls=max_calls, max_usd=max_usd)
+        meter = method.meter = tr.open_meter("calls.jsonl", max_calls=max_calls, max_usd=max_usd)   # the whole run's
         restore_spent(meter, results.values(), log, run.manifest())
         run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
         tally = PlanOrderTally(method.quotas, results.values())

@@ -9,7 +9,7 @@ __all__ = []
 from .errors import (KEY_ENVS, BudgetExceeded, LLMConfigError, LLMError, LLMParseError, ProviderError,
                                  RateLimitError, RunEnded, LLMUnreachable, StructuredOutputRejected, TransientError, http_status, is_retryable,
                                  redact, redact_spec)
-from .usage import PRICES, Budget, CallMeter, cost_usd, price_for, task_meters, task_usage
+from .usage import PRICES, Budget, CallMeter, cost_usd, counting, price_for, task_meters, task_usage
 from .limits import RateLimiter, Slots
 from .structured import REPAIR_NOTE, extract_json, parse_reply, repair_prompt, schema_info, schema_instruction
 from .cache import ResponseCache

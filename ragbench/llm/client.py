@@ -59,7 +59,7 @@ class LLM:
 @patch
 def _count(self: LLM, event: str, stage: str, *args) -> None:
     "Send one event (a CallMeter method name) to this LLM's meter and to the current task meters."
-    for m in (self.meter, *task_meters()): getattr(m, event)(stage, *args)
+    for m in dict.fromkeys((self.meter, *task_meters())): getattr(m, event)(stage, *args)   # a meter counts once
 
 @patch
 def _book(self: LLM, req: LLMRequest) -> None:
@@ -269,8 +269,8 @@ def expand_env(spec: str) -> str:
 # %% ../../nbs/03_llm.client.ipynb #de7a0300
 _LLM_KEYS = {"max_retries", "backoff", "max_backoff", "max_repairs", "price"}
 
-def make_llm(spec: str, cache_dir=None, budget: Optional[CallMeter] = None, max_concurrency: int = 8,
-             rpm: Optional[float] = None, tpm: Optional[float] = None, *, meter: Optional[CallMeter] = None, **options) -> LLM:
+def make_llm(spec: str, cache_dir=None, meter: Optional[CallMeter] = None, max_concurrency: int = 8,
+             rpm: Optional[float] = None, tpm: Optional[float] = None, **options) -> LLM:
     "An LLM for `spec`: gemini:MODEL | openai:BASE_URL@MODEL | openai:MODEL | local | local:PATH.gguf | template | fake."
     if not isinstance(spec, str) or not spec.strip():
         raise LLMConfigError(f"LLM spec must be a non-empty string, got {spec!r}")
@@ -282,7 +282,7 @@ def make_llm(spec: str, cache_dir=None, budget: Optional[CallMeter] = None, max_
     common = {k: options.pop(k) for k in list(options) if k in _LLM_KEYS}
     try: backend = backend_factory(kind)(rest, spec=spec, **options)
     except TypeError as e: raise LLMConfigError(f"LLM spec {redact_spec(spec)!r}: bad option: {e}") from None
-    return LLM(backend, spec=spec, cache_dir=cache_dir, meter=meter if meter is not None else budget,
+    return LLM(backend, spec=spec, cache_dir=cache_dir, meter=meter,
                max_concurrency=max_concurrency, rpm=rpm, tpm=tpm, **common)
 
 # %% ../../nbs/03_llm.client.ipynb #da576d18

@@ -14,7 +14,7 @@ from .errors import BudgetExceeded, LLMConfigError
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['PRICES', 'price_for', 'cost_usd', 'CallMeter', 'Budget', 'task_usage', 'task_meters', 'count_event']
+__all__ = ['PRICES', 'price_for', 'cost_usd', 'CallMeter', 'Budget', 'counting', 'task_usage', 'task_meters', 'count_event']
 
 # %% ../../nbs/03_llm.usage.ipynb #bbe4d7b8
 PRICES: dict[str, tuple[float, float]] = {
@@ -202,12 +202,15 @@ class Budget(CallMeter):
 _TASK_METERS: contextvars.ContextVar = contextvars.ContextVar("ragbench_task_meters", default=())
 
 @contextlib.contextmanager
-def task_usage() -> Iterator[CallMeter]:
-    "A fresh CallMeter that also counts every LLM call made inside this block (and the tasks/threads it starts)."
-    meter = CallMeter()
+def counting(meter: CallMeter) -> Iterator[CallMeter]:
+    "`meter` counts (and budgets) every LLM call made inside this block (and the tasks/threads it starts) too."
     token = _TASK_METERS.set(_TASK_METERS.get() + (meter,))
     try: yield meter
     finally: _TASK_METERS.reset(token)
+
+def task_usage() -> contextlib.AbstractContextManager:
+    "A fresh CallMeter that also counts every LLM call made inside this block (and the tasks/threads it starts)."
+    return counting(CallMeter())
 
 def task_meters() -> tuple:
     "The meters of the `task_usage` blocks the current code runs in (innermost last)."
@@ -216,4 +219,4 @@ def task_meters() -> tuple:
 def count_event(llm, event: str, stage: str, *args) -> None:
     "Send one CallMeter event to `llm`'s meter (if it has one) and the current task meters, as the LLM layer does."
     meter = getattr(llm, "meter", None)
-    for m in ((meter,) if meter is not None else ()) + task_meters(): getattr(m, event)(stage, *args)
+    for m in dict.fromkeys(((meter,) if meter is not None else ()) + task_meters()): getattr(m, event)(stage, *args)

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 from ..core import Dataset, RecordError, UserError, atomic_write, read_jsonl
 from ..eval.judges import RUBRIC_DIMENSIONS
-from ..eval.run import latest_rows, newest_eval, summarize
+from ..eval.scores import latest_rows, summarize
+from ..eval.inputs import newest_eval
 from ..eval.setups import NOT_APPLICABLE
 from ..stats import HEADLINE_METRICS, MODES, mean_table, order_metrics, split_metric
 

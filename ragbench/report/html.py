@@ -11,7 +11,8 @@ from typing import Annotated, Any, Optional, Sequence, Union
 from ..core import Dataset, atomic_write, utc_now
 from ..eval.calibration import JUDGE_FILE, load_calibration
 from ..eval.setups import NOT_APPLICABLE
-from ..eval.run import metric_notes, newest_eval
+from ..eval.run import metric_notes
+from ..eval.inputs import newest_eval
 from .figures import (ReportError, ReportFigure, load_eval, load_generation,
                                      metric_label, report_figures, value_label)
 from .png import export_pngs, find_chrome
@@ -298,7 +299,7 @@ def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Op
     "(lead HTML, forest figure, notes): every setup against `baseline` (default: the first configured setup) on the headline metrics."
     from ragbench.eval.compare import configured_order
     from ragbench.eval.paired import decision_sentence, paired_rows
-    from ragbench.eval.run import EvalError
+    from ragbench.eval.scores import EvalError
     from ragbench.report.figures import forest_figure
     setups = configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in scores)))
     if len(setups) < 2 and baseline is None: return "", None, []

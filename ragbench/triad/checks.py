@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import Context, Dataset, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
-from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun
+from ..gen.base import Task, TaskResult, TaskRun
 from ..llm import LLMError, LLMParseError, arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt
 from .bridge import hit_chunk
 from .config import in_thread
-from ..spine import LLMPool
+from ..spine import LLMPool, RunSpec, open_run
 
 # %% auto #0
 __all__ = ['CHECKS', 'SearchMode', 'Uniqueness', 'Completeness', 'ClosedBook', 'SameAnswer', 'CheckConfig', 'check_uniqueness',
@@ -168,9 +168,10 @@ def checks_card(items: Sequence[QAItem]) -> dict:
 async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls: Optional[int] = None, executor=None) -> dict:
     "Run the whole-corpus checks over a run's dataset (resumable); returns the per-type findings (also in card.json)."
     run, key = RunDir(run_dir), ",".join(cfg.checks)
-    with TaskRun(run.path, "checks.jsonl", executor or LocalExecutor(32)) as tr:
+    with open_run(RunSpec(out=str(run.path)), name="check", attach=True, reopen=False,
+                  in_flight=32) as opened, opened.tasks("checks.jsonl", executor) as tr:   # the run's lock (19_spine)
         items = run.read("dataset.jsonl", QAItem)
-        meter = tr.open_meter("checks.calls.jsonl", llms.values(), max_calls=max_calls)
+        meter = tr.open_meter("checks.calls.jsonl", max_calls=max_calls)
         by_task = {f"{it.id}:{key}": it for it in items if it.answerable}
         async def one(t: Task) -> TaskResult:
             r = await acorpus_checks(by_task[t.id], index, llms, cfg)

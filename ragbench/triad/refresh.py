@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence
 from ..core import (Dataset, QAItem, RunDir, UserError, atomic_write, dataset_diff, dataset_version,
                            read_jsonl, short_hash, utc_now)
-from ..gen.base import LocalExecutor, Task, TaskResult, TaskRun, index_fingerprint
+from ..gen.base import Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, LLMError, arun
 from ..text import jaccard, words
 from .bridge import hit_chunk
@@ -18,7 +18,7 @@ from .config import SeedPlan, TriadConfig, in_thread
 from .contexts import acheck_unanswerable, aextract, unanswerable_variant
 from .judge import avalidate
 from .run import aprocess_seed, model_label
-from ..spine import LLMPool
+from ..spine import LLMPool, RunSpec, open_run
 
 # %% auto #0
 __all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'refresh_event', 'with_refresh_event', 'arecheck', 'arecheck_variant',
@@ -302,11 +302,12 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
     "Refresh a TRIAD run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
     log = log or (lambda m: print(m, file=sys.stderr))
     run = RunDir(run_dir)
-    with TaskRun(run.path, None, LocalExecutor(cfg.in_flight)) as tr:
+    with open_run(RunSpec(out=str(run.path)), name="refresh", attach=True, reopen=False,
+                  in_flight=cfg.in_flight) as opened, opened.tasks() as tr:   # the run's lock (19_spine)
         m = run.manifest()
         rid, items = refresh_snapshot(run)
         plan = refresh_plan(items, index, run_version(m, index))
-        meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", llms.values(), max_calls=max_calls, max_usd=max_usd)
+        meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
             results, stop = await _refresh_items(items, plan, index, llms, cfg, tr)

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
 from ..core import QAItem, RunDir, UserError, as_draft, validation_problems
-from ..gen.base import (GenerationMethod, LocalExecutor, Selection, StopRun, Task, TaskResult, arun_generation,
+from ..gen.base import (GenerationMethod, Selection, StopRun, Task, TaskResult, arun_generation,
                                check_resume, counts_towards, index_fingerprint, question_key, result_group,
                                run_generation)
 from ..llm import LLMError, LLMParseError, price_for, redact_spec
@@ -145,7 +145,7 @@ class TriadMethod(GenerationMethod):
     task_errors = (LLMError, KeyError, ValueError)
 
     def __init__(self, llms, cfg: TriadConfig, stop_after: Optional[int] = None):
-        self.roles, self.cfg, self.target = normalise_llms(llms), cfg, cfg.n
+        self.roles, self.cfg, self.target, self.in_flight = normalise_llms(llms), cfg, cfg.n, cfg.in_flight
         self.quotas = dict(cfg.n_per_type) or None                  # per-type targets (`ragbench plan`'s n per type)
         self.stop_after = stop_after or cfg.in_flight               # failed seeds, none finished: the LLM is unusable
         self._plan: Optional[list[Task]] = None
@@ -342,7 +342,7 @@ async def arun_triad(index, llms, cfg: TriadConfig, run_dir, *, progress: bool =
                      max_calls: Optional[int] = None, max_usd: Optional[float] = None, executor=None) -> dict:
     "Run (or resume) TRIAD until `cfg.n` questions are accepted, the seeds run out or the budget is spent."
     _check_index(index)
-    return await arun_generation(TriadMethod(llms, cfg), index, run_dir, executor=executor or LocalExecutor(cfg.in_flight),
+    return await arun_generation(TriadMethod(llms, cfg), index, run_dir, executor=executor,
                                  max_calls=max_calls, max_usd=max_usd, progress=progress, log=log)
 
 def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> RunResult:

@@ -174,18 +174,13 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
 # %% ../../nbs/61_widgets.bridge.ipynb #d7a595c1
 def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison", binary: bool = False) -> QAItem:
     "Generate from the inspected bridge (LLMs or specs, by role), validate, append to RUN/inspected.jsonl (the run's dataset for review, beside dataset.jsonl); calls count in RUN/calls.jsonl."
-    from ragbench.gen.base import TaskRun
     from ragbench.llm import arun
-    from ragbench.spine import LLMPool
-    from ragbench.triad import TriadConfig
-    pool, run = LLMPool(Path(run_dir) / "cache"), RunDir(run_dir)        # as a run opens its LLMs (19_spine)
-    llms = {
-        r: pool.get(l) if isinstance(l, str) else l
-        for r, l in (llms if isinstance(llms, dict) else {"generate": llms}).items()
-    }
-    with TaskRun(run.path, None) as tr:
-        meter = tr.open_meter("calls.jsonl")                 # the run's budget and journal count these calls too
-        for l in llms.values(): pool.attach(meter, l)
+    from ragbench.spine import RunSpec, open_run
+    given, run = llms if isinstance(llms, dict) else {"generate": llms}, RunDir(run_dir)
+    spec = RunSpec(out=str(run_dir), models={r: l for r, l in given.items() if isinstance(l, str)}, preflight=False)
+    with open_run(spec, name="widgets", attach=True, reopen=False) as opened, opened.tasks() as tr:   # the run's lock
+        llms = {r: opened.llms[r] if isinstance(l, str) else l for r, l in given.items()}
+        tr.open_meter("calls.jsonl")                         # the run's journal counts these calls too
         keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or run_triad_config(run.path), kind, binary))
         have = {i.id for i in load_items(run.path)}
         new = [i for i in keep + drop if i.id not in have]
