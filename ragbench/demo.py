@@ -144,14 +144,14 @@ def headline(summary: dict, metric: str = "recall@k") -> str:
     return " | ".join(f"{s} {metric} {m[metric]['mean']:.2f}" for s, m in summary["setups"].items()
                       if (m.get(metric) or {}).get("mean") is not None)
 
-def demo_evaluate(ds, setups, out_dir: Path, index, llm=None, *, n_boot: int = 1000, progress: bool = False,
+def demo_evaluate(ds, setups, out_dir: Path, index, llm=None, *, progress: bool = False,
                   judges: Sequence[str] = ("correctness", "abstention")) -> dict:
     "Score `setups` on `ds` in `index`: retrieval only without `llm`, else answered and judged by `llm` too."
     from ragbench.eval import evaluate
     with query_threads():
         return evaluate(ds, setups, out_dir, index_factory=lambda s: index, modes=("retrieved",), judge_llm=llm,
                         llm_factory=lambda spec: llm, judges=judges if llm is not None else (), bertscore=llm is not None,
-                        n_boot=n_boot, progress=progress)
+                        progress=progress)
 
 # %% ../nbs/90_demo.ipynb #0f02f445
 def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[str] = ("recall@k", "mrr"),
@@ -295,8 +295,7 @@ def demo_config(llm_spec, gen_spec, **params) -> dict:
 
 # %% ../nbs/90_demo.ipynb #f4556bd3
 def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seeds: int = 12, max_docs: Optional[int] = 6,
-             gen_spec: Optional[str] = None, log: Callable = print, progress: bool = False, embedder=None,
-             n_boot: int = 1000) -> dict:
+             gen_spec: Optional[str] = None, log: Callable = print, progress: bool = False, embedder=None) -> dict:
     "The main job: index + search -> TRIAD (stand-in) -> HotpotQA setups scored -> HTML reports."
     from ragbench.embed import make_embedder
     from ragbench.spine import RunSpec, open_run
@@ -321,7 +320,7 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
         f"[5/6] scoring {len(hds)} questions x 4 retrieval setups"
         + ("" if llm is None else f", answered and judged by {llm.spec}")
     )
-    summary = demo_evaluate(hds, demo_setups(out / "hotpotqa" / "db", llm_spec), out / "eval", hidx, llm, n_boot=n_boot,
+    summary = demo_evaluate(hds, demo_setups(out / "hotpotqa" / "db", llm_spec), out / "eval", hidx, llm,
                             progress=progress)
     log(f"[5/6] {'retrieval' if llm is None else llm.spec + ' answered and judged'} on HotpotQA "
         f"({len(hds)} questions): {headline(summary)} -> {out / 'eval' / 'summary.json'}")

@@ -218,7 +218,7 @@ def read_config(model, path=None, defaults: Optional[dict] = None, error=UserErr
         if not Path(path).exists(): raise error(f"{path}: no such config file")
         data = read_config_file(Path(path), error) or {}
         if not isinstance(data, dict): raise error(f"{path}: expected a mapping of settings")
-        data = {str(k).replace("-", "_"): v for k, v in data.items()}      # `n-boot:` as `n_boot:`
+        data = {str(k).replace("-", "_"): v for k, v in data.items()}      # `max-calls:` as `max_calls:`
         unknown = [k for k in data if k not in model.model_fields] if model.model_config.get("extra") == "forbid" else []
         if unknown: raise error(f"{path}: unknown option '{unknown[0]}'; options: {', '.join(model.model_fields)}")
     data = {**(defaults or {}), **data, **{k: v for k, v in flags.items() if v is not None}}

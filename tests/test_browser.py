@@ -208,7 +208,7 @@ def test_report_page(browser, tmp_path, shots):
     cli = [str(script)] if script.exists() else [sys.executable, "-m", "ragbench.cli"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT)] + sys.path)}
     for args in (["evaluate", "--dataset", run / "dataset.jsonl", "--db", run / "db", "--setups", tmp_path / "setups.yaml",
-                  "--out", tmp_path / "eval", "--llm", "template", "--judges", "none", "--no-bertscore", "--n-boot", "50", "--quiet"],
+                  "--out", tmp_path / "eval", "--llm", "template", "--judges", "none", "--no-bertscore", "--quiet"],
                  ["triad", "--db", run / "db", "--out", tmp_path / "gen", "--llm", "fake", "--n", "3", "--seed", "1"],
                  ["report", tmp_path / "eval", "--out", tmp_path / "report.html", "--generation", tmp_path / "gen"]):
         p = subprocess.run(cli + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=300)

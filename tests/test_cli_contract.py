@@ -207,7 +207,7 @@ def evaluation(server, triad, hash_db, setups_file, work):
     "`evaluate` of the TRIAD dataset: 2 setups x 2 modes, with the default judges."
     out = work / "eval"
     cmd = ("evaluate", "--dataset", triad["out"] / "dataset.jsonl", "--db", hash_db, "--setups", setups_file,
-           "--out", out, "--modes", "retrieved,oracle", "--no-bertscore", "--n-boot", 50, "--quiet")
+           "--out", out, "--modes", "retrieved,oracle", "--no-bertscore", "--quiet")
     p, calls = server.run(*cmd)
     return dict(out=out, proc=ok(p), calls=calls, cmd=cmd)
 
@@ -255,7 +255,7 @@ FLAGS = {
             "--no-embed --no-progress --out --overgen --per-style --prefilter --seed --split --styles --styles-file "
             "--table --test-docs --test-llm --workers",
     "static": "--corpus --db --embedder --format --limit --out --quiet --table",
-    "evaluate": "--answers --answers-top-k --batch-size --dataset --db --judge-llm --judges --llm --modes --n-boot "
+    "evaluate": "--answers --answers-top-k --batch-size --dataset --db --judge-llm --judges --llm --modes "
                 "--no-bertscore --out --quiet --setups",
     "compare": "--json --metric --n-boot --seed",
     "export-ragas": "--dataset --db --mode --out --scores --setup --table --with-ids",
@@ -554,7 +554,7 @@ def test_evaluate_own_answers(server, triad, hash_db, work):
                          + "\n" for i in items))
     out = work / "eval_answers"
     p, calls = server.run("evaluate", "--dataset", triad["out"] / "dataset.jsonl", "--db", hash_db, "--answers", f"mine={f}",
-                          "--out", out, "--judges", "none", "--no-bertscore", "--n-boot", 50, "--quiet")
+                          "--out", out, "--judges", "none", "--no-bertscore", "--quiet")
     ok(p)
     rows = jsonl(out / "scores.jsonl")
     assert len(rows) == len(items) and {r["setup"] for r in rows} == {"mine"} and calls == 0
@@ -572,7 +572,7 @@ def test_compare_two_evaluations(server, statics, setups_file, work):
     for name in ("hotpotqa", "musique"):
         out = work / f"eval_{name}"
         ok(ragbench("evaluate", "--dataset", statics[name]["out"], "--db", statics[name]["db"], "--setups", setups_file,
-                    "--out", out, "--judges", "none", "--no-bertscore", "--n-boot", 50, "--quiet"))
+                    "--out", out, "--judges", "none", "--no-bertscore", "--quiet"))
         assert len(jsonl(out / "scores.jsonl")) == 5 * 2
         dirs.append(out)
     # pin updated by the eval sweep (issue 11): recall@5 is not applicable to the top-3 setup (no metric at k > top_k),

@@ -218,7 +218,7 @@ def test_end_to_end_recall_equals_brute_force(static_env, tmp_path, name):
     setups = [Setup(name="top3", top_k=3, llm="fake"), Setup(name="top5", top_k=5, llm="fake")]
     llm = _judge_and_answer_llm()
     summ = evaluate(ds, setups, tmp_path / "ev", db=db, llm_factory=lambda spec: llm, judge_llm=llm,
-                    bertscore=False, n_boot=200)
+                    bertscore=False)
     rows = RunDir(tmp_path / "ev").read("scores.jsonl")
     assert len(rows) == len(ds) * 2
     bfs = _brute_force_recall(ds, idx, static_env["emb"], [s.top_k for s in setups])
@@ -246,7 +246,7 @@ def test_modes_and_judges_through_fake_server(static_env, tmp_path):
         judge = make_llm(f"openai:{srv.url}/v1@fake", cache_dir=tmp_path / "cache")
         summ = evaluate(ds, [Setup(name="bm25", retrieval="bm25", top_k=3, llm="fake")], tmp_path / "ev", db=db,
                         modes=("retrieved", "oracle", "unanswerable"), llm_factory=lambda s: make_llm(s),
-                        judge_llm=judge, bertscore=False, n_boot=100)
+                        judge_llm=judge, bertscore=False)
         n_requests = srv.stats()["requests"]
     st = summ["setups"]["bm25"]
     for key in ("correct", "faithful", "keypoint_complete", "oracle/correct", "unanswerable/abstained"):
@@ -270,7 +270,7 @@ def test_unparseable_judge_output_is_counted_not_nan(static_env, tmp_path):
     with FakeLLMServer(error_rate=1.0, fault_kinds=("badjson",)) as srv:
         judge = make_llm(f"openai:{srv.url}/v1@fake", max_repairs=1)
         summ = evaluate(ds, [Setup(name="dense", top_k=3, llm="fake")], tmp_path / "ev", db=db,
-                        llm_factory=lambda s: make_llm(s), judge_llm=judge, bertscore=False, n_boot=50)
+                        llm_factory=lambda s: make_llm(s), judge_llm=judge, bertscore=False)
     st = summ["setups"]["dense"]
     assert summ["judge_failures"]["dense"] == {"correctness": 4, "faithfulness": 4, "keypoints": 4}
     assert st["correct"] == {"mean": None, "lo": None, "hi": None, "n": 0, "n_na": 4}
@@ -288,7 +288,7 @@ def test_resume_and_judge_cache(static_env, tmp_path):
     made = []
     def factory(spec):
         made.append(make_llm(spec, cache_dir=out / "cache")); return made[-1]
-    kw = dict(db=db, llm_factory=factory, judge_llm="fake", bertscore=False, n_boot=100)
+    kw = dict(db=db, llm_factory=factory, judge_llm="fake", bertscore=False)
     full = evaluate(ds, setups, out, **kw)
     rows = (out / "scores.jsonl").read_text().splitlines(keepends=True)
     assert len(rows) == 16
@@ -326,7 +326,7 @@ def test_bad_inputs(static_env, tmp_path, capsys):
     nogold = small.items[0].model_copy(update={"id": "nogold", "gold_chunk_ids": [], "contexts": []})
     llm = _judge_and_answer_llm()
     summ = evaluate(Dataset([nogold] + small.items[1:]), [Setup(name="a", top_k=3, llm="fake")], tmp_path / "e3", db=db,
-                    llm_factory=lambda s: llm, bertscore=False, n_boot=50)
+                    llm_factory=lambda s: llm, bertscore=False)
     row = [r for r in RunDir(tmp_path / "e3").read("scores.jsonl") if r["item_id"] == "nogold"][0]
     assert row["retrieval_hit"] is None and row["metrics"]["recall@k"] is None and row["metrics"]["mrr"] is None
     assert row["metrics"]["exact_match"] is not None
@@ -337,7 +337,7 @@ def test_bad_inputs(static_env, tmp_path, capsys):
                            for i, g in [(small[0].id, small[0].gold_chunk_ids), ("ghost-1", []), ("ghost-2", [])]))
     small.write(tmp_path / "small.jsonl")
     rc = evaluate_cli(["--dataset", str(tmp_path / "small.jsonl"), "--db", str(db), "--answers", f"mine={ans}",
-                       "--out", str(tmp_path / "e4"), "--no-bertscore", "--n-boot", "50", "--quiet"])
+                       "--out", str(tmp_path / "e4"), "--no-bertscore", "--quiet"])
     err = capsys.readouterr().err
     assert rc == 0 and "2 answer(s) for unknown item ids skipped: ghost-1, ghost-2" in err
     summ = json.loads((tmp_path / "e4" / "summary.json").read_text())
@@ -362,7 +362,7 @@ def test_cli_static_evaluate_compare_export(tmp_path, capsys):
                            "--limit", "10", "--embedder", "hash:64", "--quiet"]) == 0
         assert evaluate_cli(["--dataset", str(tmp_path / f"{name}.jsonl"), "--db", str(tmp_path / f"{name}_db"),
                              "--setups", str(setups), "--out", str(tmp_path / f"ev_{name}"), "--no-bertscore",
-                             "--n-boot", "50", "--quiet", "--modes", "retrieved,oracle"]) == 0
+, "--quiet", "--modes", "retrieved,oracle"]) == 0
     out = capsys.readouterr().out
     assert "dense5" in out and "recall@k" in out
     assert compare_cli([str(tmp_path / "ev_hot"), str(tmp_path / "ev_mus"), "--metric", "recall@5", "--n-boot", "100",
@@ -432,7 +432,7 @@ def test_metrics_beyond_top_k_are_not_applicable(tiny, tmp_path):
     from ragbench.testing import FakeLLM
     llm = FakeLLM()
     summ = evaluate(tiny["ds"], [Setup(name="bm25-2", retrieval="bm25", top_k=2, llm="fake")], tmp_path / "ev", db=tiny["db"],
-                    llm_factory=lambda s: llm, judges=(), bertscore=False, n_boot=20)
+                    llm_factory=lambda s: llm, judges=(), bertscore=False)
     rows = [r for r in _rows(tmp_path / "ev").values() if r["metrics"]["recall@k"] is not None]
     assert len(rows) == 4                                                   # q1, q2, d1, d2
     for r in rows:
@@ -449,7 +449,7 @@ def test_unanswerable_kinds(tiny, tmp_path):
     from ragbench.testing import FakeLLM
     llm = FakeLLM()
     summ = evaluate(tiny["ds"], [Setup(name="dense2", top_k=2, llm="fake")], tmp_path / "ev", db=tiny["db"], judges=("abstention",),
-                    modes=("retrieved", "unanswerable", "oracle"), llm_factory=lambda s: llm, judge_llm=llm, bertscore=False, n_boot=20)
+                    modes=("retrieved", "unanswerable", "oracle"), llm_factory=lambda s: llm, judge_llm=llm, bertscore=False)
     rows = _rows(tmp_path / "ev")
     r = rows[("q1-u", "retrieved")]
     assert r["skipped"].startswith("not applicable: context-unanswerable") and r["answer"] is None and r["metrics"]["abstained"] is None
@@ -489,7 +489,7 @@ def test_judges_fit_the_item(tiny, tmp_path):
     llm = FakeLLM(lambda r: _claims_judge(r) or template_reply(r.prompt, r.system, r.schema))
     ds = Dataset([it for it in tiny["ds"] if it.id in ("q1", "d1", "d2")])
     evaluate(ds, [Setup(name="dense2", top_k=2, llm="fake")], tmp_path / "ev", db=tiny["db"], llm_factory=lambda s: llm,
-             judge_llm=llm, judges=("correctness", "faithfulness", "rubric"), bertscore=False, n_boot=20)
+             judge_llm=llm, judges=("correctness", "faithfulness", "rubric"), bertscore=False)
     stages = Counter(r.stage for r in llm.requests)
     assert stages["eval_correctness_longform"] == 1 and stages["eval_correctness"] == 2 and stages["eval_rubric"] == 2
     longform = next(r for r in llm.requests if r.stage == "eval_correctness_longform")
@@ -551,7 +551,7 @@ def test_failed_llm_calls_are_recorded_per_row(tiny, tmp_path, capsys):
     with FakeLLMServer() as srv:
         bad = f"openai:{srv.url}/no-such-api/v1@fake"                      # every answer call gets HTTP 404: fails for good
         argv = ["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"], bad)), "--out", str(tmp_path / "ev"),
-                "--judge-llm", "none", "--no-bertscore", "--n-boot", "20", "--quiet"]
+                "--judge-llm", "none", "--no-bertscore", "--quiet"]
         rc = evaluate_cli(argv)
     err = capsys.readouterr().err
     assert rc == 1 and "row(s) failed on LLM errors (dense2:" in err and "re-run the same command" in err
@@ -568,7 +568,7 @@ def test_second_evaluate_on_one_out_is_refused(tiny, tmp_path, capsys):
     from ragbench.core import RunLock
     out = tmp_path / "ev"
     argv = ["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"])), "--out", str(out),
-            "--judge-llm", "none", "--no-bertscore", "--n-boot", "20", "--quiet"]
+            "--judge-llm", "none", "--no-bertscore", "--quiet"]
     with RunLock(out):
         assert evaluate_cli(argv) == 2
     err = capsys.readouterr().err
@@ -583,7 +583,7 @@ def test_max_calls_holds_across_resumes(tiny, tmp_path, capsys):
     with FakeLLMServer() as srv:
         spec = f"openai:{srv.url}/v1@fake"
         argv = ["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"], spec)), "--out", str(tmp_path / "ev"),
-                "--judge-llm", spec, "--judges", "correctness", "--no-bertscore", "--n-boot", "20", "--quiet", "--batch-size", "1"]
+                "--judge-llm", spec, "--judges", "correctness", "--no-bertscore", "--quiet", "--batch-size", "1"]
         assert evaluate_cli(argv + ["--max-calls", "4"]) == 1
         assert srv.stats()["requests"] <= 4 and "stopped: budget spent" in capsys.readouterr().err
         first = srv.stats()["requests"]
@@ -609,7 +609,7 @@ def test_answers_and_gold_inputs(tiny, tmp_path, capsys):
     mine = tmp_path / "mine.jsonl"
     mine.write_text("".join(json.dumps({"item_id": it.id, "answer": it.answer, "retrieved_chunk_ids": it.gold_chunk_ids}) + "\n" for it in ds))
     assert evaluate_cli(["--dataset", str(tmp_path / "ds.jsonl"), "--answers", f"mine={mine}", "--out", str(tmp_path / "e2"),
-                         "--no-bertscore", "--n-boot", "20", "--quiet"]) == 0
+                         "--no-bertscore", "--quiet"]) == 0
     err = capsys.readouterr().err
     assert f"1 answerable item(s) have no gold chunk ids, so no retrieval scores: {tmp_path / 'ds.jsonl'}:3" in err
     summ = json.loads((tmp_path / "e2" / "summary.json").read_text())
@@ -619,7 +619,7 @@ def test_answers_and_gold_inputs(tiny, tmp_path, capsys):
 def test_retrieval_only_setup(tiny, tmp_path, capsys):
     "Before: a setup without an answering LLM was refused ('no answering LLM')."
     rc = evaluate_cli(["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"])), "--out", str(tmp_path / "ev"),
-                       "--judge-llm", "none", "--no-bertscore", "--n-boot", "20", "--quiet", "--modes", "retrieved,oracle"])
+                       "--judge-llm", "none", "--no-bertscore", "--quiet", "--modes", "retrieved,oracle"])
     assert rc == 0 and "retrieval metrics only" in capsys.readouterr().err
     rows = _rows(tmp_path / "ev")
     assert rows[("q1", "retrieved")]["metrics"]["recall@k"] is not None and rows[("q1", "retrieved")]["answer"] is None
@@ -634,8 +634,8 @@ def test_evaluate_takes_its_options_from_a_config_file(tiny, tmp_path, capsys):
     setups = tmp_path / "setups.yaml"
     setups.write_text("baseline: {name: bm25-2, retrieval: bm25, top_k: 2}\n")
     conf = tmp_path / "eval.yaml"
-    conf.write_text(f"setups: {setups}\ndb: {tiny['db']}\nbertscore: false\nn_boot: 20\nks: [1, 2]\nquiet: true\njudges: none\n")
-    assert main(["evaluate", "--dataset", str(tiny["path"]), "--out", str(tmp_path / "ev"), "--config", str(conf), "--n-boot", "30"]) == 0
+    conf.write_text(f"setups: {setups}\ndb: {tiny['db']}\nbertscore: false\nks: [1, 2]\nquiet: true\njudges: none\n")
+    assert main(["evaluate", "--dataset", str(tiny["path"]), "--out", str(tmp_path / "ev"), "--config", str(conf)]) == 0
     summ = json.loads((tmp_path / "ev" / "summary.json").read_text())
     assert list(summ["setups"]) == ["bm25-2"] and summ["setups"]["bm25-2"]["recall@1"]["n"] == 4 and "recall@3" not in summ["setups"]["bm25-2"]
     conf.write_text("n_bot: 3\n")
@@ -646,7 +646,7 @@ def test_evaluate_takes_its_options_from_a_config_file(tiny, tmp_path, capsys):
 def test_load_scores_and_summary_frames(tiny, tmp_path):
     "Before: no pandas view of the scores or the summary."
     from ragbench.eval import load_scores, summary_frame
-    summ = evaluate(tiny["ds"], [Setup(name="bm25-2", retrieval="bm25", top_k=2)], tmp_path / "ev", db=tiny["db"], bertscore=False, n_boot=20)
+    summ = evaluate(tiny["ds"], [Setup(name="bm25-2", retrieval="bm25", top_k=2)], tmp_path / "ev", db=tiny["db"], bertscore=False)
     df = load_scores(tmp_path / "ev")
     assert len(df) == 6 and {"item_id", "setup", "mode", "question", "recall@k", "mrr"} <= set(df.columns)
     assert df.set_index("item_id").loc["q1", "question"].startswith("Which magazine")

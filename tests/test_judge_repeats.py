@@ -59,7 +59,7 @@ def evaluate_cli(data, out, spec, *extra):
     f = out.parent / "setups.yaml"
     f.write_text(f"defaults: {{db: '{data / 'db'}', llm: '{spec}'}}\nbaseline: {{name: dense2, top_k: 2}}\n")
     argv = ["evaluate", "--dataset", data / "ds.jsonl", "--setups", f, "--out", out, "--judge-llm", spec,
-            "--judges", "correctness,faithfulness", "--no-bertscore", "--n-boot", "20", "--quiet", *extra]
+            "--judges", "correctness,faithfulness", "--no-bertscore", "--quiet", *extra]
     return main([str(a) for a in argv])
 
 

@@ -88,7 +88,7 @@ def test_evaluate_takes_table_and_export_ragas_takes_column(tmp_path, capsys):
     setups = tmp_path / "setups.yaml"
     setups.write_text('baseline: {name: dense, top_k: 2, embedder: "hash:64"}\n')
     rc, out, err = run_cli(["evaluate", "--dataset", ds, "--db", db, "--table", "kb", *cols, "--setups", setups,
-                            "--out", tmp_path / "ev", "--judges", "none", "--no-bertscore", "--n-boot", "20", "--quiet"], capsys)
+                            "--out", tmp_path / "ev", "--judges", "none", "--no-bertscore", "--quiet"], capsys)
     assert rc == 0, err
     rows = [json.loads(l) for l in (tmp_path / "ev" / "scores.jsonl").read_text().splitlines()]
     assert any(r["retrieved_chunk_ids"] and r["retrieved_chunk_ids"][0] == "k1" for r in rows)
@@ -133,7 +133,7 @@ def test_evaluate_against_an_index_without_the_gold_ids_refuses(tmp_path, capsys
     setups = tmp_path / "setups.yaml"
     setups.write_text('baseline: {name: dense, top_k: 2, embedder: "hash:64", table: kb}\n')
     rc, _, err = run_cli(["evaluate", "--dataset", ds, "--db", db, "--setups", setups, "--out", tmp_path / "ev",
-                          "--judges", "none", "--no-bertscore", "--n-boot", "20", "--quiet"], capsys)
+                          "--judges", "none", "--no-bertscore", "--quiet"], capsys)
     assert rc == 2
     assert "0 of the dataset's 2 gold chunk ids" in err and "table 'kb'" in err
     assert not (tmp_path / "ev" / "scores.jsonl").exists()

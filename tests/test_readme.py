@@ -76,7 +76,7 @@ def test_the_main_job_needs_no_extra(tmp_path):
     code = BLOCK + f"""
 from ragbench.demo import run_demo
 from ragbench.embed import make_embedder
-res = run_demo({str(tmp_path / 'demo')!r}, embedder=make_embedder("hash"), n_boot=50, log=lambda m: None)
+res = run_demo({str(tmp_path / 'demo')!r}, embedder=make_embedder("hash"), log=lambda m: None)
 # pin changed (issue 21): the stand-in's TRIAD items are drafts, never accepted
 assert res["triad"]["drafts"] >= 1 and res["triad"]["accepted"] == 0 and res["hotpotqa"] == {{"questions": 12, "paragraphs": 120}}, res
 print("ok", sorted(res["means"]))

@@ -130,7 +130,7 @@ def test_report_from_eval_run_summary(tmp_path):
     rows = _demo_rows(12, ("baseline", "top3"), seed=1)
     d = tmp_path / "eval"; d.mkdir()
     (d / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (d / "summary.json").write_text(json.dumps(eval_run.summarize(rows, n_boot=100)))
+    (d / "summary.json").write_text(json.dumps(eval_run.summarize(rows)))
     text = build_report(d, tmp_path / "r.html").read_text()
     for name in ("setup_comparison", "correct_by_type", "precision_ceiling", "abstention", "retrieval_hit_split"):
         assert f"<figure id='{name}'>" in text, name

@@ -59,7 +59,7 @@ def setups_file(path: Path, url: str, concurrency: int = 4, baseline: bool = Tru
 
 def evaluate(hotpot, setups: Path, out: Path, *extra, popen: bool = False):
     cmd = [sys.executable, "-m", "ragbench.cli", "evaluate", "--dataset", str(hotpot["dataset"]), "--db", str(hotpot["db"]),
-           "--setups", str(setups), "--out", str(out), "--judges", "none", "--no-bertscore", "--n-boot", "50", "--quiet",
+           "--setups", str(setups), "--out", str(out), "--judges", "none", "--no-bertscore", "--quiet",
            "--batch-size", "2", *map(str, extra)]
     if popen: return subprocess.Popen(cmd, env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     return subprocess.run(cmd, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -122,7 +122,7 @@ def test_langchain_retriever_is_a_retrieval_only_setup(hotpot):
     store.add_texts([c.text for c in chunks], metadatas=[{"source": c.doc_id} for c in chunks])
     lc = Setup(name="langchain", function=store.as_retriever(search_kwargs={"k": 3}), top_k=3)
     summ = evaluate(hotpot["dataset"], [lc, Setup(name="dense-top3", top_k=3)], hotpot["work"] / "eval-lc", db=hotpot["db"],
-                    judges=(), bertscore=False, n_boot=50)
+                    judges=(), bertscore=False)
     assert summ["context_mapping"]["langchain"] == {"id": 0, "exact": 36, "overlap": 0, "document": 0, "unmapped": 0}
     assert summ["setups"]["langchain"]["recall@k"]["mean"] == summ["setups"]["dense-top3"]["recall@k"]["mean"]
     assert summ["setups"]["langchain"]["token_f1"]["n"] == 0           # a retriever gives no answer: retrieval metrics only
@@ -193,7 +193,7 @@ def test_llamaindex_retriever_and_query_engine(git_sample):
     li = Setup(name="llamaindex", function=index.as_retriever(similarity_top_k=3), top_k=3)
     qe = Setup(name="llamaindex-qe", function=index.as_query_engine(llm=MockLLM(max_tokens=8), similarity_top_k=3), top_k=3)
     summ = evaluate(git_sample["dataset"], [li, qe, Setup(name="dense-top3", top_k=3)], git_sample["work"] / "eval-li", db=git_sample["db"],
-                    judges=(), bertscore=False, n_boot=50)
+                    judges=(), bertscore=False)
     n = len(git_sample["chunks"])
     for name in ("llamaindex", "llamaindex-qe"):
         assert summ["context_mapping"][name] == {"id": 0, "exact": 3 * n, "overlap": 0, "document": 0, "unmapped": 0}

@@ -89,7 +89,6 @@ class EvaluateOptions(BaseModel):
     modes: str = Field("retrieved", description="comma-separated: retrieved,oracle,unanswerable")
     judges: str = Field(",".join(JUDGES), description="comma-separated judges, or 'none'")
     bertscore: bool = Field(True, description="BERTScore recall (loads the encoder)")
-    n_boot: int = Field(1000, ge=0, description="bootstrap resamples for intervals")
     seed: int = Field(0, description="seed of the bootstrap and of the --judge-repeats sample")
     ks: Annotated[Union[str, list[int]], {"type": str}] = Field(
         ",".join(map(str, DEFAULT_KS)),
@@ -125,7 +124,7 @@ def cutoffs(ks) -> tuple[int, ...]:
 @options_model(EvaluateOptions)
 def evaluate_command(
     *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of EvaluateOptions: judge_llm, n_boot ...); the flags given override it
+    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of EvaluateOptions: judge_llm, batch_size ...); the flags given override it
     **options,  # every field of EvaluateOptions, one flag each
 ) -> int:
     "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
@@ -145,7 +144,7 @@ def evaluate_command(
               judge_repeats=o.judge_repeats, judge_repeat_sample=o.judge_repeat_sample)
     if o.estimate: return _print_estimate(estimate_evaluation(o.dataset, runs, o.out, **kw))
     summary = evaluate(o.dataset, runs, o.out, bertscore=o.bertscore, bertscore_model=o.bertscore_model, ks=cutoffs(o.ks),
-                       n_boot=o.n_boot, batch_size=o.batch_size, parallel_batches=o.parallel_batches, max_calls=o.max_calls,
+                       batch_size=o.batch_size, parallel_batches=o.parallel_batches, max_calls=o.max_calls,
                        progress=not o.quiet, ray=o.ray, **kw)
     report_inputs(summary)
     print(format_summary(summary))

@@ -9,7 +9,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Annotated, Any, Callable, Collection, Optional, Sequence, Union
 import numpy as np
-from ..core import Dataset, QAItem, RunDir, UserError, read_jsonl
+from dataclasses import dataclass, field
+from pydantic import BaseModel, ConfigDict, Field
+from ..core import Dataset, QAItem, RunDir, UserError, read_jsonl, validation_problems
 from .metrics import DEFAULT_KS, retrieval_metrics, answer_metrics, bertscore_recall
 from .metrics import relevant_retrieval_metrics, semantic_similarity, answer_correctness, bertscore_info
 from .judges import JUDGES, JUDGE_METRICS, ajudge_answer
@@ -24,9 +26,9 @@ from .scores import EvalError, metric_names, row_key, latest_rows, summarize, re
 from .inputs import read_inputs, items_without_gold, index_key, check_gold_in_index, with_columns, with_table
 
 # %% auto #0
-__all__ = ['RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'REPEAT_SAMPLE', 'expects_abstention', 'relevant_chunk_ids', 'score_batch',
-           'judge_consistency', 'judge_noise', 'score_plan', 'evaluate', 'estimate_evaluation', 'format_summary',
-           'metric_notes', 'answers_setup', 'comma_list']
+__all__ = ['RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'REPEAT_SAMPLE', 'expects_abstention', 'relevant_chunk_ids', 'Scoring',
+           'score_batch', 'judge_consistency', 'judge_noise', 'score_plan', 'EvalSettings', 'eval_settings', 'evaluate',
+           'estimate_evaluation', 'format_summary', 'metric_notes', 'answers_setup', 'comma_list']
 
 # %% ../../nbs/40_eval.run.ipynb #c565fb5c
 def expects_abstention(item: QAItem, mode: str) -> bool:
@@ -169,13 +171,25 @@ def _judged_metrics(metrics: dict, judges: Sequence[str]) -> dict:
     return {m: metrics.get(m) for j in judges for m in JUDGE_METRICS[j]}
 
 # %% ../../nbs/40_eval.run.ipynb #da0e2403
+@dataclass
+class Scoring:
+    "How a row is scored besides retrieval: the judges, the text metrics' model and cutoffs, and the judges' re-asks."
+    judges: Sequence[str] = field(default_factory=lambda: JUDGES)
+    bertscore: bool = True
+    bertscore_model: Optional[str] = None
+    ks: Sequence[int] = DEFAULT_KS
+    similarity: Any = None                             # the embedder of answer correctness (None: not computed)
+    repeats: int = 0                                   # re-asks of the judges of the rows in `repeat_ids`
+    repeat_ids: Collection[str] = ()
+    keypoint_cache: Optional[dict] = None              # key points extracted once per item, shared by the setups
+
 async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index=None, llm=None, judge_llm=None,
-                      external: Optional[dict] = None, judges: Sequence[str] = JUDGES, bertscore: bool = True,
-                      bertscore_model: Optional[str] = None, keypoint_cache: Optional[dict] = None,
-                      ks: Sequence[int] = DEFAULT_KS, similarity=None, system=None, repeats: int = 0,
-                      repeat_ids: Collection[str] = ()) -> list[dict]:
-    "Score `items` for one setup and mode (`similarity`: the embedder of answer correctness; `system`: the user's RAG to ask; the judges of items in `repeat_ids` re-asked `repeats` times); returns their scores.jsonl rows."
+                      external: Optional[dict] = None, system=None, scoring: Optional[Scoring] = None) -> list[dict]:
+    "Score `items` for one setup and mode as `scoring` says (`system`: the user's RAG to ask); returns their scores.jsonl rows."
     import asyncio
+    sc = scoring or Scoring()
+    judges, bertscore, bertscore_model, ks = sc.judges, sc.bertscore, sc.bertscore_model, sc.ks
+    similarity, repeats, repeat_ids, keypoint_cache = sc.similarity, sc.repeats, sc.repeat_ids, sc.keypoint_cache
     maps: list = [None] * len(items)
     if system is not None: ctxs, answers, maps, errors = await _ask_system(items, setup, mode, index, system)
     else:
@@ -334,51 +348,75 @@ def _llm_specs(setups: Sequence[Setup], default_llm: Optional[str], judge_llm, l
     specs |= {judge_llm} if isinstance(judge_llm, str) else set()
     return {} if llm_factory is not None else {f"llm{i}": s for i, s in enumerate(sorted(specs - {None}))}
 
+class EvalSettings(BaseModel):
+    "How `evaluate` scores, as its keyword arguments: modes, judges, text metrics, batching, budget, judge re-asks."
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    modes: Sequence[str] = ("retrieved",)
+    judges: Any = Field(default_factory=lambda: JUDGES)               # judge names (default: every registered one)
+    bertscore: bool = True
+    bertscore_model: Optional[str] = None
+    ks: Sequence[int] = DEFAULT_KS                                   # the fixed cutoffs of recall@k and friends
+    seed: int = 0                                                    # the judge re-asks' sample
+    batch_size: int = 16
+    parallel_batches: int = 4
+    max_calls: Optional[int] = None                                  # LLM calls of the whole run, across resumes
+    progress: bool = False
+    ray: Optional[str] = None
+    similarity_model: Optional[str] = "default"                     # embedder of RAGAS answer correctness; None: off
+    judge_repeats: int = 0                                           # re-asks of the judges on a sample of items
+    judge_repeat_sample: int = REPEAT_SAMPLE
+
+def eval_settings(settings: dict) -> EvalSettings:
+    "`settings` checked: an unknown or ill-typed one is an EvalError naming it."
+    from pydantic import ValidationError
+    try: s = EvalSettings(**settings)
+    except ValidationError as e:
+        raise EvalError("evaluate: " + "; ".join(f"{loc}: {msg}" for loc, msg in validation_problems(e))) from None
+    if s.judge_repeats < 0 or s.judge_repeat_sample < 1:
+        raise EvalError(f"judge_repeats must be >= 0 and judge_repeat_sample >= 1, got {s.judge_repeats} and {s.judge_repeat_sample}")
+    return s
+
 def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], str, Path], out_dir: Union[str, Path], *,
-             db: Optional[Union[str, Path]] = None, modes: Sequence[str] = ("retrieved",), judge_llm=None,
-             default_llm: Optional[str] = None, llm_factory: Optional[Callable[[str], Any]] = None,
-             index_factory: Optional[Callable[[Setup], Any]] = None, judges: Sequence[str] = JUDGES,
-             bertscore: bool = True, bertscore_model: Optional[str] = None, ks: Sequence[int] = DEFAULT_KS,
-             n_boot: int = 1000, seed: int = 0, batch_size: int = 16, parallel_batches: int = 4,
-             max_calls: Optional[int] = None, progress: bool = False, ray: Optional[str] = None,
-             similarity_model: Optional[str] = "default", judge_repeats: int = 0,
-             judge_repeat_sample: int = REPEAT_SAMPLE) -> RunResult:
-    "Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult reads like the summary (`similarity_model`: embedder of RAGAS answer correctness, None: off; `judge_repeats`: re-asks of the judges on `judge_repeat_sample` items, DIR/judge_repeats.jsonl)."
+             db: Optional[Union[str, Path]] = None, judge_llm=None, default_llm: Optional[str] = None,
+             llm_factory: Optional[Callable[[str], Any]] = None, index_factory: Optional[Callable[[Setup], Any]] = None,
+             **settings) -> RunResult:
+    """Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult
+    reads like the summary. `settings`: the fields of `EvalSettings` (modes, judges, bertscore, judge_repeats ...)."""
     from ragbench.llm import arun, task_usage
-    if judge_repeats < 0 or judge_repeat_sample < 1:
-        raise EvalError(f"judge_repeats must be >= 0 and judge_repeat_sample >= 1, got {judge_repeats} and {judge_repeat_sample}")
+    o = eval_settings(settings)
+    modes, judges, seed, max_calls, judge_repeats = o.modes, o.judges, o.seed, o.max_calls, o.judge_repeats
     inp = read_inputs(dataset, setups, out_dir, db=db, modes=modes, judges=judges, index_factory=index_factory)
     ds, setups, external, unknown, indexes, out = inp.ds, inp.setups, inp.external, inp.unknown, inp.indexes, Path(out_dir)
     check_gold_in_index(ds, setups, indexes)
-    similarity = _similarity_embedder(similarity_model)
-    opened = open_run(RunSpec(out=str(out), models=_llm_specs(setups, default_llm, judge_llm, llm_factory), ray=ray,
-                              preflight=False), name="evaluate", in_flight=parallel_batches, factory=llm_factory)
+    similarity = _similarity_embedder(o.similarity_model)
+    opened = open_run(RunSpec(out=str(out), models=_llm_specs(setups, default_llm, judge_llm, llm_factory), ray=o.ray,
+                              preflight=False), name="evaluate", in_flight=o.parallel_batches, factory=llm_factory)
     with opened.tasks() as tr:                                        # the specs are checked, the LLMs made: now the lock
         run, t0, llms = RunDir(out), time.time(), opened.pool
         meter = tr.open_meter("calls.jsonl", max_calls=max_calls)    # counts every LLM call of the run
         judge = llms.get(judge_llm) if isinstance(judge_llm, str) else judge_llm
         inp.record(run, modes, judges, judge, max_calls)
-        repeat_ids = set(_repeat_sample(ds, judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
+        repeat_ids = set(_repeat_sample(ds, o.judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
         recs = _latest_repeats(run.read(_REPEATS_FILE))
         done = {row_key(r) for r in latest_rows(run.read("scores.jsonl"))
                 if not r.get("error") and not _needs_repeats(r, repeat_ids, recs, judge_repeats)}
         plan = [(s, mode, _todo(ds, s, mode, done, external)) for s in setups for mode in modes]
         systems = {s.name: _system(s, out / "cache", meter) for s in setups if s.calls_system}
-        kcache = {}
+        scoring = Scoring(judges=judges, bertscore=o.bertscore, bertscore_model=o.bertscore_model, ks=o.ks,
+                          similarity=similarity, repeats=judge_repeats, repeat_ids=repeat_ids, keypoint_cache={})
         def score(items, s, mode):
-            return score_batch(items, s, mode, index=indexes.get(index_key(s)), llm=None if s.external or s.calls_system else llms.get(s.llm or default_llm),
-                               judge_llm=judge, external=external.get(s.name), judges=judges, bertscore=bertscore,
-                               bertscore_model=bertscore_model, keypoint_cache=kcache, ks=ks, similarity=similarity, system=systems.get(s.name),
-                               repeats=judge_repeats, repeat_ids=repeat_ids)
-        bar = _progress_bar(sum(len(p[2]) for p in plan), progress)
+            return score_batch(items, s, mode, index=indexes.get(index_key(s)),
+                               llm=None if s.external or s.calls_system else llms.get(s.llm or default_llm),
+                               judge_llm=judge, external=external.get(s.name), system=systems.get(s.name), scoring=scoring)
+        bar = _progress_bar(sum(len(p[2]) for p in plan), o.progress)
         with task_usage() as session:
-            try: n_new, stop = arun(score_plan(plan, tr, score, batch_size, bar))
+            try: n_new, stop = arun(score_plan(plan, tr, score, o.batch_size, bar))
             finally: bar.close()
-        summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups], n_boot=n_boot, seed=seed)
+        summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups])
         summary.update(unknown_answer_ids=unknown, items_without_gold=items_without_gold(dataset, ds),
                        missing_answers={s.name: sum(1 for it in ds for mo in modes if (it.id, mo) not in external[s.name])
                                         for s in setups if s.external},
-                       models={**_models(setups, default_llm, judge), **_text_models(bertscore, bertscore_model, similarity)},
+                       models={**_models(setups, default_llm, judge), **_text_models(o.bertscore, o.bertscore_model, similarity)},
                        stop_reason=stop or "done",
                        judge_consistency=_consistency(run.read(_REPEATS_FILE), judge_repeats, sorted(repeat_ids)),
                        dataset_models=sorted({v for it in ds for v in it.models.values()}),
@@ -425,10 +463,11 @@ def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict, llm: Op
     return ctx, ctx.skipped is None and (s.external or llm is not None)
 
 # %% ../../nbs/40_eval.run.ipynb #rep-est02
-def estimate_evaluation(dataset, setups, out_dir, *, db=None, modes: Sequence[str] = ("retrieved",), judge_llm=None,
-                        default_llm: Optional[str] = None, index_factory: Optional[Callable] = None, judges: Sequence[str] = JUDGES,
-                        seed: int = 0, judge_repeats: int = 0, judge_repeat_sample: int = REPEAT_SAMPLE) -> dict:
+def estimate_evaluation(dataset, setups, out_dir, *, db=None, judge_llm=None, default_llm: Optional[str] = None,
+                        index_factory: Optional[Callable] = None, **settings) -> dict:
     "The LLM calls `evaluate` with these arguments is expected to send (at most), per kind and judge; sends and writes nothing."
+    o = eval_settings(settings)
+    modes, judges, seed, judge_repeats, judge_repeat_sample = o.modes, o.judges, o.seed, o.judge_repeats, o.judge_repeat_sample
     inp = read_inputs(dataset, setups, out_dir, db=db, modes=modes, judges=judges, index_factory=index_factory)
     ds, setups, external, indexes, out = inp.ds, inp.setups, inp.external, inp.indexes, Path(out_dir)
     judging = judge_llm is not None and bool(judges)

@@ -49,7 +49,7 @@ def _dim_value(v) -> Optional[str]:
     if isinstance(v, bool): return "true" if v else "false"
     return str(v)
 
-def _stats(rows: list[dict], names: list[str], n_boot: int, seed: int) -> dict:
+def _stats(rows: list[dict], names: list[str]) -> dict:
     "{metric key: ci} over rows (possibly of several modes), one bootstrap draw shared by all metrics."
     by_mode = defaultdict(list)
     for r in rows: by_mode[r["mode"]].append(r)
@@ -73,17 +73,17 @@ def _counts(rs: list[dict]) -> dict:
             "not_applicable": dict(Counter(f"{r['mode']}: {r['skipped'][len(NOT_APPLICABLE):]}" for r in rs if not _applicable(r))),
             "skipped": dict(Counter(f"{r['mode']}: {r['skipped']}" for r in rs if r.get("skipped") and _applicable(r)))}
 
-def _breakdowns(out: dict, s: str, rs: list[dict], names, dimensions, n_boot, seed) -> None:
+def _breakdowns(out: dict, s: str, rs: list[dict], names, dimensions) -> None:
     "Add setup `s`'s stats per value of each dimension to out['breakdowns']."
     for d in dimensions:
         groups = defaultdict(list)
         for r in rs:
             v = _dim_value(r.get(d))
             if v is not None: groups[v].append(r)
-        for v, g in sorted(groups.items()): out["breakdowns"][d].setdefault(v, {})[s] = _stats(g, names, n_boot, seed)
+        for v, g in sorted(groups.items()): out["breakdowns"][d].setdefault(v, {})[s] = _stats(g, names)
 
 # %% ../../nbs/40_eval.scores.ipynb #a3a2196d
-def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None, n_boot: int = 1000, seed: int = 0,
+def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None,
               dimensions: Sequence[str] = DIMENSIONS) -> dict:
     "summary.json content from scores rows: per-setup and per-breakdown bootstrap means, failures, precision ceilings."
     rows = latest_rows(rows)
@@ -99,11 +99,11 @@ def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None, n
         rs = by_setup.get(s, [])
         if not rs: continue
         scored = [r for r in rs if _applicable(r)]
-        out["setups"][s] = st = _stats(scored, names, n_boot, seed)
+        out["setups"][s] = st = _stats(scored, names)
         out["precision_ceiling"][s] = {k.replace("precision_ceiling@", "precision@"): v["mean"] for k, v in st.items()
                                        if k.startswith("precision_ceiling@")}
         for k, v in _counts(rs).items(): out[k][s] = v
-        _breakdowns(out, s, scored, names, dimensions, n_boot, seed)
+        _breakdowns(out, s, scored, names, dimensions)
     return out
 
 # %% ../../nbs/40_eval.scores.ipynb #170a0ebf

@@ -110,8 +110,7 @@ def load_generation(run_dir: Union[str, Path]) -> tuple[dict, Optional[Dataset]]
     return gen, (Dataset.read(d) if d.is_file() else None)
 
 # %% ../../nbs/50_report.figures.ipynb #62f1f342
-def summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Optional[Sequence[str]] = None,
-                     n_boot: int = 1000, seed: int = 0) -> dict:
+def summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Optional[Sequence[str]] = None) -> dict:
     "Means and intervals of score rows grouped by the values of `by`: {(value, ...): {setup: {metric: stat}}}."
     import numpy as np
     groups: dict = {}

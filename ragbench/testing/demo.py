@@ -168,7 +168,7 @@ def demo_eval_dir(path: Union[str, Path], n_items: int = 24, setups: Sequence[st
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     rows = _demo_rows(n_items, setups, seed, method)
-    summary = summarize(rows, setups=setups, n_boot=200)
+    summary = summarize(rows, setups=setups)
     summary["models"] = {"answer": {s: "gemini:gemini-2.5-flash-lite" if s == "other-llm" else "gemini:gemini-2.5-flash" for s in setups},
                          "judge": "gemini:gemini-2.5-pro"}
     atomic_write(path / "scores.jsonl", "".join(json.dumps(r) + "\n" for r in rows))

@@ -50,7 +50,7 @@ def run(name, ds, setups, out, url, a, *, bertscore=False, keep=False):
     judge = f"openai:{url}/v1@fake"
     r0, t0, c0 = requests_served(url), time.perf_counter(), time.process_time()
     summ = evaluate(ds, setups, out, llm_factory=factory, judge_llm=judge, bertscore=bertscore,
-                    batch_size=a.batch_size, n_boot=200)
+                    batch_size=a.batch_size)
     wall, cpu, reqs = time.perf_counter() - t0, time.process_time() - c0, requests_served(url) - r0
     n = summ["new_rows"]
     fails = sum(sum(v.values()) for v in summ["judge_failures"].values())

@@ -54,7 +54,7 @@ def command_lines() -> dict:
     return out
 
 
-EVAL_OPTIONS = ("db", "modes", "judge_llm", "default_llm", "judges", "bertscore", "bertscore_model", "ks", "n_boot", "seed",
+EVAL_OPTIONS = ("db", "modes", "judge_llm", "default_llm", "judges", "bertscore", "bertscore_model", "ks", "seed",
                 "batch_size", "parallel_batches", "max_calls", "progress", "ray")   # evaluate()'s keyword settings
 EVAL_FLAG = {"default_llm": "llm", "progress": "quiet"}                           # their flag's name where it differs
 

@@ -75,7 +75,7 @@ def run_size(work: Path, size: int, a) -> dict:
     setups.write_text("defaults: {llm: fake}\nbaseline: {name: dense5, top_k: 5}\n"
                       "variants:\n  - {name: hybrid5, top_k: 5, retrieval: hybrid}\njudge_llm: fake\n")
     evaluate = measured("evaluate", "--dataset", ds, "--out", eval_out, "--db", db, "--setups", setups,
-                        "--no-bertscore", "--quiet", "--n-boot", 200)
+                        "--no-bertscore", "--quiet")
     summary = json.loads((triad_out / "summary.json").read_text())
     return {"size": size, "table_s": made, "triad": triad, "evaluate": evaluate,
             "triad_calls": summary.get("llm", {}).get("calls"), "accepted": summary.get("accepted")}

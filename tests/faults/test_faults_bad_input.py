@@ -78,7 +78,7 @@ def test_answers_with_unknown_ids(work, small_dataset):
     f = work / "answers_unknown.jsonl"
     f.write_text("".join(json.dumps({"item_id": f"nope-{i}", "answer": "x", "retrieved_chunk_ids": []}) + "\n" for i in range(5)))
     p = ragbench("evaluate", "--dataset", small_dataset, "--answers", f"mine={f}", "--out", work / "ev_unknown",
-                 "--judges", "none", "--no-bertscore", "--n-boot", 50, "--quiet")
+                 "--judges", "none", "--no-bertscore", "--quiet")
     case("evaluate --answers, every id unknown", p, "nope-0")
 
 
@@ -87,7 +87,7 @@ def test_items_without_gold_ids_are_named(work, hash_db, small_dataset, server):
     ds = work / "no_gold.jsonl"
     ds.write_text("".join(json.dumps({**r, "gold_chunk_ids": []}) + "\n" for r in rows))
     p = ragbench("evaluate", "--dataset", ds, "--db", hash_db, "--setups", setups_file(work / "nogold.yaml", server.spec),
-                 "--out", work / "ev_nogold", "--judges", "none", "--no-bertscore", "--n-boot", 50, "--quiet")
+                 "--out", work / "ev_nogold", "--judges", "none", "--no-bertscore", "--quiet")
     said = p.stdout + p.stderr
     record(None, rc=p.returncode, says=p.stderr.strip()[-200:])
     assert "Traceback" not in p.stderr
@@ -102,7 +102,7 @@ def test_torn_dataset_line_is_named(work, hash_db, small_dataset, server):
     ds.write_text(text + last[: len(last) // 2])                          # a torn tail: half a line, no newline
     n = len(text.splitlines()) + 1
     p = ragbench("evaluate", "--dataset", ds, "--db", hash_db, "--setups", setups_file(work / "torn.yaml", server.spec),
-                 "--out", work / "ev_torn", "--judges", "none", "--no-bertscore", "--n-boot", 50, "--quiet")
+                 "--out", work / "ev_torn", "--judges", "none", "--no-bertscore", "--quiet")
     record(None, rc=p.returncode, says=p.stderr.strip()[-200:])
     assert "Traceback" not in p.stderr and f"{ds}:{n}" in p.stdout + p.stderr
 
@@ -111,7 +111,7 @@ def test_evaluate_with_an_unreachable_llm(work, hash_db, small_dataset):
     out = work / "ev_unreach"
     p = ragbench("evaluate", "--dataset", small_dataset, "--db", hash_db, "--setups",
                  setups_file(work / "unreach.yaml", UNREACHABLE), "--out", out, "--judges", "none", "--no-bertscore",
-                 "--n-boot", 50, "--quiet")
+, "--quiet")
     rows = read_lines(out / "scores.jsonl")[0] if (out / "scores.jsonl").exists() else []
     record(None, rc=p.returncode, rows=len(rows), says=p.stderr.strip()[-200:])
     assert p.returncode != 0 and "Traceback" not in p.stderr and (out / "summary.json").exists()

@@ -77,7 +77,7 @@ def test_two_evaluates_on_one_out(work, hash_db, small_dataset):
         out = work / "conc_eval"
         f = setups_file(work / "conc_eval_setups.yaml", s.spec)
         second_is_refused(["evaluate", "--dataset", small_dataset, "--db", hash_db, "--setups", f, "--out", out,
-                           "--no-bertscore", "--n-boot", 50, "--quiet"], out, s,
+                           "--no-bertscore", "--quiet"], out, s,
                           lambda o: [(r["item_id"], r["setup"], r["mode"]) for r in read_lines(o / "scores.jsonl")[0]])
 
 

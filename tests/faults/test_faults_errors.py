@@ -90,7 +90,7 @@ def test_evaluate_under_errors(work, hash_db, small_dataset, rate):
         out = work / f"err_eval_{rate}"
         f = setups_file(work / f"err_eval_{rate}.yaml", s.spec, s.spec)
         p = ragbench("evaluate", "--dataset", small_dataset, "--db", hash_db, "--setups", f, "--out", out,
-                     "--no-bertscore", "--n-boot", 50, "--quiet")
+                     "--no-bertscore", "--quiet")
         check_accounting(f"evaluate at {rate:.0%} errors", p, out, s)
     rows = read_lines(out / "scores.jsonl")[0]
     n_items = len(read_lines(small_dataset)[0])

@@ -110,7 +110,7 @@ def test_kill_evaluate(work, hash_db, small_dataset):
     def cmd(out, s):
         f = setups_file(out.parent / f"{out.name}_setups.yaml", s.spec, s.spec)
         return ["evaluate", "--dataset", small_dataset, "--db", hash_db, "--setups", f, "--out", out,
-                "--modes", "retrieved,oracle", "--no-bertscore", "--n-boot", 50, "--quiet"]
+                "--modes", "retrieved,oracle", "--no-bertscore", "--quiet"]
     check_kills("evaluate", "evaluate", cmd, work, 3)
 
 

@@ -21,7 +21,7 @@ def sends(out: Path) -> int:
 def evaluate_cmd(out: Path, spec: str, dataset: Path, db: Path, *extra) -> list:
     f = setups_file(out.parent / f"{out.name}_setups.yaml", spec, spec)
     return ["evaluate", "--dataset", dataset, "--db", db, "--setups", f, "--out", out, "--modes", "retrieved,oracle",
-            "--no-bertscore", "--n-boot", 50, "--quiet", *extra]
+            "--no-bertscore", "--quiet", *extra]
 
 
 def test_evaluate_meter_equals_server_clean_and_across_kill_and_resume(work, hash_db, small_dataset):

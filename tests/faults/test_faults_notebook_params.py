@@ -40,7 +40,7 @@ NON_DEFAULT = {
     "tutorials/own_rag.ipynb": {"embedder_spec": "default"},               # issue 21: the team's own RAG three ways
     "steps/index.ipynb": {"source": str(SAMPLE), "embedder": "hash", "max_docs": 6},
     "steps/triad.ipynb": {"llm": S, "n": 2, "types": "comparison,composition", "max_seeds": 12, "max_calls": 300, "seed": 1},
-    "steps/evaluate.ipynb": {"llm": S, "judge_llm": S, "modes": "retrieved,oracle", "n_boot": 50},
+    "steps/evaluate.ipynb": {"llm": S, "judge_llm": S, "modes": "retrieved,oracle"},
     "steps/report.ipynb": {"title": "Non-default parameters"},
 }
 STEPS = ["steps/index.ipynb", "steps/triad.ipynb", "steps/evaluate.ipynb", "steps/report.ipynb"]

@@ -55,7 +55,7 @@ def test_s3_db_end_to_end(cluster, s3, tmp_path):
     assert sum(i.get("answerable", True) for i in items) == 3      # plus their unanswerable variants
     (tmp_path / "setups.yaml").write_text("setups:\n  - {name: dense-top3, retrieval: dense, top_k: 3}\n")
     _ragbench("evaluate", "--dataset", "gen/dataset.jsonl", "--db", db, "--setups", "setups.yaml", "--out", "eval",
-              "--llm", "template", "--judges", "none", "--no-bertscore", "--n-boot", "20", "--quiet", cwd=tmp_path)
+              "--llm", "template", "--judges", "none", "--no-bertscore", "--quiet", cwd=tmp_path)
     summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
     assert "dense-top3" in json.dumps(summary)
     assert not (tmp_path / "s3:").exists()

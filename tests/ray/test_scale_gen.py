@@ -197,6 +197,6 @@ def test_triad_and_evaluate_on_ray_give_the_one_process_results(cluster, tmp_pat
                           f'variants:\n  - {{name: bm25-3, retrieval: bm25, top_k: 3}}\njudge_llm: "{spec}"\n')
         for name, ray in (("one", None), ("ray", cluster)):
             assert evaluate_command(dataset=str(tmp_path / "t-one" / "dataset.jsonl"), db=str(tmp_path / "db"), setups=str(setups),
-                                    out=str(tmp_path / f"e-{name}"), bertscore=False, n_boot=50, quiet=True, batch_size=2, ray=ray) == 0
+                                    out=str(tmp_path / f"e-{name}"), bertscore=False, quiet=True, batch_size=2, ray=ray) == 0
     one, on_ray = _rows(tmp_path / "e-one" / "scores.jsonl"), _rows(tmp_path / "e-ray" / "scores.jsonl")
     assert on_ray == one and len(one) >= 6
