@@ -15,6 +15,16 @@ from ragbench.commands.options import command_parser, parse_command
 
 BEFORE = json.loads((Path(__file__).parent / "cli_flags_before.json").read_text())
 
+# flags removed on purpose after the snapshot, with the reason (taken out of the snapshot's actions and argv here)
+REMOVED = {("evaluate", "--n-boot"): "issue 38: intervals are exact since issue 37 (no bootstrap); the flag changed nothing"}
+for (_name, _flag) in REMOVED:
+    _b = BEFORE[_name]
+    _dest = next(a["dest"] for a in _b["actions"] if _flag in a["flags"])
+    _b["actions"] = [a for a in _b["actions"] if _flag not in a["flags"]]
+    _i = _b["argv"].index(_flag)
+    _b["argv"] = _b["argv"][:_i] + _b["argv"][_i + 2:]
+    _b["parsed"].pop(_dest, None)
+
 # new parameter name -> (old argparse dest, whether the flag's sense is inverted: --no-x stores x=False)
 RENAMED = {
     "search": {"as_json": ("json", False)},
