@@ -130,19 +130,19 @@ def as_replacement(r: TaskResult, tid: str, k: int, seed: Chunk, kept: Sequence[
     return TaskResult(task_id=tid, position=k, outcome="duplicate" if dup else r.outcome, items=items, rejected=rejected,
                       record={**r.record, "slot": k, "duplicate_of": dup})
 
-async def areplace(style: str, k: int, seeds: list[Chunk], used: set, journal: dict, commit, method: DoraMethod, index,
+async def areplace(style: str, k: int, seeds: list[Chunk], used: set, tr: TaskRun, method: DoraMethod, index,
                    kept: list[QAItem], tries: int) -> None:
-    "Fill slot `k` from the next unused new seeds of `style` (results in `journal` are replayed, not sent again); `kept` grows by the item."
+    "Fill slot `k` from the next unused new seeds of `style` (`tr`'s journal replays results); `kept` grows by the item."
     for _ in range(tries):
         seed = next((s for s in seeds if s.id not in used), None)
         if seed is None: return
         used.add(seed.id)
         tid = f"replace:{style}:{k}:{seed.id}"
-        r = journal.get(tid)
+        r = tr.results.get(tid)
         if r is None:
             task = dora_task(style, seed, k, 0, method.split, getattr(method.llm, "spec", ""))
             r = as_replacement(await method.run_task(task, index), tid, k, seed, kept, method)
-            commit(r)
+            tr.commit(r)
         if r.items:
             kept += r.items
             return
@@ -176,14 +176,15 @@ def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequ
     return data + [i for r in replacements for i in r.items], dropped
 
 # %% ../../nbs/31_dora.refresh.ipynb #f78a387f
-async def areplace_all(items: Sequence[QAItem], results: dict, plan: dict, method: DoraMethod, index, journal: dict, commit) -> None:
+async def areplace_all(items: Sequence[QAItem], results: dict, plan: dict, method: DoraMethod, index,
+                      tr: TaskRun) -> None:
     "Fill every slot dropped items left, style by style, from the new chunks."
     kept, _ = refreshed_dataset(items, results, [])
     used, seeds, new_ids = set(), {}, set(plan["new_ids"])
     for k, style in enumerate(replacement_styles([r.rejected[0] for r in results.values() if r.outcome == "dropped"])):
         if style not in method.styles: continue
         if style not in seeds: seeds[style] = replacement_seeds(style, method, new_ids)
-        await areplace(style, k, seeds[style], used, journal, commit, method, index, kept, math.ceil(method.cfg.overgen))
+        await areplace(style, k, seeds[style], used, tr, method, index, kept, math.ceil(method.cfg.overgen))
 
 def refresh_summary(rid: str, plan: dict, journal: dict, meter: CallMeter, stop: Optional[str]) -> dict:
     "What the refresh did: the stale items and why, the outcomes, the replacements and the calls."
@@ -239,7 +240,7 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
         journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
             results, stop = await refresh_items(items, plan, method, tr)
-            if stop is None: await areplace_all(items, results, plan, method, index, journal, tr.commit)
+            if stop is None: await areplace_all(items, results, plan, method, index, tr)
         except BudgetExceeded as e: stop = f"budget spent ({e})"
         summary = refresh_summary(rid, plan, journal, meter, stop)
         run.write(f"refresh/{rid}.json", summary)
