@@ -224,12 +224,25 @@ def _rows_sections(summary: dict) -> list[str]:
                                                            _nested_html({k: v for k, v in summary[key].items() if v})]
     return out
 
+class _Sections(BaseModel):
+    "What a report shows besides its figures and means: the keyword options `**sections` of `render_report_html`."
+    model_config = ConfigDict(extra="forbid")
+    counts: Optional[dict] = Field(None, description="the dataset's counts (items, rows, modes ...)")
+    notes: Sequence[str] = Field((), description="notes listed at the end")
+    extra: Optional[dict] = Field(None, description="more lines of the 'Dataset and setups' table (the folders read)")
+    gen_summary: Optional[dict] = Field(None, description="the generation run's summary (its usage is shown)")
+    banner: str = Field("", description="HTML above everything (the stand-in warning)")
+    items: str = Field("", description="the per-item table, HTML")
+    calibration: Optional[Sequence[dict]] = Field(None, description="the judge calibration rows")
+    lead: str = Field("", description="HTML under the title (the paired comparison's lead)")
+
 def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
-                       counts: Optional[dict] = None, notes: Sequence[str] = (), extra: Optional[dict] = None,
-                       gen_summary: Optional[dict] = None, banner: str = "", items: str = "",
-                       calibration: Optional[Sequence[dict]] = None, lead: str = "") -> str:
+                       **sections) -> str:
     "The whole report as one self-contained HTML string (plotly.js inline once, then reused by every figure)."
     import plotly.io as pio
+    s = _Sections(**sections)
+    counts, notes, extra, gen_summary, banner, items, calibration, lead = (s.counts, s.notes, s.extra, s.gen_summary,
+                                                                           s.banner, s.items, s.calibration, s.lead)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>",
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head><body>",
              f"<h1>{_esc(title)}</h1><p class='sub'>generated {_esc(utc_now())} by ragbench</p>", banner, lead,
