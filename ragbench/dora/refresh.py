@@ -306,22 +306,21 @@ def dora_refresh_estimate(out: Path, manifest: dict, index, cfg: DoraConfig) -> 
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     return estimate_dora_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, s)
 
-def dora_refresh(out: Path, m: dict, *, db: str, table: str, llm: Optional[str], judge_llm: Optional[str],
-                 max_calls: Optional[int], max_usd: Optional[float], estimate: bool, concurrency: int) -> dict:
-    "Refresh one DoRA run (or only estimate it: `{'estimate': ...}`); the refresh summary, with its `card` when it finished."
+def dora_refresh(out: Path, m: dict, o: RefreshOptions) -> dict:
+    "Refresh one DoRA run with options `o` (or estimate it: {'estimate': ...}); the summary, with `card` if it finished."
     from ragbench.index import open_index
-    cfg = dora_run_config(out, m, workers=concurrency)
-    specs = dora_llm_specs(m, llm, judge_llm)
-    index = open_index(db, table, run_dir=out, save=False)
-    if estimate: return {"estimate": dora_refresh_estimate(out, m, index, cfg)}
-    llms = LLMPool(cache_dir=out / "cache", concurrency=concurrency).by_role(specs)
+    cfg = dora_run_config(out, m, workers=o.concurrency)
+    specs = dora_llm_specs(m, o.llm, o.judge_llm)
+    index = open_index(o.db, o.table, run_dir=out, save=False)
+    if o.estimate: return {"estimate": dora_refresh_estimate(out, m, index, cfg)}
+    llms = LLMPool(cache_dir=out / "cache", concurrency=o.concurrency).by_role(specs)
     embed = lambda texts: index.embedder.encode(list(texts))
-    try: return refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=max_calls, max_usd=max_usd)
+    try: return refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=o.max_calls, max_usd=o.max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
 
-def dora_refresh_command(out: Path, m: dict, **kw) -> int:
+def dora_refresh_command(out: Path, m: dict, o: RefreshOptions) -> int:
     "`ragbench refresh` of a DoRA run: the estimate as JSON, or what the refresh did."
-    s = dora_refresh(out, m, **kw)
+    s = dora_refresh(out, m, o)
     if "estimate" in s: print(json.dumps(s["estimate"], indent=2))
     elif "card" in s: print_refresh(s, out)
     return 0
@@ -331,15 +330,15 @@ def half_result(half: Path) -> DoraRun:
     s = json.loads((half / "summary.json").read_text()) if (half / "summary.json").exists() else {}
     return DoraRun(half, s, half / "dataset.jsonl", items=list(read_jsonl(half / "dataset.jsonl", QAItem)))
 
-def refresh_splits_command(out: Path, m: dict, *, max_calls: Optional[int], estimate: bool, **kw) -> int:
+def refresh_splits_command(out: Path, m: dict, o: RefreshOptions) -> int:
     "`ragbench refresh` of a DoRA train/test run: the test split, the train split on what is left of the budget, then the combined dataset, leakage report and SFT export again."
     from ragbench.index import open_index
     run = RunDir(out)
-    done, est = dict(m.get("split_refresh") or {}), {}
+    done, est, max_calls, estimate = dict(m.get("split_refresh") or {}), {}, o.max_calls, o.estimate
     for half in ("test", "train"):
         if half in done and not estimate: continue                    # finished before a kill: its calls are in `done`
         left = None if max_calls is None else max(0, max_calls - sum(done.values()))
-        s = dora_refresh(out / half, read_refresh_run(out / half), max_calls=left, estimate=estimate, **kw)
+        s = dora_refresh(out / half, read_refresh_run(out / half), o.model_copy(update={"max_calls": left}))
         if estimate:
             est[half] = s["estimate"]
             continue
@@ -350,7 +349,7 @@ def refresh_splits_command(out: Path, m: dict, *, max_calls: Optional[int], esti
     if estimate:
         print(json.dumps(est, indent=2))
         return 0
-    index = open_index(kw["db"], kw["table"], run_dir=out / "train", save=False)
+    index = open_index(o.db, o.table, run_dir=out / "train", save=False)
     cfg = m.get("config") or {}
     rc = finish_splits(out, half_result(out / "train"), half_result(out / "test"), index,
                        embed=lambda texts: index.embedder.encode(list(texts)),
@@ -388,4 +387,4 @@ def refresh_command(
     m = read_refresh_run(Path(run))
     if m["kind"] == "triad": return triad_refresh_command(run, **o.model_dump())
     command = refresh_splits_command if m["kind"] == "dora-splits" else dora_refresh_command
-    return command(Path(run), m, **o.model_dump(exclude={"extract_llm"}))       # DoRA labels no contexts
+    return command(Path(run), m, o)                   # DoRA labels no contexts: its refresh reads no `extract_llm`
