@@ -307,7 +307,7 @@ def dora_refresh_estimate(out: Path, manifest: dict, index, cfg: DoraConfig) -> 
     return estimate_dora_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, s)
 
 def dora_refresh(out: Path, m: dict, o: RefreshOptions) -> dict:
-    "Refresh one DoRA run with options `o` (or estimate it: {'estimate': ...}); the summary, with `card` if it finished."
+    "Refresh one DoRA run with options `o` (or estimate it: {'estimate': ...}); the summary, with `card` when done."
     from ragbench.index import open_index
     cfg = dora_run_config(out, m, workers=o.concurrency)
     specs = dora_llm_specs(m, o.llm, o.judge_llm)
