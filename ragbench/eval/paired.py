@@ -114,6 +114,17 @@ def _check_metrics(have: Sequence[str], metrics: Sequence[str]) -> None:
     unknown = [m for m in metrics if m not in have]
     if unknown: raise EvalError(f"unknown metric '{unknown[0]}' (no values); metrics there: {', '.join(list(have)[:40]) or 'none'}")
 
+# %% ../../nbs/41_eval.paired.ipynb #0a7b9ef6
+class _Plan(BaseModel):
+    "The decision plan of `paired_rows`, fixed before the results are seen: the keyword options `**plan` it takes."
+    model_config = ConfigDict(extra="forbid")
+    primary: Optional[list[str]] = Field(None, description="the primary metrics (Holm-adjusted; None: the default)")
+    margins: Optional[dict] = Field(None, description="{metric: margin}: a non-inferiority gate per metric")
+    detect: float = Field(0.10, description="the difference worth detecting, where a metric has no margin")
+    alpha: float = Field(0.05, description="the test level")
+    power: float = Field(0.8, description="the power `n_needed` is sized for")
+    seed: int = Field(0, description="seed of the power simulation")
+
 # %% ../../nbs/41_eval.paired.ipynb #b14dbeeb
 def _confirm(out: list[dict], vals: dict, alpha: float) -> None:
     "Holm over the primary rows: each gets its Holm level, its interval at that level and its adjusted p."
@@ -130,16 +141,6 @@ def _needed(r: dict, vals: dict, power: float, seed: int) -> Optional[int]:
     a, b = vals[r["metric"]].get(r["setup"], {}), vals[r["metric"]].get(r["baseline"], {})
     d = np.array([a[i] - b[i] for i in a if i in b])
     return n_for_power(d, r["detect"], power=power, kind=r["test"], alpha=r["level"], reps=100, seed=seed)
-
-class _Plan(BaseModel):
-    "The decision plan of `paired_rows`, fixed before the results are seen: the keyword options `**plan` it takes."
-    model_config = ConfigDict(extra="forbid")
-    primary: Optional[list[str]] = Field(None, description="the primary metrics (Holm-adjusted; None: the default)")
-    margins: Optional[dict] = Field(None, description="{metric: margin}: a non-inferiority gate per metric")
-    detect: float = Field(0.10, description="the difference worth detecting, where a metric has no margin")
-    alpha: float = Field(0.05, description="the test level")
-    power: float = Field(0.8, description="the power `n_needed` is sized for")
-    seed: int = Field(0, description="seed of the power simulation")
 
 def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics: Optional[Sequence[str]] = None,
                 by: Sequence[str] = (), all_pairs: bool = False, order: Sequence[str] = (), **plan) -> list[dict]:

@@ -202,6 +202,19 @@ def calibration_html(table: Sequence[dict]) -> str:
             + "</tr>" for r in table]
     return f"<table>{head}{''.join(rows)}</table>"
 
+# %% ../../nbs/50_report.html.ipynb #851762ae
+class _Sections(BaseModel):
+    "What a report shows besides its figures and means: the keyword options `**sections` of `render_report_html`."
+    model_config = ConfigDict(extra="forbid")
+    counts: Optional[dict] = Field(None, description="the dataset's counts (items, rows, modes ...)")
+    notes: Sequence[str] = Field((), description="notes listed at the end")
+    extra: Optional[dict] = Field(None, description="more lines of the 'Dataset and setups' table (the folders read)")
+    gen_summary: Optional[dict] = Field(None, description="the generation run's summary (its usage is shown)")
+    banner: str = Field("", description="HTML above everything (the stand-in warning)")
+    items: str = Field("", description="the per-item table, HTML")
+    calibration: Optional[Sequence[dict]] = Field(None, description="the judge calibration rows")
+    lead: str = Field("", description="HTML under the title (the paired comparison's lead)")
+
 # %% ../../nbs/50_report.html.ipynb #10188474
 def _rows_sections(summary: dict) -> list[str]:
     "Judge failures, failed rows (LLM errors), skipped and not-applicable rows, each where there are any."
@@ -223,18 +236,6 @@ def _rows_sections(summary: dict) -> list[str]:
         if any((summary.get(key) or {}).values()): out += [f"<h2>{title}</h2>",
                                                            _nested_html({k: v for k, v in summary[key].items() if v})]
     return out
-
-class _Sections(BaseModel):
-    "What a report shows besides its figures and means: the keyword options `**sections` of `render_report_html`."
-    model_config = ConfigDict(extra="forbid")
-    counts: Optional[dict] = Field(None, description="the dataset's counts (items, rows, modes ...)")
-    notes: Sequence[str] = Field((), description="notes listed at the end")
-    extra: Optional[dict] = Field(None, description="more lines of the 'Dataset and setups' table (the folders read)")
-    gen_summary: Optional[dict] = Field(None, description="the generation run's summary (its usage is shown)")
-    banner: str = Field("", description="HTML above everything (the stand-in warning)")
-    items: str = Field("", description="the per-item table, HTML")
-    calibration: Optional[Sequence[dict]] = Field(None, description="the judge calibration rows")
-    lead: str = Field("", description="HTML under the title (the paired comparison's lead)")
 
 def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
                        **sections) -> str:

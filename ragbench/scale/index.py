@@ -200,7 +200,7 @@ def table_indices(db: str, table: str, dim: int, added: int, vector_index_min_ro
     _finish_indices(index, added)
     return built
 
-# %% ../../nbs/18_scale.index.ipynb #1f9391d2
+# %% ../../nbs/18_scale.index.ipynb #0d5b5850
 class _Loading(BaseModel):
     "How `build_index_on_ray` reads and chunks its source: the keyword options `**loading` it takes."
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -209,6 +209,7 @@ class _Loading(BaseModel):
     max_doc_mb: float = Field(DEFAULT_MAX_DOC_MB, description="larger documents are skipped (and reported)")
     report: Optional[LoadReport] = Field(None, description="the LoadReport to fill (None: a new one)")
 
+# %% ../../nbs/18_scale.index.ipynb #1f9391d2
 def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: str = "chunks",
                        address: Optional[str] = None, batch_chunks: Optional[int] = None, progress: bool = True,
                        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, **loading) -> ChunkIndex:
