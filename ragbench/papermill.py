@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib, functools, json, os, re, socket, sys, time
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
+from pydantic import BaseModel, ConfigDict, Field
 from .core import (Identifier, PathComponent, RunDir, UserError, check_name, identifier_problem, utc_now,
                            package_versions, process_alive)
 from .jupyter import kernel_config
@@ -363,11 +364,19 @@ def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict
     return rec, attempt
 
 # %% ../nbs/70_papermill.ipynb #0b970974
+class _Shown(BaseModel):
+    "What `run_notebook` shows while it runs: the keyword options `**shown` it takes."
+    model_config = ConfigDict(extra="forbid")
+    progress: bool = Field(True, description="a progress bar of the cells (and the kernel's bars mirrored)")
+    log_output: bool = Field(False, description="the cells' output, as it comes")
+    quiet: bool = Field(False, description="no notes (a step skipped, parameter warnings)")
+
 def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, out: Union[str, Path, None] = None, *,
                  name: Optional[str] = None, force: bool = False, cwd: Union[str, Path, None] = None,
-                 progress: bool = True, log_output: bool = False, quiet: bool = False,
-                 given_by: Optional[str] = None) -> dict:
+                 given_by: Optional[str] = None, **shown) -> dict:
     "Execute a notebook with papermill into run dir `out`, recording it in run.json; resume or skip a recorded step."
+    s = _Shown(**shown)
+    progress, log_output, quiet = s.progress, s.log_output, s.quiet
     src = find_notebook(notebook)
     key = check_name(name or short_name(src), where="step name", error=RunError)      # a file name in the run directory
     for k in parameters or {}: check_name(k, identifier_problem, "parameter", RunError)   # written into the notebook as code

@@ -362,7 +362,7 @@ def test_cli_static_evaluate_compare_export(tmp_path, capsys):
                            "--limit", "10", "--embedder", "hash:64", "--quiet"]) == 0
         assert evaluate_cli(["--dataset", str(tmp_path / f"{name}.jsonl"), "--db", str(tmp_path / f"{name}_db"),
                              "--setups", str(setups), "--out", str(tmp_path / f"ev_{name}"), "--no-bertscore",
-, "--quiet", "--modes", "retrieved,oracle"]) == 0
+                             "--quiet", "--modes", "retrieved,oracle"]) == 0
     out = capsys.readouterr().out
     assert "dense5" in out and "recall@k" in out
     assert compare_cli([str(tmp_path / "ev_hot"), str(tmp_path / "ev_mus"), "--metric", "recall@5", "--n-boot", "100",

@@ -37,15 +37,15 @@ def _shown(s: dict, out: Path) -> int:
     return 0
 
 # %% ../../nbs/90_commands.refresh.ipynb #f93c5bdc
-def _refresh_splits(out: Path, m: dict, *, max_calls: Optional[int], estimate: bool, **kw) -> int:
+def _refresh_splits(out: Path, m: dict, o: RefreshOptions) -> int:
     "`ragbench refresh` of a DoRA train/test run: the test split, the train split on what is left of the budget, then the combined dataset, leakage report and SFT export again."
     from ragbench.index import open_index
     run = RunDir(out)
-    done, est = dict(m.get("split_refresh") or {}), {}
+    done, est, max_calls, estimate = dict(m.get("split_refresh") or {}), {}, o.max_calls, o.estimate
     for half in ("test", "train"):
         if half in done and not estimate: continue                    # finished before a kill: its calls are in `done`
         left = None if max_calls is None else max(0, max_calls - sum(done.values()))
-        s = dora_refresh(out / half, read_refresh_run(out / half), max_calls=left, estimate=estimate, **kw)
+        s = dora_refresh(out / half, read_refresh_run(out / half), o.model_copy(update={"max_calls": left}))
         if estimate:
             est[half] = s["estimate"]
             continue
@@ -56,7 +56,7 @@ def _refresh_splits(out: Path, m: dict, *, max_calls: Optional[int], estimate: b
     if estimate:
         print(json.dumps(est, indent=2))
         return 0
-    index = open_index(kw["db"], kw["table"], run_dir=out / "train", save=False)
+    index = open_index(o.db, o.table, run_dir=out / "train", save=False)
     cfg = m.get("config") or {}
     rc = finish_splits(out, half_result(out / "train"), half_result(out / "test"), index,
                        embed=lambda texts: index.embedder.encode(list(texts)),
@@ -92,5 +92,5 @@ def refresh_command(
     o = read_options(RefreshOptions, config, options)[0]
     m = read_refresh_run(Path(run))
     if m["kind"] == "triad": return _shown(triad_refresh(Path(run), m, o), Path(run))
-    if m["kind"] == "dora-splits": return _refresh_splits(Path(run), m, **o.model_dump(exclude={"extract_llm"}))
-    return _shown(dora_refresh(Path(run), m, **o.model_dump(exclude={"extract_llm"})), Path(run))   # DoRA labels no contexts
+    if m["kind"] == "dora-splits": return _refresh_splits(Path(run), m, o)
+    return _shown(dora_refresh(Path(run), m, o), Path(run))   # DoRA labels no contexts

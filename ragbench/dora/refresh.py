@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, json, math, sys
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 from ..core import Attempt, Chunk, QAItem, RunDir, PathComponent, UserError, atomic_write, read_jsonl, utc_now
 from ..gen.base import Task, TaskResult, TaskRun, index_fingerprint
 from ..llm import BudgetExceeded, CallMeter, LLMError, arun
@@ -126,19 +126,19 @@ def as_replacement(r: TaskResult, tid: str, k: int, seed: Chunk, kept: Sequence[
     return TaskResult(task_id=tid, position=k, outcome="duplicate" if dup else r.outcome, items=items, rejected=rejected,
                       record={**r.record, "slot": k, "duplicate_of": dup})
 
-async def areplace(style: str, k: int, seeds: list[Chunk], used: set, journal: dict, commit, method: DoraMethod, index,
+async def areplace(style: str, k: int, seeds: list[Chunk], used: set, tr: TaskRun, method: DoraMethod, index,
                    kept: list[QAItem], tries: int) -> None:
-    "Fill slot `k` from the next unused new seeds of `style` (results in `journal` are replayed, not sent again); `kept` grows by the item."
+    "Fill slot `k` from the next unused new seeds of `style` (`tr`'s journal replays results); `kept` grows by the item."
     for _ in range(tries):
         seed = next((s for s in seeds if s.id not in used), None)
         if seed is None: return
         used.add(seed.id)
         tid = f"replace:{style}:{k}:{seed.id}"
-        r = journal.get(tid)
+        r = tr.results.get(tid)
         if r is None:
             task = dora_task(style, seed, k, 0, method.split, getattr(method.llm, "spec", ""))
             r = as_replacement(await method.run_task(task, index), tid, k, seed, kept, method)
-            commit(r)
+            tr.commit(r)
         if r.items:
             kept += r.items
             return
@@ -172,14 +172,15 @@ def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequ
     return data + [i for r in replacements for i in r.items], dropped
 
 # %% ../../nbs/31_dora.refresh.ipynb #f78a387f
-async def areplace_all(items: Sequence[QAItem], results: dict, plan: dict, method: DoraMethod, index, journal: dict, commit) -> None:
+async def areplace_all(items: Sequence[QAItem], results: dict, plan: dict, method: DoraMethod, index,
+                      tr: TaskRun) -> None:
     "Fill every slot dropped items left, style by style, from the new chunks."
     kept, _ = refreshed_dataset(items, results, [])
     used, seeds, new_ids = set(), {}, set(plan["new_ids"])
     for k, style in enumerate(replacement_styles([r.rejected[0] for r in results.values() if r.outcome == "dropped"])):
         if style not in method.styles: continue
         if style not in seeds: seeds[style] = replacement_seeds(style, method, new_ids)
-        await areplace(style, k, seeds[style], used, journal, commit, method, index, kept, math.ceil(method.cfg.overgen))
+        await areplace(style, k, seeds[style], used, tr, method, index, kept, math.ceil(method.cfg.overgen))
 
 def refresh_summary(rid: str, plan: dict, journal: dict, meter: CallMeter, stop: Optional[str]) -> dict:
     "What the refresh did: the stale items and why, the outcomes, the replacements and the calls."
@@ -236,7 +237,7 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
         journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
             results, stop = await refresh_items(items, plan, method, tr)
-            if stop is None: await areplace_all(items, results, plan, method, index, journal, tr.commit)
+            if stop is None: await areplace_all(items, results, plan, method, index, tr)
         except BudgetExceeded as e: stop = f"budget spent ({e})"
         summary = refresh_summary(rid, plan, journal, meter, stop)
         run.write(f"refresh/{rid}.json", summary)
@@ -302,17 +303,16 @@ def dora_refresh_estimate(out: Path, manifest: dict, index, cfg: DoraConfig) -> 
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     return estimate_dora_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, s)
 
-def dora_refresh(out: Path, m: dict, *, db: str, table: str, llm: Optional[str], judge_llm: Optional[str],
-                 max_calls: Optional[int], max_usd: Optional[float], estimate: bool, concurrency: int) -> dict:
-    "Refresh one DoRA run (or only estimate it: `{'estimate': ...}`); the refresh summary, with its `card` when it finished."
+def dora_refresh(out: Path, m: dict, o: Any) -> dict:
+    "Refresh one DoRA run with options `o` (or estimate it: {'estimate': ...}); the summary, with `card` when done."
     from ragbench.index import open_index
-    cfg = dora_run_config(out, m, workers=concurrency)
-    specs = dora_llm_specs(m, llm, judge_llm)
-    index = open_index(db, table, run_dir=out, save=False)
-    if estimate: return {"estimate": dora_refresh_estimate(out, m, index, cfg)}
-    llms = LLMPool(cache_dir=out / "cache", concurrency=concurrency).by_role(specs)
+    cfg = dora_run_config(out, m, workers=o.concurrency)
+    specs = dora_llm_specs(m, o.llm, o.judge_llm)
+    index = open_index(o.db, o.table, run_dir=out, save=False)
+    if o.estimate: return {"estimate": dora_refresh_estimate(out, m, index, cfg)}
+    llms = LLMPool(cache_dir=out / "cache", concurrency=o.concurrency).by_role(specs)
     embed = lambda texts: index.embedder.encode(list(texts))
-    try: return refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=max_calls, max_usd=max_usd)
+    try: return refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=o.max_calls, max_usd=o.max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
 
 def half_result(half: Path) -> DoraRun:

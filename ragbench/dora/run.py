@@ -8,7 +8,7 @@ import asyncio, itertools, json, math, random, re, sys, tempfile
 from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Callable, Iterable, Optional, Sequence, Union
+from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl,
@@ -446,20 +446,31 @@ def _warm_up(index, doc_chunks: dict) -> None:
     except Exception: pass
 
 # %% ../../nbs/30_dora.run.ipynb #4edcbb8f
-def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Union[RunDir, str, Path, None] = None, *,
-             doc_ids: Optional[Iterable[str]] = None, split: Optional[str] = None, embed: Optional[Callable] = None,
-             progress: bool = False, doc_chunks: Optional[dict] = None, max_calls: Optional[int] = None,
-             max_usd: Optional[float] = None, executor=None) -> RunResult:
-    "Generate a DoRA dataset over `index` (optionally only `doc_ids`), resumably in `out`."
-    cfg = cfg or DoraConfig()
+class _DoraRun(BaseModel):
+    "What `run_dora` generates over and how it runs: the keyword options `run_dora(..., **options)` takes."
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    doc_ids: Optional[Any] = Field(None, description="only these documents (an iterable of ids; None: all)")
+    doc_chunks: Optional[Any] = Field(None, description="{doc id: its chunks}, grouped already (None: from the index)")
+    split: Optional[str] = Field(None, description="the split the items belong to ('train' / 'test')")
+    embed: Optional[Callable] = Field(None, description="texts -> vectors, for the embedding dedup and leak checks")
+    progress: bool = Field(False, description="show a progress view")
+    max_calls: Optional[int] = Field(None, description="hard limit on LLM calls, across resumes")
+    max_usd: Optional[float] = Field(None, description="hard limit on cost in USD (where prices are known)")
+    executor: Optional[Any] = Field(None, description="where tasks run (None: a LocalExecutor of `cfg.workers`)")
+
+def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Union[RunDir, str, Path, None] = None,
+             **options) -> RunResult:
+    "Generate a DoRA dataset over `index` (optionally only `doc_ids`), resumably in `out` (`**options`: `_DoraRun`)."
+    o, cfg = _DoraRun(**options), cfg or DoraConfig()
     run_styles(cfg)                                        # unknown styles and bad overrides fail before any work
-    if doc_chunks is None: doc_chunks = group_by_doc(index.iter_chunks(), doc_ids)
-    elif doc_ids is not None: doc_chunks = {d: cs for d, cs in doc_chunks.items() if d in set(doc_ids)}
-    method = DoraMethod(llm, judge, cfg, doc_chunks, index=index, embed=embed, split=split)
+    doc_chunks = o.doc_chunks
+    if doc_chunks is None: doc_chunks = group_by_doc(index.iter_chunks(), o.doc_ids)
+    elif o.doc_ids is not None: doc_chunks = {d: cs for d, cs in doc_chunks.items() if d in set(o.doc_ids)}
+    method = DoraMethod(llm, judge, cfg, doc_chunks, index=index, embed=o.embed, split=o.split)
     out = Path(out.path if isinstance(out, RunDir) else out or tempfile.mkdtemp(prefix="dora-"))
     _warm_up(index, doc_chunks)
-    summary = run_generation(method, index, out, max_calls=max_calls, max_usd=max_usd,
-                             executor=executor, progress=progress)
+    summary = run_generation(method, index, out, max_calls=o.max_calls, max_usd=o.max_usd,
+                             executor=o.executor, progress=o.progress)
     return RunResult(out, summary, out / "dataset.jsonl", summary.get("stopped") or "done", items=list(read_jsonl(out / "dataset.jsonl", QAItem)),
                      candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)))
 

@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 from ..core import Chunk, QAItem, atomic_write, utc_now
 from ..text import jaccard, ngrams, words
 
@@ -97,10 +98,22 @@ def _leak_reasons(rep: dict) -> list[str]:
             for k in ("evidence_ngram", "question_ngram", "evidence_embedding", "question_embedding") if k in rep and rep[k]["flagged"]]
 
 # %% ../../nbs/30_dora.splits.ipynb #58dbc2c6
-def leakage_check(train_items: Sequence[QAItem], test_items: Sequence[QAItem], texts: dict, *, n: int = 8,
-                  ngram_at: float = 0.5, question_n: int = 3, question_at: float = 0.6, embed: Optional[Callable] = None,
-                  cosine_at: float = 0.95, examples: int = 5) -> dict:
+class _Leakage(BaseModel):
+    "What `leakage_check` flags: the keyword options `leakage_check(..., **thresholds)` takes."
+    model_config = ConfigDict(extra="forbid")
+    n: int = Field(8, description="word n-gram size of the evidence overlap")
+    ngram_at: float = Field(0.5, description="evidence n-gram containment flagged at or above this")
+    question_n: int = Field(3, description="word n-gram size of the question overlap")
+    question_at: float = Field(0.6, description="question n-gram Jaccard flagged at or above this")
+    cosine_at: float = Field(0.95, description="embedding cosine flagged at or above this (with `embed`)")
+    examples: int = Field(5, description="flagged pairs listed per section")
+
+def leakage_check(train_items: Sequence[QAItem], test_items: Sequence[QAItem], texts: dict, *,
+                  embed: Optional[Callable] = None, **thresholds) -> dict:
     "Leakage report between splits (texts: chunk id -> Chunk or text); `passed` is False if anything is flagged."
+    o = _Leakage(**thresholds)
+    n, ngram_at, question_n, question_at, cosine_at, examples = (o.n, o.ngram_at, o.question_n, o.question_at,
+                                                                 o.cosine_at, o.examples)
     tr_ev = {c: _text(texts[c]) for it in train_items for c in it.gold_chunk_ids if c in texts}
     te_ev = {c: _text(texts[c]) for it in test_items for c in it.gold_chunk_ids if c in texts}
     gram = lambda d, k: {key: ngrams(words(t), k) for key, t in d.items()}

@@ -342,13 +342,11 @@ async def _rubric(llm, v: Verdicts, a: JudgedAnswer):
     v.details["rubric"] = r.model_dump()
 
 # %% ../../nbs/40_eval.judges.ipynb #370bb0b3
-async def ajudge_answer(llm, *, question: str, reference: str, answer: str, context: Optional[str],
-                        expect_abstain: bool = False, judges: Sequence[str] = JUDGES, style: Optional[str] = None,
-                        keypoint_cache: Optional[dict] = None, cache_key: Optional[str] = None, repeat: int = 0) -> tuple[dict, list[str], dict]:
-    "Judge one answer (`repeat` r > 0: the r-th re-ask): (metrics {name: value|None}, failed judge names, details {judge: verdict dict})."
+async def ajudge_answer(llm, *, judges: Sequence[str] = JUDGES, **answer) -> tuple[dict, list[str], dict]:
+    "Judge one answer (`**answer`: the fields of `JudgedAnswer`): (metrics {name: value|None}, failed judges, details)."
     unknown = set(judges) - set(JUDGES)
     if unknown: raise ValueError(f"unknown judge(s) {sorted(unknown)}; known: {', '.join(JUDGES)}")
-    a = JudgedAnswer(question, reference, answer, context, expect_abstain, style, keypoint_cache, cache_key, repeat)
+    a = JudgedAnswer(**answer)
     v = Verdicts()
     await asyncio.gather(*(JUDGES[j].run(llm, v, a) for j in JUDGES if j in judges and JUDGES[j].applies(a)))
     return v.metrics, sorted(v.failures), v.details

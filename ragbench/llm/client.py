@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio, concurrent.futures, contextvars, datetime as _dt, logging, os, random, re, time
 from dataclasses import replace
 from typing import Callable, Optional
+from pydantic import BaseModel, ConfigDict, Field
 from fastcore.basics import patch
 from ..core import Registry, arun
 from .backends import Backend, Completion, GeminiBackend, LLMRequest, LocalBackend, approx_tokens, openai_backend
@@ -26,21 +27,33 @@ __all__ = ['LONG_WAIT_S', 'BACKENDS', 'LLM', 'register_backend', 'backend_factor
            'llm_endpoint', 'endpoint_problem', 'check_llms']
 
 # %% ../../nbs/03_llm.client.ipynb #7b6052e8
+class _Pacing(BaseModel):
+    "How an `LLM` paces, retries and prices its calls: the keyword options `LLM(backend, **pacing)` takes."
+    model_config = ConfigDict(extra="forbid")
+    max_concurrency: int = Field(8, ge=1, description="calls in flight at once")
+    rpm: Optional[float] = Field(None, description="requests per minute (None: no limit)")
+    tpm: Optional[float] = Field(None, description="tokens per minute (None: no limit)")
+    max_retries: int = Field(5, ge=0, description="retries of a call that failed in a retryable way")
+    backoff: float = Field(1.0, ge=0, description="seconds of the first wait before a retry (doubled each retry)")
+    max_backoff: float = Field(60.0, ge=0, description="the longest wait before a retry, seconds")
+    max_repairs: int = Field(2, ge=0, description="re-asks after a reply that does not fit the schema")
+    price: Optional[tuple[float, float]] = Field(None, description="USD per 1M tokens (in, out); None: the backend's")
+
 class LLM:
     "A model behind one interface: `complete` / `acomplete`, with cache, retries, limits, repair and counted usage."
     def __init__(self, backend: Backend, *, spec: Optional[str] = None, cache_dir=None, meter: Optional[CallMeter] = None,
-                 budget: Optional[CallMeter] = None, max_concurrency: int = 8, rpm: Optional[float] = None,
-                 tpm: Optional[float] = None, max_retries: int = 5, backoff: float = 1.0, max_backoff: float = 60.0,
-                 max_repairs: int = 2, price: Optional[tuple[float, float]] = None):
+                 budget: Optional[CallMeter] = None, **pacing):
         if meter is not None and budget is not None and meter is not budget:
             raise ValueError("pass meter or budget, not both")
+        p = _Pacing(**pacing)
         self.backend, self.spec = backend, redact_spec(spec or backend.spec)
         self.meter = meter if meter is not None else budget if budget is not None else CallMeter()
         self.cache = ResponseCache(cache_dir) if cache_dir else None
-        self.max_concurrency, self._slots = max_concurrency, Slots(max_concurrency)
-        self.limiter = RateLimiter(rpm, tpm) if (rpm or tpm) else None
-        self.max_retries, self.backoff, self.max_backoff, self.max_repairs = max_retries, backoff, max_backoff, max_repairs
-        self.price = tuple(price) if price is not None else backend.default_price()
+        self.max_concurrency, self._slots = p.max_concurrency, Slots(p.max_concurrency)
+        self.limiter = RateLimiter(p.rpm, p.tpm) if (p.rpm or p.tpm) else None
+        self.max_retries, self.backoff, self.max_backoff = p.max_retries, p.backoff, p.max_backoff
+        self.max_repairs = p.max_repairs
+        self.price = p.price if p.price is not None else backend.default_price()
         if self.meter.max_usd is not None and self.price is None:
             _log.warning("%s: price unknown, so max_usd=%s cannot limit it; pass price=(in, out)", self.spec, self.meter.max_usd)
 

@@ -8,6 +8,7 @@ import html, json, re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
+from pydantic import BaseModel, ConfigDict, Field
 from ..core import Dataset, atomic_write, utc_now
 from ..eval.calibration import JUDGE_FILE, load_calibration
 from ..eval.setups import NOT_APPLICABLE
@@ -201,6 +202,19 @@ def calibration_html(table: Sequence[dict]) -> str:
             + "</tr>" for r in table]
     return f"<table>{head}{''.join(rows)}</table>"
 
+# %% ../../nbs/50_report.html.ipynb #851762ae
+class _Sections(BaseModel):
+    "What a report shows besides its figures and means: the keyword options `**sections` of `render_report_html`."
+    model_config = ConfigDict(extra="forbid")
+    counts: Optional[dict] = Field(None, description="the dataset's counts (items, rows, modes ...)")
+    notes: Sequence[str] = Field((), description="notes listed at the end")
+    extra: Optional[dict] = Field(None, description="more lines of the 'Dataset and setups' table (the folders read)")
+    gen_summary: Optional[dict] = Field(None, description="the generation run's summary (its usage is shown)")
+    banner: str = Field("", description="HTML above everything (the stand-in warning)")
+    items: str = Field("", description="the per-item table, HTML")
+    calibration: Optional[Sequence[dict]] = Field(None, description="the judge calibration rows")
+    lead: str = Field("", description="HTML under the title (the paired comparison's lead)")
+
 # %% ../../nbs/50_report.html.ipynb #10188474
 def _rows_sections(summary: dict) -> list[str]:
     "Judge failures, failed rows (LLM errors), skipped and not-applicable rows, each where there are any."
@@ -224,11 +238,12 @@ def _rows_sections(summary: dict) -> list[str]:
     return out
 
 def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
-                       counts: Optional[dict] = None, notes: Sequence[str] = (), extra: Optional[dict] = None,
-                       gen_summary: Optional[dict] = None, banner: str = "", items: str = "",
-                       calibration: Optional[Sequence[dict]] = None, lead: str = "") -> str:
+                       **sections) -> str:
     "The whole report as one self-contained HTML string (plotly.js inline once, then reused by every figure)."
     import plotly.io as pio
+    s = _Sections(**sections)
+    counts, notes, extra, gen_summary, banner, items, calibration, lead = (s.counts, s.notes, s.extra, s.gen_summary,
+                                                                           s.banner, s.items, s.calibration, s.lead)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title>",
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head><body>",
              f"<h1>{_esc(title)}</h1><p class='sub'>generated {_esc(utc_now())} by ragbench</p>", banner, lead,

@@ -8,6 +8,7 @@ import json, sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
 from fastcore.basics import patch
+from pydantic import BaseModel, ConfigDict, Field
 from ..corpus import (DEFAULT_MAX_DOC_MB, CorpusError, Document, LoadReport, chunk_document, chunk_documents,
                              detect_format, load_documents, read_file_document)
 from ..embed import make_embedder
@@ -199,17 +200,26 @@ def table_indices(db: str, table: str, dim: int, added: int, vector_index_min_ro
     _finish_indices(index, added)
     return built
 
+# %% ../../nbs/18_scale.index.ipynb #0d5b5850
+class _Loading(BaseModel):
+    "How `build_index_on_ray` reads and chunks its source: the keyword options `**loading` it takes."
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    fmt: str = Field("auto", description="the source's format (auto: by file name)")
+    chunking: Optional[dict] = Field(None, description="options of `chunk_documents` over `DEFAULT_CHUNKING`")
+    max_doc_mb: float = Field(DEFAULT_MAX_DOC_MB, description="larger documents are skipped (and reported)")
+    report: Optional[LoadReport] = Field(None, description="the LoadReport to fill (None: a new one)")
+
 # %% ../../nbs/18_scale.index.ipynb #1f9391d2
-def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: str = "chunks", fmt: str = "auto",
-                       chunking: Optional[dict] = None, max_doc_mb: float = DEFAULT_MAX_DOC_MB,
-                       report: Optional[LoadReport] = None, address: Optional[str] = None,
-                       batch_chunks: Optional[int] = None, progress: bool = True,
-                       vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS) -> ChunkIndex:
+def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: str = "chunks",
+                       address: Optional[str] = None, batch_chunks: Optional[int] = None, progress: bool = True,
+                       vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, **loading) -> ChunkIndex:
     "Load, chunk and embed `source` (a path, or Documents) into `db`/`table` on a Ray cluster: `ChunkIndex.build`'s table, resumable."
     from tqdm.auto import tqdm
+    lo = _Loading(**loading)
+    fmt, max_doc_mb, report = lo.fmt, lo.max_doc_mb, lo.report
     # no Ray extra: a UserError before anything is written
     ray = connect(address)
-    chunking = {**DEFAULT_CHUNKING, **(chunking or {})}
+    chunking = {**DEFAULT_CHUNKING, **(lo.chunking or {})}
     list(chunk_documents([], **chunking))                                   # bad chunking options fail here
     report = LoadReport() if report is None else report
     rows, folder = source_rows(source, fmt, report, max_doc_mb)

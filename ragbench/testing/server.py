@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
 from urllib.parse import urlsplit
 from fastcore.basics import patch
+from pydantic import BaseModel, ConfigDict, Field
 from ..llm.template import seeded_rng, template_reply
 from .fake import load_stage_rules
 
@@ -119,23 +120,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.fake._handle(self)
 
 # %% ../../nbs/05_testing.server.ipynb #03c3df81
+class _Faults(BaseModel):
+    "How a `FakeLLMServer` misbehaves: the keyword options `FakeLLMServer(**faults)` takes."
+    model_config = ConfigDict(extra="forbid")
+    error_rate: float = Field(0.0, description="share of requests that get a random fault of `fault_kinds`, in [0, 1]")
+    seed: int = Field(0, description="seed of the random faults")
+    faults: Optional[list[str]] = Field(None, description="faults served, in order, to the first requests")
+    timeout_sleep: float = Field(3.0, description="seconds a 'timeout' fault stalls")
+    fault_kinds: tuple[str, ...] = Field(("429", "500", "timeout", "malformed"), description="the random faults")
+    openai_structured: bool = Field(True, description="False: reject response_format with 400, like servers without it")
+    stage_faults: Optional[dict[str, str]] = Field(None, description="{system-prompt text: its fault}")
+    retry_after: float = Field(2.0, description="seconds a 'retry_after' fault asks for (429 with Retry-After)")
+
 class FakeLLMServer:
     "Fake OpenAI + Gemini server on 127.0.0.1 (`port=0` picks a free port); use as a context manager."
-    def __init__(self, port: int = 0, latency: float = 0.0, error_rate: float = 0.0, seed: int = 0,
-                 faults=None, timeout_sleep: float = 3.0, fault_kinds=("429", "500", "timeout", "malformed"),
-                 openai_structured: bool = True, stage_faults: Optional[dict] = None, retry_after: float = 2.0,
-                 responder=None):
-        if not 0.0 <= error_rate <= 1.0: raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
-        bad = [f for f in [*(faults or []), *fault_kinds, *(stage_faults or {}).values()] if f not in FAULTS]
+    def __init__(self, port: int = 0, latency: float = 0.0, responder=None, **faults):
+        f = _Faults(**faults)
+        if not 0.0 <= f.error_rate <= 1.0: raise ValueError(f"error_rate must be in [0, 1], got {f.error_rate}")
+        bad = [k for k in [*(f.faults or []), *f.fault_kinds, *(f.stage_faults or {}).values()] if k not in FAULTS]
         if bad: raise ValueError(f"unknown fault {bad[0]!r}; known: {', '.join(FAULTS)}")
         load_stage_rules()
-        self.port, self.latency, self.error_rate, self.seed = port, latency, error_rate, seed
-        self.timeout_sleep, self.fault_kinds = timeout_sleep, tuple(fault_kinds)
-        self.openai_structured = openai_structured  # False: reject response_format with 400, like servers without it
-        self.stage_faults = dict(stage_faults or {})  # {text in the system prompt: fault served to every such request}
-        self.retry_after = retry_after                # seconds a 'retry_after' fault asks for (429 with Retry-After)
+        self.port, self.latency, self.error_rate, self.seed = port, latency, f.error_rate, f.seed
+        self.timeout_sleep, self.fault_kinds, self.retry_after = f.timeout_sleep, f.fault_kinds, f.retry_after
+        self.openai_structured, self.stage_faults = f.openai_structured, dict(f.stage_faults or {})
         self.responder = responder  # f(request dict: system, prompt, schema, model) -> reply str | dict, or None: the template's
-        self._faults = collections.deque(faults or [])
+        self._faults = collections.deque(f.faults or [])
         self._lock = threading.Lock()
         self._seen = collections.Counter()
         self._httpd = self._thread = None

@@ -166,22 +166,22 @@ def replacement_slots(dropped: Sequence[QAItem]) -> list[tuple[str, bool]]:
     "The (kind, binary) slots that dropped answerable items leave, in a fixed order."
     return sorted((i.kind, i.binary) for i in dropped if i.answerable)
 
-async def areplace(slot: tuple[str, bool], k: int, seeds: list[str], used: set, journal: dict, commit, index, llms: dict,
+async def areplace(slot: tuple[str, bool], k: int, seeds: list[str], used: set, tr: TaskRun, index, llms: dict,
                    cfg: TriadConfig, tries: int = 3) -> None:
-    "Fill slot number `k` from the next unused new seeds (results already in `journal` are replayed, not sent again)."
+    "Fill slot number `k` from the next unused new seeds (results in `tr`'s journal are replayed, not sent again)."
     kind, binary = slot
     for t in range(tries):
         seed = next((s for s in seeds if s not in used), None)
         if seed is None: return
         used.add(seed)
         tid = f"replace:{kind}:{int(binary)}:{k}:{seed}"
-        r = journal.get(tid)
+        r = tr.results.get(tid)
         if r is None:
             rec, keep, drop = await aprocess_seed(SeedPlan(seed_id=seed, kind=kind, binary=binary, position=k), index, llms, cfg)
             ev = refresh_event("added", [f"replaces a dropped {kind} item (seed {seed})"])
             r = TaskResult(task_id=tid, position=k, outcome=rec["outcome"], items=[with_refresh_event(i, ev) for i in keep],
                            rejected=drop, record=rec)
-            commit(r)
+            tr.commit(r)
         if any(i.answerable and i.status == "accepted" for i in r.items): return
 
 # %% ../../nbs/27_triad.refresh.ipynb #87273ab1
@@ -314,7 +314,7 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
             dropped = [r.rejected[0] for r in results.values() if r.outcome == "dropped" and r.rejected and r.rejected[0].answerable]
             seeds, used = plan["new_ids"], set()
             for k, slot in enumerate(replacement_slots(dropped) if stop is None else []):
-                await areplace(slot, k, seeds, used, journal, tr.commit, index, llms, cfg)
+                await areplace(slot, k, seeds, used, tr, index, llms, cfg)
         except BudgetExceeded as e: stop = f"budget spent ({e})"
         results = {k: v for k, v in journal.items() if k.startswith("item:")}
         repl = sorted((v for k, v in journal.items() if k.startswith("replace:")), key=lambda r: r.position)

@@ -111,7 +111,7 @@ def test_evaluate_with_an_unreachable_llm(work, hash_db, small_dataset):
     out = work / "ev_unreach"
     p = ragbench("evaluate", "--dataset", small_dataset, "--db", hash_db, "--setups",
                  setups_file(work / "unreach.yaml", UNREACHABLE), "--out", out, "--judges", "none", "--no-bertscore",
-, "--quiet")
+                 "--quiet")
     rows = read_lines(out / "scores.jsonl")[0] if (out / "scores.jsonl").exists() else []
     record(None, rc=p.returncode, rows=len(rows), says=p.stderr.strip()[-200:])
     assert p.returncode != 0 and "Traceback" not in p.stderr and (out / "summary.json").exists()

@@ -43,7 +43,7 @@ def planted_runs(work, hash_db, small_dataset):
                 ("dora", "--llm", url_spec, "--db", hash_db, "--out", root / "dora", "--per-style", 1, "--styles", "find",
                  "--no-embed", "--no-progress"),
                 ("evaluate", "--dataset", small_dataset, "--db", hash_db, "--out", root / "evaluate", "--no-bertscore",
-, "--quiet", "--setups", setups_file(work / "planted_setups.yaml", url_spec, url_spec)),
+                 "--quiet", "--setups", setups_file(work / "planted_setups.yaml", url_spec, url_spec)),
                 ("run", "triad", "-r", "llm", param_spec, "-r", "embedder", "hash", "-p", "n", 1, "-p", "max_seeds", 3,
                  "--out", root / "run_triad", "--no-progress")]
         procs = [ragbench(*r, env=PLANTED_ENV) for r in runs]
