@@ -66,7 +66,8 @@ def hotpotqa_item(q: dict, where: str = "<hotpotqa>") -> QAItem:
                   question=q["question"], answer=q["answer"], binary=_binary(q["answer"]),
                   difficulty=q.get("level"), gold_chunk_ids=gold, contexts=ctxs,
                   meta={"source": "hotpotqa", "source_id": q["_id"], "supporting_facts": q["supporting_facts"],
-                        **({"missing_gold_titles": missing} if missing else {}), **({"unmapped_paragraphs": bad} if bad else {})})
+                        **({"missing_gold_titles": missing} if missing else {}),
+                        **({"unmapped_paragraphs": bad} if bad else {})})
 
 def _hops_from_id(qid: str) -> Optional[int]:
     "The hop count in a MuSiQue id such as '3hop1__...' (None if absent)."
@@ -82,7 +83,8 @@ def musique_item(q: dict, where: str = "<musique>") -> QAItem:
     aliases = [a for a in q.get("answer_aliases") or [] if a]
     return QAItem(id=item_id("static", "musique", q["id"]), method="static", kind=f"{hops}hop" if hops else "unknown",
                   question=q["question"], answer=q["answer"], binary=_binary(q["answer"]),
-                  answerable=bool(q.get("answerable", True)), unanswerable_kind=None if q.get("answerable", True) else "context",
+                  answerable=bool(q.get("answerable", True)), unanswerable_kind=None if q.get("answerable",
+                      True) else "context",
                   gold_chunk_ids=gold, contexts=ctxs,
                   meta={"source": "musique", "source_id": q["id"], "answer_aliases": aliases,
                         **({"unmapped_paragraphs": bad} if bad else {})})
@@ -153,7 +155,8 @@ def hotpotqa_record(q: dict, where: str = "<hotpotqa>") -> dict:
 
 # %% ../nbs/44_benchmarks.ipynb #880e8425
 def iter_static(path: Union[str, Path], fmt: str, limit: Optional[int] = None) -> Iterator[QAItem]:
-    "QAItems from a HotpotQA or MuSiQue question file (JSON, JSONL or Parquet; original or Hugging Face layout), streamed."
+    """QAItems from a HotpotQA or MuSiQue question file (JSON, JSONL or Parquet; original or Hugging Face layout),
+    streamed."""
     if fmt not in STATIC_FORMATS:
         raise StaticFormatError(f"unknown format {fmt!r}; choose one of {', '.join(STATIC_FORMATS)}")
     path = Path(path)
@@ -176,10 +179,12 @@ def question_documents(path: Union[str, Path], fmt: str) -> Iterator[Document]:
     seen = set()
     for q, where in question_records(path, fmt):
         if fmt == "hotpotqa": paras = hotpotqa_record(q, where).get("context") or []
-        else: paras = [(p.get("title"), p.get("paragraph_text")) for p in (q.get("paragraphs") or []) if isinstance(p, dict)]
+        else: paras = [(p.get("title"), p.get("paragraph_text")) for p in (q.get("paragraphs") or []) if isinstance(p,
+            dict)]
         for title, text in paras:
             text = "".join(text) if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text) else text
-            if not (isinstance(title, str) and title and isinstance(text, str) and text.strip()) or (title, text.strip()) in seen:
+            if not (isinstance(title, str) and title and isinstance(text, str) and text.strip()) or (title,
+                text.strip()) in seen:
                 continue
             seen.add((title, text.strip()))
             yield Document(title, title, text.strip(), {"source": str(path), "dataset": fmt, "prechunked": True})

@@ -19,30 +19,48 @@ class Command(NamedTuple):
     resumable: bool = False
 
 COMMANDS: dict[str, Command] = {
-    "demo": Command("ragbench.commands.demo:demo_command", "the main job: index the bundled corpus, generate, evaluate, report (offline)", True),
+    "demo": Command("ragbench.commands.demo:demo_command",
+                    "the main job: index the bundled corpus, generate, evaluate, report (offline)", True),
     "index": Command("ragbench.commands.index:index_command", "chunk and embed documents into a LanceDB table", True),
     "search": Command("ragbench.commands.index:search_command", "search an index (dense, bm25 or hybrid)"),
-    "triad": Command("ragbench.commands.triad:triad_command", "generate validated multi-hop questions with labelled contexts (TRIAD)", True),
-    "refresh": Command("ragbench.commands.refresh:refresh_command", "re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised, dropped or replaced", True),
-    "check": Command("ragbench.commands.triad:check_command", "check a run's items against the whole corpus: answer uniqueness, gold completeness, closed-book", True),
-    "qualify": Command("ragbench.commands.triad:qualify_command", "qualify a judge model on questions with known verdicts (TRIAD's checks)"),
-    "dora": Command("ragbench.commands.dora:dora_command", "generate intent-style questions from evidence bundles (DoRA)", True),
-    "static": Command("ragbench.commands.static:static_command", "load HotpotQA / MuSiQue questions as a dataset over their paragraphs", True),
-    "evaluate": Command("ragbench.commands.evaluate:evaluate_command", "score RAG setups on a dataset (retrieval, answers, judges)", True),
-    "compare": Command("ragbench.commands.compare:compare_command", "paired comparison of setups against a baseline (--baseline; a CI gate), or ranking agreement of two evaluations"),
-    "plan": Command("ragbench.commands.compare:plan_command", "how many questions (per type) a paired comparison needs to detect a difference"),
-    "validity": Command("ragbench.commands.validity:validity_command", "the share of a run's accepted items that are truly valid, from human verdicts on a sample (PPI)"),
-    "export-ragas": Command("ragbench.commands.export:export_ragas_command", "export a dataset (and answers) with ragas column names"),
-    "report": Command("ragbench.commands.report:report_command", "self-contained HTML report with plotly figures (and PNGs)"),
-    "run": Command("ragbench.commands.run:run_command", "execute a stage notebook headless with papermill into a run directory", True),
-    "pipeline": Command("ragbench.commands.run:pipeline_command", "index -> TRIAD -> evaluate -> report from a config file", True),
-    "doctor": Command("ragbench.commands.index:doctor_command", "check LLM keys and servers, storage credentials, the table and its sidecar (no request is sent)"),
+    "triad": Command("ragbench.commands.triad:triad_command",
+                     "generate validated multi-hop questions with labelled contexts (TRIAD)", True),
+    "refresh": Command("ragbench.commands.refresh:refresh_command",
+                       "re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised, dropped or replaced", True),
+    "check": Command("ragbench.commands.triad:check_command",
+                     "check a run's items against the whole corpus: answer uniqueness, gold completeness, closed-book",
+                     True),
+    "qualify": Command("ragbench.commands.triad:qualify_command",
+                       "qualify a judge model on questions with known verdicts (TRIAD's checks)"),
+    "dora": Command("ragbench.commands.dora:dora_command",
+                    "generate intent-style questions from evidence bundles (DoRA)", True),
+    "static": Command("ragbench.commands.static:static_command",
+                      "load HotpotQA / MuSiQue questions as a dataset over their paragraphs", True),
+    "evaluate": Command("ragbench.commands.evaluate:evaluate_command",
+                        "score RAG setups on a dataset (retrieval, answers, judges)", True),
+    "compare": Command("ragbench.commands.compare:compare_command",
+                       "paired comparison of setups against a baseline (--baseline; a CI gate), or ranking agreement of two evaluations"),
+    "plan": Command("ragbench.commands.compare:plan_command",
+                    "how many questions (per type) a paired comparison needs to detect a difference"),
+    "validity": Command("ragbench.commands.validity:validity_command",
+                        "the share of a run's accepted items that are truly valid, from human verdicts on a sample (PPI)"),
+    "export-ragas": Command("ragbench.commands.export:export_ragas_command",
+                            "export a dataset (and answers) with ragas column names"),
+    "report": Command("ragbench.commands.report:report_command",
+                      "self-contained HTML report with plotly figures (and PNGs)"),
+    "run": Command("ragbench.commands.run:run_command",
+                   "execute a stage notebook headless with papermill into a run directory", True),
+    "pipeline": Command("ragbench.commands.run:pipeline_command",
+                        "index -> TRIAD -> evaluate -> report from a config file", True),
+    "doctor": Command("ragbench.commands.index:doctor_command",
+                      "check LLM keys and servers, storage credentials, the table and its sidecar (no request is sent)"),
 }
 
 # %% ../nbs/99_cli.ipynb #116def13
 @functools.lru_cache(maxsize=None)
 def plugin_commands() -> dict:
-    "Subcommands that installed packages declare (entry-point group `ragbench.commands`): name -> entry point, not loaded."
+    """Subcommands that installed packages declare (entry-point group `ragbench.commands`): name -> entry point, not
+    loaded."""
     from importlib.metadata import entry_points
     return {ep.name: ep for ep in entry_points(group="ragbench.commands")}
 
@@ -69,12 +87,14 @@ def resolve_command(name: str) -> Callable:
 # %% ../nbs/99_cli.ipynb #112e9612
 import errno as _errno
 _STORAGE = {_errno.ENOSPC: "no space left on the device", _errno.EDQUOT: "no space left (disk quota exceeded)",
-            _errno.EROFS: "the file system is read-only", _errno.EACCES: "permission denied", _errno.EPERM: "operation not permitted"}
+            _errno.EROFS: "the file system is read-only", _errno.EACCES: "permission denied",
+            _errno.EPERM: "operation not permitted"}
 _STORAGE_TEXT = {"No space left on device": _errno.ENOSPC, "Disk quota exceeded": _errno.EDQUOT,
                  "Read-only file system": _errno.EROFS, "Permission denied": _errno.EACCES}
 
 def storage_problem(exc: BaseException) -> Optional[str]:
-    "A one-line message for a full disk or an unwritable folder anywhere in `exc`'s chain (LanceDB's included), else None."
+    """A one-line message for a full disk or an unwritable folder anywhere in `exc`'s chain (LanceDB's included), else
+    None."""
     seen, e = set(), exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -87,7 +107,8 @@ def storage_problem(exc: BaseException) -> Optional[str]:
     return None
 
 def run_failure(exc: BaseException, options: dict) -> Optional[str]:
-    "The one line of a run-time failure in `exc`'s chain (a `RunFailure`, or storage that failed, naming the `--db` and `--table` of `options`), else None."
+    """The one line of a run-time failure in `exc`'s chain (a `RunFailure`, or storage that failed, naming the `--db`
+    and `--table` of `options`), else None."""
     from ragbench.index import storage_failure
     failed = storage_failure(exc, options.get("db"), options.get("table") or ("chunks" if options.get("db") else None))
     return None if failed is None else str(failed)
@@ -107,7 +128,8 @@ def _stdout_gone() -> int:
 
 # %% ../nbs/99_cli.ipynb #0d6cfddc
 def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] = None) -> int:
-    "Run subcommand `name` on `argv` and return its exit status (UserError: 2, a run-time failure of storage or an LLM: 1, Ctrl-C: 130)."
+    """Run subcommand `name` on `argv` and return its exit status (UserError: 2, a run-time failure of storage or an
+    LLM: 1, Ctrl-C: 130)."""
     from ragbench.core import UserError
     from ragbench.commands.options import parse_command
     cmd = COMMANDS.get(name) or Command("", "")
@@ -121,7 +143,8 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
     except UserError as e:
         said = run_failure(e, kwargs)                     # a usage error raised over a storage failure is the failure
         print(f"ragbench {name}: {said or masked(e)}", file=sys.stderr)
-        return 1 if said is not None else getattr(e, "exit_code", 2)   # 1: also a run-time failure found before any work (an unreachable LLM)
+        # 1: also a run-time failure found before any work (an unreachable LLM)
+        return 1 if said is not None else getattr(e, "exit_code", 2)
     except KeyboardInterrupt:
         print(
             f"ragbench {name}: interrupted" + ("; run the same command again to resume" if cmd.resumable else ""),
@@ -135,9 +158,11 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
             return 1
         said = storage_problem(e)
         if said is None: raise
-        where = next((f"--{k} {kwargs[k]}" for k in ("out", "db") if isinstance(kwargs.get(k), (str, os.PathLike))), None)
+        where = next((f"--{k} {kwargs[k]}" for k in ("out", "db") if isinstance(kwargs.get(k), (str, os.PathLike))),
+                     None)
         print(f"ragbench {name}: {said}{f' (writing to {where})' if where else ''}"
-              + ("; free some space and run the same command again to resume" if cmd.resumable and "no space" in said else
+              + ("; free some space and run the same command again to resume" if cmd.resumable and "no space" in said
+                 else
                  "; choose a folder you can write to" if "no space" not in said else ""), file=sys.stderr)
         return 1 if "no space" in said else 2
     return int(rc or 0)

@@ -27,11 +27,13 @@ def short_hash(*parts: Any, n: int = 12) -> str:
     return h.hexdigest()[:n]
 
 def make_chunk_id(doc_id: str, position: int, text: str) -> str:
-    "The id of a chunk from its document, a number and its text (`content_chunk_id` passes the repeat count; ids before issue 22 passed the position)."
+    """The id of a chunk from its document, a number and its text (`content_chunk_id` passes the repeat count; ids
+    before issue 22 passed the position)."""
     return "c-" + short_hash(doc_id, position, text)
 
 def content_chunk_id(doc_id: str, text: str, repeat: int = 0) -> str:
-    "Content-addressed chunk id: the same text in the same document keeps its id wherever it moves (`repeat`: earlier chunks of the document with this text)."
+    """Content-addressed chunk id: the same text in the same document keeps its id wherever it moves (`repeat`: earlier
+    chunks of the document with this text)."""
     return make_chunk_id(doc_id, repeat, text)
 
 # %% ../nbs/00_core.ipynb #67c7a402
@@ -92,6 +94,7 @@ def is_stand_in(model: Optional[str]) -> bool:
     m = (model or "").strip()
     return m == "template" or m.startswith("template:") or m.endswith("(rule-based stand-in)")
 
+# %% ../nbs/00_core.ipynb #83742d1d
 class QAItem(Record):
     "One evaluation question with its answer, gold chunks, labelled contexts and full audit trail."
     id: str
@@ -120,7 +123,8 @@ class QAItem(Record):
 
     @model_validator(mode="after")
     def _unanswerable_kind(self) -> "QAItem":
-        "An unanswerable item without a kind is context-unanswerable (datasets written before the field); an answerable one has none."
+        """An unanswerable item without a kind is context-unanswerable (datasets written before the field); an
+        answerable one has none."""
         if not self.answerable and self.unanswerable_kind is None: self.unanswerable_kind = "context"
         elif self.answerable and self.unanswerable_kind is not None:
             raise ValueError(f"unanswerable_kind is {self.unanswerable_kind!r} but the item is answerable")
@@ -139,6 +143,7 @@ class QAItem(Record):
         if self.status == "draft" and not (self.review and self.review[-1].decision == "reject"): return "draft"
         return self.review[-1].decision if self.review else self.status
 
+# %% ../nbs/00_core.ipynb #f826ea2b
 def as_draft(item: "QAItem") -> "QAItem":
     "`item` marked as a stand-in's draft when the stand-in wrote or judged it and it was accepted (else unchanged)."
     return item.model_copy(update={"status": "draft"}) if item.status == "accepted" and item.by_stand_in else item
@@ -272,7 +277,8 @@ def parse_record(line: str, model: Optional[type[BaseModel]] = None, *, where: s
 # %% ../nbs/00_core.ipynb #6a2546ea
 def read_jsonl(path: Union[str, Path], model: Optional[type[BaseModel]] = None, *,
                errors: Optional[list] = None, torn_tail: bool = True) -> Iterator[Any]:
-    "Stream records from a JSONL file; bad lines raise `RecordError` (or go to `errors`); a torn last line is dropped if `torn_tail`."
+    """Stream records from a JSONL file; bad lines raise `RecordError` (or go to `errors`); a torn last line is dropped
+    if `torn_tail`."""
     path = Path(path)
     with open(path, "r", encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -290,7 +296,8 @@ def read_jsonl(path: Union[str, Path], model: Optional[type[BaseModel]] = None, 
 
 # %% ../nbs/00_core.ipynb #2d74c9ed
 def repair_torn_tail(path: Path) -> bool:
-    "Cut a half-written last line (no trailing newline) so appends start on a clean line; returns whether anything was cut."
+    """Cut a half-written last line (no trailing newline) so appends start on a clean line; returns whether anything was
+    cut."""
     if not path.exists() or path.stat().st_size == 0: return False
     with open(path, "rb+") as f:
         f.seek(-1, os.SEEK_END)
@@ -365,7 +372,8 @@ class Dataset:
 # %% ../nbs/00_core.ipynb #3812753e
 @patch
 def card(self: Dataset) -> dict:
-    "Counts per method, kind, style, difficulty and status; how unanswerable variants were checked; models; mean attempts."
+    """Counts per method, kind, style, difficulty and status; how unanswerable variants were checked; models; mean
+    attempts."""
     from collections import Counter
     def count(f): return dict(Counter(f(it) for it in self.items if f(it) is not None))
     models = sorted({f"{k}={v}" for it in self.items for k, v in it.models.items()})
@@ -374,7 +382,8 @@ def card(self: Dataset) -> dict:
             "style": count(lambda i: i.style), "difficulty": count(lambda i: i.difficulty),
             "status": count(lambda i: i.final_decision), "split": count(lambda i: i.split), "models": models,
             "unanswerable_check": count(lambda i: None if i.answerable or "variant_of" not in i.meta else
-                                        "checked against the whole index" if "index_check" in i.meta else "NOT checked against the index"),
+                                        "checked against the whole index" if "index_check" in i.meta
+                                        else "NOT checked against the index"),
             "mean_attempts": (sum(len(i.attempts) for i in self.items) / len(self)) if len(self) else None}
 
 # %% ../nbs/00_core.ipynb #64753c3b
@@ -535,7 +544,8 @@ def write_manifest(self: RunDir, **fields) -> dict:
 
 # %% ../nbs/00_core.ipynb #c2ef0468
 class RunLock:
-    "An exclusive lock on a run directory (or a `name`d resource in it) for one process: a second one is refused, naming the holder's pid."
+    """An exclusive lock on a run directory (or a `name`d resource in it) for one process: a second one is refused,
+    naming the holder's pid."""
     def __init__(self, directory: Union[str, Path], name: str = ".lock", label: Optional[str] = None):
         self.path, self.label, self._f = Path(directory) / name, label, None
 
@@ -559,12 +569,14 @@ class RunLock:
         f.seek(0)
         f.truncate()  # the command name only: its arguments may hold a key
         f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now(),
-                            "command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:2]))})); f.flush()
+                            "command": " ".join(Path(a).name if i == 0 else a for i,
+                                                a in enumerate(sys.argv[:2]))})); f.flush()
         self._f = f
         return self
 
     def release(self) -> None:
-        "Let go of the lock and remove its file (no stale lock left behind; the OS also releases it if the process dies)."
+        """Let go of the lock and remove its file (no stale lock left behind; the OS also releases it if the process
+        dies)."""
         if self._f is not None:
             self.path.unlink(missing_ok=True)
             self._f.close()

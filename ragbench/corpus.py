@@ -189,7 +189,8 @@ def _record_document(rec: Any, where_id: str, source: str) -> Document:
     text = rec["text"]
     if not isinstance(text, str): raise _Skip(f"field 'text' must be a string, got {type(text).__name__}")
     if not text.strip(): raise _Skip("field 'text' is empty")
-    if "\x00" in text: raise _Skip("field 'text' contains NUL characters (binary data), not text")   # as a file with a NUL byte
+    # as a file with a NUL byte
+    if "\x00" in text: raise _Skip("field 'text' contains NUL characters (binary data), not text")
     did = rec.get("id")
     did = where_id if did is None or did == "" else str(did)
     title = rec.get("title")
@@ -200,7 +201,8 @@ def _record_document(rec: Any, where_id: str, source: str) -> Document:
 
 # %% ../nbs/10_corpus.ipynb #7a5c356a
 def question_file_error(source: str) -> "CorpusError":
-    "The error for a HotpotQA / MuSiQue question file given as a corpus (the Hugging Face layout included): name the command that reads it."
+    """The error for a HotpotQA / MuSiQue question file given as a corpus (the Hugging Face layout included): name the
+    command that reads it."""
     return CorpusError(
         f"{source}: this is a HotpotQA/MuSiQue question file (records with 'question' and 'context' or 'paragraphs'), "
         f"not a corpus of documents; `ragbench static {source} --format hotpotqa --db DB --out dataset.jsonl` "

@@ -65,7 +65,8 @@ def stand_in_generator(cache_dir=None):
 # %% ../nbs/90_demo.ipynb #87ac4bd5
 def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress: bool = False,
                log: Callable = print) -> dict:
-    "Generate up to `n` TRIAD questions into `out/triad` with `gen_llm` (partners from other pages, so bridges join two pages); returns the generation summary."
+    """Generate up to `n` TRIAD questions into `out/triad` with `gen_llm` (partners from other pages, so bridges join
+    two pages); returns the generation summary."""
     from ragbench.triad import TriadConfig, run_triad
     with query_threads():
         gen = run_triad(idx, gen_llm, TriadConfig(n=n, max_seeds=max_seeds, concurrency=2,
@@ -95,7 +96,8 @@ def demo_bridges(idx, out: Path, n: int = 4, log: Callable = print) -> list[dict
     return res
 
 def demo_estimate(idx, n: int = 100, spec: str = "gemini:gemini-2.5-flash", log: Callable = print) -> dict:
-    "What TRIAD would cost with a real model for `n` questions on this index (calls, tokens, USD), before spending anything."
+    """What TRIAD would cost with a real model for `n` questions on this index (calls, tokens, USD), before spending
+    anything."""
     from ragbench.triad import TriadConfig
     from ragbench.triad.run import estimate_triad
     with query_threads(): est = estimate_triad(idx, TriadConfig(n=n), specs={"generate": spec})
@@ -127,7 +129,8 @@ def demo_setups(db: Path, llm_spec: Optional[str] = None):
     "Dense top-5 (the baseline) and three variants: BM25, hybrid, dense top-2."
     from ragbench.eval import Setup, variants_of
     base = Setup(name="dense-top5", db=str(db), retrieval="dense", top_k=5, llm=llm_spec)
-    return variants_of(base, [{"name": "bm25-top5", "retrieval": "bm25"}, {"name": "hybrid-top5", "retrieval": "hybrid"},
+    return variants_of(base, [{"name": "bm25-top5", "retrieval": "bm25"}, {"name": "hybrid-top5",
+        "retrieval": "hybrid"},
                               {"name": "dense-top2", "top_k": 2}])
 
 # %% ../nbs/90_demo.ipynb #ba05e240
@@ -150,7 +153,8 @@ def demo_evaluate(ds, setups, out_dir: Path, index, llm=None, *, progress: bool 
     from ragbench.eval import evaluate
     with query_threads():
         return evaluate(ds, setups, out_dir, index_factory=lambda s: index, modes=("retrieved",), judge_llm=llm,
-                        llm_factory=lambda spec: llm, judges=judges if llm is not None else (), bertscore=llm is not None,
+                        llm_factory=lambda spec: llm, judges=judges if llm is not None else (),
+                        bertscore=llm is not None,
                         progress=progress)
 
 # %% ../nbs/90_demo.ipynb #0f02f445
@@ -167,7 +171,8 @@ def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[
 
 # %% ../nbs/90_demo.ipynb #7d0b2bde
 def decision_headline(rows: Sequence[dict], n: int) -> str:
-    "One line over the primary rows: which setups are better or worse than the baseline, or that the questions cannot tell."
+    """One line over the primary rows: which setups are better or worse than the baseline, or that the questions cannot
+    tell."""
     prim = [r for r in rows if r["family"] == "primary"]
     if not prim: return f"No paired comparison on these {n} questions."
     base, metric = prim[0]["baseline"], prim[0]["metric"]
@@ -192,7 +197,8 @@ def _fmt(ci: Optional[dict]) -> str:
 
 def bars_svg(summary: dict, metric: str = "recall@k", width: int = 560) -> str:
     "A small static SVG: one bar per setup for `metric`, with its 95% interval as a whisker (no script, no download)."
-    rows = [(s, m.get(metric) or {}) for s, m in summary["setups"].items() if (m.get(metric) or {}).get("mean") is not None]
+    rows = [(s, m.get(metric) or {}) for s,
+            m in summary["setups"].items() if (m.get(metric) or {}).get("mean") is not None]
     left, bar_w, h = 120, width - 180, 26
     x = lambda v: left + v * bar_w
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{h * len(rows) + 30}' role='img' "
@@ -223,13 +229,15 @@ _PAGE_CSS = ("body{font-family:system-ui,sans-serif;max-width:860px;margin:2em a
 def retrieval_section(summary: dict, n_questions: int) -> str:
     "The real measurement of the demo: the four retrieval setups on the human-written HotpotQA questions."
     head = "<tr><th>setup</th><th class='num'>recall@k</th><th class='num'>hit@k</th><th class='num'>MRR</th></tr>"
-    rows = "".join(f"<tr><td>{_esc_html(s)}</td>" + "".join(f"<td class='num'>{_fmt(m.get(k))}</td>" for k in ("recall@k", "hit@k", "mrr"))
+    rows = "".join(f"<tr><td>{_esc_html(s)}</td>" + "".join(f"<td class='num'>{_fmt(m.get(k))}</td>"
+                                                            for k in ("recall@k", "hit@k", "mrr"))
                    + "</tr>" for s, m in summary["setups"].items())
     return (f"<p>{n_questions} human-written HotpotQA questions, each searched among 120 paragraphs (its 2 gold ones and 8 "
             "distractors per question). recall@k: the share of the gold paragraphs in the top k; hit@k: at least one; MRR: how "
             "high the first gold paragraph ranks. Brackets: 95% bootstrap intervals — with 12 questions they are wide, so "
             "read the ranking, not the second decimal.</p>" + bars_svg(summary) + f"<table>{head}{rows}</table>")
 
+# %% ../nbs/90_demo.ipynb #9ea35c84
 def demo_page(out: Path, sections: Sequence[tuple[str, str]], title: str = "ragbench demo") -> Path:
     "One self-contained HTML page (`out/report.html`): the sections in order, static figures, no script."
     from ragbench.core import atomic_write, utc_now
@@ -247,7 +255,8 @@ def _titles(idx, ids) -> str:
 
 def demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, drafts: Sequence, summary: dict,
                   n_questions: int, query: str = "how do I undo the last commit") -> list[tuple[str, str]]:
-    "The demo page's sections: what is real, indexing and search, the bridges, the stand-in's drafts, the cost of a real run, retrieval."
+    """The demo page's sections: what is real, indexing and search, the bridges, the stand-in's drafts, the cost of a
+    real run, retrieval."""
     real = ("<ul><li><b>Real</b>: indexing and search of the bundled Git docs, the bridges TRIAD finds, the cost estimate, and "
             f"the retrieval comparison on {n_questions} human-written HotpotQA questions.</li><li><b>Not real</b>: the TRIAD "
             "questions. Offline there is no model to write or judge them, so a rule-based stand-in does, to show every step runs; "
@@ -277,10 +286,10 @@ def demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, draf
                                                        retrieval_section(summary, n_questions)),
             ("Next", nxt)]
 
+# %% ../nbs/90_demo.ipynb #84b529a1
 def demo_reports(out: Path, sections: Sequence[tuple[str, str]], log: Callable = print) -> dict:
     "Write the demo's one page, `out/report.html`; returns its path."
     return {"report": str(demo_page(out, sections, title="ragbench demo: what it measures offline"))}
-
 
 # %% ../nbs/90_demo.ipynb #fe8b531e
 def demo_config(llm_spec, gen_spec, **params) -> dict:
@@ -294,13 +303,15 @@ def demo_config(llm_spec, gen_spec, **params) -> dict:
     return dict(llm=answerer, generator=generator, stand_ins=stand_ins, **params)
 
 # %% ../nbs/90_demo.ipynb #f4556bd3
-def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seeds: int = 12, max_docs: Optional[int] = 6,
+def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seeds: int = 12,
+             max_docs: Optional[int] = 6,
              gen_spec: Optional[str] = None, log: Callable = print, progress: bool = False, embedder=None) -> dict:
     "The main job: index + search -> TRIAD (stand-in) -> HotpotQA setups scored -> HTML reports."
     from ragbench.embed import make_embedder
     from ragbench.spine import RunSpec, open_run
     from ragbench.llm import check_llms
-    check_llms([llm_spec, gen_spec])              # a key-less spec or a dead server: said now, before the index is built
+    # a key-less spec or a dead server: said now, before the index is built
+    check_llms([llm_spec, gen_spec])
     out = Path(out)
     run = RunDir(out)
     t0 = time.monotonic()
@@ -309,7 +320,8 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     emb = embedder or make_embedder()
     idx = build_demo_index(out, max_docs, embedder=emb, log=log, progress=progress)
     searches = demo_searches(idx, log=log)
-    pool = open_run(RunSpec(out=str(out), preflight=False), name="demo").pool   # one client a spec, one cache (19_spine)
+    # one client a spec, one cache (19_spine)
+    pool = open_run(RunSpec(out=str(out), preflight=False), name="demo").pool
     llm = pool.get(llm_spec)
     gen_llm = stand_in_generator(out / "cache") if gen_spec in (None, "template") else pool.get(gen_spec)
     gen = demo_triad(idx, gen_llm, out, n=n_questions, max_seeds=max_seeds, progress=progress, log=log)
@@ -330,10 +342,13 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
         idx, searches, gen, bridges, est, [it for it in triad if it.answerable], summary, len(hds))
     reports = demo_reports(out, sections, log=log)
     log(f"[6/6] report: {reports['report']} (one page)  ({time.monotonic() - t0:.0f} s in all)")
-    return {"index_rows": len(idx), "triad": {k: gen.get(k, 0) for k in ("accepted", "drafts", "attempts", "seeds_tried")},
+    return {"index_rows": len(idx), "triad": {k: gen.get(k, 0) for k in ("accepted", "drafts", "attempts",
+        "seeds_tried")},
             "bridges": bridges, "estimate": est,
             "dataset": str(out / "triad" / "dataset.jsonl"), "hotpotqa": {"questions": len(hds),
                                                                           "paragraphs": len(hidx)},
-            "eval": str(out / "eval"), "means": {s: {m: round(v["mean"], 3) for m, v in ms.items() if v.get("mean") is not None
-                                                     and m in ("recall@k", "hit@k", "mrr", "ndcg@k", "token_f1", "correct")}
+            "eval": str(out / "eval"), "means": {s: {m: round(v["mean"], 3) for m,
+                                                     v in ms.items() if v.get("mean") is not None
+                                                     and m in ("recall@k", "hit@k", "mrr", "ndcg@k", "token_f1",
+                                                               "correct")}
                                                  for s, ms in summary["setups"].items()}, **reports}

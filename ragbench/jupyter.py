@@ -13,7 +13,8 @@ __all__ = ['SERVER_CONFIG', 'encrypt_kernels', 'kernel_config', 'enable_server_e
 
 # %% ../nbs/07_jupyter.ipynb #a8d20ae5
 def encrypt_kernels(config) -> bool:
-    "Ask a traitlets `Config` for encrypted kernel sockets, unless it already says how kernels connect; returns whether it did."
+    """Ask a traitlets `Config` for encrypted kernel sockets, unless it already says how kernels connect; returns
+    whether it did."""
     import zmq
     km = config.KernelManager
     if "transport_encryption" in km or "transport" in km: return False
@@ -46,7 +47,8 @@ def _load_jupyter_server_extension(serverapp) -> None:
 SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {"ragbench.jupyter": True}}}
 
 def enable_server_extension(prefix: Optional[str] = None) -> Path:
-    "Write PREFIX/etc/jupyter/jupyter_server_config.d/ragbench.json (PREFIX: this Python's sys.prefix), the file `pip install .` places and `pip install -e .` does not."
+    """Write PREFIX/etc/jupyter/jupyter_server_config.d/ragbench.json (PREFIX: this Python's sys.prefix), the file `pip
+    install .` places and `pip install -e .` does not."""
     p = Path(prefix or sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "ragbench.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(SERVER_CONFIG, indent=2) + "\n")

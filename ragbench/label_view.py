@@ -23,7 +23,8 @@ def typed_keys(before: str, after: str) -> str:
 
 # %% ../nbs/63_label_view.ipynb #07c6870f
 def label_row_html(queue: LabelQueue, lookup: Callable = lambda ids: {}) -> str:
-    "The current row: progress, question, reference, answer, contexts and the labels given so far (the judge's verdict is not shown)."
+    """The current row: progress, question, reference, answer, contexts and the labels given so far (the judge's verdict
+    is not shown)."""
     r, e = queue.current, html.escape
     got = queue.labels.get(row_key(r), {})
     ids = list(r.get("context_chunk_ids") or r.get("retrieved_chunk_ids") or [])
@@ -33,7 +34,8 @@ def label_row_html(queue: LabelQueue, lookup: Callable = lambda ids: {}) -> str:
     )
     p = queue.progress()
     mark = lambda f: "–" if f not in got else ("✓" if got[f] else "✗")
-    return (CSS + f"<div class='rb-item rb-label'><div>row {p['position'] + 1} of {p['total']} · {p['labelled']} labelled · "
+    return (CSS
+            + f"<div class='rb-item rb-label'><div>row {p['position'] + 1} of {p['total']} · {p['labelled']} labelled · "
             f"setup <b>{e(r['setup'])}</b> · {e(str(r.get('kind') or ''))}</div>"
             f"<div class='rb-q'>{e(r.get('question') or r['item_id'])}</div>"
             f"<div>reference: {e(str(r.get('reference') or ''))}</div><div>answer: <b>{e(str(r.get('answer') or '–'))}</b></div>"
@@ -42,7 +44,8 @@ def label_row_html(queue: LabelQueue, lookup: Callable = lambda ids: {}) -> str:
 
 # %% ../nbs/63_label_view.ipynb #01710c9d
 class ShortcutView:
-    "An ipywidgets view of a keyed queue: buttons, a shortcut field (every key of an update is read) and the current row."
+    """An ipywidgets view of a keyed queue: buttons, a shortcut field (every key of an update is read) and the current
+    row."""
     name, keys, placeholder = "view", (), ""                 # CSS name, (key, label) buttons, shortcut hint
     def __init__(self, queue, lookup: Callable):
         import ipywidgets as W
@@ -53,7 +56,8 @@ class ShortcutView:
             b.on_click(lambda _: self.press(key))
             return b
         self.buttons = [btn(f"{l} ({k})", k) for k, l in self.keys]
-        self.field = styled(W.Text(placeholder=f"shortcuts: click, then {self.placeholder}", continuous_update=True), "rb-keys")
+        self.field = styled(W.Text(placeholder=f"shortcuts: click, then {self.placeholder}", continuous_update=True),
+                            "rb-keys")
         self.field.observe(self._on_key, names="value")
         self.widget = W.VBox([W.HBox(self.buttons + [self.field]), self.message, self.body])
         self.refresh()
@@ -97,7 +101,8 @@ def validity_item_html(queue: ValidityQueue, lookup: Callable = lambda ids: {}) 
                    for i in it.gold_chunk_ids)
     mark = lambda c: "–" if c not in queue.pending else ("✓" if queue.pending[c] else "✗")
     marks = " · ".join(f"{k} {c.replace('_', '-')} {mark(c)}" for k, c in VALIDITY_KEYS_HELP.items())
-    return (CSS + f"<div class='rb-item rb-validity'><div>item {p['position'] + 1} of {p['total']} · {p['validated']} validated · "
+    return (CSS
+            + f"<div class='rb-item rb-validity'><div>item {p['position'] + 1} of {p['total']} · {p['validated']} validated · "
             f"{e(it.kind)} · <code>{e(it.id)}</code></div><div class='rb-q'>{e(it.question)}</div>"
             f"<div>answer: <b>{e(str(it.answer))}</b></div><div class='rb-verdicts'>your verdicts: {marks}</div>"
             f"<details open><summary>gold passages ({len(it.gold_chunk_ids)})</summary>{gold}</details></div>")

@@ -121,7 +121,8 @@ def check_parameters(params: dict, declared: dict, src: Path, quiet: bool = Fals
     if unknown:
         raise RunError(f"{src.name} has no parameter '{unknown[0]}' (its parameters cell declares: {', '.join(declared)})")
     if params and not declared and not quiet:
-        print(f"warning: {src.name} has no cell tagged 'parameters'; papermill injects them at the top", file=sys.stderr)
+        print(f"warning: {src.name} has no cell tagged 'parameters'; papermill injects them at the top",
+              file=sys.stderr)
 
 # %% ../nbs/70_papermill.ipynb #ce4c5301
 RUN_JSON = "run.json"
@@ -147,7 +148,8 @@ def _cmdline(pid: int) -> Optional[str]:
     except OSError: return None
 
 def _alive(rec: dict) -> bool:
-    "Whether the process recorded as running a step still runs (same host only; a pid reused by another process is not it)."
+    """Whether the process recorded as running a step still runs (same host only; a pid reused by another process is not
+    it)."""
     pid = rec.get("pid")
     if not pid or rec.get("host") != socket.gethostname() or pid == os.getpid(): return False
     if not process_alive(pid): return False
@@ -234,7 +236,8 @@ def _plain(html_text: str) -> str:
     return html.unescape(html_text or "").replace("\u2007", " ").strip()
 
 def tqdm_widget(box: dict, widgets: dict, width: int = 10) -> Optional[dict]:
-    "{text, done, frac} of a tqdm notebook bar (an HBox of label, progress, status): its line as tqdm draws it in a terminal."
+    """{text, done, frac} of a tqdm notebook bar (an HBox of label, progress, status): its line as tqdm draws it in a
+    terminal."""
     if box.get("_model_name") != "HBoxModel": return None
     kids = [widgets.get(str(c).removeprefix("IPY_MODEL_"), {}) for c in box.get("children") or []]
     if len(kids) != 3 or kids[1].get("_model_name") not in ("FloatProgressModel", "IntProgressModel"): return None
@@ -252,8 +255,10 @@ def _is_terminal(f) -> bool:
     try: return f.isatty()
     except (AttributeError, ValueError): return False
 
+# %% ../nbs/70_papermill.ipynb #ce0a01c0
 class ProgressMirror:
-    "Bars on this process's stderr that follow the kernel's tqdm widgets: live tqdm lines on a terminal, plain lines in a log."
+    """Bars on this process's stderr that follow the kernel's tqdm widgets: live tqdm lines on a terminal, plain lines
+    in a log."""
     def __init__(self, file=None, live: Optional[bool] = None, step: float = 0.1):
         # printed: a logged bar's last (text, tenth)
         self.file, self.bars, self.closed, self.printed = file, {}, set(), {}
@@ -272,13 +277,15 @@ class ProgressMirror:
         "A terminal: one tqdm line per kernel bar, redrawn in place."
         from tqdm import tqdm
         bar = self.bars.get(wid)
-        if bar is None:                          # nested bars (a run's bar inside a step's) each keep a line of their own
+        # nested bars (a run's bar inside a step's) each keep a line of their own
+        if bar is None:
             line = len([b for w, b in self.bars.items() if w not in self.closed])
             bar = self.bars[wid] = tqdm(bar_format="{desc}", file=self.file or sys.stderr, leave=True, position=line)
         if bar.desc != w["text"]: bar.set_description_str(w["text"])
 
     def _log(self, wid, w: dict) -> None:
-        "A log or a pipe: a whole line when a bar starts, passes another step of its total, and ends; no carriage returns."
+        """A log or a pipe: a whole line when a bar starts, passes another step of its total, and ends; no carriage
+        returns."""
         step = -1 if w["frac"] is None else int(w["frac"] / self.step + 1e-9)
         last = self.printed.get(wid)
         if last is not None and (last[0] == w["text"] or not w["done"] and step <= last[1]): return
@@ -315,7 +322,8 @@ def mirror_engine() -> str:
                                      start_timeout=60, execution_timeout=None, mirror=None, **kwargs):
             kwargs = {k: v for k, v in kwargs.items() if k not in ("input_path", "timeout", "startup_timeout")}
             client = MirroringClient(nb_man, **kwargs, timeout=execution_timeout, startup_timeout=start_timeout,
-                                     kernel_name=kernel_name, log=logger, log_output=log_output, stdout_file=stdout_file,
+                                     kernel_name=kernel_name, log=logger, log_output=log_output,
+                                     stdout_file=stdout_file,
                                      stderr_file=stderr_file)
             client.mirror = mirror
             return client.execute()
@@ -331,14 +339,16 @@ def _error_text(e: BaseException) -> str:
 
 def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = True, log_output: bool = False,
             env: Optional[dict] = None) -> None:
-    "Execute notebook `src` into `output` with papermill in the headless kernel environment (plus `env`), kernel progress bars mirrored."
+    """Execute notebook `src` into `output` with papermill in the headless kernel environment (plus `env`), kernel
+    progress bars mirrored."""
     import papermill as pm
     mirror = ProgressMirror() if progress else None
     # papermill's own cell bar only on a terminal: in a log its redraws are a line of carriage returns amid the mirror's lines
     cell_bar = progress and mirror.live
     try:
         with kernel_env(**(env or {})):
-            pm.execute_notebook(str(src), str(output), parameters=params, kernel_name=_kernel_name(src), language="python",
+            pm.execute_notebook(str(src), str(output), parameters=params, kernel_name=_kernel_name(src),
+                                language="python",
                                 cwd=cwd, progress_bar=cell_bar, log_output=log_output, engine_name=mirror_engine(),
                                 mirror=mirror, config=kernel_config())
     finally:
@@ -353,7 +363,8 @@ def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict
     rec = state["steps"].get(key) or {"name": key, "notebook": str(notebook), "attempts": []}
     if output.exists(): output.rename(output.with_name(f"{key}.attempt{len(rec['attempts'])}.ipynb"))
     rec.update(source=str(src), output=str(output.relative_to(run.path)), parameters=params, status="running",
-               cwd=str(Path(cwd or rec.get("cwd") or os.getcwd()).resolve()), pid=os.getpid(), host=socket.gethostname(),
+               cwd=str(Path(cwd or rec.get("cwd") or os.getcwd()).resolve()), pid=os.getpid(),
+               host=socket.gethostname(),
                pid_start=process_start(os.getpid()))
     attempt = {"started": utc_now(), "status": "running", "resumed": resumed}
     rec["attempts"].append(attempt)
@@ -379,7 +390,8 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     progress, log_output, quiet = s.progress, s.log_output, s.quiet
     src = find_notebook(notebook)
     key = check_name(name or short_name(src), where="step name", error=RunError)      # a file name in the run directory
-    for k in parameters or {}: check_name(k, identifier_problem, "parameter", RunError)   # written into the notebook as code
+    # written into the notebook as code
+    for k in parameters or {}: check_name(k, identifier_problem, "parameter", RunError)
     out = Path(out) if out is not None else Path("runs") / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}"
     _check_out(out)
     run = RunDir(out)
@@ -420,9 +432,12 @@ def run_parameters(param: Sequence[tuple[str, str]] = (), raw: Sequence[tuple[st
     if parameters_file:
         import yaml
         try: data = yaml.safe_load(Path(parameters_file).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e: raise RunError(f"{parameters_file}: cannot read the parameters file ({e})") from None
-        if not isinstance(data, dict): raise RunError(f"{parameters_file}: expected a mapping of parameter names to values")
-        params.update({check_name(k, identifier_problem, f"{parameters_file}: parameter", RunError): v for k, v in data.items()})
+        except (OSError,
+                yaml.YAMLError) as e: raise RunError(f"{parameters_file}: cannot read the parameters file ({e})") from None
+        if not isinstance(data,
+                          dict): raise RunError(f"{parameters_file}: expected a mapping of parameter names to values")
+        params.update({check_name(k, identifier_problem, f"{parameters_file}: parameter", RunError): v for k,
+                       v in data.items()})
     params.update({k: parse_value(v) for k, v in param or ()})
     params.update(dict(raw or ()))
     return params or None

@@ -40,7 +40,8 @@ def _read_yaml(path: Path) -> dict:
 
 # %% ../nbs/71_pipeline.ipynb #0461ba50
 class PipelineStep(BaseModel):
-    "A step: its `name` becomes a file name in the run directory, its parameters' names are written into its notebook as code."
+    """A step: its `name` becomes a file name in the run directory, its parameters' names are written into its notebook
+    as code."""
     model_config = ConfigDict(extra="forbid")
     name: PathComponent
     notebook: str
@@ -69,7 +70,8 @@ def _step(s, where: str, base: Path) -> dict:
     if str(nb).endswith(".ipynb") and not Path(nb).is_absolute(): nb = str((base / nb).resolve())
     if not isinstance(s.get("parameters") or {}, dict):
         raise ConfigError(f"{where}: field 'parameters' must be a mapping")
-    return _valid(PipelineStep, {"name": str(s.get("name") or short_name(str(nb).removeprefix("step:"))), "notebook": str(nb),
+    return _valid(PipelineStep, {"name": str(s.get("name") or short_name(str(nb).removeprefix("step:"))),
+                                 "notebook": str(nb),
                                  "parameters": dict(s.get("parameters") or {})}, where).model_dump()
 
 def _checked(cfg: dict, where: str, base: Path) -> dict:
@@ -77,6 +79,7 @@ def _checked(cfg: dict, where: str, base: Path) -> dict:
     _valid(PipelineNames, {"name": cfg.get("name"), "parameters": dict(cfg.get("parameters") or {})}, where)
     return {**cfg, "steps": [_step(s, f"{where}: steps[{i}]", base) for i, s in enumerate(cfg["steps"])]}
 
+# %% ../nbs/71_pipeline.ipynb #b918f54c
 def load_pipeline_config(path: Union[str, Path]) -> dict:
     "Read and check a pipeline config: {out, parameters, steps: [{name, notebook, parameters}]}."
     path = Path(path)
@@ -88,7 +91,8 @@ def load_pipeline_config(path: Union[str, Path]) -> dict:
     names = [s["name"] for s in steps]
     dup = next((i for i, n in enumerate(names) if n in names[:i]), None)
     if dup is not None: raise ConfigError(f"{path}: steps[{dup}]: step name '{names[dup]}' is used twice")
-    return {"out": cfg.get("out"), "parameters": dict(cfg.get("parameters") or {}), "steps": steps, "name": cfg.get("name")}
+    return {"out": cfg.get("out"), "parameters": dict(cfg.get("parameters") or {}), "steps": steps,
+            "name": cfg.get("name")}
 
 # %% ../nbs/71_pipeline.ipynb #ec282e05
 def pipeline_llms(cfg: dict) -> list[str]:
@@ -104,13 +108,15 @@ def step_parameters(step: dict, shared: dict) -> dict:
 
 def _given_by(config, step: dict) -> str:
     "Where a step's parameters come from, for a refusal: the config file and the step's name."
-    return f"the pipeline config {config}" if not isinstance(config, dict) else f"the pipeline config (step '{step['name']}')"
+    return f"the pipeline config {config}" if not isinstance(config,
+                                                             dict) else f"the pipeline config (step '{step['name']}')"
 
 def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = None, *, force: bool = False,
                  progress: bool = True, log=None, ray: Optional[str] = None) -> list[dict]:
     "Run a pipeline's steps in order into one run directory; completed steps are skipped, an interrupted one resumes."
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    cfg = _checked(config, "the pipeline config", Path.cwd()) if isinstance(config, dict) else load_pipeline_config(config)
+    cfg = _checked(config, "the pipeline config", Path.cwd()) if isinstance(config,
+        dict) else load_pipeline_config(config)
     check_llms(pipeline_llms(cfg))                        # keys and servers of every step, before the first step runs
     run = RunDir(Path(out or cfg.get("out") or Path("runs") / f"pipeline-{time.strftime('%Y%m%d-%H%M%S')}"))
     state = load_state(run)
@@ -120,7 +126,8 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
     }
     save_state(run, state)
     recs, n, t_all = [], len(cfg["steps"]), time.time()
-    shared = {**(cfg.get("parameters") or {}), **({"ray": ray} if ray else {})}   # --ray: for the steps that declare `ray`
+    # --ray: for the steps that declare `ray`
+    shared = {**(cfg.get("parameters") or {}), **({"ray": ray} if ray else {})}
     for i, s in enumerate(cfg["steps"], 1):
         prev = load_state(run)["steps"].get(s["name"])
         if prev and prev.get("status") == "completed" and not force:
@@ -142,8 +149,10 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
         + (f"; report: {report}" if report else ""))
     return recs
 
+# %% ../nbs/71_pipeline.ipynb #b5d02c28
 def pipeline_report(cfg: dict, shared: dict, run_path: Path) -> Optional[Path]:
-    "The HTML report a pipeline's report step wrote (its `html` parameter, else RUN/report.html), None if there is none."
+    """The HTML report a pipeline's report step wrote (its `html` parameter, else RUN/report.html), None if there is
+    none."""
     for s in cfg["steps"]:
         if find_notebook(s["notebook"]).stem == "report":
             p = Path(step_parameters(s, shared).get("html") or run_path / "report.html")

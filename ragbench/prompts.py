@@ -108,7 +108,8 @@ def _remember(text: str, name: str, inputs: dict) -> None:
         while len(_RENDERED) > _RENDERED_MAX: _RENDERED.popitem(last=False)
 
 def rendered_from(text: str) -> Optional[tuple[str, dict]]:
-    "`(prompt name, inputs)` that rendered user text `text`: as noted in this process, else as a registered template reads it."
+    """`(prompt name, inputs)` that rendered user text `text`: as noted in this process, else as a registered template
+    reads it."""
     with _RENDERED_LOCK: found = _RENDERED.get(_text_key(text))
     return found or match_rendered(text)
 
@@ -130,7 +131,8 @@ def _template_regex(template: str) -> Optional[re.Pattern]:
 def _literal_size(t: PromptTemplate) -> int: return sum(len(lit) for lit, *_ in string.Formatter().parse(t.template))
 
 def match_rendered(text: str) -> Optional[tuple[str, dict]]:
-    "`(name, inputs as text)` of the registered prompt whose effective template renders `text` (most literal text first)."
+    """`(name, inputs as text)` of the registered prompt whose effective template renders `text` (most literal text
+    first)."""
     for t in sorted((get_prompt(n) for n in PROMPTS), key=_literal_size, reverse=True):
         m = (rx := _template_regex(t.template)) and rx.fullmatch(text)
         if m: return t.name, m.groupdict()
@@ -176,7 +178,8 @@ def load_prompt_overrides(path) -> list[str]:
     "Apply overrides from a YAML/JSON file or a folder of them; returns the names overridden."
     path = Path(path)
     if not path.exists(): raise PromptError(f"{path}: no such file or folder")
-    files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".yaml", ".yml",
+                                                                     ".json")) if path.is_dir() else [path]
     staged = []
     for f in files:
         for name, spec in _read_mapping(f).items():

@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
-from .core import (Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, RunLock, UserError, read_jsonl, item_id,
+from .core import (Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, RunLock, UserError, read_jsonl,
+                           item_id,
                            make_chunk_id)
 from .eval.calibration import rubric_agreement
 
@@ -28,7 +29,8 @@ SOURCES = ("dataset.jsonl", "rejected.jsonl", INSPECTED, SEEDED)
 HELD = ("overflow.jsonl", "duplicates.jsonl")   # the run's other items: in the queue once a person decided them
 
 def load_items(run_dir, sources: Sequence[str] = SOURCES, held: Optional[Sequence[str]] = None) -> list[QAItem]:
-    "The items of a run's `sources`, then those of its `held` files (default: HELD with the default sources) that reviews.jsonl decides; the first occurrence of an id wins."
+    """The items of a run's `sources`, then those of its `held` files (default: HELD with the default sources) that
+    reviews.jsonl decides; the first occurrence of an id wins."""
     run, out, seen = RunDir(run_dir), [], set()
     held = (HELD if tuple(sources) == SOURCES else ()) if held is None else tuple(held)
     decided = {r["item_id"] for r in run.read(REVIEWS)} if held else set()
@@ -68,7 +70,8 @@ REVIEW_LOCK = ".reviews.lock"
 
 @contextmanager
 def review_lock(run_dir, wait: float = 30.0):
-    "Hold the lock on a run's review files (reviews.jsonl, the reviewed datasets), waiting up to `wait` s while another queue or kernel writes them."
+    """Hold the lock on a run's review files (reviews.jsonl, the reviewed datasets), waiting up to `wait` s while
+    another queue or kernel writes them."""
     lock, end = RunLock(run_dir, REVIEW_LOCK, label=f"the review files of {run_dir}"), time.monotonic() + wait
     while True:
         try:
@@ -84,7 +87,8 @@ def review_lock(run_dir, wait: float = 30.0):
 def reviewed_split(items: Sequence[QAItem], reviews: Sequence[dict]) -> tuple[list[QAItem], list[QAItem]]:
     "The items with their reviews applied: (accepted ones, a stand-in's drafts included; the rest)."
     done = apply_reviews(items, reviews)
-    return [it for it in done if it.status in ("accepted", "draft")], [it for it in done if it.status not in ("accepted", "draft")]
+    return [it for it in done if it.status in ("accepted",
+                                               "draft")], [it for it in done if it.status not in ("accepted", "draft")]
 
 # %% ../nbs/60_review.ipynb #b3d9f4e1
 def _write_reviewed(run: RunDir, sources, held, out: str, rejected_out: str) -> tuple[dict, list[QAItem], list[dict]]:
@@ -99,19 +103,22 @@ def _write_reviewed(run: RunDir, sources, held, out: str, rejected_out: str) -> 
 
 def write_reviewed(run_dir, *, sources: Sequence[str] = SOURCES, held: Optional[Sequence[str]] = None,
                    out: str = "dataset.reviewed.jsonl", rejected_out: str = "rejected.reviewed.jsonl") -> dict:
-    "Regenerate the reviewed dataset from every item the run holds and all of reviews.jsonl: accepted items to `out`, rejected ones to `rejected_out`, atomically."
+    """Regenerate the reviewed dataset from every item the run holds and all of reviews.jsonl: accepted items to `out`,
+    rejected ones to `rejected_out`, atomically."""
     run = RunDir(run_dir)
     with review_lock(run.path): return _write_reviewed(run, sources, held, out, rejected_out)[0]
 
 # %% ../nbs/60_review.ipynb #a446a852
 def run_index_spec(run_dir) -> Optional[dict]:
-    "How to open the index a run was built on: {db, table, columns, embedder} from RUN/db or the run's manifest, or None."
+    """How to open the index a run was built on: {db, table, columns, embedder} from RUN/db or the run's manifest, or
+    None."""
     run = Path(run_dir)
     m = RunDir(run).manifest() if (run / "manifest.json").exists() else {}
     idx, corpus = m.get("index") or {}, m.get("corpus") or {}
     db = run / "db" if (run / "db").is_dir() else Path(idx.get("db") or corpus.get("db") or run / "db")
     if not db.is_dir(): return None
-    return {"db": db, "table": idx.get("table") or corpus.get("table") or "chunks", "columns": {r: c for r, c in (idx.get("columns") or {}).items() if c} or None,
+    return {"db": db, "table": idx.get("table") or corpus.get("table") or "chunks", "columns": {r: c for r,
+        c in (idx.get("columns") or {}).items() if c} or None,
             "embedder": idx.get("embedder")}
 
 def run_index_dir(run_dir) -> Optional[Path]:
@@ -135,7 +142,8 @@ def _get_or_none(index, chunk_id) -> list[Chunk]:
 # %% ../nbs/60_review.ipynb #5520b992
 def lazy_index_lookup(db_dir, table: str = "chunks", columns: Optional[dict] = None,
                       embedder: Optional[str] = None) -> Callable[[Sequence[str]], dict]:
-    "An `index_lookup` over table `table` of the LanceDB folder `db_dir` (a user's table read through `columns`), opened on the first call."
+    """An `index_lookup` over table `table` of the LanceDB folder `db_dir` (a user's table read through `columns`),
+    opened on the first call."""
     opened = []
     def lookup(ids):
         if not opened:
@@ -159,7 +167,8 @@ def chunk_lookup(run_dir=None, chunks=None) -> Callable[[Sequence[str]], dict]:
 
 # %% ../nbs/60_review.ipynb #04577057
 def resolve_run_dir(run_dir, start=None) -> Path:
-    "A relative `run_dir` from the working directory, else from its nearest parent holding it (a notebook in nbs/ finds runs/ of the repo); FileNotFoundError names where it looked."
+    """A relative `run_dir` from the working directory, else from its nearest parent holding it (a notebook in nbs/
+    finds runs/ of the repo); FileNotFoundError names where it looked."""
     p = Path(run_dir).expanduser()
     if p.is_absolute(): places = [p]
     else:
@@ -181,6 +190,7 @@ SHORTCUTS = {"a": "accept", "r": "reject", "e": "edit", "n": "next", "j": "next"
 FILTERS = ("kind", "verdict", "failed_check", "decision", "answerable")
 OPEN_QUEUES = weakref.WeakSet()        # the queues open in this process: items generated into their run appear in them
 
+# %% ../nbs/60_review.ipynb #8a554b75
 class ReviewQueue:
     "The items of a run directory, the filters, the current item, and the human decisions (appended to reviews.jsonl)."
     def __init__(self, run_dir, reviewer: str = "anonymous", *, chunks=None, sources: Sequence[str] = SOURCES,
@@ -198,10 +208,13 @@ class ReviewQueue:
         self.order = [it.id for it in self.items]
         self.pos = 0
         self.listeners: list[Callable[[dict], None]] = []   # called with each new review row (the widgets redraw)
-        self.reloaders: list[Callable[[], None]] = []       # called after new items or decisions were read in (`reload`)
-        if sync and self.items:                              # regenerated on opening: whatever happened to the run since
+        # called after new items or decisions were read in (`reload`)
+        self.reloaders: list[Callable[[], None]] = []
+        # regenerated on opening: whatever happened to the run since
+        if sync and self.items:
             try: write_reviewed(self.run.path, sources=self.sources, held=self.held)
-            except (OSError, UserError): pass                # read-only, or busy: reviewing still works, saving will say why
+            # read-only, or busy: reviewing still works, saving will say why
+            except (OSError, UserError): pass
         self.next_undecided(from_start=True)
 
     @property
@@ -256,9 +269,11 @@ def review_row(item: QAItem, decision: str, reviewer: str, note: str = "", quest
 from fastcore.basics import patch
 
 @patch
-def decide(self: ReviewQueue, decision: str, *, note: str = "", question: Optional[str] = None, answer: Optional[str] = None,
+def decide(self: ReviewQueue, decision: str, *, note: str = "", question: Optional[str] = None,
+           answer: Optional[str] = None,
            scores: Optional[dict] = None, item: Optional[str] = None) -> dict:
-    "Record a decision on the current item (or `item`): appended to reviews.jsonl at once, then the reviewed dataset is regenerated from the files."
+    """Record a decision on the current item (or `item`): appended to reviews.jsonl at once, then the reviewed dataset
+    is regenerated from the files."""
     it = self.by_id[item] if item else self.current
     if it is None: raise IndexError(f"nothing to decide: {self.empty_reason}")
     if decision == "edit": question, answer = check_edit(it, question, answer)
@@ -290,7 +305,8 @@ def _take(self: ReviewQueue, items: Sequence[QAItem], reviews: list[dict]) -> li
 
 @patch
 def reload(self: ReviewQueue) -> list[str]:
-    "Read the run's items and decisions again (generated, or decided in another queue or kernel, since); keeps the filters and the current item; returns the new ids."
+    """Read the run's items and decisions again (generated, or decided in another queue or kernel, since); keeps the
+    filters and the current item; returns the new ids."""
     before = len(self.reviews)
     new = self._take(load_items(self.run.path, self.sources, self.held), self.run.read(REVIEWS))
     if new and self.sync: write_reviewed(self.run.path, sources=self.sources, held=self.held)
@@ -299,7 +315,8 @@ def reload(self: ReviewQueue) -> list[str]:
     return [it.id for it in new]
 
 def reload_open_queues(run_dir, but: Optional[ReviewQueue] = None) -> list[str]:
-    "Reload every queue open on `run_dir` in this process (but `but`), after items were generated into it or decided; the new item ids."
+    """Reload every queue open on `run_dir` in this process (but `but`), after items were generated into it or decided;
+    the new item ids."""
     path = Path(run_dir).resolve()
     return [i for q in list(OPEN_QUEUES) if q is not but and q.run.path.resolve() == path for i in q.reload()]
 
@@ -371,22 +388,26 @@ def options(self: ReviewQueue) -> dict[str, list[str]]:
     "The values each filter can take, from the items."
     return {"kind": sorted({it.kind for it in self.items}), "verdict": sorted({it.status for it in self.items}),
             "failed_check": sorted({c for it in self.items for c in failed_checks(it)}),
-            "decision": ["undecided", "decided", "accept", "reject", "edit"], "answerable": ["answerable", "unanswerable"]}
+            "decision": ["undecided", "decided", "accept", "reject", "edit"], "answerable": ["answerable",
+                "unanswerable"]}
 
 # %% ../nbs/60_review.ipynb #4daa6102
 @patch
-def matches(self: ReviewQueue, it: QAItem, kind=None, verdict=None, failed_check=None, decision=None, answerable=None) -> bool:
+def matches(self: ReviewQueue, it: QAItem, kind=None, verdict=None, failed_check=None, decision=None,
+            answerable=None) -> bool:
     "Whether item `it` passes every given filter."
     d = self.decision(it.id)
     return ((not kind or it.kind == kind) and (not verdict or it.status == verdict)
             and (answerable is None or it.answerable == (answerable in (True, "answerable")))
             and (not failed_check or failed_check in failed_checks(it))
-            and (not decision or (d is None if decision == "undecided" else d is not None if decision == "decided" else d == decision)))
+            and (not decision or (d is None if decision == "undecided" else d is not None if decision == "decided"
+                                  else d == decision)))
 
 # %% ../nbs/60_review.ipynb #f1443d97
 @patch
 def filter(self: ReviewQueue, **filters) -> ReviewQueue:
-    "Keep the items matching every given filter (see FILTERS; None or 'all' = any); stays on the current item if it matches."
+    """Keep the items matching every given filter (see FILTERS; None or 'all' = any); stays on the current item if it
+    matches."""
     bad = set(filters) - set(FILTERS)
     if bad: raise TypeError(f"unknown filter {sorted(bad)[0]!r}; filters: {', '.join(FILTERS)}")
     cur = self.current.id if self.current else None
@@ -398,12 +419,15 @@ def filter(self: ReviewQueue, **filters) -> ReviewQueue:
 # %% ../nbs/60_review.ipynb #4cdbd336
 @patch
 def rows(self: ReviewQueue) -> list[dict]:
-    "One row per item of the filtered list: position, id, validator status, type, failed checks, human decision, question."
+    """One row per item of the filtered list: position, id, validator status, type, failed checks, human decision,
+    question."""
     out = []
     for i, iid in enumerate(self.order):
         it = self.by_id[iid]
-        out.append({"#": i + 1, "id": iid, "status": it.status + ("" if it.answerable else " (unanswerable)"), "type": it.kind,
-                    "failed check": ", ".join(failed_checks(it)), "decision": self.decision(iid) or "", "question": it.question})
+        out.append({"#": i + 1, "id": iid, "status": it.status + ("" if it.answerable else " (unanswerable)"),
+                    "type": it.kind,
+                    "failed check": ", ".join(failed_checks(it)), "decision": self.decision(iid) or "",
+                    "question": it.question})
     return out
 
 # %% ../nbs/60_review.ipynb #6dd0906a

@@ -21,7 +21,8 @@ __all__ = ['RunSpec', 'by_role', 'check_spec', 'LLMPool', 'choose_executor', 'Ru
 # %% ../nbs/19_spine.ipynb #c2c9be8b
 @dataclass
 class RunSpec:
-    "What a run needs besides its method's config: the index and its column mapping, LLM specs by role, budget, executor, output."
+    """What a run needs besides its method's config: the index and its column mapping, LLM specs by role, budget,
+    executor, output."""
     out: Optional[str] = None                          # run directory (None: nothing is written, e.g. an estimate)
     db: Optional[str] = None                           # LanceDB folder
     table: str = "chunks"                              # table name
@@ -60,10 +61,12 @@ class LLMPool:
         self.timeout = timeout                         # seconds per request, for the backends that talk to a server
 
     def _make(self, spec: str):
-        "A new client for `spec` (the pool's factory, else `make_llm` with the shared cache); a bad spec raises UserError."
+        """A new client for `spec` (the pool's factory, else `make_llm` with the shared cache); a bad spec raises
+        UserError."""
         if self.factory is not None: return self.factory(spec)
         kw = {} if self.concurrency is None else {"max_concurrency": self.concurrency}
-        if self.timeout is not None and spec.strip().partition(":")[0] in ("openai", "gemini"): kw["timeout"] = self.timeout
+        if self.timeout is not None and spec.strip().partition(":")[0] in ("openai",
+            "gemini"): kw["timeout"] = self.timeout
         try: return make_llm(check_spec(spec), cache_dir=self.cache_dir, **kw)
         except LLMError as e: raise UserError(str(e)) from e
 
@@ -83,7 +86,8 @@ class LLMPool:
 
 # %% ../nbs/19_spine.ipynb #7d07b6cd
 def choose_executor(ray: Optional[str] = None, in_flight: int = 8):
-    "The runner's executor: None (its own, in this process) unless `ray_address(ray)` names a cluster, then a RayExecutor."
+    """The runner's executor: None (its own, in this process) unless `ray_address(ray)` names a cluster, then a
+    RayExecutor."""
     address = ray_address(ray)
     if address is None: return None
     from ragbench.scale.gen import RayExecutor
@@ -92,7 +96,8 @@ def choose_executor(ray: Optional[str] = None, in_flight: int = 8):
 # %% ../nbs/19_spine.ipynb #9c0501e8
 @dataclass
 class Run:
-    "An opened run: its spec, directory, index, LLMs by role, the pool that made them, the executor and whether to show progress."
+    """An opened run: its spec, directory, index, LLMs by role, the pool that made them, the executor and whether to
+    show progress."""
     spec: RunSpec
     name: str
     out: Optional[Path]
@@ -125,7 +130,8 @@ class Run:
 def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = None, in_flight: int = 8,
              write: bool = True, fts: bool = True, attach: bool = False, factory: Optional[Callable] = None,
              reopen: bool = True) -> Run:
-    "Check the specs, open the index, run `check(index)`; then (if `write`) save the mapping, build the LLMs, choose the executor."
+    """Check the specs, open the index, run `check(index)`; then (if `write`) save the mapping, build the LLMs, choose
+    the executor."""
     for s in spec.models.values():
         if s: check_spec(s)
     if attach: return _attached(spec, name, in_flight, factory, fts if reopen else None)
@@ -170,7 +176,8 @@ def _attached(spec: RunSpec, name: str, in_flight: int, factory: Optional[Callab
         db = spec.db or (m.get("index") or {}).get("db")
         table = spec.table if spec.db else (m.get("index") or {}).get("table") or spec.table
         index = None                                   # fts None: the caller has the index
-        if db and fts is not None: index = open_index(db, table, embedder=spec.embedder, run_dir=out, fts=fts, save=False)
+        if db and fts is not None: index = open_index(db, table, embedder=spec.embedder, run_dir=out, fts=fts,
+                                                      save=False)
         run = Run(spec, name, out, index, progress=bool(spec.progress), in_flight=in_flight, lock=lock, manifest=m)
         run = _with_llms(run, factory)
         if spec.ray: run.executor = choose_executor(spec.ray, in_flight)   # else in this process
@@ -190,7 +197,8 @@ def _record_index_db(out, db) -> None:
 # %% ../nbs/19_spine.ipynb #6fbf44d0
 @dataclass
 class RunResult:
-    "What a run returns: folder, summary (indexable like it), the dataset written, why it stopped, exit status, and items if read."
+    """What a run returns: folder, summary (indexable like it), the dataset written, why it stopped, exit status, and
+    items if read."""
     out: Optional[Path]
     summary: dict
     dataset_path: Optional[Path] = None
@@ -211,7 +219,8 @@ def comma_items(s: str) -> list[str]:
 
 # %% ../nbs/19_spine.ipynb #8084eee5
 def read_config(model, path=None, defaults: Optional[dict] = None, error=UserError, **flags):
-    "A `model` from its defaults, then `defaults`, then the YAML/JSON file `path`, then `flags`; a bad value names its flag or file field."
+    """A `model` from its defaults, then `defaults`, then the YAML/JSON file `path`, then `flags`; a bad value names its
+    flag or file field."""
     from pydantic import ValidationError
     data = {}
     if path:
@@ -219,7 +228,8 @@ def read_config(model, path=None, defaults: Optional[dict] = None, error=UserErr
         data = read_config_file(Path(path), error) or {}
         if not isinstance(data, dict): raise error(f"{path}: expected a mapping of settings")
         data = {str(k).replace("-", "_"): v for k, v in data.items()}      # `max-calls:` as `max_calls:`
-        unknown = [k for k in data if k not in model.model_fields] if model.model_config.get("extra") == "forbid" else []
+        unknown = [k for k in data
+                   if k not in model.model_fields] if model.model_config.get("extra") == "forbid" else []
         if unknown: raise error(f"{path}: unknown option '{unknown[0]}'; options: {', '.join(model.model_fields)}")
     data = {**(defaults or {}), **data, **{k: v for k, v in flags.items() if v is not None}}
     try: return model(**data)
@@ -228,6 +238,7 @@ def read_config(model, path=None, defaults: Optional[dict] = None, error=UserErr
         top = loc.split(".")[0]
         if top in flags or not path:
             parts = loc.split(".")
-            flag = ".".join(parts[:next((i for i, p in enumerate(parts) if p.isdigit()), len(parts))])   # `param.0.0`: --param
+            # `param.0.0`: --param
+            flag = ".".join(parts[:next((i for i, p in enumerate(parts) if p.isdigit()), len(parts))])
             raise error(f"--{flag.replace('.', '-').replace('_', '-') or 'options'}: {msg}") from None
         raise error(f"{path}: field '{loc}': {msg}") from None

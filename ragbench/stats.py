@@ -22,7 +22,8 @@ def _z(q: float) -> float:
 
 # %% ../nbs/06_stats.ipynb #181d38d5
 def proportion_ci(k: float, n: int, *, alpha: float = 0.05, method: str = "clopper-pearson") -> dict:
-    "k successes of n with a Clopper-Pearson (exact) or Wilson interval: {mean, lo, hi, n, method}; None values when n is 0."
+    """k successes of n with a Clopper-Pearson (exact) or Wilson interval: {mean, lo, hi, n, method}; None values when n
+    is 0."""
     if n <= 0: return {"mean": None, "lo": None, "hi": None, "n": 0, "method": method}
     p = k / n
     if method == "clopper-pearson":
@@ -68,7 +69,8 @@ def _tango_p(b: float, c: float, n: int) -> float:
 # %% ../nbs/06_stats.ipynb #20cc824a
 @lru_cache(maxsize=64)
 def _subset_masks(n: int, *, n_random: int = 20_000, seed: int = 0) -> np.ndarray:
-    "0/1 rows of non-empty subsets of n items (read-only): all 2^n - 1 up to _EXACT_MAX items, else n_random seeded random ones."
+    """0/1 rows of non-empty subsets of n items (read-only): all 2^n - 1 up to _EXACT_MAX items, else n_random seeded
+    random ones."""
     if n <= _EXACT_MAX:
         k = np.arange(1, 2 ** n)
         m = ((k[:, None] >> np.arange(n)) & 1).astype(float)
@@ -78,8 +80,10 @@ def _subset_masks(n: int, *, n_random: int = 20_000, seed: int = 0) -> np.ndarra
     m.flags.writeable = False
     return m
 
-def _sign_flip_ci(d: np.ndarray, *, alpha: float = 0.05, masks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
-    "The sign-flip test inverted by shifting: bounds per column of d (n x reps) from its subset means (-inf/inf: cannot reject)."
+def _sign_flip_ci(d: np.ndarray, *, alpha: float = 0.05, masks: Optional[np.ndarray] = None) -> tuple[np.ndarray,
+    np.ndarray]:
+    """The sign-flip test inverted by shifting: bounds per column of d (n x reps) from its subset means (-inf/inf:
+    cannot reject)."""
     d = np.asarray(d, dtype=float)
     d = d[:, None] if d.ndim == 1 else d
     masks = _subset_masks(len(d)) if masks is None else masks
@@ -107,7 +111,8 @@ def _kind(x: np.ndarray, y: np.ndarray) -> str:
     return "sign-flip"
 
 def paired_test(x: Sequence[float], y: Sequence[float], *, alpha: float = 0.05) -> dict:
-    "One paired comparison of x (setup) and y (baseline): {n, diff, lo, hi, p, test}; the interval is the test inverted."
+    """One paired comparison of x (setup) and y (baseline): {n, diff, lo, hi, p, test}; the interval is the test
+    inverted."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     n = len(x)
     if n == 0: return {"n": 0, "diff": None, "lo": None, "hi": None, "p": None, "test": None}
@@ -123,7 +128,8 @@ def paired_test(x: Sequence[float], y: Sequence[float], *, alpha: float = 0.05) 
     return {"n": n, "diff": float(d.mean()), "lo": lo, "hi": hi, "p": p, "test": test}
 
 # %% ../nbs/06_stats.ipynb #dc3eb3e8
-def decide(lo: Optional[float], hi: Optional[float], *, higher_is_better: bool = True, margin: Optional[float] = None) -> str:
+def decide(lo: Optional[float], hi: Optional[float], *, higher_is_better: bool = True,
+           margin: Optional[float] = None) -> str:
     "better, worse, equivalent (inside +-margin) or uninformative, from the interval of setup - baseline."
     if lo is not None and lo > 0: return "better" if higher_is_better else "worse"
     if hi is not None and hi < 0: return "worse" if higher_is_better else "better"
@@ -138,16 +144,19 @@ def _effect_sampler(d: np.ndarray, effect: float, kind: str) -> Callable:
         return lambda rng, n: (centred[rng.integers(0, len(centred), n)], np.zeros(n))
     mags = np.abs(d[d != 0]) if np.any(d != 0) else np.ones(1)      # sparse or binary: keep the zeros, tilt the signs
     q = max(float(np.mean(d != 0)), 0.05)
-    if q * mags.mean() < abs(effect): q = min(1.0, abs(effect) / mags.mean() + 0.02)       # the pilot's discordance cannot carry it
+    # the pilot's discordance cannot carry it
+    if q * mags.mean() < abs(effect): q = min(1.0, abs(effect) / mags.mean() + 0.02)
     plus = min(1.0, max(0.0, (1 + effect / (q * mags.mean())) / 2))
     def draw(rng, n):
-        v = np.where(rng.random(n) < q, mags[rng.integers(0, len(mags), n)], 0.0) * np.where(rng.random(n) < plus, 1, -1)
+        v = np.where(rng.random(n) < q, mags[rng.integers(0, len(mags), n)], 0.0) * np.where(rng.random(n) < plus, 1,
+            -1)
         return ((v > 0).astype(float), (v < 0).astype(float)) if kind == "tango" else (v, np.zeros(n))
     return draw
 
 def simulated_power(d: Sequence[float], effect: float, n: int, *, kind: str = "sign-flip", alpha: float = 0.05,
                     reps: int = 400, seed: int = 0) -> float:
-    "Share of `reps` simulated datasets of n pairs (true difference `effect`, built from pilot differences d) in which paired_test rejects."
+    """Share of `reps` simulated datasets of n pairs (true difference `effect`, built from pilot differences d) in which
+    paired_test rejects."""
     draw, rng = _effect_sampler(np.asarray(d, dtype=float), effect, kind), np.random.default_rng(seed)
     hits = 0
     for _ in range(reps):
@@ -202,7 +211,8 @@ def _ppi(rect: np.ndarray, judge: np.ndarray, alpha: float) -> tuple[float, floa
 
 def ppi_mean_ci(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float], *,
                 alpha: float = 0.05) -> dict:
-    "The PPI mean (lambda 1, t quantile) with its interval, or the human-only interval and why: {mean, lo, hi, method, why}."
+    """The PPI mean (lambda 1, t quantile) with its interval, or the human-only interval and why: {mean, lo, hi, method,
+    why}."""
     y, fl, fu = (np.asarray(v, dtype=float) for v in (human, judge_labelled, judge_unlabelled))
     rect, judge = y - fl, np.r_[fl, fu]
     why = _ppi_why(len(y), rect, len(fu), "labels")
@@ -212,21 +222,24 @@ def ppi_mean_ci(human: Sequence[float], judge_labelled: Sequence[float], judge_u
     if np.isin(np.r_[y, judge], (0.0, 1.0)).all(): lo, hi = max(0.0, lo), min(1.0, hi)
     return {"mean": est, "lo": lo, "hi": hi, "n": len(y), "method": "ppi", "why": None}
 
+# %% ../nbs/06_stats.ipynb #fa3a0781
 def ppi_paired_ci(human_a: Sequence[float], human_b: Sequence[float], judge_a_labelled: Sequence[float],
                   judge_b_labelled: Sequence[float], judge_a_unlabelled: Sequence[float],
                   judge_b_unlabelled: Sequence[float], *, alpha: float = 0.05) -> dict:
-    "PPI estimate of mean(A) - mean(B) from the same labelled items in both arms, or the human-only paired test: {diff, lo, hi, method, why}."
+    """PPI estimate of mean(A) - mean(B) from the same labelled items in both arms, or the human-only paired test:
+    {diff, lo, hi, method, why}."""
     ya, yb, fa, fb, ua, ub = (np.asarray(v, dtype=float) for v in
-                              (human_a, human_b, judge_a_labelled, judge_b_labelled, judge_a_unlabelled, judge_b_unlabelled))
+                              (human_a, human_b, judge_a_labelled, judge_b_labelled, judge_a_unlabelled,
+                               judge_b_unlabelled))
     rect, judge = (ya - fa) - (yb - fb), np.r_[fa - fb, ua - ub]
     why = _ppi_why(len(ya), rect, len(ua), "items labelled in both arms")
     if why:
         h = paired_test(ya, yb, alpha=alpha)
-        return {"diff": h["diff"], "lo": h["lo"], "hi": h["hi"], "n": len(ya), "method": f"human-only {h['test']}", "why": why}
+        return {"diff": h["diff"], "lo": h["lo"], "hi": h["hi"], "n": len(ya), "method": f"human-only {h['test']}",
+                "why": why}
     est, half = _ppi(rect, judge, alpha)
     return {"diff": est, "lo": max(-1.0, est - half), "hi": min(1.0, est + half), "n": len(ya), "method": "ppi",
             "why": None}
-
 
 # %% ../nbs/06_stats.ipynb #14dc38f1
 def mean_ci(values: Iterable[Any], *, alpha: float = 0.05) -> dict[str, Any]:
@@ -273,10 +286,13 @@ def split_metric(key: str) -> tuple[str, str]:
     return (mode or "retrieved", base)
 
 # %% ../nbs/06_stats.ipynb #48e6938a
-METRIC_ORDER = ("correct", "correct_score", "answer_correctness", "semantic_similarity", "faithful", "faithful_score", "yes_no_correct", "keypoint_complete",
+METRIC_ORDER = ("correct", "correct_score", "answer_correctness", "semantic_similarity", "faithful", "faithful_score",
+                "yes_no_correct", "keypoint_complete",
                 "keypoint_hallucinated", "keypoint_irrelevant", "rubric_comprehensiveness", "rubric_relevance",
-                "rubric_groundedness", "rubric_verbosity", "rubric_composition", "rubric_clarity", "rubric_alignment", "exact_match", "token_f1", "token_recall", "rougeL_recall", "rouge_l_recall",
-                "bertscore_recall", "length_ratio", "precision@k", "precision_ceiling@k", "precision_relevant@k", "recall@k", "recall_relevant@k", "hit@k", "mrr",
+                "rubric_groundedness", "rubric_verbosity", "rubric_composition", "rubric_clarity", "rubric_alignment",
+                "exact_match", "token_f1", "token_recall", "rougeL_recall", "rouge_l_recall",
+                "bertscore_recall", "length_ratio", "precision@k", "precision_ceiling@k", "precision_relevant@k",
+                "recall@k", "recall_relevant@k", "hit@k", "mrr",
                 "ndcg@k", "abstained")
 
 def _order_key(key: str) -> tuple:
@@ -289,11 +305,13 @@ def _order_key(key: str) -> tuple:
     return (mi, len(METRIC_ORDER), 0, base)
 
 def order_metrics(names: Iterable[str]) -> list[str]:
-    "Metric keys in reading order: per mode (retrieved, oracle, unanswerable), judges, answer overlap, retrieval, others."
+    """Metric keys in reading order: per mode (retrieved, oracle, unanswerable), judges, answer overlap, retrieval,
+    others."""
     return sorted(set(names), key=_order_key)
 
 # %% ../nbs/06_stats.ipynb #940e47b5
-HEADLINE_METRICS = ("correct", "faithful", "answer_correctness", "keypoint_complete", "token_f1", "recall@k", "recall_relevant@k",
+HEADLINE_METRICS = ("correct", "faithful", "answer_correctness", "keypoint_complete", "token_f1", "recall@k",
+                    "recall_relevant@k",
                     "precision@k", "precision_relevant@k", "hit@k", "mrr",
                     "exact_match", "rouge_l_recall", "bertscore_recall", "abstained", "oracle/correct",
                     "unanswerable/abstained")

@@ -135,7 +135,8 @@ def candidate_names(text: str, title: str = "", parts: bool = True) -> list[str]
         span = clean_name(" ".join(ws))
         if len(span) >= 2 and not not_a_name(span): names.append(span)
         if parts:
-            names += [w for w in map(clean_name, ws[1 if lone else 0:]) if len(w) >= 4 and w[0].isupper() and not not_a_name(w)]
+            names += [w for w in map(clean_name,
+                                     ws[1 if lone else 0:]) if len(w) >= 4 and w[0].isupper() and not not_a_name(w)]
     return list(dict.fromkeys(names))
 
 # %% ../nbs/01_text.ipynb #2d7ed1d4
@@ -149,7 +150,8 @@ def mentions(text: str, name: str) -> bool:
     i = t.find(n)
     while i >= 0:
         j = i + len(n)
-        if (i == 0 or not _is_word(t[i - 1]) or not _is_word(n[0])) and (j == len(t) or not _is_word(t[j]) or not _is_word(n[-1])):
+        if (i == 0 or not _is_word(t[i - 1]) or not _is_word(n[0])) and (j == len(t) or not _is_word(t[j])
+            or not _is_word(n[-1])):
             return True
         i = t.find(n, i + 1)
     return False

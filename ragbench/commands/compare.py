@@ -28,7 +28,8 @@ def report_gate(rows: list[dict], margins: dict, baseline: Optional[str], allow_
     "Say which setups fail the --fail-if-worse gate (stderr) or that it passed; the exit status (1: failed)."
     failed = gate_failures(rows, margins, allow_uninformative)
     for r in failed:
-        print(f"ragbench compare: gate failed: {r['setup']} vs {r['baseline']} on {r['metric']}: {r['why']}", file=sys.stderr)
+        print(f"ragbench compare: gate failed: {r['setup']} vs {r['baseline']} on {r['metric']}: {r['why']}",
+              file=sys.stderr)
     if margins and not failed:
         print(f"gate passed: no setup shown worse than {baseline or 'its pair'} by more than the margin on {', '.join(margins)}")
     return 1 if failed else 0
@@ -38,28 +39,36 @@ def _csv(v: Optional[str]) -> list[str]: return [x.strip() for x in (v or "").sp
 class CompareOptions(BaseModel):
     "The options of `ragbench compare`: flags, a `--config FILE`, or keyword arguments of `compare_command`."
     model_config = ConfigDict(extra="forbid")
-    metric: Optional[str] = Field(None, description="metric: to rank by (two folders; default recall@5), or the one to pair (--baseline)")
+    metric: Optional[str] = Field(None,
+                                  description="metric: to rank by (two folders; default recall@5), or the one to pair (--baseline)")
     n_boot: int = Field(1000, ge=0, description="bootstrap resamples of the ranking agreement (two folders)")
     seed: int = Field(0, description="seed of the resampling and of the power simulation")
     json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(
         None, description="also write the result as JSON (with --baseline: a list of rows)")
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None, description="paired comparison: every setup of EVAL_DIR against this setup")
-    metrics: Optional[str] = Field(None, description="comma-separated metrics to pair (default: the headline metrics the evaluation has)")
-    primary: Optional[str] = Field(None, description="comma-separated primary metrics, the confirmatory family Holm adjusts over "
+    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None,
+                                                                    description="paired comparison: every setup of EVAL_DIR against this setup")
+    metrics: Optional[str] = Field(None,
+                                   description="comma-separated metrics to pair (default: the headline metrics the evaluation has)")
+    primary: Optional[str] = Field(None,
+                                   description="comma-separated primary metrics, the confirmatory family Holm adjusts over "
                                                      "(default: the gate's, else answer_correctness, else recall@k)")
-    by: Optional[str] = Field(None, description="also per value of these dimensions (exploratory rows), comma-separated: kind, style, difficulty")
+    by: Optional[str] = Field(None,
+                              description="also per value of these dimensions (exploratory rows), comma-separated: kind, style, difficulty")
     all_pairs: bool = Field(False, description="pair every two setups instead of each against --baseline")
     alpha: float = Field(0.05, gt=0, lt=1, description="level of the family's tests and 1 - coverage of the intervals")
     power: float = Field(0.8, gt=0, lt=1, description="power at which an uninformative row says the n it would need")
-    detect: float = Field(0.10, gt=0, description="the difference an uninformative row sizes n for, where the metric has no margin")
+    detect: float = Field(0.10, gt=0,
+                          description="the difference an uninformative row sizes n for, where the metric has no margin")
     fail_if_worse: Annotated[list[str], {"metavar": "METRIC:MARGIN"}] = Field(
-        (), description="exit 1 when a setup is shown worse than the baseline by more than MARGIN, or cannot tell (repeatable)")
+        (),
+        description="exit 1 when a setup is shown worse than the baseline by more than MARGIN, or cannot tell (repeatable)")
     allow_uninformative: bool = Field(False, description="with --fail-if-worse: pass the rows whose data cannot tell")
     equivalence_margin: Annotated[list[str], {"metavar": "METRIC:DELTA"}] = Field(
         (), description="say 'equivalent' when the interval lies within +-DELTA (repeatable)")
     setups: Annotated[Optional[str], {"metavar": "FILE"}] = Field(
         None, description="setups file whose `fail_if_worse:`, `margins:` and `primary:` add to the flags")
 
+# %% ../../nbs/90_commands.compare.ipynb #28a98dc9
 def _file_primary(setups_file) -> list[str]:
     "The setups file's `primary:` metrics ([] without one)."
     data = read_config_file(Path(setups_file), UserError) if setups_file else {}
@@ -82,13 +91,17 @@ NEED_TWO_DIRS = "give two evaluation folders (ranking agreement) or --baseline N
 
 @options_model(CompareOptions)
 def compare_command(
-    dir_a: Annotated[str, {"metavar": "EVAL_DIR"}],  # evaluation folder (with --baseline: the one whose setups are paired; else folder A)
-    dir_b: Annotated[Optional[str], {"metavar": "EVAL_DIR_B"}] = None,  # evaluation folder B, for the ranking agreement of two evaluations
+    # evaluation folder (with --baseline: the one whose setups are paired; else folder A)
+    dir_a: Annotated[str, {"metavar": "EVAL_DIR"}],
+    # evaluation folder B, for the ranking agreement of two evaluations
+    dir_b: Annotated[Optional[str], {"metavar": "EVAL_DIR_B"}] = None,
     *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of CompareOptions: baseline, fail_if_worse ...)
+    # YAML/JSON file of these options (names as the fields of CompareOptions: baseline, fail_if_worse ...)
+    config: Optional[str] = None,
     **options,  # every field of CompareOptions, one flag each
 ) -> int:
-    "Paired comparison of setups against a baseline on the same questions (--baseline NAME EVAL_DIR), or the ranking agreement of two evaluations (Kendall tau)."
+    """Paired comparison of setups against a baseline on the same questions (--baseline NAME EVAL_DIR), or the ranking
+    agreement of two evaluations (Kendall tau)."""
     o = read_options(CompareOptions, config, options)[0]
     if o.baseline is not None or o.all_pairs:
         if dir_b is not None: raise UserError("--baseline pairs the setups of one evaluation folder: give one EVAL_DIR")
@@ -110,7 +123,8 @@ def print_comparison(c: dict) -> None:
     print(f"{c['metric']}: {len(c['setups'])} setups; A = {c['a']['dir']} ({c['a']['n_items']} items), B = {c['b']['dir']} ({c['b']['n_items']} items)")
     print("setup".ljust(w) + "   A mean (rank)   B mean (rank)")
     for s in ra:
-        print(s.ljust(w) + f"   {c['a']['means'][s]:.3f} ({ra.index(s) + 1})".ljust(16) + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})")
+        print(s.ljust(w) + f"   {c['a']['means'][s]:.3f} ({ra.index(s) + 1})".ljust(16)
+              + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})")
     dv = c.get("dataset_version") or {}
     if dv.get("same") is False:
         print(f"note: A and B scored different dataset versions ({dv['a']} vs {dv['b']}): the items differ")
@@ -124,7 +138,8 @@ def print_comparison(c: dict) -> None:
     if len(c["setups"]) < 3: print(TWO_SETUPS_NOTE)
 
 def _ranking(dir_a: str, dir_b: str, o: CompareOptions) -> int:
-    "Rank the setups two evaluation folders share (e.g. a generated and a static dataset): Kendall tau with a bootstrap interval, printed (and written as JSON)."
+    """Rank the setups two evaluation folders share (e.g. a generated and a static dataset): Kendall tau with a
+    bootstrap interval, printed (and written as JSON)."""
     c = compare(dir_a, dir_b, metric=o.metric or "recall@5", n_boot=o.n_boot, seed=o.seed)
     print_comparison(c)
     if o.json_file: atomic_write(o.json_file, json.dumps(c, indent=2))
@@ -147,15 +162,19 @@ class PlanOptions(BaseModel):
     d: float = Field(description="the true difference in the metric's mean you want to be able to detect (e.g. 0.05)")
     pilot: Annotated[Optional[str], {"metavar": "EVAL_DIR"}] = Field(
         None, description="a pilot evaluation: simulate from its paired differences (else the worst case)")
-    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None, description="the pilot's baseline setup (default: its first)")
-    setup: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None, description="the pilot's setup to pair with it (default: the next one)")
+    baseline: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None,
+                                                                    description="the pilot's baseline setup (default: its first)")
+    setup: Annotated[Optional[str], {"metavar": "NAME"}] = Field(None,
+                                                                 description="the pilot's setup to pair with it (default: the next one)")
     metric: str = Field("recall@5", description="the metric to plan for")
-    by: Optional[str] = Field("kind", description="per value of this dimension of the pilot (kind, style, difficulty; '' for none)")
+    by: Optional[str] = Field("kind",
+                              description="per value of this dimension of the pilot (kind, style, difficulty; '' for none)")
     alpha: float = Field(0.05, description="level of the two-sided paired test")
     power: float = Field(0.8, description="the power wanted")
     p: float = Field(0.5, description="without a pilot: the 0/1 metric's mean for the worst case (0.5 is the worst)")
     n: Optional[int] = Field(None, description="also give the simulated power at this many items")
-    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(None, description="also write the table as JSON")
+    json_file: Annotated[Optional[str], "--json", {"metavar": "FILE"}] = Field(None,
+        description="also write the table as JSON")
 
 @options_model(PlanOptions)
 def plan_command(
@@ -163,7 +182,8 @@ def plan_command(
     config: Optional[str] = None,  # YAML/JSON file of PlanOptions (d, pilot, metric ...); the flags given override it
     **options,  # every field of PlanOptions, one flag each
 ) -> None:
-    "How many questions (per type) a paired comparison needs to detect a difference d with the given power, simulating the test that runs; with --pilot, the power the pilot had."
+    """How many questions (per type) a paired comparison needs to detect a difference d with the given power, simulating
+    the test that runs; with --pilot, the power the pilot had."""
     o = read_options(PlanOptions, config, options)[0]
     rows = plan_questions(**o.model_dump(exclude={"json_file"}))     # by '' (none) and None alike: no groups
     print_plan(rows, o.d, o.metric, o.alpha, o.power)

@@ -33,7 +33,8 @@ def demo_command(
     config: Optional[str] = None,  # YAML/JSON file of these options (out, llm, n ...); the flags given override it
     **options,  # every field of DemoOptions, one flag each
 ) -> None:
-    "The main job on bundled data, offline: index + search -> TRIAD -> retrieval setups scored on HotpotQA -> HTML report."
+    """The main job on bundled data, offline: index + search -> TRIAD -> retrieval setups scored on HotpotQA -> HTML
+    report."""
     from ragbench.llm import LLMConfigError
     o = read_options(DemoOptions, config, options)[0]
     try:

@@ -90,7 +90,8 @@ class DoraOptions(RunOptions):
         description="prefilter judge (relevant and complementary to the seed): auto (default: the "
         "judge LLM) | llm | cross-encoder:PATH | lexical (word-overlap proxy)",
     )
-    embed: bool = Field(True, description="embedding-based dedup and relevance (without: lexical only, no embedding model)")
+    embed: bool = Field(True,
+                        description="embedding-based dedup and relevance (without: lexical only, no embedding model)")
     leak_ngram: float = Field(0.5, description="n-gram containment that flags a train/test evidence pair")
     leak_cosine: float = Field(0.95, description="embedding cosine that flags a train/test pair")
     workers: Optional[int] = Field(None, description="tasks run at once (default 4)")
@@ -99,12 +100,14 @@ class DoraOptions(RunOptions):
 def dora_runs(run, cfg: DoraConfig, o: DoraOptions) -> int:
     "Generate on an opened run: one dataset, or the train and test splits with their leak check; the exit status."
     (doc_chunks, test_ids), index, out = run.inputs, run.index, run.out
-    kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if o.embed else None, progress=run.progress, doc_chunks=doc_chunks,
+    kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if o.embed else None, progress=run.progress,
+              doc_chunks=doc_chunks,
               **({"executor": run.executor} if run.executor else {}))
     try:
         if not o.split: return _single_run(index, run.llms["generate"], run.llms["judge"], cfg, out, o.max_calls, kw)
         if o.test_fraction is not None: test_ids = pick_test_docs(doc_chunks, o.test_fraction, cfg.seed)
-        tr, te = _split_runs(index, (run.llms["generate"], run.llms["judge"], run.llms["test"]), cfg, out, split_docs(doc_chunks, test_ids),
+        tr, te = _split_runs(index, (run.llms["generate"], run.llms["judge"], run.llms["test"]), cfg, out,
+                             split_docs(doc_chunks, test_ids),
                              o.max_calls, kw)
     except ValueError as e: raise UserError(str(e)) from e
     return finish_splits(out, tr, te, index, embed=kw["embed"], ngram_at=o.leak_ngram, cosine_at=o.leak_cosine)
@@ -114,18 +117,22 @@ def dora_runs(run, cfg: DoraConfig, o: DoraOptions) -> int:
 def dora_command(
     *,
     config: Optional[str] = None,  # YAML/JSON file of DoraConfig settings
-    **options,  # the fields of DoraOptions and every other DoraConfig field, one flag each (--max-rounds, --temperature ...); nested ones in --config
+    # the fields of DoraOptions and every other DoraConfig field, one flag each (--max-rounds, --temperature ...); nested ones in --config
+    **options,
 ) -> int:
-    "Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates, dedup, quotas and leak-checked splits."
+    """Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates,
+    dedup, quotas and leak-checked splits."""
     o, rest = read_options(DoraOptions, None, options)
-    cfg = dora_options(config, o.styles_file, o.styles, o.split, o.test_docs, o.test_fraction, per_style=o.per_style, seed=o.seed,
+    cfg = dora_options(config, o.styles_file, o.styles, o.split, o.test_docs, o.test_fraction, per_style=o.per_style,
+                       seed=o.seed,
                        overgen=o.overgen, entailment=o.entailment, prefilter=o.prefilter, workers=o.workers, **rest)
     run = open_run(o.spec(by_role(o.llm, judge=o.judge_llm, test=o.test_llm), progress=o.progress), name="dora",
                    check=lambda index: dora_inputs(index, o.docs, o.test_docs), in_flight=cfg.workers)
     return dora_runs(run, cfg, o)
 
 # %% ../../nbs/90_commands.dora.ipynb #38aacb49
-def _split_runs(index, llms: tuple, cfg: DoraConfig, out: Path, docs: tuple, max_calls: Optional[int], kw: dict) -> tuple:
+def _split_runs(index, llms: tuple, cfg: DoraConfig, out: Path, docs: tuple, max_calls: Optional[int],
+                kw: dict) -> tuple:
     "The train run, then the test run (with the test generator) on what is left of the call budget."
     (gen, judge, test_gen), (train_ids, test_ids) = llms, docs
     tr = run_dora(index, gen, judge, cfg, out / "train", doc_ids=train_ids, split="train", max_calls=max_calls, **kw)

@@ -44,7 +44,9 @@ def report_inputs(summary: dict) -> None:
         _say(f"{ng['n']} answerable item(s) have no gold chunk ids, so no retrieval scores: {_listed(ng['lines'])}")
     for name, m in (summary.get("context_mapping") or {}).items():
         if m.get("unmapped") or m.get("document"): _say(mapping_note(name, m))
-    na = max((sum(v for k, v in per.items() if k.startswith("retrieved: context-unanswerable")) for per in (summary.get("not_applicable") or {}).values()), default=0)
+    na = max((sum(v for k,
+                  v in per.items() if k.startswith("retrieved: context-unanswerable"))
+              for per in (summary.get("not_applicable") or {}).values()), default=0)
     if na and "unanswerable" not in summary.get("modes", []):
         _say(f"{na} context-unanswerable item(s) are not applicable in the retrieved mode; add --modes retrieved,unanswerable to score their abstention")
 
@@ -68,15 +70,12 @@ class EvaluateOptions(BaseModel):
     table: Optional[str] = Field(
         None, description="table for setups that name none (or the default 'chunks') and for --answers"
     )
-    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field(
-        (),
-        description="map a role (id, text, vector, doc_id, meta) to a "
-        "column of your own table, for setups that map none; repeatable",
-    )
-    setups: Optional[str] = Field(None, description="setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)")
-    answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = Field(
-        (), description="JSONL of {item_id, answer, retrieved_chunk_ids} " "from your own RAG; repeatable"
-    )
+    column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field((), description="map a role (id, text, vector, doc_id, "
+        "meta) to a column of your own table, for setups that map none; repeatable")
+    setups: Optional[str] = Field(None,
+                                  description="setups file (YAML/TOML/JSON: defaults, baseline + variants, setups)")
+    answers: Annotated[list[str], {"metavar": "[NAME=]FILE"}] = Field((), description="JSONL of {item_id, answer, "
+        "retrieved_chunk_ids} from your own RAG; repeatable")
     answers_top_k: Optional[int] = Field(
         None, ge=1, description="cut-off k of retrieval metrics for --answers (default: the most ids an answer lists)"
     )
@@ -89,7 +88,7 @@ class EvaluateOptions(BaseModel):
     modes: str = Field("retrieved", description="comma-separated: retrieved,oracle,unanswerable")
     judges: str = Field(",".join(JUDGES), description="comma-separated judges, or 'none'")
     bertscore: bool = Field(True, description="BERTScore recall (loads the encoder)")
-    seed: int = Field(0, description="seed of the bootstrap and of the --judge-repeats sample")
+    seed: int = Field(0, description="seed of the --judge-repeats sample")
     ks: Annotated[Union[str, list[int]], {"type": str}] = Field(
         ",".join(map(str, DEFAULT_KS)),
         description="cut-offs k of the " "retrieval metrics, comma-separated (a list in --config)",
@@ -100,10 +99,13 @@ class EvaluateOptions(BaseModel):
     max_calls: Optional[int] = Field(
         None, ge=0, description="LLM requests allowed for the whole evaluation, across resumes"
     )
-    judge_repeats: int = Field(0, ge=0, description="re-ask the judges K more times on a sample of items and report how often "
+    judge_repeats: int = Field(0, ge=0,
+                               description="re-ask the judges K more times on a sample of items and report how often "
                                "each verdict flips (judge self-consistency: judge_repeats.jsonl, summary.json)")
-    judge_repeat_sample: int = Field(REPEAT_SAMPLE, ge=1, description="items (drawn with --seed) whose rows --judge-repeats re-asks")
-    estimate: bool = Field(False, description="print the LLM calls the evaluation would send (judge re-asks apart) and send none")
+    judge_repeat_sample: int = Field(REPEAT_SAMPLE, ge=1,
+                                     description="items (drawn with --seed) whose rows --judge-repeats re-asks")
+    estimate: bool = Field(False,
+                           description="print the LLM calls the evaluation would send (judge re-asks apart) and send none")
     quiet: bool = Field(False, description="no progress")
     ray: Optional[str] = Field(None, description=RAY_HELP)
 
@@ -124,13 +126,16 @@ def cutoffs(ks) -> tuple[int, ...]:
 @options_model(EvaluateOptions)
 def evaluate_command(
     *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of EvaluateOptions: judge_llm, batch_size ...); the flags given override it
+    # YAML/JSON file of these options (names as the fields of EvaluateOptions: judge_llm, batch_size ...); the flags given override it
+    config: Optional[str] = None,
     **options,  # every field of EvaluateOptions, one flag each
 ) -> int:
-    "Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup x mode) and OUT/summary.json."
+    """Score RAG setups (and/or your own RAG's answers) on a dataset: writes OUT/scores.jsonl (one row per item x setup
+    x mode) and OUT/summary.json."""
     o = read_options(EvaluateOptions, config, options)[0]
     if not o.setups and not o.answers: raise EvalError("give --setups FILE and/or --answers FILE")
-    runs = with_columns(with_table((load_setups(o.setups) if o.setups else []) + [answers_setup(s, o.db, o.answers_top_k) for s in o.answers],
+    runs = with_columns(with_table((load_setups(o.setups) if o.setups else []) + [answers_setup(s, o.db,
+        o.answers_top_k) for s in o.answers],
                                    o.table), o.column, o.out)
     judge = o.judge_llm or (setups_file_option(o.setups, "judge_llm") if o.setups else None)
     said = "--judge-llm none" if judge in ("none", "") else "no --judge-llm"
@@ -140,10 +145,12 @@ def evaluate_command(
         if not s.external and not s.calls_system and not (s.llm or o.llm):
             _say(f"setup '{s.name}' has no answering LLM (--llm or 'llm' in the setup): retrieval metrics only")
     if o.judge_repeats and judge is None: _say("--judge-repeats needs a judge: nothing is re-asked")
-    kw = dict(db=o.db, modes=comma_list(o.modes), judge_llm=judge, default_llm=o.llm, judges=comma_list(o.judges), seed=o.seed,
+    kw = dict(db=o.db, modes=comma_list(o.modes), judge_llm=judge, default_llm=o.llm, judges=comma_list(o.judges),
+              seed=o.seed,
               judge_repeats=o.judge_repeats, judge_repeat_sample=o.judge_repeat_sample)
     if o.estimate: return _print_estimate(estimate_evaluation(o.dataset, runs, o.out, **kw))
-    summary = evaluate(o.dataset, runs, o.out, bertscore=o.bertscore, bertscore_model=o.bertscore_model, ks=cutoffs(o.ks),
+    summary = evaluate(o.dataset, runs, o.out, bertscore=o.bertscore, bertscore_model=o.bertscore_model,
+                       ks=cutoffs(o.ks),
                        batch_size=o.batch_size, parallel_batches=o.parallel_batches, max_calls=o.max_calls,
                        progress=not o.quiet, ray=o.ray, **kw)
     report_inputs(summary)

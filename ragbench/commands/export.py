@@ -45,7 +45,8 @@ def export_ragas_command(
     config: Optional[str] = None,  # YAML/JSON file of ExportRagasOptions (mode ...); the flags given override it
     **options,  # every field of ExportRagasOptions, one flag each
 ) -> None:
-    "Export a dataset in ragas's column names (user_input, reference, reference_contexts, retrieved_contexts, response) as JSONL or Parquet."
+    """Export a dataset in ragas's column names (user_input, reference, reference_contexts, retrieved_contexts,
+    response) as JSONL or Parquet."""
     o = read_options(ExportRagasOptions, config, options)[0]
     if bool(o.scores) != bool(o.setup): raise EvalError("--scores and --setup go together")
     from ragbench.index import open_index

@@ -24,11 +24,13 @@ __all__ = ['build_index', 'print_index_summary', 'IndexOptions', 'index_command'
 
 # %% ../../nbs/90_commands.index.ipynb #4b832d6f
 def build_index(source, o: IndexOptions, emb, report: Optional[LoadReport] = None) -> ChunkIndex:
-    "Load, chunk and embed `source` into the table the options `o` name: in this process, or on the Ray cluster `ray_address(o.ray)` names."
+    """Load, chunk and embed `source` into the table the options `o` name: in this process, or on the Ray cluster
+    `ray_address(o.ray)` names."""
     chunking = o.model_dump(include={"target_tokens", "min_tokens", "max_tokens", "overlap", "mode"})
     if (address := ray_address(o.ray)) is not None:
         from ragbench.scale.index import build_index_on_ray
-        return build_index_on_ray(source, o.db, embedder=emb, table=o.table, fmt=o.fmt, max_doc_mb=o.max_doc_mb, report=report,
+        return build_index_on_ray(source, o.db, embedder=emb, table=o.table, fmt=o.fmt, max_doc_mb=o.max_doc_mb,
+                                  report=report,
                                   address=address, progress=not o.quiet, chunking=chunking,
                                   vector_index_min_rows=o.vector_index_min_rows)   # the vector index too, on a worker
     c = chunking
@@ -36,7 +38,8 @@ def build_index(source, o: IndexOptions, emb, report: Optional[LoadReport] = Non
                              c["max_tokens"], c["overlap"], c["mode"])
     idx = ChunkIndex.build(o.db, chunks, emb, table=o.table, batch_size=o.batch_size, progress=not o.quiet,
                            vector_index_min_rows=o.vector_index_min_rows, source=source,
-                           write_rows=o.write_rows, tune=True)   # a re-index embeds only what changed; a long build tunes
+                           # a re-index embeds only what changed; a long build tunes
+                           write_rows=o.write_rows, tune=True)
     idx.ensure_vector_index(o.vector_index_min_rows)       # a table that reached the size now
     return idx
 
@@ -75,7 +78,8 @@ class IndexOptions(BaseModel):
     )
     fmt: Annotated[Literal[FORMATS], "--format"] = Field("auto", description="input format; auto detects it")
     target_tokens: int = Field(512, ge=1, description="packed chunks aim at about this many tokens")
-    min_tokens: int = Field(100, ge=0, description="a packed chunk holds at least this many tokens where the text allows")
+    min_tokens: int = Field(100, ge=0,
+                            description="a packed chunk holds at least this many tokens where the text allows")
     max_tokens: int = Field(1024, ge=1, description="longer paragraphs are split into overlapping windows")
     overlap: float = Field(
         0.25, ge=0.0, lt=1.0, description="share of a window repeated in the next one when a long paragraph is split"
@@ -99,7 +103,8 @@ class IndexOptions(BaseModel):
 def index_command(
     source: str,  # a folder (.txt .md .html .htm .pdf), a JSONL of {id, title, text}, or a HotpotQA/MuSiQue JSON file
     *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of IndexOptions: db, target_tokens ...); the flags given override it
+    # YAML/JSON file of these options (names as the fields of IndexOptions: db, target_tokens ...); the flags given override it
+    config: Optional[str] = None,
     **options,  # every field of IndexOptions, one flag each
 ) -> None:
     "Load, chunk and embed documents into a LanceDB table, then print a summary."
@@ -178,8 +183,10 @@ def search_command(
     print_search(found, o.as_json, titled=o.queries is not None)
 
 # %% ../../nbs/90_commands.index.ipynb #bd88043d
-_STORE_KEYS = {"s3": ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
-               "gs": ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_SERVICE_ACCOUNT"), "az": ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN")}
+_STORE_KEYS = {"s3": ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                      "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
+               "gs": ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_SERVICE_ACCOUNT"), "az": ("AZURE_STORAGE_ACCOUNT_KEY",
+                   "AZURE_STORAGE_SAS_TOKEN")}
 
 def doctor_llm(spec: str, timeout: float = 3.0) -> list[tuple[bool, str]]:
     "(ok, line) for an LLM spec: its key in the environment, then its server (a TCP connect; no request is sent)."
@@ -196,40 +203,49 @@ def doctor_storage(db: str, table: str = "chunks") -> list[tuple[bool, str]]:
     from ragbench.index import db_location, is_local, read_stored_text, sidecar_path
     out = []
     if is_local(db):
-        if not Path(db_location(db)).is_dir(): return [(False, f"--db {db}: no such folder (build one with: ragbench index SOURCE --db {db})")]
-        out.append((os.access(db_location(db), os.W_OK), f"--db {db}: a folder{'' if os.access(db_location(db), os.W_OK) else ' you cannot write to'}"))
+        if not Path(db_location(db)).is_dir(): return [(False,
+                                                        f"--db {db}: no such folder (build one with: ragbench index SOURCE --db {db})")]
+        out.append((os.access(db_location(db), os.W_OK),
+                    f"--db {db}: a folder{'' if os.access(db_location(db), os.W_OK) else ' you cannot write to'}"))
     else:
         scheme = str(db).split("://")[0]
         found = [k for k in _STORE_KEYS.get(scheme, ()) if os.environ.get(k)]
-        out.append((bool(found) or scheme not in _STORE_KEYS, f"--db {redact(str(db))}: object storage; credentials from "
-                    + (", ".join(found) if found else f"none of {', '.join(_STORE_KEYS.get(scheme, ('the environment',)))} is set")))
+        out.append((bool(found) or scheme not in _STORE_KEYS,
+                    f"--db {redact(str(db))}: object storage; credentials from "
+                    + (", ".join(found) if found
+                       else f"none of {', '.join(_STORE_KEYS.get(scheme, ('the environment',)))} is set")))
     try:
         text = read_stored_text(sidecar_path(db, table))
         side = None if text is None else json.loads(text)
         out.append((isinstance(side, dict) or text is None, f"{table}.ragbench.json: " + (
-            "absent (your own table: give --column)" if text is None else "readable" if isinstance(side, dict) else "not a JSON object")))
+            "absent (your own table: give --column)" if text is None else "readable" if isinstance(side,
+                dict) else "not a JSON object")))
     except Exception as e:
-        out.append((False, f"{table}.ragbench.json: {'empty' if isinstance(e, json.JSONDecodeError) and not (text or '').strip() else 'unreadable'} ({redact(str(e))[:200]})"))
+        out.append((False,
+                    f"{table}.ragbench.json: {'empty' if isinstance(e, json.JSONDecodeError) and not (text or '').strip() else 'unreadable'} ({redact(str(e))[:200]})"))
     try:
         import lancedb
         n = lancedb.connect(str(db)).open_table(table).count_rows()
         out.append((True, f"table '{table}': {n} rows"))
     except Exception as e:
-        out.append((False, f"table '{table}' in {redact(str(db))}: cannot be opened ({type(e).__name__}: {redact(str(e)).splitlines()[0][:200] if str(e) else ''})"))
+        out.append((False,
+                    f"table '{table}' in {redact(str(db))}: cannot be opened ({type(e).__name__}: {redact(str(e)).splitlines()[0][:200] if str(e) else ''})"))
     return out
 
 # %% ../../nbs/90_commands.index.ipynb #1c25382b
 class DoctorOptions(BaseModel):
     "The options of `ragbench doctor`."
     model_config = ConfigDict(extra="forbid")
-    llm: Annotated[list[str], {"metavar": "SPEC"}] = Field((), description="an LLM spec to check (key and server); repeatable")
+    llm: Annotated[list[str], {"metavar": "SPEC"}] = Field((),
+                                                           description="an LLM spec to check (key and server); repeatable")
     db: Optional[str] = Field(None, description="LanceDB folder or object-store URI to check, with its table")
     table: PathComponent = Field("chunks", description="table name")
     timeout: float = Field(3.0, gt=0, description="seconds a server has to accept a connection")
 
 @options_model(DoctorOptions)
 def doctor_command(**options) -> int:
-    "Check what runs need before they start: LLM keys and servers (no request is sent), storage credentials, the table and its sidecar; exit 1 when something is wrong."
+    """Check what runs need before they start: LLM keys and servers (no request is sent), storage credentials, the table
+    and its sidecar; exit 1 when something is wrong."""
     from ragbench.llm import KEY_ENVS
     o = read_options(DoctorOptions, None, options)[0]
     checks = [(True, "API keys set: " + (", ".join(k for k in KEY_ENVS if os.environ.get(k)) or "none"))]

@@ -17,7 +17,8 @@ __all__ = ['RAY_HELP', 'argument', 'options_model', 'command_parser', 'parse_com
 _EMPTY = inspect.Parameter.empty
 
 def _strip_optional(t):
-    "`X` for `Optional[X]`, `X | None` and `Annotated[X, validator]` (core.PathComponent: the model validates); any other annotation unchanged."
+    """`X` for `Optional[X]`, `X | None` and `Annotated[X, validator]` (core.PathComponent: the model validates); any
+    other annotation unchanged."""
     if get_origin(t) in (Union, types.UnionType):
         args = [a for a in get_args(t) if a is not type(None)]
         if len(args) == 1: t = args[0]
@@ -56,7 +57,8 @@ def _type_keywords(t, default, from_file: bool = False) -> Optional[dict]:
 
 # %% ../../nbs/90_commands.options.ipynb #7341605d
 def _help_text(doc: Optional[str], default: Any = _EMPTY, from_file: bool = False) -> str:
-    "The docments comment, `(default: X)` for a default worth showing, `turn off: ...` for a `--no-` flag (`(default: on)` for a config field's)."
+    """The docments comment, `(default: X)` for a default worth showing, `turn off: ...` for a `--no-` flag (`(default:
+    on)` for a config field's)."""
     text = (doc or "").strip()
     if default is True: text = f"{text} (default: on)" if from_file else f"turn off: {text}" if text else ""
     if from_file and isinstance(default, list): default = ",".join(default)
@@ -66,7 +68,8 @@ def _help_text(doc: Optional[str], default: Any = _EMPTY, from_file: bool = Fals
 
 def argument(name: str, anno, default=_EMPTY, kind=inspect.Parameter.KEYWORD_ONLY, doc: Optional[str] = None,
              from_file: bool = False) -> Optional[tuple[list[str], dict]]:
-    "Option strings and `add_argument` keywords for one parameter or options field (`from_file`: a config field, unset unless given)."
+    """Option strings and `add_argument` keywords for one parameter or options field (`from_file`: a config field, unset
+    unless given)."""
     t, flags, extra = _split_annotation(anno)
     kw = _type_keywords(t, default, from_file)
     if kw is None: return None
@@ -84,14 +87,16 @@ def argument(name: str, anno, default=_EMPTY, kind=inspect.Parameter.KEYWORD_ONL
 
 # %% ../../nbs/90_commands.options.ipynb #0691b4fd
 def options_model(model, config=None, skip: Sequence[str] = ()):
-    "Decorator: the fields of the pydantic `model` are the command's options; the fields of `config` that neither it nor the signature has (and not in `skip`) are flags too, unset unless given."
+    """Decorator: the fields of the pydantic `model` are the command's options; the fields of `config` that neither it
+    nor the signature has (and not in `skip`) are flags too, unset unless given."""
     def deco(func):
         func.__options_model__, func.__config_model__, func.__config_skip__ = model, config, tuple(skip)
         return func
     return deco
 
 def _model_parameters(model) -> dict:
-    "{field: docments-style dict} of an options model: its annotation with the `Annotated` extras, default and description."
+    """{field: docments-style dict} of an options model: its annotation with the `Annotated` extras, default and
+    description."""
     out = {}
     for name, f in model.model_fields.items():
         anno = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
@@ -100,22 +105,26 @@ def _model_parameters(model) -> dict:
     return out
 
 def command_parser(func: Callable, prog: Optional[str] = None, epilog: Optional[str] = None) -> argparse.ArgumentParser:
-    "An argparse parser of `func`: its signature's parameters (with their docments), its options model's fields, its config model's other fields."
+    """An argparse parser of `func`: its signature's parameters (with their docments), its options model's fields, its
+    config model's other fields."""
     from fastcore.docments import docments
     p = argparse.ArgumentParser(prog=prog or func.__name__, description=inspect.getdoc(func), epilog=epilog)
     opts, cfg = getattr(func, "__options_model__", None), getattr(func, "__config_model__", None)
     own = {**docments(func, full=True, returns=False, eval_str=True), **(_model_parameters(opts) if opts else {})}
-    more = {n: d for n, d in (_model_parameters(cfg) if cfg else {}).items() if n not in own and n not in func.__config_skip__}
+    more = {n: d for n,
+            d in (_model_parameters(cfg) if cfg else {}).items() if n not in own and n not in func.__config_skip__}
     for name, d, from_file in [(n, d, False) for n, d in own.items()] + [(n, d, True) for n, d in more.items()]:
         if d["kind"] in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD): continue
-        if (a := argument(name, d["anno"], d["default"], d["kind"], d["docment"], from_file)): p.add_argument(*a[0], **a[1])
+        if (a := argument(name, d["anno"], d["default"], d["kind"], d["docment"], from_file)): p.add_argument(*a[0],
+            **a[1])
     return p
 
 def _tuples(v):
     "Pairs (argparse parses them as lists) as tuples."
     return [tuple(x) if isinstance(x, list) else x for x in v] if isinstance(v, list) else v
 
-def parse_command(func: Callable, argv: Sequence[str], prog: Optional[str] = None, epilog: Optional[str] = None) -> dict:
+def parse_command(func: Callable, argv: Sequence[str], prog: Optional[str] = None,
+                  epilog: Optional[str] = None) -> dict:
     "Keyword arguments for `func` from `argv` (argparse exits with status 2 on bad input, 0 after --help)."
     return {k: _tuples(v) for k, v in vars(command_parser(func, prog, epilog).parse_args(list(argv))).items()}
 
@@ -126,10 +135,13 @@ def _at_default(info, value) -> bool:
     return list(value) == list(d) if isinstance(value, (list, tuple)) and isinstance(d, (list, tuple)) else value == d
 
 def read_options(model, config=None, options: Optional[dict] = None) -> tuple[Any, dict]:
-    "(`model` from `options` over the YAML/JSON file `config`, the options that are not its fields); an option left at its default yields to the file."
+    """(`model` from `options` over the YAML/JSON file `config`, the options that are not its fields); an option left at
+    its default yields to the file."""
     fields = model.model_fields
     options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in (options or {}).items()}
-    mine = {k: v for k, v in options.items() if k in fields and not (config and not fields[k].is_required() and _at_default(fields[k], v))}
+    mine = {k: v for k,
+            v in options.items() if k in fields and not (config and not fields[k].is_required()
+                                                                     and _at_default(fields[k], v))}
     return read_config(model, config, **mine), {k: v for k, v in options.items() if k not in fields}
 
 # %% ../../nbs/90_commands.options.ipynb #6a0b2f19
@@ -158,7 +170,8 @@ class RunOptions(BaseModel):
 
     def spec(self, models: dict, **more) -> RunSpec:
         "The `RunSpec` of these flags, with the LLM specs by role `models`."
-        return RunSpec(out=self.out, db=self.db, table=self.table, columns=self.column, embedder=self.embedder, models=models,
+        return RunSpec(out=self.out, db=self.db, table=self.table, columns=self.column, embedder=self.embedder,
+                       models=models,
                        max_calls=self.max_calls, ray=self.ray, llm_timeout=self.llm_timeout, **more)
 
 def changed(options: BaseModel, names: Sequence[str]) -> dict:

@@ -38,7 +38,8 @@ def _shown(s: dict, out: Path) -> int:
 
 # %% ../../nbs/90_commands.refresh.ipynb #f93c5bdc
 def _refresh_splits(out: Path, m: dict, o: RefreshOptions) -> int:
-    "`ragbench refresh` of a DoRA train/test run: the test split, the train split on what is left of the budget, then the combined dataset, leakage report and SFT export again."
+    """`ragbench refresh` of a DoRA train/test run: the test split, the train split on what is left of the budget, then
+    the combined dataset, leakage report and SFT export again."""
     from ragbench.index import open_index
     run = RunDir(out)
     done, est, max_calls, estimate = dict(m.get("split_refresh") or {}), {}, o.max_calls, o.estimate
@@ -88,7 +89,8 @@ def refresh_command(
     config: Optional[str] = None,  # YAML/JSON file of RefreshOptions (llm, max_calls ...); the flags given override it
     **options,  # every field of RefreshOptions, one flag each
 ) -> int:
-    "Re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised or dropped, replacements from new documents."
+    """Re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised or dropped, replacements from
+    new documents."""
     o = read_options(RefreshOptions, config, options)[0]
     m = read_refresh_run(Path(run))
     if m["kind"] == "triad": return _shown(triad_refresh(Path(run), m, o), Path(run))

@@ -27,7 +27,8 @@ class RunNotebookOptions(BaseModel):
     parameters_file: Annotated[Optional[str], "-f", "--parameters-file"] = Field(
         None, description="a YAML file of parameters")
     out: Optional[str] = Field(None, description="run directory (default runs/NAME-TIMESTAMP)")
-    name: Optional[PathComponent] = Field(None, description="step name in the run directory (default: the notebook's name)")
+    name: Optional[PathComponent] = Field(None,
+                                          description="step name in the run directory (default: the notebook's name)")
     cwd: Optional[str] = Field(None, description="working directory of the kernel (default: the current one)")
     force: bool = Field(False, description="run again even if completed, with the given parameters")
     log_output: bool = Field(False, description="stream the cells' output")
@@ -77,10 +78,12 @@ class PipelineOptions(BaseModel):
     "The options of `ragbench pipeline`: flags, or keyword arguments of `pipeline_command`."
     model_config = ConfigDict(extra="forbid")
     example: bool = Field(False, description="print an example config and exit")
-    out: Optional[str] = Field(None, description="run directory (default: the config's 'out', else runs/pipeline-TIMESTAMP)")
+    out: Optional[str] = Field(None,
+                               description="run directory (default: the config's 'out', else runs/pipeline-TIMESTAMP)")
     force: bool = Field(False, description="run every step again")
     progress: bool = Field(True, description="per-cell progress bars")
-    ray: Optional[str] = Field(None, description="run the steps that take it on a Ray cluster: 'local', 'auto' or HOST:PORT "
+    ray: Optional[str] = Field(None,
+                               description="run the steps that take it on a Ray cluster: 'local', 'auto' or HOST:PORT "
                                                  "(pip install -e \".[ray]\")")
 
 @options_model(PipelineOptions)
@@ -88,7 +91,8 @@ def pipeline_command(
     config: Optional[str] = None,  # pipeline config (YAML)
     **options,  # every field of PipelineOptions, one flag each
 ) -> int:
-    "Run the steps of a YAML pipeline config, each a papermill-executed notebook, into one run directory; re-running resumes."
+    """Run the steps of a YAML pipeline config, each a papermill-executed notebook, into one run directory; re-running
+    resumes."""
     o = read_options(PipelineOptions, None, options)[0]
     if o.example: print(EXAMPLE_PIPELINE, end="")
     elif not config: raise ConfigError("a config file is required (ragbench pipeline --example prints one)")

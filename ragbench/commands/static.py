@@ -50,7 +50,8 @@ def static_command(
     config: Optional[str] = None,  # YAML/JSON file of StaticOptions (db, limit ...); the flags given override it
     **options,  # every field of StaticOptions, one flag each
 ) -> None:
-    "Load HotpotQA or MuSiQue questions as a ragbench dataset with gold chunk ids; indexes their paragraphs (paragraph mode) if the table is empty."
+    """Load HotpotQA or MuSiQue questions as a ragbench dataset with gold chunk ids; indexes their paragraphs (paragraph
+    mode) if the table is empty."""
     o = read_options(StaticOptions, config, options)[0]
     ds = load_static(file, o.fmt, o.limit)
     idx = static_index(file, ds, o)

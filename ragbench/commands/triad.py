@@ -27,7 +27,8 @@ def _print_summary(s: dict, out: Path) -> None:
     llm = s["llm"]
     tokens = llm["input_tokens"] + llm["output_tokens"]
     failed = (s.get("tasks") or {}).get("errors", 0)
-    seeds = f"{s['seeds_tried'] + failed} seeds tried" + (f" ({failed} failed)" if failed else "")   # never "0 tried" when all failed
+    # never "0 tried" when all failed
+    seeds = f"{s['seeds_tried'] + failed} seeds tried" + (f" ({failed} failed)" if failed else "")
     if s.get("drafts"):
         print(f"{s['drafts']}/{s['n_target']} drafts of the rule-based stand-in, none accepted: no model wrote or judged them "
               f"(+{s['unanswerable_variants']} unanswerable variants), {s['rejected']} rejected; {seeds}, {s['attempts']} attempts")
@@ -38,7 +39,8 @@ def _print_summary(s: dict, out: Path) -> None:
           f"failed checks: {s['failed_checks'] or '-'}")
     if s.get("duplicates"):
         print(f"{s['duplicates']} question(s) repeated one already written for another seed: not counted (duplicates.jsonl)")
-    print("by type: " + ", ".join(f"{k} {v['accepted']}/{v['accepted'] + v['rejected']}" for k, v in s["by_type"].items()))
+    print("by type: " + ", ".join(f"{k} {v['accepted']}/{v['accepted'] + v['rejected']}" for k,
+                                  v in s["by_type"].items()))
     print(f"LLM: {llm['calls']} requests sent (+{llm['cached']} answered from the cache), {tokens} tokens, "
           f"cost {llm['cost_usd'] if llm['cost_usd'] is not None else 'unknown'} USD; "
           + (f"{llm['calls_per_accepted']} calls and {round(tokens / s['accepted'])} tokens per accepted question"
@@ -68,7 +70,8 @@ def _report_stop(s: dict, cfg: TriadConfig) -> int:
     "Say why the run stopped; the exit status (1: every seed failed)."
     stop = s["stop_reason"]
     if stop.startswith(NEVER_PARSES):
-        print(f"ragbench triad: stopped early: {stop}; check the model and its JSON mode (see summary.json)", file=sys.stderr)
+        print(f"ragbench triad: stopped early: {stop}; check the model and its JSON mode (see summary.json)",
+              file=sys.stderr)
         return 1
     if s["tasks"]["finished"] == 0 and s["tasks"]["errors"]:
         print(f"ragbench triad: every seed failed; first error: {s['first_error'] or stop}", file=sys.stderr)
@@ -91,9 +94,11 @@ def _remove_unstarted(out: Path) -> bool:
     return True
 
 def _command_config(config: Optional[str], options: dict) -> tuple[TriadOptions, TriadConfig]:
-    "The command's run flags and TriadConfig: --config (its `n` counts as --n), then --n or --n-from-plan, the run flags changed from their defaults, every other option."
+    """The command's run flags and TriadConfig: --config (its `n` counts as --n), then --n or --n-from-plan, the run
+    flags changed from their defaults, every other option."""
     o, options = read_options(TriadOptions, None, options)
-    n_in_file = bool(config) and "n" in triad_config(config).model_fields_set     # the file read first: an unknown key is named
+    # the file read first: an unknown key is named
+    n_in_file = bool(config) and "n" in triad_config(config).model_fields_set
     if (o.n is None and not n_in_file) == (o.n_from_plan is None):
         raise UserError("give --n N (accepted questions wanted; or n: in --config) or --n-from-plan PLAN.json, one of them")
     if o.n_from_plan: options = {**options, "n_per_type": plan_targets(o.n_from_plan)}
@@ -146,13 +151,16 @@ class TriadOptions(RunOptions):
 def triad_command(
     *,
     config: Optional[str] = None,  # YAML/JSON file of TriadConfig settings (the flags given override it)
-    **options,  # the fields of TriadOptions and every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds ...
+    # the fields of TriadOptions and every other TriadConfig field, one flag each: --role (the generator's persona), --max-rounds ...
+    **options,
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
     o, cfg = _command_config(config, options)
-    spec = o.spec(by_role(o.llm, judge=o.judge_llm, extract=o.extract_llm), max_usd=o.max_usd, concurrency=cfg.concurrency)
+    spec = o.spec(by_role(o.llm, judge=o.judge_llm, extract=o.extract_llm), max_usd=o.max_usd,
+                  concurrency=cfg.concurrency)
     fresh = not Path(o.out).exists()
-    run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, o.seeds_file), in_flight=cfg.in_flight, write=not o.estimate)
+    run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, o.seeds_file),
+                   in_flight=cfg.in_flight, write=not o.estimate)
     if o.estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models)) or 0
     _refuse_mixed_resume(run.out, run.index, run.inputs, run.llms)
     result = _run_opened(run, fresh, max_calls=o.max_calls, max_usd=o.max_usd)
@@ -169,7 +177,8 @@ class CheckOptions(BaseModel):
     k: Annotated[int, "-k"] = Field(5, ge=1, description="passages searched per question outside its gold set")
     on_ambiguous: str = Field("flag", description="flag or reject an item another passage answers differently")
     search_mode: SearchMode = Field("dense", description="how the whole index is searched for outside passages")
-    llm: Optional[str] = Field(None, description="generator LLM spec for the closed-book check (default: the run's own)")
+    llm: Optional[str] = Field(None,
+                               description="generator LLM spec for the closed-book check (default: the run's own)")
     judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm, else the run's own)")
     max_calls: Optional[int] = Field(None, ge=0, description="hard limit on LLM calls for the checks, across resumes")
 
@@ -177,7 +186,8 @@ class CheckOptions(BaseModel):
 def check_command(
     run: str,  # a TRIAD run directory
     *,
-    config: Optional[str] = None,  # YAML/JSON file of these options (names as the fields of CheckOptions: db, checks, k ...)
+    # YAML/JSON file of these options (names as the fields of CheckOptions: db, checks, k ...)
+    config: Optional[str] = None,
     **options,  # every field of CheckOptions, one flag each
 ) -> int:
     "Check a run's items against the whole corpus: answer uniqueness, gold completeness, closed-book answerability."

@@ -18,7 +18,8 @@ __all__ = ['record_verdicts', 'print_validity', 'ValidityOptions', 'validity_com
 def _verdict(text: str) -> tuple[str, bool]:
     "CRITERION=yes|no (also true/false, 1/0, valid/invalid) as (criterion, verdict)."
     name, _, v = text.partition("=")
-    truth = {"yes": True, "true": True, "1": True, "valid": True, "no": False, "false": False, "0": False, "invalid": False}
+    truth = {"yes": True, "true": True, "1": True, "valid": True, "no": False, "false": False, "0": False,
+             "invalid": False}
     if v.lower() not in truth:
         raise UserError(f"verdict '{text}': write CRITERION=yes or CRITERION=no (criteria: {', '.join(CRITERIA)})")
     return name, truth[v.lower()]
@@ -63,10 +64,12 @@ class ValidityOptions(BaseModel):
 def validity_command(
     run_dir: str,  # a TRIAD run directory (its dataset.jsonl)
     *,
-    config: Optional[str] = None,  # YAML/JSON file of ValidityOptions (reviewer, n, seed ...); the flags given override it
+    # YAML/JSON file of ValidityOptions (reviewer, n, seed ...); the flags given override it
+    config: Optional[str] = None,
     **options,  # every field of ValidityOptions, one flag each
 ) -> None:
-    "The share of a run's accepted items that are truly valid, per criterion, from human verdicts on a random sample (PPI)."
+    """The share of a run's accepted items that are truly valid, per criterion, from human verdicts on a random sample
+    (PPI)."""
     o = read_options(ValidityOptions, config, options)[0]
     if o.record: record_verdicts(run_dir, o.record, o.reviewer, o.verdict or [])
     t = validity_estimates(run_dir)

@@ -144,8 +144,10 @@ class PrefilterVerdict(BaseModel):
 
     @property
     def score(self) -> float:
-        "1 for a complementary passage on the seed's subject, down to 0 for an unrelated one; repeating the seed halves it."
-        return {"same_subject": 1.0, "related": 0.6, "unrelated": 0.0}[self.relevance] * (1.0 if self.adds_information else 0.5)
+        """1 for a complementary passage on the seed's subject, down to 0 for an unrelated one; repeating the seed
+        halves it."""
+        return {"same_subject": 1.0, "related": 0.6,
+                "unrelated": 0.0}[self.relevance] * (1.0 if self.adds_information else 0.5)
 
 register_prompt(PromptTemplate(
     name="dora_prefilter",
@@ -219,14 +221,17 @@ class LLMEntailment:
 
     def labels(self, pairs: Iterable[tuple]) -> list[Optional[str]]:
         "Label each (premise, hypothesis[, question]) pair."
-        fields = [{"evidence": p[0][: self.max_premise_chars], "claim": p[1], "question": (p[2] if len(p) > 2 else None) or "(none given)"}
+        fields = [{"evidence": p[0][: self.max_premise_chars], "claim": p[1],
+                   "question": (p[2] if len(p) > 2 else None) or "(none given)"}
                   for p in pairs]
-        return [r.label if r else None for r in _ask(self.llm, "dora_entailment", fields, EntailmentVerdict, self.stage)]
+        return [r.label if r else None for r in _ask(self.llm, "dora_entailment", fields, EntailmentVerdict,
+                                                     self.stage)]
 
     def relevance(self, seed: str, passages: Sequence[str]) -> list[float]:
         "How relevant to the seed, and complementary to it, each passage is (a failed call: 0.5)."
         fields = [{"seed": seed[: self.max_premise_chars], "candidate": p[: self.max_premise_chars]} for p in passages]
-        return [r.score if r else 0.5 for r in _ask(self.llm, "dora_prefilter", fields, PrefilterVerdict, "dora_prefilter")]
+        return [r.score if r else 0.5 for r in _ask(self.llm, "dora_prefilter", fields, PrefilterVerdict,
+                                                    "dora_prefilter")]
 
     def answer_verdicts(self, items: Iterable[tuple]) -> list[Optional[AnswerVerdict]]:
         "The answer check of each (evidence, question, answer): one call each."
@@ -294,7 +299,8 @@ CrossEncoderEntailment.__repr__ = lambda self: f"CrossEncoderEntailment({self.pa
 
 # %% ../../nbs/30_dora.evidence.ipynb #a968be72
 def make_entailment(spec: Union[str, Any, None] = "auto", llm=None):
-    "A judge from a spec: 'lexical', 'llm' (needs `llm`), 'cross-encoder:PATH', 'auto' (llm if given, else lexical) or an object."
+    """A judge from a spec: 'lexical', 'llm' (needs `llm`), 'cross-encoder:PATH', 'auto' (llm if given, else lexical) or
+    an object."""
     if spec is None: spec = "auto"
     if not isinstance(spec, str): return spec
     if spec == "auto": spec = "llm" if llm is not None else "lexical"
@@ -312,7 +318,8 @@ def hybrid_scores(index, query: str, k: int, w_dense: float = 0.7, w_bm25: float
     keep = lambda hs: [h for h in hs if doc_id is None or h.doc_id == doc_id]
     tot = (w_dense + w_bm25) or 1.0
     if w_dense and w_bm25:
-        try: return {h.chunk_id: h.score for h in keep(index.search(query, k=k, mode="hybrid", dense_weight=w_dense / tot))}
+        try: return {h.chunk_id: h.score for h in keep(index.search(query, k=k, mode="hybrid",
+                                                                    dense_weight=w_dense / tot))}
         except Exception: w_bm25 = 0.0    # no BM25 (e.g. no full-text index): dense only
     hits = keep(index.search(query, k=k, mode="dense" if w_dense else "bm25"))
     return dict(zip([h.chunk_id for h in hits], minmax([h.score for h in hits])))
@@ -347,7 +354,8 @@ def seed_candidates(index, seed: Chunk, doc_chunks: Optional[Sequence[Chunk]] = 
     by_id = {c.id: c for c in pool if c.doc_id == seed.doc_id}
     by_id.pop(seed.id, None)
     top = max(fused.values(), default=1.0) or 1.0
-    rest = sorted((Candidate(chunk=c, fused=fused.get(c.id, 0.0) / top) for c in by_id.values()), key=lambda x: -x.fused)
+    rest = sorted((Candidate(chunk=c, fused=fused.get(c.id, 0.0) / top) for c in by_id.values()),
+                  key=lambda x: -x.fused)
     return [Candidate(chunk=seed, fused=1.0), *rest]
 
 # %% ../../nbs/30_dora.evidence.ipynb #1bb19cad
@@ -360,10 +368,12 @@ def prefilter(style: Union[str, Style], candidates: list[Candidate], scorer=None
     seed = candidates[0]
     pool = [c for c in candidates if has_number(c.chunk.text)] if st.needs_number else list(candidates)
     others = [c for c in pool if c.chunk.id != seed.chunk.id]
-    rel = dict(zip([c.chunk.id for c in others], scorer.relevance(seed.chunk.text[: cfg.query_chars], [c.chunk.text for c in others])))
+    rel = dict(zip([c.chunk.id for c in others], scorer.relevance(seed.chunk.text[: cfg.query_chars],
+                                                                  [c.chunk.text for c in others])))
     rel[seed.chunk.id] = 1.0
     scored = [c.model_copy(update={"relevance": rel[c.chunk.id],
-                                   "score": cfg.prefilter_alpha * c.fused + (1 - cfg.prefilter_alpha) * rel[c.chunk.id]}) for c in pool]
+                                   "score": cfg.prefilter_alpha * c.fused
+                                   + (1 - cfg.prefilter_alpha) * rel[c.chunk.id]}) for c in pool]
     keep = sorted(scored, key=lambda c: -c.score)[: st.prefilter_k]
     if st.multi_chunk and scored and seed.chunk.id not in {c.chunk.id for c in keep}:
         keep = [next(c for c in scored if c.chunk.id == seed.chunk.id)] + keep[: st.prefilter_k - 1]
@@ -434,10 +444,12 @@ class Bundle(BaseModel):
         return bool(self.chunk_ids)
 
 # %% ../../nbs/30_dora.evidence.ipynb #3f88bf7f
-def score_bundles(style: Union[str, Style], bundles: list[list[Chunk]], llm, stage: str = "dora_bundle") -> list[Optional[BundleScore]]:
+def score_bundles(style: Union[str, Style], bundles: list[list[Chunk]], llm,
+                  stage: str = "dora_bundle") -> list[Optional[BundleScore]]:
     "LLM ratings of each bundle (concurrently); a failed call gives None."
     st = get_style(style)
-    fields = [{"style": st.name, "description": st.description, "n": len(b), "chunks": format_chunks(b)} for b in bundles]
+    fields = [{"style": st.name, "description": st.description, "n": len(b),
+               "chunks": format_chunks(b)} for b in bundles]
     return _ask(llm, "dora_bundle_score", fields, BundleScore, stage)
 
 # %% ../../nbs/30_dora.evidence.ipynb #e55712a2
@@ -447,7 +459,8 @@ def _considered(st: Style, bundles: list, scores: list) -> list[dict]:
              "value": None if s is None else round(bundle_value(s, st.bundle_weights), 4),
              "scores": None if s is None else s.model_dump()} for (ids, prior), s in zip(bundles, scores)]
 
-def select_bundle(style: Union[str, Style], seed: Chunk, index, *, llm=None, doc_chunks: Optional[Sequence[Chunk]] = None,
+def select_bundle(style: Union[str, Style], seed: Chunk, index, *, llm=None,
+                  doc_chunks: Optional[Sequence[Chunk]] = None,
                   scorer=None, cfg: Optional[EvidenceConfig] = None) -> Bundle:
     "Pick the evidence bundle for `seed` and `style`: candidates -> prefilter -> bounded bundles -> LLM scorer."
     st, cfg = get_style(style), cfg or EvidenceConfig()

@@ -28,7 +28,8 @@ __all__ = ['CHECKS', 'context_recall', 'context_precision', 'register_check', 'c
 CHECKS = Registry("hard check", error=UserError)
 
 def register_check(name: str, fn: Callable[..., Optional[str]] = None):
-    "Register hard check `name` (usable as a decorator): `fn(question, answer, cited, evidence, **params) -> None | message`."
+    """Register hard check `name` (usable as a decorator): `fn(question, answer, cited, evidence, **params) -> None |
+    message`."""
     return CHECKS.register(name, fn)
 
 # %% ../../nbs/30_dora.gates.ipynb #280e4a60
@@ -123,7 +124,8 @@ _QUOTED = re.compile(r'"([^"]+)"')
 def _stems(text: str) -> set[str]: return {stem(w) for w in words(text)}
 
 def supports(answer: str, text: str, support_at: float = 0.4) -> bool:
-    "Whether chunk `text` supports part of `answer`: a quoted clause or claim verbatim in it, or a claim mostly made of its words."
+    """Whether chunk `text` supports part of `answer`: a quoted clause or claim verbatim in it, or a claim mostly made
+    of its words."""
     t, ans = normalize_text(text), normalize_text(answer)
     if any(answer_core(q) in t for q in _QUOTED.findall(ans) if len(q.split()) >= 2): return True
     for u in answer_units(answer):
@@ -136,7 +138,8 @@ def supports(answer: str, text: str, support_at: float = 0.4) -> bool:
 # %% ../../nbs/30_dora.gates.ipynb #1ba68a3d
 @register_check("citations")
 def check_citations(question, answer, cited, evidence, min: int = 2, strict: bool = False, support_at: float = 0.4):
-    "The answer cites at least `min` distinct evidence chunks that each support part of it (with `strict`, no other ids)."
+    """The answer cites at least `min` distinct evidence chunks that each support part of it (with `strict`, no other
+    ids)."""
     texts = dict(evidence_pairs(evidence))
     if strict and set(cited or []) - set(texts):
         return f"cites chunks outside the evidence: {sorted(set(cited) - set(texts))}"
@@ -165,7 +168,8 @@ def run_checks(checks: dict[str, dict], question: str, answer: str, cited: Seque
 
 # %% ../../nbs/30_dora.gates.ipynb #36a6fa57
 def entailment_score(labels: Sequence[Optional[str]], contradiction_penalty: float = 1.0) -> Optional[float]:
-    "(entailed - penalty * contradicted) / judged claims, in [-1, 1]: contradictions pull Q_s down; None if none judged."
+    """(entailed - penalty * contradicted) / judged claims, in [-1, 1]: contradictions pull Q_s down; None if none
+    judged."""
     judged = [l for l in labels if l is not None]
     if not judged: return None
     c = Counter(judged)
@@ -219,14 +223,16 @@ def _unit_support(unit: str, text: str) -> float:
     return len(u & _stems(text)) / len(u) if u else 1.0
 
 def context_recall_proxy(answer: str, evidence_texts: Sequence[str], support_at: float = 0.5) -> float:
-    "Word-overlap proxy of context recall: share of answer claims mostly supported (>= support_at of content words) by one evidence chunk."
+    """Word-overlap proxy of context recall: share of answer claims mostly supported (>= support_at of content words) by
+    one evidence chunk."""
     units = answer_units(answer)
     if not units or not evidence_texts: return 0.0
     return sum(max(_unit_support(u, t) for t in evidence_texts) >= support_at for u in units) / len(units)
 
 # %% ../../nbs/30_dora.gates.ipynb #42aaa4a6
 def context_precision_proxy(answer: str, evidence_texts: Sequence[str], support_at: float = 0.3) -> float:
-    "Word-overlap proxy of context precision: share of evidence chunks that are the best support (>= support_at) of at least one answer claim."
+    """Word-overlap proxy of context precision: share of evidence chunks that are the best support (>= support_at) of at
+    least one answer claim."""
     units, used = answer_units(answer), set()
     if not units or not evidence_texts: return 0.0
     for u in units:
@@ -248,7 +254,8 @@ def qa_relevance(question: str, answer: str, embed: Optional[Callable] = None) -
 
 # %% ../../nbs/30_dora.gates.ipynb #0e6d2541
 def entailment_claims(answer: str, evidence, max_units: int = 6) -> list[tuple[str, Optional[str]]]:
-    "(claim, preset label) for the first `max_units` answer claims: 'entailment' when verbatim in the evidence, else None."
+    """(claim, preset label) for the first `max_units` answer claims: 'entailment' when verbatim in the evidence, else
+    None."""
     ev = " \n ".join(normalize_text(t) for _, t in evidence_pairs(evidence))
     return [
         (u, "entailment" if answer_core(u) and answer_core(u) in ev else None) for u in answer_units(answer)[:max_units]
@@ -260,11 +267,14 @@ def lexical_labels(answer: str, evidence) -> list[str]:
     return [lab or lexical_entailment(premise, u)[0] for u, lab in entailment_claims(answer, evidence)]
 
 # %% ../../nbs/30_dora.gates.ipynb #1dedf687
-def grounding_metrics(weights: dict[str, float], question: str, answer: str, evidence, labels: Optional[Sequence] = None,
-                      embed: Optional[Callable] = None, contradiction_penalty: float = 1.0) -> dict[str, Optional[float]]:
+def grounding_metrics(weights: dict[str, float], question: str, answer: str, evidence,
+                      labels: Optional[Sequence] = None,
+                      embed: Optional[Callable] = None, contradiction_penalty: float = 1.0) -> dict[str,
+                          Optional[float]]:
     "The metrics named in `weights` (weight > 0) for this item; entailment uses `labels` or the offline judge."
     texts, weights = [t for _, t in evidence_pairs(evidence)], current_metric_names(weights)
-    fns = {"entailment": lambda: entailment_score(labels if labels is not None else lexical_labels(answer, evidence), contradiction_penalty),
+    fns = {"entailment": lambda: entailment_score(labels if labels is not None else lexical_labels(answer, evidence),
+                                                  contradiction_penalty),
            "span_f1": lambda: span_f1(answer, texts), "numeric": lambda: numeric_consistency(answer, texts),
            "context_recall_proxy": lambda: context_recall_proxy(answer, texts),
            "context_precision_proxy": lambda: context_precision_proxy(answer, texts),
@@ -294,7 +304,8 @@ class GateResult(BaseModel):
     answer_verdict: Optional[dict] = None
 
 # %% ../../nbs/30_dora.gates.ipynb #aeb04dfc
-def check_answer(st: Style, question: str, answer: str, evidence, verdict: Optional[AnswerVerdict]) -> Optional[AnswerVerdict]:
+def check_answer(st: Style, question: str, answer: str, evidence,
+                 verdict: Optional[AnswerVerdict]) -> Optional[AnswerVerdict]:
     "The answer check of a style that has one: the judge's `verdict`, else the offline one (None: no check)."
     if not st.answer_check or not (answer or "").strip(): return None
     return verdict if verdict is not None else lexical_answer_verdict(question, answer, evidence)
@@ -303,14 +314,16 @@ def check_answer(st: Style, question: str, answer: str, evidence, verdict: Optio
 def gate(style: Union[str, Style], question: str, answer: str, cited: Sequence[str], evidence,
          labels: Optional[Sequence] = None, embed: Optional[Callable] = None, contradiction_penalty: float = 1.0,
          answer_verdict: Optional[AnswerVerdict] = None) -> GateResult:
-    "Accept iff every hard check passes, the answer answers its question (styles with an answer check) and Q_s >= tau_s."
+    """Accept iff every hard check passes, the answer answers its question (styles with an answer check) and Q_s >=
+    tau_s."""
     st = get_style(style)
     failures = run_checks(st.checks, question, answer, cited, evidence)
     verdict = None if failures else check_answer(st, question, answer, evidence, answer_verdict)
     if verdict is not None:
         if verdict.verdict != "answers": failures["answers_question"] = f"{verdict.verdict}: {verdict.reason}"
         if labels is None and len(answer_units(answer)) <= 1: labels = [verdict.label]
-    metrics = grounding_metrics(st.weights, question, answer, evidence, labels, embed, contradiction_penalty) if (answer or "").strip() else {}
+    metrics = grounding_metrics(st.weights, question, answer, evidence, labels, embed,
+                                contradiction_penalty) if (answer or "").strip() else {}
     score = quality_score(metrics, st.weights) if metrics else 0.0
     if not failures and score < st.tau: failures["quality"] = f"Q={score:.2f} < tau={st.tau:.2f}"
     return GateResult(passed=not failures, failed_check=next(iter(failures), None), failures=failures, metrics=metrics,
@@ -318,9 +331,11 @@ def gate(style: Union[str, Style], question: str, answer: str, cited: Sequence[s
 
 # %% ../../nbs/30_dora.gates.ipynb #b898d2be
 def guaranteed_quality(style: Union[str, Style]) -> float:
-    "The Q_s every answer that passes the style's hard checks and answer check reaches (numeric and entailment then fixed at 1): tau_s binds only above it."
+    """The Q_s every answer that passes the style's hard checks and answer check reaches (numeric and entailment then
+    fixed at 1): tau_s binds only above it."""
     st = get_style(style)
-    fixed = {"numeric": 1.0 if "numbers_in_evidence" in st.checks else 0.0, "entailment": 1.0 if st.answer_check else 0.0}
+    fixed = {"numeric": 1.0 if "numbers_in_evidence" in st.checks else 0.0,
+             "entailment": 1.0 if st.answer_check else 0.0}
     w = {m: x for m, x in st.weights.items() if x > 0}
     return round(sum(w[m] * fixed.get(m, 0.0) for m in w) / sum(w.values()), 4)
 

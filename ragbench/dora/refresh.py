@@ -34,20 +34,24 @@ def remap_evidence(it: QAItem, ids: dict) -> QAItem:
     m = lambda i: ids.get(i, i)
     return it.model_copy(update={"gold_chunk_ids": [m(i) for i in it.gold_chunk_ids],
                                  "contexts": [c.model_copy(update={"chunk_id": m(c.chunk_id)}) for c in it.contexts],
-                                 "meta": {**it.meta, "cited_chunk_ids": [m(i) for i in it.meta.get("cited_chunk_ids", [])]}})
+                                 "meta": {**it.meta, "cited_chunk_ids": [m(i) for i in it.meta.get("cited_chunk_ids",
+                                     [])]}})
 
 # %% ../../nbs/31_dora.refresh.ipynb #cb8aa899
-def item_result(it: QAItem, outcome: str, keep: Sequence[QAItem] = (), drop: Sequence[QAItem] = (), **record) -> TaskResult:
+def item_result(it: QAItem, outcome: str, keep: Sequence[QAItem] = (), drop: Sequence[QAItem] = (),
+                **record) -> TaskResult:
     "The journal entry of one refreshed item."
     return TaskResult(task_id=f"item:{it.id}", position=0, outcome=outcome, items=list(keep), rejected=list(drop),
                       record={"item_id": it.id, **record})
 
 def dropped_item(it: QAItem, reasons: list[str], **more) -> TaskResult:
     "The item dropped (status rejected), its audit trail saying why."
-    return item_result(it, "dropped", drop=[with_refresh_event(it.model_copy(update={"status": "rejected"}), refresh_event("dropped", reasons, **more))])
+    return item_result(it, "dropped", drop=[with_refresh_event(it.model_copy(update={"status": "rejected"}),
+                                                               refresh_event("dropped", reasons, **more))])
 
 def regate(it: QAItem, method: DoraMethod) -> tuple[QAItem, object]:
-    "The item gated again by DoRA's checks against the text its evidence ids name now: (the item with the new attempt, the GateResult)."
+    """The item gated again by DoRA's checks against the text its evidence ids name now: (the item with the new attempt,
+    the GateResult)."""
     evidence = [(i, method.by_id[i].text) for i in it.gold_chunk_ids]
     res, verdicts = method.judge_qa(
         method.styles[it.style], it.question, it.answer, it.meta.get("cited_chunk_ids", []), evidence
@@ -59,23 +63,27 @@ def regate(it: QAItem, method: DoraMethod) -> tuple[QAItem, object]:
 
 # %% ../../nbs/31_dora.refresh.ipynb #6a1360ef
 def recheck_item(it: QAItem, fates: dict, st: dict, method: DoraMethod) -> TaskResult:
-    "Refresh one item whose evidence text changed: kept (renamed to the new chunk ids) or dropped, the audit trail saying why."
+    """Refresh one item whose evidence text changed: kept (renamed to the new chunk ids) or dropped, the audit trail
+    saying why."""
     ids = evidence_map(it, fates)
     moved = remap_evidence(it, ids)
     if len(set(moved.gold_chunk_ids)) < len(moved.gold_chunk_ids):
         return dropped_item(it, st["reasons"], why="two evidence chunks now map to one")
     missing = [i for i in moved.gold_chunk_ids if i not in method.by_id]
     if missing:
-        return dropped_item(it, st["reasons"], why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
+        return dropped_item(it, st["reasons"],
+                            why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
     checked, res = regate(moved, method)
     ev = dict(score=res.score, tau=res.tau, renamed=ids)
     if res.passed:
         return item_result(it, "kept", keep=[with_refresh_event(checked, refresh_event("kept", st["reasons"], **ev))])
-    return item_result(it, "dropped", drop=[with_refresh_event(checked, refresh_event("dropped", st["reasons"], why=res.failed_check, **ev))])
+    return item_result(it, "dropped", drop=[with_refresh_event(checked, refresh_event("dropped", st["reasons"],
+        why=res.failed_check, **ev))])
 
 # %% ../../nbs/31_dora.refresh.ipynb #09127848
 def split_doc_chunks(doc_chunks: dict, split: Optional[str], own_docs: set, other_docs: set) -> dict:
-    "The documents a refresh of a `split` run may draw from: all (no split), its own (test) or all but the test run's (train)."
+    """The documents a refresh of a `split` run may draw from: all (no split), its own (test) or all but the test run's
+    (train)."""
     if split is None: return doc_chunks
     if split == "test": return {d: cs for d, cs in doc_chunks.items() if d in own_docs}
     return {d: cs for d, cs in doc_chunks.items() if d not in other_docs}
@@ -114,21 +122,26 @@ def repeats(item: QAItem, kept: Sequence[QAItem], method: DoraMethod) -> Optiona
     return next((a for a, (b, _) in dup.items() if b == item.id), None)
 
 # %% ../../nbs/31_dora.refresh.ipynb #f1749283
-def as_replacement(r: TaskResult, tid: str, k: int, seed: Chunk, kept: Sequence[QAItem], method: DoraMethod) -> TaskResult:
-    "A DoRA task's result as the journal entry of slot `k`: its accepted item with an `added` event, or rejected as a repeat."
+def as_replacement(r: TaskResult, tid: str, k: int, seed: Chunk, kept: Sequence[QAItem],
+                   method: DoraMethod) -> TaskResult:
+    """A DoRA task's result as the journal entry of slot `k`: its accepted item with an `added` event, or rejected as a
+    repeat."""
     ev = refresh_event(
         "added", [f"replaces a dropped {r.record.get('style')} item (new chunk {seed.id} of {seed.doc_id!r})"]
     )
     items, rejected = [with_refresh_event(i, ev) for i in r.items], list(r.rejected)
     dup = repeats(items[0], kept, method) if items else None
     if dup:
-        rejected, items = rejected + [items[0].model_copy(update={"status": "rejected", "meta": {**items[0].meta, "duplicate_of": dup}})], []
-    return TaskResult(task_id=tid, position=k, outcome="duplicate" if dup else r.outcome, items=items, rejected=rejected,
+        rejected, items = rejected + [items[0].model_copy(update={"status": "rejected", "meta": {**items[0].meta,
+            "duplicate_of": dup}})], []
+    return TaskResult(task_id=tid, position=k, outcome="duplicate" if dup else r.outcome, items=items,
+                      rejected=rejected,
                       record={**r.record, "slot": k, "duplicate_of": dup})
 
 async def areplace(style: str, k: int, seeds: list[Chunk], used: set, tr: TaskRun, method: DoraMethod, index,
                    kept: list[QAItem], tries: int) -> None:
-    "Fill slot `k` from the next unused new seeds of `style` (`tr`'s journal replays results); `kept` grows by the item."
+    """Fill slot `k` from the next unused new seeds of `style` (`tr`'s journal replays results); `kept` grows by the
+    item."""
     for _ in range(tries):
         seed = next((s for s in seeds if s.id not in used), None)
         if seed is None: return
@@ -144,14 +157,18 @@ async def areplace(style: str, k: int, seeds: list[Chunk], used: set, tr: TaskRu
             return
 
 # %% ../../nbs/31_dora.refresh.ipynb #2d2c6bf1
-async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod, tr: TaskRun) -> tuple[dict, Optional[str]]:
-    "Every stale item: drops and renames (no call), then the re-gates as tasks of the runner; ({task id: TaskResult}, stop reason)."
+async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod, tr: TaskRun) -> tuple[dict,
+    Optional[str]]:
+    """Every stale item: drops and renames (no call), then the re-gates as tasks of the runner; ({task id: TaskResult},
+    stop reason)."""
     fates, by_id = plan["fates"], {it.id: it for it in items}
     for it in items:
         st, tid = plan["stale"][it.id], f"item:{it.id}"
         if tid in tr.results or st["action"] in ("none", "recheck"): continue
-        moved = with_refresh_event(remap_evidence(it, evidence_map(it, fates)), refresh_event("remapped", st["reasons"]))
-        tr.commit(dropped_item(it, st["reasons"]) if st["action"] == "drop" else item_result(it, "remapped", keep=[moved]))
+        moved = with_refresh_event(remap_evidence(it, evidence_map(it, fates)), refresh_event("remapped",
+            st["reasons"]))
+        tr.commit(dropped_item(it, st["reasons"]) if st["action"] == "drop" else item_result(it, "remapped",
+            keep=[moved]))
     async def one(t: Task) -> TaskResult:
         it = by_id[t.id.removeprefix("item:")]
         return await asyncio.to_thread(recheck_item, it, fates, plan["stale"][it.id], method)
@@ -159,7 +176,8 @@ async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod,
     stop = await tr.run([Task(id=f"item:{it.id}", position=i) for i, it in enumerate(stale)], one)
     return dict(tr.results), stop
 
-def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequence[TaskResult]) -> tuple[list[QAItem], list[QAItem]]:
+def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequence[TaskResult]) -> tuple[list[QAItem],
+    list[QAItem]]:
     "The refreshed dataset (item order kept, replacements at the end) and the dropped items."
     data, dropped = [], []
     for it in items:
@@ -196,7 +214,8 @@ def refresh_summary(rid: str, plan: dict, journal: dict, meter: CallMeter, stop:
             "llm": meter.totals(), "usage_by_stage": meter.by_stage()}
 
 # %% ../../nbs/31_dora.refresh.ipynb #e253e97a
-def write_refreshed(run: RunDir, m: dict, items: list[QAItem], summary: dict, journal: dict, fp_now: str, method: DoraMethod) -> dict:
+def write_refreshed(run: RunDir, m: dict, items: list[QAItem], summary: dict, journal: dict, fp_now: str,
+                    method: DoraMethod) -> dict:
     "Write the refreshed dataset, the dropped items, card.json, dataset_card.json and the manifest; returns the card."
     results = {k: v for k, v in journal.items() if k.startswith("item:")}
     repl = sorted((v for k, v in journal.items() if k.startswith("replace:")), key=lambda r: r.position)
@@ -208,15 +227,19 @@ def write_refreshed(run: RunDir, m: dict, items: list[QAItem], summary: dict, jo
     atomic_write(run / "rejected.jsonl", "".join(i.to_json() + "\n" for i in old_rej + gone))
     run.write("card.json", card)
     run.write("dataset_card.json", dataset_card({method.split or "all": data}, warnings=method.warnings()))
-    hist = [*m.get("refreshes", []), {"refresh": summary["refresh"], "at": utc_now(), "version": card["version"], "diff": card["diff"],
+    hist = [*m.get("refreshes", []), {"refresh": summary["refresh"], "at": utc_now(), "version": card["version"],
+                                      "diff": card["diff"],
                                       "calls": summary["llm"].get("calls", 0)}]
-    run.write_manifest(index={**(m.get("index") or {}), "version": summary["table_version"]["now"]}, refresh_in_progress=None,
+    run.write_manifest(index={**(m.get("index") or {}), "version": summary["table_version"]["now"]},
+                       refresh_in_progress=None,
                        refreshed_corpus_fingerprint=fp_now, dataset_version=card["version"], refreshes=hist)
     return card
 
 # %% ../../nbs/31_dora.refresh.ipynb #ac1d5922
-def refresh_method(run: Path, index, llms: dict, cfg: DoraConfig, split: Optional[str], embed: Optional[Callable]) -> DoraMethod:
-    "The DoraMethod of a refresh: the run's settings over the documents its split may draw from in the index as it is now."
+def refresh_method(run: Path, index, llms: dict, cfg: DoraConfig, split: Optional[str],
+                   embed: Optional[Callable]) -> DoraMethod:
+    """The DoraMethod of a refresh: the run's settings over the documents its split may draw from in the index as it is
+    now."""
     own, other = run_documents(run, split)
     doc_chunks = split_doc_chunks(group_by_doc(index.iter_chunks()), split, own, other)
     try: return DoraMethod(llms["generate"], llms.get("judge"), cfg, doc_chunks, index=index, embed=embed, split=split)
@@ -224,7 +247,8 @@ def refresh_method(run: Path, index, llms: dict, cfg: DoraConfig, split: Optiona
 
 async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embed: Optional[Callable] = None,
                             max_calls: Optional[int] = None, max_usd: Optional[float] = None, log=None) -> dict:
-    "Refresh a DoRA run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
+    """Refresh a DoRA run against the index as it is now (resumable); returns the refresh summary (also in
+    refresh/<id>.json)."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     run = RunDir(run_dir)
     with open_run(RunSpec(out=str(run.path)), name="refresh", attach=True, reopen=False,
@@ -252,7 +276,8 @@ def refresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, **kw) -> dict:
 
 # %% ../../nbs/31_dora.refresh.ipynb #40ec6979
 def estimate_dora_refresh(items: Sequence[QAItem], plan: dict, cfg: DoraConfig, run_summary: dict) -> dict:
-    "Calls a DoRA refresh is expected to send (low, expected, high): gating stale items again and filling the slots; no call is made."
+    """Calls a DoRA refresh is expected to send (low, expected, high): gating stale items again and filling the slots;
+    no call is made."""
     styles = run_styles(cfg)
     acts = Counter(plan["stale"][i.id]["action"] for i in items)
     again = [i for i in items if plan["stale"][i.id]["action"] == "recheck"]
@@ -262,7 +287,8 @@ def estimate_dora_refresh(items: Sequence[QAItem], plan: dict, cfg: DoraConfig, 
     per_task = (usage.get("calls", 0) / made) if made else 30.0
     per_acc = (run_summary.get("per_accepted") or {}).get("calls") or 2 * per_task
     slots = acts.get("drop", 0) + len(again)                    # at most: every re-gated item may be dropped too
-    return {"items": len(items), "actions": dict(acts), "replacement_slots": {"at_least": acts.get("drop", 0), "at_most": slots},
+    return {"items": len(items), "actions": dict(acts), "replacement_slots": {"at_least": acts.get("drop", 0),
+        "at_most": slots},
             "new_chunks": len(plan["new_ids"]),
             "calls": {"low": low, "expected": round((low + high_gate) / 2 + per_acc * acts.get("drop", 0)),
                       "high": round(high_gate + per_task * math.ceil(cfg.overgen) * slots)},
@@ -275,7 +301,8 @@ def split_halves(run: Path) -> Optional[tuple[Path, Path]]:
     return halves if all((h / "manifest.json").exists() and (h / "dataset.jsonl").exists() for h in halves) else None
 
 def read_refresh_run(run: Path) -> dict:
-    "The manifest of a TRIAD or DoRA run directory with a dataset; a UserError names what is missing or what to refresh instead."
+    """The manifest of a TRIAD or DoRA run directory with a dataset; a UserError names what is missing or what to
+    refresh instead."""
     if not (run / "manifest.json").exists() or not (run / "dataset.jsonl").exists():
         raise UserError(f"{run}: not a run directory (no manifest.json and dataset.jsonl; make one with ragbench triad or ragbench dora)")
     m = json.loads((run / "manifest.json").read_text())

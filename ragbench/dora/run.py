@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union
 from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file, read_jsonl,
+from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError, item_id, read_config_file,
+                           read_jsonl,
                            short_hash, validation_problems)
 from ..gen.base import LLM_FAILING, GenerationMethod, Selection, Task, TaskResult, run_generation
 from ..llm import BudgetExceeded, LLMError, LLMParseError
@@ -19,7 +20,8 @@ from ..prompts import parse_chunks, set_stand_in
 from ..spine import RunResult, RunSpec, read_config
 from ..text import content_words, has_number, jaccard, split_sentences, stem
 from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, tuned_style, update_style
-from .evidence import (AnswerVerdict, EvidenceConfig, LexicalEntailment, lexical_answer_verdict, lexical_entailment,
+from .evidence import (AnswerVerdict, EvidenceConfig, LexicalEntailment, lexical_answer_verdict,
+                                    lexical_entailment,
                                     make_entailment, select_bundle)
 from .gates import GateResult, entailment_claims, gate, run_checks
 from .splits import construction_warnings, dataset_card, export_sft, leakage_check, pick_test_docs, read_doc_list, split_docs
@@ -41,7 +43,8 @@ class DoraConfig(BaseModel):
     max_rounds: int = Field(2, ge=1)                  # top-up rounds for styles still short after dedup
     seed: int = 0
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
-    prefilter: str = "auto"                           # judge of the prefilter: auto (the judge LLM) | llm | cross-encoder:PATH (an NLI model) | lexical (word-overlap proxy)
+    # judge of the prefilter: auto (the judge LLM) | llm | cross-encoder:PATH (an NLI model) | lexical (word-overlap proxy)
+    prefilter: str = "auto"
     # judge of the gate: auto (the judge LLM) | llm | lexical | cross-encoder:PATH
     entailment: str = "auto"
     contradiction_penalty: float = Field(1.0, ge=0)
@@ -62,7 +65,8 @@ def load_config(path: Union[str, Path, None] = None, **overrides) -> DoraConfig:
 
 # %% ../../nbs/30_dora.run.ipynb #9f48d773
 def run_styles(cfg: DoraConfig) -> dict[str, Style]:
-    "The styles of a run by name: the registered ones, tuned by `cfg.style_overrides` for this run only (nothing is registered)."
+    """The styles of a run by name: the registered ones, tuned by `cfg.style_overrides` for this run only (nothing is
+    registered)."""
     tuned = {name: tuned_style(name, **fields) for name, fields in cfg.style_overrides.items()}
     return {s: tuned.get(s) or get_style(s) for s in dict.fromkeys([*cfg.styles, *tuned])}
 
@@ -91,7 +95,8 @@ def seed_order(style: Union[str, Style], doc_chunks: dict[str, list[Chunk]], see
     return [cs[i] for i in range(max(map(len, lists), default=0)) for cs in lists if i < len(cs)]
 
 # %% ../../nbs/30_dora.run.ipynb #67685c98
-def dora_task(style: str, seed: Chunk, position: int, round: int = 0, split: Optional[str] = None, generator: str = "") -> Task:
+def dora_task(style: str, seed: Chunk, position: int, round: int = 0, split: Optional[str] = None,
+              generator: str = "") -> Task:
     "The task of writing one `style` item from `seed`."
     return Task(id=item_id("dora", split or "", style, seed.id, generator), position=position,
                 payload={"style": style, "seed_id": seed.id, "doc_id": seed.doc_id, "round": round})
@@ -109,7 +114,8 @@ def _minhash(words: set):
 
 # %% ../../nbs/30_dora.run.ipynb #cc0b8700
 def dedup_items(items: Sequence[QAItem], jaccard_at: float = 0.7, embed: Optional[Callable] = None,
-                cosine_at: Optional[float] = 0.92, minhash_above: int = 300) -> tuple[list[QAItem], dict[str, tuple[str, str]]]:
+                cosine_at: Optional[float] = 0.92, minhash_above: int = 300) -> tuple[list[QAItem], dict[str, tuple[str,
+                    str]]]:
     "(kept items, {dropped id: (kept id it duplicates, 'exact'|'near'|'embedding')}), best Q_s first."
     order = sorted(items, key=lambda it: (-(it.meta.get("quality") or 0.0), it.id))
     sets = [_qset(it.question) for it in order]
@@ -126,7 +132,8 @@ def dedup_items(items: Sequence[QAItem], jaccard_at: float = 0.7, embed: Optiona
             dropped[it.id] = (exact[k], "exact")
             continue
         mh = _minhash(s) if lsh is not None else None
-        near = [j for j in (map(int, lsh.query(mh)) if lsh is not None else kept_idx) if s and jaccard(s, sets[j]) >= jaccard_at]
+        near = [j for j in (map(int, lsh.query(mh)) if lsh is not None else kept_idx) if s and jaccard(s,
+            sets[j]) >= jaccard_at]
         if near:
             dropped[it.id] = (order[min(near)].id, "near")
             continue
@@ -142,7 +149,8 @@ def dedup_items(items: Sequence[QAItem], jaccard_at: float = 0.7, embed: Optiona
     return kept, dropped
 
 # %% ../../nbs/30_dora.run.ipynb #37753aad
-def _round_robin(pool: list[QAItem], n: int, per_doc: Counter, max_per_doc: Optional[int], max_per_doc_style: Optional[int]) -> list[QAItem]:
+def _round_robin(pool: list[QAItem], n: int, per_doc: Counter, max_per_doc: Optional[int],
+                 max_per_doc_style: Optional[int]) -> list[QAItem]:
     "Up to `n` items of `pool` (best first), documents taking turns; `per_doc` counts picks per document across styles."
     by_doc = defaultdict(list)
     for it in pool: by_doc[it.meta.get("doc_id")].append(it)
@@ -151,7 +159,8 @@ def _round_robin(pool: list[QAItem], n: int, per_doc: Counter, max_per_doc: Opti
     while len(got) < n and any(r < len(by_doc[d]) for d in docs):
         for d in docs:
             if len(got) >= n or r >= len(by_doc[d]): continue
-            if (max_per_doc is not None and per_doc[d] >= max_per_doc) or (max_per_doc_style is not None and r >= max_per_doc_style):
+            if (max_per_doc is not None and per_doc[d] >= max_per_doc) or (max_per_doc_style is not None
+                and r >= max_per_doc_style):
                 continue
             got.append(by_doc[d][r])
             per_doc[d] += 1
@@ -164,7 +173,8 @@ def select_quota(items: Sequence[QAItem], quotas: dict[str, int], max_per_doc: O
     "(selected, not selected): exactly quotas[style] items per style when available, round-robin over documents."
     per_doc, selected = Counter(), []
     for style, n in quotas.items():
-        pool = sorted((it for it in items if it.style == style), key=lambda it: (-(it.meta.get("quality") or 0.0), it.id))
+        pool = sorted((it for it in items if it.style == style), key=lambda it: (-(it.meta.get("quality") or 0.0),
+            it.id))
         selected += _round_robin(pool, n, per_doc, max_per_doc, max_per_doc_style)
     chosen = {it.id for it in selected}
     return selected, [it for it in items if it.id not in chosen]
@@ -224,7 +234,8 @@ def finished(self: DoraMethod, results: Sequence[TaskResult], selection: Selecti
 @patch
 def short(self: DoraMethod, results: Iterable[TaskResult]) -> dict[str, int]:
     "Items still wanted per style after dedup of what passed the gate in `results`."
-    kept, _ = dedup_items([i for r in results for i in r.items], self.cfg.dedup_jaccard, self.embed, self.cfg.dedup_cosine)
+    kept, _ = dedup_items([i for r in results for i in r.items], self.cfg.dedup_jaccard, self.embed,
+                          self.cfg.dedup_cosine)
     have = Counter(it.style for it in kept)
     return {s: self.cfg.per_style - have[s] for s in self.cfg.styles if self.cfg.per_style - have[s] > 0}
 
@@ -270,7 +281,8 @@ def entail_labels(self: DoraMethod, question: str, answer: str, evidence: list[t
 
 # %% ../../nbs/30_dora.run.ipynb #e039a885
 @patch
-def answer_verdict(self: DoraMethod, question: str, answer: str, evidence: list[tuple[str, str]]) -> tuple[AnswerVerdict, dict]:
+def answer_verdict(self: DoraMethod, question: str, answer: str, evidence: list[tuple[str,
+    str]]) -> tuple[AnswerVerdict, dict]:
     "The judge's answer check (a failed call falls back to the offline check) and a record."
     v = self.entail.answer_verdicts([(evidence, question, answer)])[0]
     fallback = v is None
@@ -279,7 +291,8 @@ def answer_verdict(self: DoraMethod, question: str, answer: str, evidence: list[
 
 # %% ../../nbs/30_dora.run.ipynb #adb13d02
 @patch
-def candidate_item(self: DoraMethod, task: Task, *, question="", answer="", bundle=None, cited=(), failed: Optional[str] = None,
+def candidate_item(self: DoraMethod, task: Task, *, question="", answer="", bundle=None, cited=(),
+                   failed: Optional[str] = None,
                    judge: Optional[dict] = None, result: Optional[GateResult] = None) -> QAItem:
     "The QAItem record of a finished task (accepted iff the gate passed)."
     p, ids, passed = task.payload, bundle.chunk_ids if bundle else [], bool(result and result.passed)
@@ -312,9 +325,11 @@ def judge_qa(self: DoraMethod, st: Style, q: str, a: str, cited: list, evidence:
         if st.answer_check: verdict, ans = self.answer_verdict(q, a, evidence)
         single = st.answer_check and len(entailment_claims(a, evidence)) <= 1
         if st.weights.get("entailment", 0) > 0 and not single: labels, ent = self.entail_labels(q, a, evidence)
-    res = gate(st, q, a, cited, evidence, labels=labels, embed=self.embed, contradiction_penalty=self.cfg.contradiction_penalty,
+    res = gate(st, q, a, cited, evidence, labels=labels, embed=self.embed,
+               contradiction_penalty=self.cfg.contradiction_penalty,
                answer_verdict=verdict)
-    return res, {"checks": res.failures, "metrics": res.metrics, "score": res.score, "tau": res.tau, "entailment": ent, "answer_check": ans}
+    return res, {"checks": res.failures, "metrics": res.metrics, "score": res.score, "tau": res.tau, "entailment": ent,
+                 "answer_check": ans}
 
 # %% ../../nbs/30_dora.run.ipynb #b00a6fb1
 @patch
@@ -410,7 +425,8 @@ def _gate_failures(cands: list[QAItem]) -> tuple[Counter, dict]:
 # %% ../../nbs/30_dora.run.ipynb #f379d1e9
 def _per_accepted(usage: dict, n: int) -> Optional[dict]:
     "Calls and tokens per selected item."
-    return {"calls": round(usage["calls"] / n, 2), "tokens": round((usage["input_tokens"] + usage["output_tokens"]) / n, 1)} if n else None
+    return {"calls": round(usage["calls"] / n, 2), "tokens": round((usage["input_tokens"] + usage["output_tokens"]) / n,
+                                                                   1)} if n else None
 
 # %% ../../nbs/30_dora.run.ipynb #d55b15bc
 @patch
@@ -471,7 +487,8 @@ def run_dora(index, llm, judge=None, cfg: Optional[DoraConfig] = None, out: Unio
     _warm_up(index, doc_chunks)
     summary = run_generation(method, index, out, max_calls=o.max_calls, max_usd=o.max_usd,
                              executor=o.executor, progress=o.progress)
-    return RunResult(out, summary, out / "dataset.jsonl", summary.get("stopped") or "done", items=list(read_jsonl(out / "dataset.jsonl", QAItem)),
+    return RunResult(out, summary, out / "dataset.jsonl", summary.get("stopped") or "done",
+                     items=list(read_jsonl(out / "dataset.jsonl", QAItem)),
                      candidates=list(read_jsonl(out / "candidates.jsonl", QAItem)))
 
 # %% ../../nbs/30_dora.run.ipynb #4754aeb8
@@ -499,14 +516,17 @@ def _adds(ctx) -> bool:
 
 def dora_fake_rules() -> dict:
     "The stand-in rules of DoRA's judge prompts, `{prompt name: {field: rule(ctx)}}` (generation: `GEN_STAND_IN`)."
-    return {"dora_entailment": {"label": _claim_label}, "dora_prefilter": {"relevance": _relevance, "adds_information": _adds},
-            "dora_answer_check": {"verdict": lambda ctx: _answer_check(ctx).verdict, "reason": lambda ctx: _answer_check(ctx).reason}}
+    return {"dora_entailment": {"label": _claim_label}, "dora_prefilter": {"relevance": _relevance,
+        "adds_information": _adds},
+            "dora_answer_check": {"verdict": lambda ctx: _answer_check(ctx).verdict,
+                                  "reason": lambda ctx: _answer_check(ctx).reason}}
 
 for _name, _rules in dora_fake_rules().items(): set_stand_in(_name, _rules)
 
 # %% ../../nbs/30_dora.run.ipynb #fc2b87c3
 def dora_inputs(index, docs: Optional[str] = None, test_docs: Optional[str] = None) -> tuple:
-    "({doc id: chunks} restricted to the `docs` list, test doc ids) of `index` for a run; bad input raises UserError (nothing is written)."
+    """({doc id: chunks} restricted to the `docs` list, test doc ids) of `index` for a run; bad input raises UserError
+    (nothing is written)."""
     doc_chunks = group_by_doc(index.iter_chunks())
     try:
         if docs:
@@ -528,7 +548,8 @@ def split_warnings(train: DoraRun, test: DoraRun) -> list[str]:
 # %% ../../nbs/30_dora.run.ipynb #1b7987e0
 def write_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, embed: Optional[Callable] = None,
                  ngram_at: float = 0.5, cosine_at: float = 0.95) -> dict:
-    "Write the combined dataset, the leakage report and the SFT export of a train/test run; its summary, with the leakage report as `leakage`."
+    """Write the combined dataset, the leakage report and the SFT export of a train/test run; its summary, with the
+    leakage report as `leakage`."""
     out = Path(out)
     run = RunDir(out)
     Dataset(train.items + test.items).write(out / "dataset.jsonl")
@@ -538,7 +559,8 @@ def write_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, em
     ws = split_warnings(train, test)
     card = export_sft(train.items, texts, out / "sft", test_items=test.items, leakage=leak, warnings=ws)
     same_gen = train.summary["models"].get("generate") == test.summary["models"].get("generate")
-    summary = {"train": train.summary, "test": test.summary, "leakage_passed": leak["passed"], "same_generator": same_gen,
+    summary = {"train": train.summary, "test": test.summary, "leakage_passed": leak["passed"],
+               "same_generator": same_gen,
                "warnings": ws, "sft": card}
     run.write("summary.json", summary)
     return {**summary, "leakage": leak}

@@ -75,7 +75,8 @@ def _max_cosine(test: dict[str, str], train: dict[str, str], embed: Callable) ->
     if not test or not train: return []
     tk, rk = list(test), list(train)
     sims = np.asarray(embed([test[k] for k in tk])) @ np.asarray(embed([train[k] for k in rk])).T
-    return sorted(((tk[i], rk[int(sims[i].argmax())], float(sims[i].max())) for i in range(len(tk))), key=lambda x: -x[2])
+    return sorted(((tk[i], rk[int(sims[i].argmax())], float(sims[i].max())) for i in range(len(tk))),
+                  key=lambda x: -x[2])
 
 # %% ../../nbs/30_dora.splits.ipynb #23197299
 def _section(pairs, at: float, keys=("test", "train"), examples: int = 5) -> dict:
@@ -95,7 +96,8 @@ def _leak_reasons(rep: dict) -> list[str]:
     return ([f"{len(rep['doc_overlap'])} shared document(s)"] if rep["doc_overlap"] else []) + \
            ([f"{len(rep['shared_chunks'])} shared chunk(s)"] if rep["shared_chunks"] else []) + \
            [f"{rep[k]['flagged']} {k.replace('_', ' ')} pair(s) >= {rep[k]['threshold']}"
-            for k in ("evidence_ngram", "question_ngram", "evidence_embedding", "question_embedding") if k in rep and rep[k]["flagged"]]
+            for k in ("evidence_ngram", "question_ngram", "evidence_embedding",
+                      "question_embedding") if k in rep and rep[k]["flagged"]]
 
 # %% ../../nbs/30_dora.splits.ipynb #58dbc2c6
 class _Leakage(BaseModel):
@@ -121,13 +123,16 @@ def leakage_check(train_items: Sequence[QAItem], test_items: Sequence[QAItem], t
     rep = {"created": utc_now(), "n_train": len(train_items), "n_test": len(test_items),
            "doc_overlap": sorted(_split_docs_of(train_items, texts) & _split_docs_of(test_items, texts)),
            "shared_chunks": sorted(set(tr_ev) & set(te_ev)),
-           "evidence_ngram": _section(_max_overlap(gram(te_ev, n), gram(tr_ev, n), _containment), ngram_at, ("test_chunk", "train_chunk"), examples),
-           "question_ngram": _section(_max_overlap(gram(tq, question_n), gram(rq, question_n), jaccard), question_at, ("test_item", "train_item"), examples)}
+           "evidence_ngram": _section(_max_overlap(gram(te_ev, n), gram(tr_ev, n), _containment), ngram_at,
+                                      ("test_chunk", "train_chunk"), examples),
+           "question_ngram": _section(_max_overlap(gram(tq, question_n), gram(rq, question_n), jaccard), question_at,
+                                      ("test_item", "train_item"), examples)}
     if embed is not None:
         rep["evidence_embedding"] = _section(
             _max_cosine(te_ev, tr_ev, embed), cosine_at, ("test_chunk", "train_chunk"), examples
         )
-        rep["question_embedding"] = _section(_max_cosine(tq, rq, embed), cosine_at, ("test_item", "train_item"), examples)
+        rep["question_embedding"] = _section(_max_cosine(tq, rq, embed), cosine_at, ("test_item", "train_item"),
+                                             examples)
     reasons = _leak_reasons(rep)
     rep["passed"], rep["reason"] = not reasons, "; ".join(reasons) or "no leakage found"
     return rep
@@ -139,7 +144,8 @@ _FAMILIES = {"gpt": "gpt", "chatgpt": "gpt", "o": "gpt", "davinci": "gpt", "clau
              "deepseek": "deepseek", "phi": "phi", "command": "command", "smollm": "smollm"}
 
 def model_family(spec: Optional[str]) -> str:
-    "The model family of an LLM spec: the model name's leading word ('gemini:gemini-2.5-flash' and 'gemini:gemini-2.5-pro' are both 'gemini'; 'openai:URL@qwen2.5' is 'qwen')."
+    """The model family of an LLM spec: the model name's leading word ('gemini:gemini-2.5-flash' and
+    'gemini:gemini-2.5-pro' are both 'gemini'; 'openai:URL@qwen2.5' is 'qwen')."""
     s = str(spec or "").strip().lower()
     provider, sep, rest = s.partition(":")
     model = rest if sep else s
@@ -149,8 +155,10 @@ def model_family(spec: Optional[str]) -> str:
     if head == "o" and not re.match(r"o\d", model): head = model
     return _FAMILIES.get(head, head or provider)
 
-def construction_warnings(generator: str, judge: str, test_generator: Optional[str] = None, split: bool = False) -> list[str]:
-    "Plain-language caveats when the judge is of the generator's model family, or a train/test split has one generator family."
+def construction_warnings(generator: str, judge: str, test_generator: Optional[str] = None,
+                          split: bool = False) -> list[str]:
+    """Plain-language caveats when the judge is of the generator's model family, or a train/test split has one generator
+    family."""
     out, fam = [], model_family(generator)
     if model_family(judge) == fam:
         same = f"the generator's own model ({generator})" if judge == generator else f"of the generator's model family ({fam}: {judge})"
@@ -190,8 +198,10 @@ def hf_row(item: QAItem, texts: dict, system: str = SFT_SYSTEM) -> Optional[dict
     ex = sft_example(item, texts, system)
     if ex is None: return None
     return {"id": item.id, "style": item.style, "question": item.question, "answer": item.answer,
-            "context": context_text([texts[c] for c in item.gold_chunk_ids]), "gold_chunk_ids": list(item.gold_chunk_ids),
-            "doc_id": str(item.meta.get("doc_id") or ""), "split": item.split or "", "generator": item.models.get("generate", ""),
+            "context": context_text([texts[c] for c in item.gold_chunk_ids]),
+            "gold_chunk_ids": list(item.gold_chunk_ids),
+            "doc_id": str(item.meta.get("doc_id") or ""), "split": item.split or "",
+            "generator": item.models.get("generate", ""),
             "messages": ex["messages"]}
 
 # %% ../../nbs/30_dora.splits.ipynb #e2d92aa2
@@ -211,7 +221,8 @@ def dataset_card(splits: dict[str, Sequence[QAItem]], leakage: Optional[dict] = 
 def _card_header(card: dict, files: dict[str, str]) -> list[str]:
     "The YAML header of the HF README: name, task, tags and the data file of each split."
     return ["---", f"pretty_name: {card['name']}", "language:", "- en", "task_categories:", "- question-answering",
-            "tags:", "- rag", "- synthetic", "- ragbench", "- dora", "configs:", "- config_name: default", "  data_files:",
+            "tags:", "- rag", "- synthetic", "- ragbench", "- dora", "configs:", "- config_name: default",
+            "  data_files:",
             *[f"  - split: {s}\n    path: {p}" for s, p in files.items()], "---", ""]
 
 def card_markdown(card: dict, files: dict[str, str]) -> str:
@@ -219,7 +230,8 @@ def card_markdown(card: dict, files: dict[str, str]) -> str:
     splits, sp = list(files), card["splits"]
     styles = sorted({st for s in sp.values() for st in s["styles"]})
     lines = _card_header(card, files) + [
-        f"# {card['name']}", "", "Question-answer pairs in intent styles (find, explain, summarize, generate, provide), each with its",
+        f"# {card['name']}", "",
+        "Question-answer pairs in intent styles (find, explain, summarize, generate, provide), each with its",
         "evidence passages, generated and quality-gated by ragbench's DoRA pipeline.", "",
         "## Counts", "", "| style | " + " | ".join(splits) + " |", "|---|" + "---|" * len(splits),
         *[f"| {st} | " + " | ".join(str(sp[s]["styles"].get(st, 0)) for s in splits) + " |" for st in styles],
@@ -228,20 +240,24 @@ def card_markdown(card: dict, files: dict[str, str]) -> str:
           f"{sp[s]['documents']} source documents" for s in splits]]
     if card.get("warnings"): lines += ["", "## Caveats", "", *[f"- {w}" for w in card["warnings"]]]
     if "leakage" in card:
-        lines += ["", "## Leakage check", "", f"{'passed' if card['leakage']['passed'] else 'FAILED'}: {card['leakage']['reason']}"]
-    return "\n".join(lines + ["", "## Fields", "", "`id`, `style`, `question`, `answer`, `context` (the evidence passages), `gold_chunk_ids`,",
+        lines += ["", "## Leakage check", "",
+                  f"{'passed' if card['leakage']['passed'] else 'FAILED'}: {card['leakage']['reason']}"]
+    return "\n".join(lines + ["", "## Fields", "",
+                              "`id`, `style`, `question`, `answer`, `context` (the evidence passages), `gold_chunk_ids`,",
                               "`doc_id`, `split`, `generator`, and `messages` (system / user = context + question / assistant = answer)", "",
                               "Load with `datasets.load_dataset(\"json\", data_files=...)` on the files under `data/`, or `load_dataset` on this folder.", ""])
 
 # %% ../../nbs/30_dora.splits.ipynb #4b52e9eb
 def _jsonl(rows: Iterable[dict]) -> str: return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
-def export_sft(train_items: Sequence[QAItem], texts: dict, out_dir: Union[str, Path], *, test_items: Sequence[QAItem] = (),
+def export_sft(train_items: Sequence[QAItem], texts: dict, out_dir: Union[str, Path], *,
+               test_items: Sequence[QAItem] = (),
                leakage: Optional[dict] = None, system: str = SFT_SYSTEM, name: str = "ragbench-dora",
                warnings: Sequence[str] = ()) -> dict:
     "Write train.chat.jsonl, the HF folder (data/*.jsonl + README.md) and dataset_card.json; returns the card."
     out = Path(out_dir)
-    atomic_write(out / "train.chat.jsonl", _jsonl(e for e in (sft_example(it, texts, system) for it in train_items) if e is not None))
+    atomic_write(out / "train.chat.jsonl", _jsonl(e for e in (sft_example(it, texts,
+        system) for it in train_items) if e is not None))
     splits = {"train": list(train_items), **({"test": list(test_items)} if test_items else {})}
     files, skipped = {}, {}
     for s, items in splits.items():

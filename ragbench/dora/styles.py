@@ -142,7 +142,8 @@ def _prose(text: str) -> list[str]:
     out = []
     for s in split_sentences(text):
         s = " ".join(s.split())
-        if 4 <= len(s.split()) <= 40 and re.search(r"[a-z]", s) and not re.search(r"(={3,}|-{3,}|\|)", s) and not s.endswith("?"):
+        if 4 <= len(s.split()) <= 40 and re.search(r"[a-z]", s) and not re.search(r"(={3,}|-{3,}|\|)",
+            s) and not s.endswith("?"):
             out.append(s)
     return out
 
@@ -200,8 +201,10 @@ def _long_form(style: str, chunks) -> dict:
         pairs = [(cid, ss[0]) for cid, ss in per if ss][: 3 if style == "explain" else 4]
         answer = " ".join(s for _, s in pairs)
     q = {"explain": "How does {} work?", "summarize": "What are the main points about {}?",
-         "generate": "Which points are listed about {}?"}.get(style, "What is stated about {}?").format(_subject(chunks))
-    return {"question": q, "answer": answer or "unknown", "cited_chunk_ids": list(dict.fromkeys(c for c, _ in pairs)) or ["none"]}
+         "generate": "Which points are listed about {}?"}.get(style,
+                                                              "What is stated about {}?").format(_subject(chunks))
+    return {"question": q, "answer": answer or "unknown", "cited_chunk_ids": list(dict.fromkeys(c for c,
+        _ in pairs)) or ["none"]}
 
 # %% ../../nbs/30_dora.styles.ipynb #7b1fd5f7
 @lru_cache(maxsize=512)
@@ -210,7 +213,8 @@ def template_item(style: str, chunks: tuple) -> Optional[dict]:
     if not chunks: return None
     made = _cloze_find(chunks) if style == "find" else _cloze_provide(chunks) if style == "provide" else None
     return made or (_long_form(style, chunks) if style not in ("find", "provide") else
-                    {"question": f"What is stated about {_subject(chunks)}?", "answer": "unknown", "cited_chunk_ids": [chunks[0][0]]})
+                    {"question": f"What is stated about {_subject(chunks)}?", "answer": "unknown",
+                     "cited_chunk_ids": [chunks[0][0]]})
 
 def _gen_field(name: str):
     "A stand-in rule: field `name` of `template_item` for the style and chunks the generation prompt was rendered with."
@@ -283,8 +287,10 @@ _FIND = Style(
               "- The answer is the shortest phrase that answers it, copied word for word from the evidence (at most about 12 words).\n"
               "- Do not ask about headings, page numbers or where something appears."),
     k=1, prefilter_k=4, max_bundles=2, answer_check=True,
-    checks={**_COMMON, "max_words": {"max": 20}, "verbatim": {}, "numbers_in_evidence": {}, "answer_not_in_question": {}},
-    weights={"entailment": 0.3, "span_f1": 0.4, "numeric": 0.3}, tau=0.8,   # the checks fix Q >= 0.6: tau 0.8 wants span F1 >= 0.5
+    checks={**_COMMON, "max_words": {"max": 20}, "verbatim": {}, "numbers_in_evidence": {},
+            "answer_not_in_question": {}},
+    # the checks fix Q >= 0.6: tau 0.8 wants span F1 >= 0.5
+    weights={"entailment": 0.3, "span_f1": 0.4, "numeric": 0.3}, tau=0.8,
     example={"question": "Which option of git commit adds a Signed-off-by trailer?", "answer": "--signoff"})
 
 # %% ../../nbs/30_dora.styles.ipynb #8029ccaa
@@ -296,8 +302,10 @@ _PROVIDE = Style(
               "- No hedging (no 'about', 'likely', 'may') and no numbers that are computed or guessed.\n"
               "- If the evidence holds no number, ask about a different quantity that it does state."),
     k=1, prefilter_k=4, max_bundles=2, needs_number=True, answer_check=True,
-    checks={**_COMMON, "has_number": {}, "numbers_in_evidence": {}, "max_words": {"max": 40}, "answer_not_in_question": {}},
-    weights={"entailment": 0.3, "span_f1": 0.3, "numeric": 0.4}, tau=0.85,  # the checks fix Q >= 0.7: tau 0.85 wants span F1 >= 0.5
+    checks={**_COMMON, "has_number": {}, "numbers_in_evidence": {}, "max_words": {"max": 40},
+            "answer_not_in_question": {}},
+    # the checks fix Q >= 0.7: tau 0.85 wants span F1 >= 0.5
+    weights={"entailment": 0.3, "span_f1": 0.3, "numeric": 0.4}, tau=0.85,
     example={"question": "How many days does git gc keep unreachable objects by default?", "answer": "2 weeks"})
 
 # %% ../../nbs/30_dora.styles.ipynb #c79edd3d
@@ -342,7 +350,8 @@ for _s in BUILTIN_STYLES: register_style(_s)
 
 # %% ../../nbs/30_dora.styles.ipynb #ac843fdc
 def generation_template(st: Style) -> PromptTemplate:
-    "The generation prompt of `st`: the registered one (user override applied), or the same with a tuned copy's own contract."
+    """The generation prompt of `st`: the registered one (user override applied), or the same with a tuned copy's own
+    contract."""
     t, registered = get_prompt(st.prompt_name), _STYLES.get(st.name)
     if registered is None or registered.template == st.template: return t
     return replace(t, template=GEN_WRAPPER.replace("{contract}", literal_braces(st.template)))

@@ -33,7 +33,8 @@ def stratified_sample(items: Sequence[QAItem], per_stratum: int = 10, by: Union[
 
 # %% ../../nbs/40_eval.calibration.ipynb #86f4fe98
 def sample_for_review(run_dir, per_style: int = 10, seed: int = 0, dataset: str = "dataset.jsonl") -> list[QAItem]:
-    "Draw the human sample of a run's dataset (per style) into RUN/calibration_sample.jsonl; an existing sample is kept."
+    """Draw the human sample of a run's dataset (per style) into RUN/calibration_sample.jsonl; an existing sample is
+    kept."""
     run = RunDir(run_dir)
     if (run / SAMPLE_FILE).exists(): return run.read(SAMPLE_FILE, QAItem)
     items = run.read(dataset, QAItem)
@@ -46,13 +47,15 @@ def sample_for_review(run_dir, per_style: int = 10, seed: int = 0, dataset: str 
 async def ajudge_item_rubric(llm, item: QAItem, index=None) -> dict:
     "The rubric judge's row for one item: {item_id, style, kind, scores {dimension: 1-5}, reason} or {item_id, error}."
     chunks = chunks_in_index(index, item.gold_chunk_ids) if index is not None and item.gold_chunk_ids else []
-    r, err = await ajudge(llm, "eval_rubric", **rubric_vars(item.question, item.answer, format_chunks(chunks) if chunks else None,
+    r, err = await ajudge(llm, "eval_rubric", **rubric_vars(item.question, item.answer,
+                                                            format_chunks(chunks) if chunks else None,
                                                              item.style))
     row = {"item_id": item.id, "style": item.style, "kind": item.kind, "judge": getattr(llm, "spec", None)}
     return {**row, "error": err} if r is None else {**row, "scores": r.scores(), "reason": r.reason}
 
 async def ajudge_sample(run_dir, llm, index=None, concurrency: int = 8) -> list[dict]:
-    "Rubric-judge every item of RUN/calibration_sample.jsonl not judged yet; returns all rows of RUN/rubric_judge.jsonl."
+    """Rubric-judge every item of RUN/calibration_sample.jsonl not judged yet; returns all rows of
+    RUN/rubric_judge.jsonl."""
     run = RunDir(run_dir)
     done = {r["item_id"] for r in run.read(JUDGE_FILE) if "scores" in r}
     todo = [it for it in run.read(SAMPLE_FILE, QAItem) if it.id not in done]
@@ -106,7 +109,8 @@ def human_scores(reviews: Iterable[dict]) -> dict[str, dict[str, int]]:
 
 # %% ../../nbs/40_eval.calibration.ipynb #cd1d7418
 def calibration_table(judge_rows: Iterable[dict], reviews: Iterable[dict], by: Optional[str] = None) -> list[dict]:
-    "One row per rubric dimension (and value of `by`, e.g. 'style'): n, kappa_w, within_1, mad over items scored by both."
+    """One row per rubric dimension (and value of `by`, e.g. 'style'): n, kappa_w, within_1, mad over items scored by
+    both."""
     judged = {r["item_id"]: r for r in judge_rows if r.get("scores")}
     human = human_scores(reviews)
     out = []
@@ -119,7 +123,8 @@ def calibration_table(judge_rows: Iterable[dict], reviews: Iterable[dict], by: O
     return out
 
 def load_calibration(run_dir, by: Optional[str] = None) -> Optional[list[dict]]:
-    "The calibration table of a run directory (RUN/rubric_judge.jsonl + RUN/reviews.jsonl); None until both exist and overlap."
+    """The calibration table of a run directory (RUN/rubric_judge.jsonl + RUN/reviews.jsonl); None until both exist and
+    overlap."""
     run = RunDir(run_dir) if Path(run_dir).is_dir() else None
     if run is None or not (run / JUDGE_FILE).exists() or not (run / REVIEWS_FILE).exists(): return None
     return calibration_table(run.read(JUDGE_FILE), run.read(REVIEWS_FILE), by) or None

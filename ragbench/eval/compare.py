@@ -43,7 +43,8 @@ def _boot_taus(xa: np.ndarray, xb: np.ndarray, n_boot: int, seed: int) -> list[f
     rng, taus = np.random.default_rng(seed), []
     for s in range(0, n_boot, 200):
         b = min(n_boot, s + 200) - s
-        ba, bb = resample_means(xa, resample_weights(rng, len(xa), b)), resample_means(xb, resample_weights(rng, len(xb), b))
+        ba, bb = resample_means(xa, resample_weights(rng, len(xa), b)), resample_means(xb, resample_weights(rng,
+            len(xb), b))
         for u, v in zip(ba, bb):
             if np.isfinite(u).all() and np.isfinite(v).all():
                 t = kendalltau(u, v)[0]
@@ -60,13 +61,16 @@ def scored_versions(dir_a, dir_b) -> dict:
     return {"a": v[0], "b": v[1], "same": v[0] == v[1] if None not in v else None}
 
 def configured_order(eval_dir: Union[str, Path], setups: Sequence[str]) -> list[str]:
-    "`setups` in the order the evaluation folder's manifest lists them (rows are appended as batches finish, in any order)."
+    """`setups` in the order the evaluation folder's manifest lists them (rows are appended as batches finish, in any
+    order)."""
     p = Path(eval_dir) / "manifest.json"
     listed = list((json.loads(p.read_text()).get("setups") or {}) if p.exists() else {})
     return sorted(setups, key=lambda s: (listed.index(s) if s in listed else len(listed), setups.index(s)))
 
-def _shared(sa: list, xa: np.ndarray, sb: list, xb: np.ndarray, order: Sequence[str] = ()) -> tuple[list[str], list[str]]:
-    "(setups with values in both folders, setups of both folders left out for lack of values), in `order` (else folder A's)."
+def _shared(sa: list, xa: np.ndarray, sb: list, xb: np.ndarray, order: Sequence[str] = ()) -> tuple[list[str],
+    list[str]]:
+    """(setups with values in both folders, setups of both folders left out for lack of values), in `order` (else folder
+    A's)."""
     has = lambda s, ss, x: not np.isnan(x[:, ss.index(s)]).all()
     both = [s for s in (order or sa) if s in sa and s in sb]
     return [s for s in both if has(s, sa, xa) and has(s, sb, xb)], [
@@ -75,7 +79,8 @@ def _shared(sa: list, xa: np.ndarray, sb: list, xb: np.ndarray, order: Sequence[
 
 def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "recall@5", n_boot: int = 1000,
             alpha: float = 0.05, seed: int = 0) -> dict:
-    "Rank the setups both evaluation folders share by `metric`; Kendall tau of the two rankings with a bootstrap interval."
+    """Rank the setups both evaluation folders share by `metric`; Kendall tau of the two rankings with a bootstrap
+    interval."""
     from scipy.stats import kendalltau
     ia, sa, xa = _metric_matrix(read_scores(dir_a), metric, f"{dir_a}: ")
     ib, sb, xb = _metric_matrix(read_scores(dir_b), metric, f"{dir_b}: ")

@@ -28,7 +28,8 @@ def _setup_rows(scores: Sequence[dict], setup: Optional[str], mode: str) -> dict
 
 def ragas_rows(dataset: Dataset, *, index=None, scores: Optional[Sequence[dict]] = None, setup: Optional[str] = None,
                mode: str = "retrieved", include_ids: bool = False) -> list[dict]:
-    "One ragas-style dict per answerable item (ragas has no field for an abstention target: unanswerable items are left out); with `scores` and `setup`, the setup's response and retrieved contexts."
+    """One ragas-style dict per answerable item (ragas has no field for an abstention target: unanswerable items are
+    left out); with `scores` and `setup`, the setup's response and retrieved contexts."""
     by_item = _setup_rows(scores, setup, mode) if scores is not None else {}
     texts = lambda ids: [t for _, _, t in chunks_in_index(index, ids)] if (index is not None and ids) else []
     out = []
@@ -69,7 +70,8 @@ def export_ragas(dataset: Union[Dataset, str, Path], out: Union[str, Path], *, i
     "Write the dataset (and a setup's answers) with ragas column names to .jsonl or .parquet."
     scores = read_scores(scores_dir) if scores_dir is not None else None
     return _write_rows(
-        ragas_rows(export_dataset(dataset), index=index, scores=scores, setup=setup, mode=mode, include_ids=include_ids),
+        ragas_rows(export_dataset(dataset), index=index, scores=scores, setup=setup, mode=mode,
+                   include_ids=include_ids),
         Path(out),
     )
 
@@ -101,7 +103,8 @@ def item_from_hf(row: dict) -> QAItem:
     "The QAItem of a flat record (the inverse of `hf_record`)."
     d = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()}
     for f in HF_JSON_FIELDS: d[f] = json.loads(d[f]) if isinstance(d.get(f), str) else (d.get(f) or {})
-    d["attempts"] = [{**a, "judge": json.loads(a["judge"]) if a.get("judge") else None} for a in d.get("attempts") or []]
+    d["attempts"] = [{**a,
+                      "judge": json.loads(a["judge"]) if a.get("judge") else None} for a in d.get("attempts") or []]
     return QAItem.model_validate(d)
 
 # %% ../../nbs/40_eval.export.ipynb #13635790
@@ -111,7 +114,8 @@ def hf_table(dataset: Union[Dataset, Sequence[QAItem]]):
     return pa.Table.from_pylist([hf_record(it) for it in dataset], schema=hf_schema())
 
 def export_hf(dataset: Union[Dataset, str, Path], out: Union[str, Path]) -> Path:
-    "Write a dataset as a flattened Parquet with a fixed schema (loadable with `datasets.load_dataset('parquet', ...)`)."
+    """Write a dataset as a flattened Parquet with a fixed schema (loadable with `datasets.load_dataset('parquet',
+    ...)`)."""
     import pyarrow.parquet as pq
     out = Path(out)
     if out.suffix != ".parquet":

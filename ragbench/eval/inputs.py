@@ -27,7 +27,8 @@ def dataset_fingerprint(ds: Dataset) -> str:
                         for it in ds], n=16)
 
 def _scored_dataset_version(dataset, ds: Dataset) -> str:
-    "The version of the dataset an evaluation scores: its run's `dataset_version` (set by `ragbench refresh`), else computed from its items and corpus fingerprint."
+    """The version of the dataset an evaluation scores: its run's `dataset_version` (set by `ragbench refresh`), else
+    computed from its items and corpus fingerprint."""
     from ragbench.core import dataset_version
     m = {}
     if not isinstance(dataset, Dataset) and dataset is not None:
@@ -46,11 +47,13 @@ def _setup_index(setup: Setup):
     )
 
 def with_columns(setups: Sequence[Setup], column: Sequence[str], out) -> list:
-    "Setups reading an index without `columns` of their own get --column's mapping, or on resume the one recorded for them."
+    """Setups reading an index without `columns` of their own get --column's mapping, or on resume the one recorded for
+    them."""
     from ragbench.index import parse_columns
     cols, p = parse_columns(column), Path(out) / "manifest.json"
     recorded = (json.loads(p.read_text()).get("setups") or {}) if p.exists() else {}
-    return [s if s.external or s.columns else s.model_copy(update={"columns": cols or (recorded.get(s.name) or {}).get("columns")})
+    return [s if s.external or s.columns else s.model_copy(update={"columns": cols or (recorded.get(s.name)
+        or {}).get("columns")})
             for s in setups]
 
 # %% ../../nbs/40_eval.inputs.ipynb #274a3a31
@@ -124,7 +127,8 @@ def _recorded(s: Setup) -> dict:
     if s.endpoint is not None: d["endpoint"] = redact_spec(s.endpoint)
     return d
 
-_SYSTEM_FIELDS = ("endpoint", "function", "headers", "answer_path", "contexts_path", "timeout", "concurrency", "rpm", "retries", "map_threshold")
+_SYSTEM_FIELDS = ("endpoint", "function", "headers", "answer_path", "contexts_path", "timeout", "concurrency", "rpm",
+                  "retries", "map_threshold")
 
 def _check_out(out: Path, ds: Dataset, setups: Sequence[Setup]) -> None:
     "Refuse an --out that is a file, or that holds another dataset or another definition of a setup name."
@@ -140,11 +144,13 @@ def _check_out(out: Path, ds: Dataset, setups: Sequence[Setup]) -> None:
 
 # %% ../../nbs/40_eval.inputs.ipynb #d45a6efc
 def eval_folder(parent: Union[str, Path], dataset: Union[Dataset, str, Path]) -> Path:
-    "The evaluation folder of this version of `dataset` under `parent`: PARENT/dataset-FINGERPRINT (another version, e.g. after a review, gets its own)."
+    """The evaluation folder of this version of `dataset` under `parent`: PARENT/dataset-FINGERPRINT (another version,
+    e.g. after a review, gets its own)."""
     return Path(parent) / f"dataset-{dataset_fingerprint(_read_dataset(dataset))}"
 
 def newest_eval(parent: Union[str, Path]) -> Path:
-    "PARENT when it holds an evaluation itself, else its `dataset-*` folder whose summary.json was written last (PARENT if none)."
+    """PARENT when it holds an evaluation itself, else its `dataset-*` folder whose summary.json was written last
+    (PARENT if none)."""
     parent = Path(parent)
     if (parent / "summary.json").exists() or not parent.is_dir(): return parent
     done = [d for d in parent.glob("dataset-*") if (d / "summary.json").is_file()]
@@ -172,7 +178,8 @@ def _gold_share(ds: Dataset, index) -> tuple[int, int, list[str]]:
     return len(found), len(gold), [g for g in gold if g not in found][:3]
 
 def check_gold_in_index(ds: Dataset, setups: Sequence[Setup], indexes: dict) -> None:
-    "Refuse an index holding none of the dataset's gold chunk ids (every recall would be 0.0); warn below GOLD_WARN_SHARE."
+    """Refuse an index holding none of the dataset's gold chunk ids (every recall would be 0.0); warn below
+    GOLD_WARN_SHARE."""
     for key, index in indexes.items():
         found, total, missing = _gold_share(ds, index)
         if not total or found >= GOLD_WARN_SHARE * total: continue
@@ -192,7 +199,8 @@ def with_table(setups: Sequence[Setup], table: Optional[str]) -> list:
 # %% ../../nbs/40_eval.inputs.ipynb #c22f0d00
 @dataclass
 class EvalInputs:
-    "What an evaluation reads and checks before it writes anything: the dataset, its setups, the user's answers, the indexes."
+    """What an evaluation reads and checks before it writes anything: the dataset, its setups, the user's answers, the
+    indexes."""
     dataset: Any                                       # as given: a Dataset or its path
     ds: Dataset
     setups: list

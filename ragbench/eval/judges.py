@@ -69,7 +69,8 @@ def claim_support(claims: Sequence[ClaimCheck]) -> Optional[float]:
     return sum(c.supported for c in claims) / len(claims) if claims else None
 
 def claim_f1(answer_claims: Sequence[ClaimCheck], reference_claims: Sequence[ReferenceClaim]) -> Optional[float]:
-    "Claim F1 of an answer against the reference (RAGAS factual correctness): TP / (TP + (FP + FN) / 2); None without claims."
+    """Claim F1 of an answer against the reference (RAGAS factual correctness): TP / (TP + (FP + FN) / 2); None without
+    claims."""
     tp = sum(c.supported for c in answer_claims)
     fp = len(answer_claims) - tp
     fn = sum(not c.covered for c in reference_claims)
@@ -172,7 +173,8 @@ register_prompt(PromptTemplate(
         'Reply as {{"abstained": true or false, "reason": "one short sentence"}}')))
 
 # %% ../../nbs/40_eval.judges.ipynb #385169ea
-RUBRIC_DIMENSIONS = ("comprehensiveness", "relevance", "groundedness", "verbosity", "composition", "clarity", "alignment")
+RUBRIC_DIMENSIONS = ("comprehensiveness", "relevance", "groundedness", "verbosity", "composition", "clarity",
+                     "alignment")
 
 class RubricScores(BaseModel):
     "The rubric judge's 1–5 scores on DoRA's seven dimensions, and one sentence of reasons."
@@ -217,27 +219,32 @@ def rubric_vars(question: str, answer: str, evidence: Optional[str], style: Opti
     "The variables of the `eval_rubric` prompt (the reference block only when a reference answer is given)."
     return {"question": question, "intent": _STYLE_INTENT.get(style or "", "an answer to the question"),
             "evidence": evidence or "(no evidence shown)", "answer": answer,
-            "reference_block": f"Reference answer (what a complete answer covers): {reference}\n\n" if reference else ""}
+            "reference_block": f"Reference answer (what a complete answer covers): {reference}\n\n" if reference
+            else ""}
 
 # %% ../../nbs/40_eval.judges.ipynb #e59b1841
 def repeat_system(system: Optional[str], repeat: int) -> Optional[str]:
-    "The system text of repeat `repeat` of a judge call: unchanged for the first ask (0), else with a note naming the repeat."
+    """The system text of repeat `repeat` of a judge call: unchanged for the first ask (0), else with a note naming the
+    repeat."""
     if not repeat: return system
     return f"{system or ''}\n\nThis is independent re-check number {repeat} of this answer: judge it afresh.".lstrip()
 
 async def ajudge(llm, prompt: str, *, repeat: int = 0, **vars) -> tuple[Optional[BaseModel], Optional[str]]:
-    "Ask `llm` for the output model of judge prompt `prompt` (`repeat` > 0: a re-ask); (result, None) or (None, parse error)."
+    """Ask `llm` for the output model of judge prompt `prompt` (`repeat` > 0: a re-ask); (result, None) or (None, parse
+    error)."""
     from ragbench.llm import LLMParseError
     system, user = render_prompt(prompt, **vars)
     try:
-        return await llm.acomplete(user, schema=get_prompt(prompt).output, system=repeat_system(system, repeat), stage=prompt), None
+        return await llm.acomplete(user, schema=get_prompt(prompt).output, system=repeat_system(system, repeat),
+                                   stage=prompt), None
     except LLMParseError as e:
         return None, f"{type(e).__name__}: {e}"[:500]
 
 
 # %% ../../nbs/40_eval.judges.ipynb #691cfb2b
 def keypoint_shares(keypoints: Sequence[str], verdicts: KeypointVerdicts) -> Optional[dict[str, float]]:
-    "Shares of complete / hallucinated / irrelevant key points; None if the verdicts do not match the key points one to one."
+    """Shares of complete / hallucinated / irrelevant key points; None if the verdicts do not match the key points one
+    to one."""
     if not keypoints or len(verdicts.verdicts) != len(keypoints): return None
     c = Counter(v.verdict for v in verdicts.verdicts)
     return {f"keypoint_{k}": c[k] / len(keypoints) for k in ("complete", "hallucinated", "irrelevant")}
@@ -296,14 +303,16 @@ class Verdicts:
 async def _correctness(llm, v: Verdicts, a: JudgedAnswer):
     prompt = correctness_prompt(a.style)
     extra = {"shape": _LONG_FORM_SHAPE[a.style]} if prompt.endswith("longform") else {}
-    r, err = await ajudge(llm, prompt, repeat=a.repeat, question=a.question, reference=a.reference, answer=a.answer, **extra)
+    r, err = await ajudge(llm, prompt, repeat=a.repeat, question=a.question, reference=a.reference, answer=a.answer,
+                          **extra)
     if r is None: return v.fail("correctness", err)
     v.metrics.update(correct=float(r.correct), correct_score=claim_f1(r.answer_claims, r.reference_claims))
     v.details["correctness"] = {**r.model_dump(), "rubric": prompt}
 
 @judge("faithfulness", ("faithful", "faithful_score"), applies=lambda a: not a.expect_abstain and a.context is not None)
 async def _faithfulness(llm, v: Verdicts, a: JudgedAnswer):
-    r, err = await ajudge(llm, "eval_faithfulness", repeat=a.repeat, context=a.context, question=a.question, answer=a.answer)
+    r, err = await ajudge(llm, "eval_faithfulness", repeat=a.repeat, context=a.context, question=a.question,
+                          answer=a.answer)
     if r is None: return v.fail("faithfulness", err)
     v.metrics.update(faithful=float(r.faithful), faithful_score=claim_support(r.claims))
     v.details["faithfulness"] = r.model_dump()
@@ -314,12 +323,14 @@ async def _keypoints(llm, v: Verdicts, a: JudgedAnswer):
     cache, key = a.keypoint_cache, a.cache_key
     kps = cache.get(key) if (cache is not None and key) else None
     if kps is None:
-        r, err = await ajudge(llm, "eval_keypoints_extract", repeat=a.repeat, question=a.question, reference=a.reference)
+        r, err = await ajudge(llm, "eval_keypoints_extract", repeat=a.repeat, question=a.question,
+                              reference=a.reference)
         kps = [k.strip() for k in (r.keypoints if r is not None else []) if k.strip()]
         if not kps: return v.fail("keypoints", err or "no key points extracted")
         if cache is not None and key: cache[key] = kps
     listing = "\n".join(f"{i}. {k}" for i, k in enumerate(kps, 1))
-    r, err = await ajudge(llm, "eval_keypoints_judge", repeat=a.repeat, question=a.question, keypoints=listing, answer=a.answer)
+    r, err = await ajudge(llm, "eval_keypoints_judge", repeat=a.repeat, question=a.question, keypoints=listing,
+                          answer=a.answer)
     shares = keypoint_shares(kps, r) if r is not None else None
     if shares is None:
         return v.fail("keypoints", err or f"{len(r.verdicts)} verdicts for {len(kps)} key points", keypoints=kps)
@@ -334,9 +345,11 @@ async def _abstention(llm, v: Verdicts, a: JudgedAnswer):
     v.metrics["abstained"] = float(r.abstained)
     v.details["abstention"] = r.model_dump()
 
-@judge("rubric", tuple(f"rubric_{d}" for d in RUBRIC_DIMENSIONS), applies=lambda a: not a.expect_abstain and bool(a.style))
+@judge("rubric", tuple(f"rubric_{d}" for d in RUBRIC_DIMENSIONS),
+       applies=lambda a: not a.expect_abstain and bool(a.style))
 async def _rubric(llm, v: Verdicts, a: JudgedAnswer):
-    r, err = await ajudge(llm, "eval_rubric", repeat=a.repeat, **rubric_vars(a.question, a.answer, a.context, a.style, a.reference))
+    r, err = await ajudge(llm, "eval_rubric", repeat=a.repeat, **rubric_vars(a.question, a.answer, a.context, a.style,
+        a.reference))
     if r is None: return v.fail("rubric", err)
     v.metrics.update({f"rubric_{d}": float(s) for d, s in r.scores().items()})
     v.details["rubric"] = r.model_dump()

@@ -71,11 +71,13 @@ DEFAULT_KS = (1, 3, 5, 10)
 def _at_k(retrieved: Sequence[str], gold: list, k: int) -> dict[str, Optional[float]]:
     "precision, ceiling, recall, hit and ndcg at one cut-off k."
     return {"precision": precision_at_k(retrieved, gold, k), "precision_ceiling": precision_ceiling(gold, k),
-            "recall": recall_at_k(retrieved, gold, k), "hit": hit_at_k(retrieved, gold, k), "ndcg": ndcg_at_k(retrieved, gold, k)}
+            "recall": recall_at_k(retrieved, gold, k), "hit": hit_at_k(retrieved, gold, k), "ndcg": ndcg_at_k(retrieved,
+                gold, k)}
 
 def retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], top_k: Optional[int] = None,
                       ks: Sequence[int] = DEFAULT_KS) -> dict[str, Optional[float]]:
-    "Metrics at each k in `ks` and at `top_k` ('@k') plus MRR; None without gold ids or when k > top_k (not applicable)."
+    """Metrics at each k in `ks` and at `top_k` ('@k') plus MRR; None without gold ids or when k > top_k (not
+    applicable)."""
     gold = list(gold)
     out: dict[str, Optional[float]] = {}
     for name, k in [(str(k), k) for k in ks] + ([("k", top_k)] if top_k else []):
@@ -88,8 +90,10 @@ def retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], top_k: Opti
 RELEVANT_FAMILIES = ("precision", "recall")
 
 def relevant_retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], relevant: Iterable[str] = (),
-                               top_k: Optional[int] = None, ks: Sequence[int] = DEFAULT_KS) -> dict[str, Optional[float]]:
-    "precision and recall counting gold + contexts labelled relevant as relevant: `precision_relevant@k`, `recall_relevant@k`; None without gold ids."
+                               top_k: Optional[int] = None, ks: Sequence[int] = DEFAULT_KS) -> dict[str,
+                                   Optional[float]]:
+    """precision and recall counting gold + contexts labelled relevant as relevant: `precision_relevant@k`,
+    `recall_relevant@k`; None without gold ids."""
     gold = list(gold)
     known = list(dict.fromkeys(gold + list(relevant))) if gold else []
     m = retrieval_metrics(retrieved, known, top_k=top_k, ks=ks)
@@ -193,7 +197,8 @@ def bertscore_recall(preds: Sequence[str], golds: Sequence[str], *, model: Optio
     return out
 
 # %% ../../nbs/40_eval.metrics.ipynb #0dd3c0c0
-def answer_metrics(pred: str, gold: str, *, aliases: Sequence[str] = (), binary: bool = False) -> dict[str, Optional[float]]:
+def answer_metrics(pred: str, gold: str, *, aliases: Sequence[str] = (), binary: bool = False) -> dict[str,
+    Optional[float]]:
     "Exact match, token F1, token recall, ROUGE-L recall, length ratio and the yes/no rule for one answer."
     pred = pred or ""
     golds = [gold] + [a for a in aliases if a]
@@ -210,7 +215,8 @@ def answer_metrics(pred: str, gold: str, *, aliases: Sequence[str] = (), binary:
 RAGAS_CORRECTNESS_WEIGHTS = (0.75, 0.25)   # RAGAS defaults: factuality (claim F1), semantic similarity
 
 def semantic_similarity(preds: Sequence[str], golds: Sequence[str], embedder) -> list[Optional[float]]:
-    "Cosine similarity of each prediction's embedding with its gold answer's (RAGAS answer similarity); None for an empty side."
+    """Cosine similarity of each prediction's embedding with its gold answer's (RAGAS answer similarity); None for an
+    empty side."""
     import numpy as np
     if len(preds) != len(golds): raise ValueError(f"{len(preds)} predictions but {len(golds)} gold answers")
     idx = [i for i, (p, g) in enumerate(zip(preds, golds)) if (p or "").strip() and (g or "").strip()]

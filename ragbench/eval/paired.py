@@ -30,7 +30,8 @@ def holm(pvalues: Sequence[Optional[float]]) -> list[Optional[float]]:
     return out
 
 def _holm_levels(pvalues: Sequence[Optional[float]], alpha: float = 0.05) -> list[Optional[float]]:
-    "The level Holm's step-down tests each p-value at (None entries stay None): alpha/m, alpha/(m-1), ... until the first acceptance."
+    """The level Holm's step-down tests each p-value at (None entries stay None): alpha/m, alpha/(m-1), ... until the
+    first acceptance."""
     idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])
     out: list[Optional[float]] = [None] * len(pvalues)
     level, stopped = alpha, False
@@ -67,21 +68,27 @@ def item_groups(rows: Sequence[dict], by: str) -> dict[str, str]:
 def available_metrics(rows: Sequence[dict]) -> list[str]:
     "The metric keys (mode-prefixed) that have a value in some row, in reading order."
     from ragbench.stats import metric_key
-    return order_metrics({metric_key(r.get("mode", "retrieved"), k) for r in rows for k, v in (r.get("metrics") or {}).items() if v is not None})
+    return order_metrics({metric_key(r.get("mode", "retrieved"), k) for r in rows for k,
+                          v in (r.get("metrics") or {}).items() if v is not None})
 
-def primary_metrics(have: Sequence[str], primary: Optional[Sequence[str]] = None, margins: Optional[dict] = None) -> list[str]:
-    "The confirmatory metrics: those named, else the gate's, else answer_correctness when answers are judged, else recall@k."
+def primary_metrics(have: Sequence[str], primary: Optional[Sequence[str]] = None,
+                    margins: Optional[dict] = None) -> list[str]:
+    """The confirmatory metrics: those named, else the gate's, else answer_correctness when answers are judged, else
+    recall@k."""
     if primary: return list(primary)
     if margins: return list(margins)
-    return [next((m for m in ("answer_correctness", "correct", "recall@k") if m in have), have[0] if have else "recall@k")]
+    return [next((m for m in ("answer_correctness", "correct", "recall@k") if m in have),
+                 have[0] if have else "recall@k")]
 
 # %% ../../nbs/41_eval.paired.ipynb #7ee09a1a
-ROW_KEYS = ("setup", "baseline", "metric", "by", "group", "family", "n", "n_missing", "diff", "ci_low", "ci_high", "level",
+ROW_KEYS = ("setup", "baseline", "metric", "by", "group", "family", "n", "n_missing", "diff", "ci_low", "ci_high",
+            "level",
             "p", "test", "p_holm", "decision", "margin", "detect", "n_needed", "mean_setup", "mean_baseline",
             "higher_is_better", "sentence", "missing")
 
 def paired_row(a: dict, b: dict, *, items: Optional[set] = None, alpha: float = 0.05) -> dict:
-    "Setup values `a` against baseline values `b` ({item: value}) on their shared items: diff, interval, p, test, missing."
+    """Setup values `a` against baseline values `b` ({item: value}) on their shared items: diff, interval, p, test,
+    missing."""
     universe = [i for i in dict.fromkeys([*a, *b]) if items is None or i in items]
     shared = [i for i in universe if i in a and i in b]
     missing = [i for i in universe if not (i in a and i in b)]
@@ -99,7 +106,8 @@ def _pairs(setups: Sequence[str], baseline: Optional[str], all_pairs: bool) -> l
 
 def _check_setups(rows: Sequence[dict], baseline: Optional[str], all_pairs: bool, order: Sequence[str]) -> list[str]:
     "The setups to pair, in order; refuses an unknown baseline or fewer than two setups."
-    setups = [s for s in (list(order) or list(dict.fromkeys(r["setup"] for r in rows))) if any(r["setup"] == s for r in rows)]
+    setups = [s for s in (list(order) or list(dict.fromkeys(r["setup"] for r in rows))) if any(r["setup"] == s
+        for r in rows)]
     if not all_pairs:
         if baseline is None: raise EvalError("name the baseline setup (--baseline NAME) or ask for all pairs")
         if baseline not in setups: raise EvalError(f"unknown baseline setup '{baseline}'; setups there: {', '.join(setups)}")
@@ -141,7 +149,8 @@ def _needed(r: dict, vals: dict, power: float, seed: int) -> Optional[int]:
 
 def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics: Optional[Sequence[str]] = None,
                 by: Sequence[str] = (), all_pairs: bool = False, order: Sequence[str] = (), **plan) -> list[dict]:
-    "Every setup against `baseline` (or all pairs) per metric, overall and per `by` group: primary rows Holm-adjusted, the rest exploratory."
+    """Every setup against `baseline` (or all pairs) per metric, overall and per `by` group: primary rows Holm-adjusted,
+    the rest exploratory."""
     p = _Plan(**plan)
     detect, alpha, power, seed = p.detect, p.alpha, p.power, p.seed
     setups, have = _check_setups(rows, baseline, all_pairs, order), available_metrics(rows)
@@ -157,17 +166,23 @@ def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics
             for dim, g, items in parts:
                 r = paired_row(vals[m].get(s, {}), vals[m].get(b, {}), items=items, alpha=alpha)
                 fam = "primary" if m in prim and dim == "all" and (all_pairs or b == baseline) else "exploratory"
-                out.append({"setup": s, "baseline": b, "metric": m, "by": dim, "group": g, "family": fam, **r, "p_holm": None,
-                            "higher_is_better": higher_is_better(m), "margin": margins.get(m), "detect": margins.get(m) or detect})
+                out.append({"setup": s, "baseline": b, "metric": m, "by": dim, "group": g, "family": fam, **r,
+                            "p_holm": None,
+                            "higher_is_better": higher_is_better(m), "margin": margins.get(m),
+                            "detect": margins.get(m) or detect})
     _confirm(out, vals, alpha)
     for r in out:
-        r["decision"] = "not measured" if r["diff"] is None else decide(r["ci_low"], r["ci_high"], higher_is_better=r["higher_is_better"], margin=r["margin"])
-        r["n_needed"] = _needed(r, vals, power, seed) if r["family"] == "primary" and r["decision"] == "uninformative" else None
+        r["decision"] = "not measured" if r["diff"] is None else decide(r["ci_low"], r["ci_high"],
+            higher_is_better=r["higher_is_better"], margin=r["margin"])
+        r["n_needed"] = _needed(r, vals, power,
+                                seed) if r["family"] == "primary" and r["decision"] == "uninformative" else None
         r["sentence"] = _row_sentence(r)
     return [{k: r.get(k) for k in ROW_KEYS} for r in out]
 
+# %% ../../nbs/41_eval.paired.ipynb #cac04365
 def _noisy_judge(rows: list[dict], noise: dict) -> list[dict]:
-    "Rows whose judged metric's flip rate (--judge-repeats) could be as large as the difference get a `judge_noise` note in their sentence."
+    """Rows whose judged metric's flip rate (--judge-repeats) could be as large as the difference get a `judge_noise`
+    note in their sentence."""
     for r in rows:
         n = noise.get(split_metric(r["metric"])[1])
         if n and r["diff"] is not None and n["hi"] >= abs(r["diff"]):
@@ -176,14 +191,17 @@ def _noisy_judge(rows: list[dict], noise: dict) -> list[dict]:
     return rows
 
 def paired_rows_of(eval_dir: Union[str, Path], baseline: Optional[str] = None, **kw) -> list[dict]:
-    "The paired rows of an evaluation folder's setups, in their configured order, judge noise noted; keywords as `paired_rows`."
+    """The paired rows of an evaluation folder's setups, in their configured order, judge noise noted; keywords as
+    `paired_rows`."""
     from ragbench.eval.run import judge_noise
     rows = read_scores(eval_dir)
-    out = paired_rows(rows, baseline, order=configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in rows))), **kw)
+    out = paired_rows(rows, baseline, order=configured_order(eval_dir, list(dict.fromkeys(r["setup"] for r in rows))),
+                      **kw)
     return _noisy_judge(out, judge_noise(eval_dir))
 
 def paired_comparison(eval_dir: Union[str, Path], baseline: Optional[str] = None, **kw):
-    "The paired comparison of an evaluation folder's setups as one DataFrame (columns ROW_KEYS); keywords as `paired_rows`."
+    """The paired comparison of an evaluation folder's setups as one DataFrame (columns ROW_KEYS); keywords as
+    `paired_rows`."""
     import pandas as pd
     return pd.DataFrame(paired_rows_of(eval_dir, baseline, **kw), columns=list(ROW_KEYS))
 
@@ -194,7 +212,8 @@ def _iv(r: dict) -> str: return f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
 
 def _row_sentence(r: dict) -> str:
     "The row's decision as one plain sentence."
-    who, on = f"{r['setup']} vs {r['baseline']}", f"on {r['metric']}" + ("" if r["by"] == "all" else f" ({r['by']} {r['group']})")
+    who, on = f"{r['setup']} vs {r['baseline']}", f"on {r['metric']}" + ("" if r["by"] == "all"
+        else f" ({r['by']} {r['group']})")
     d = r["decision"]
     if d == "not measured": return f"{who} {on}: not measured (no item scored by both)."
     if d in ("better", "worse"):
@@ -239,14 +258,18 @@ def gate_margins(fail_if_worse: Iterable[str] = (), setups_file: Union[str, Path
     out = parse_margins(_file_field(data, "fail_if_worse", setups_file), f"{setups_file}: fail_if_worse")
     return {**out, **parse_margins(fail_if_worse)}
 
-def equivalence_margins(specs: Iterable[str] = (), setups_file: Union[str, Path, None] = None, gate: Optional[dict] = None) -> dict[str, float]:
-    "Each metric's equivalence margin: the gate's, then the setups file's `margins:`, then --equivalence-margin (which win)."
+def equivalence_margins(specs: Iterable[str] = (), setups_file: Union[str, Path, None] = None,
+                        gate: Optional[dict] = None) -> dict[str, float]:
+    """Each metric's equivalence margin: the gate's, then the setups file's `margins:`, then --equivalence-margin (which
+    win)."""
     data = read_config_file(Path(setups_file), UserError) if setups_file is not None else {}
     out = parse_margins(_file_field(data, "margins", setups_file), f"{setups_file}: margins")
     return {**(gate or {}), **out, **parse_margins(specs, "--equivalence-margin")}
 
+# %% ../../nbs/41_eval.paired.ipynb #6269bfac
 def gate_failures(rows: Sequence[dict], margins: dict[str, float], allow_uninformative: bool = False) -> list[dict]:
-    "The overall rows shown worse than the baseline by more than the margin, and (unless allowed) those that cannot tell."
+    """The overall rows shown worse than the baseline by more than the margin, and (unless allowed) those that cannot
+    tell."""
     bad = []
     for r in rows:
         if r["by"] != "all" or r["metric"] not in margins: continue
@@ -256,14 +279,16 @@ def gate_failures(rows: Sequence[dict], margins: dict[str, float], allow_uninfor
             continue
         worst, best = (r["ci_low"], r["ci_high"]) if sign > 0 else (-r["ci_high"] if r["ci_high"] is not None else None,
                                                                  -r["ci_low"] if r["ci_low"] is not None else None)
-        if best is not None and best < -m: bad.append({**r, "why": f"shown worse by more than {m:g}: interval {_iv(r)}"})
+        if best is not None and best < -m: bad.append({**r,
+                                                       "why": f"shown worse by more than {m:g}: interval {_iv(r)}"})
         elif (worst is None or worst <= -m) and not allow_uninformative:
             bad.append({**r, "why": f"uninformative: interval {_iv(r) if r['ci_low'] is not None else '(none)'} "
                                     f"holds a loss of {m:g} (n = {r['n']}; --allow-uninformative to pass such rows)"})
     return bad
 
 # %% ../../nbs/41_eval.paired.ipynb #fa087d6d
-def _pilot_diffs(pilot, baseline: Optional[str], setup: Optional[str], metric: str, by: Optional[str]) -> tuple[list, str, str, str]:
+def _pilot_diffs(pilot, baseline: Optional[str], setup: Optional[str], metric: str, by: Optional[str]) -> tuple[list,
+    str, str, str]:
     "[(group, differences)], the test kind, setup and baseline of a pilot evaluation's pairing."
     rows = read_scores(pilot)
     setups = configured_order(pilot, list(dict.fromkeys(r["setup"] for r in rows)))
@@ -278,7 +303,8 @@ def _pilot_diffs(pilot, baseline: Optional[str], setup: Optional[str], metric: s
     parts = [("all", None)] + [(g, {i for i, v in groups.items() if v == g}) for g in sorted(set(groups.values()))]
     shared = [i for i in a if i in b]
     kind = paired_test([a[i] for i in shared], [b[i] for i in shared])["test"] or "tango"
-    return [(g, np.array([a[i] - b[i] for i in shared if items is None or i in items])) for g, items in parts], kind, setup, baseline
+    return [(g, np.array([a[i] - b[i] for i in shared if items is None or i in items])) for g,
+            items in parts], kind, setup, baseline
 
 class _Simulation(BaseModel):
     "How `plan_questions` simulates the test: the keyword options `**simulation` it takes."
@@ -289,10 +315,12 @@ class _Simulation(BaseModel):
     n: Optional[int] = Field(None, description="the number of items the power is given at (None: the pilot's)")
     seed: int = Field(0, description="seed of the simulation")
 
+# %% ../../nbs/41_eval.paired.ipynb #b6887034
 def plan_questions(d: float, *, pilot: Union[str, Path, None] = None, baseline: Optional[str] = None,
                    setup: Optional[str] = None, metric: str = "recall@5", by: Optional[str] = "kind",
                    **simulation) -> list[dict]:
-    "Items needed (per group of `by`) to detect a paired difference d with `power`, by simulating the test; its power at the pilot's n (or at n)."
+    """Items needed (per group of `by`) to detect a paired difference d with `power`, by simulating the test; its power
+    at the pilot's n (or at n)."""
     s = _Simulation(**simulation)
     alpha, power, p, n, seed = s.alpha, s.power, s.p, s.n, s.seed
     if d == 0: raise UserError("the difference to detect must not be 0")
@@ -307,14 +335,17 @@ def plan_questions(d: float, *, pilot: Union[str, Path, None] = None, baseline: 
         at = n or (len(dd) if pilot else None)
         out.append({"group": g, "source": source, "test": kind, "n_pilot": len(dd) if pilot else None,
                     "n_needed": n_for_power(dd, d, power=power, kind=kind, alpha=alpha, seed=seed),
-                    "power_at_n": simulated_power(dd, d, at, kind=kind, alpha=alpha, seed=seed) if at else None, "at_n": at})
+                    "power_at_n": simulated_power(dd, d, at, kind=kind, alpha=alpha, seed=seed) if at else None,
+                    "at_n": at})
     return out
 
 # %% ../../nbs/41_eval.paired.ipynb #f531dea3
-def _f(v, fmt: str = "+.3f") -> str: return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+def _f(v, fmt: str = "+.3f") -> str: return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v,
+    fmt)
 
 def paired_table(rows: Sequence[dict], alpha: float = 0.05, max_missing: int = 10) -> str:
-    "The paired rows as a text table (primary rows first), the missing items of each row that has any, then the primary rows' sentences."
+    """The paired rows as a text table (primary rows first), the missing items of each row that has any, then the
+    primary rows' sentences."""
     rows = sorted(rows, key=lambda r: r["family"] != "primary")
     w = max([len(f"{r['setup']} - {r['baseline']}") for r in rows] + [16])
     wm, wg = max([len(r["metric"]) for r in rows] + [6]), max([len(r["group"]) for r in rows] + [5])

@@ -11,6 +11,7 @@ import numpy as np
 from ..core import RunDir, UserError, read_jsonl, utc_now
 from .scores import EvalError, read_scores
 from ..stats import human_mean_ci, mean_ci, paired_test, ppi_mean_ci, ppi_paired_ci
+from fastcore.basics import patch
 
 
 # %% auto #0
@@ -21,7 +22,8 @@ __all__ = ['LABELS', 'LABEL_KEYS', 'MOVE_KEYS', 'PPI_KEYS', 'mean_estimates', 's
 # %% ../../nbs/42_eval.ppi.ipynb #29f49f25
 def mean_estimates(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float],
                    alpha: float = 0.05) -> dict:
-    "Judge-only, human-only and PPI means with (1 - alpha) intervals, and the judge's bias (judge - human) on the labelled rows."
+    """Judge-only, human-only and PPI means with (1 - alpha) intervals, and the judge's bias (judge - human) on the
+    labelled rows."""
     y, yl, yu = (np.asarray(v, dtype=float) for v in (human, judge_labelled, judge_unlabelled))
     judge = mean_ci(np.r_[yl, yu], alpha=alpha)
     out = {"n_all": len(yl) + len(yu), "n_labelled": len(y), "judge": judge if judge["n"] else None}
@@ -33,7 +35,8 @@ def mean_estimates(human: Sequence[float], judge_labelled: Sequence[float], judg
 # %% ../../nbs/42_eval.ppi.ipynb #e2bd6484
 def simulate_judged(rng: np.random.Generator, n: int, *, p: float = 0.6, sensitivity: float = 0.95,
                     false_positive: float = 0.325) -> tuple[np.ndarray, np.ndarray]:
-    "(truth, judge) of n simulated rows: the judge calls a correct answer correct with `sensitivity`, a wrong one with `false_positive`."
+    """(truth, judge) of n simulated rows: the judge calls a correct answer correct with `sensitivity`, a wrong one with
+    `false_positive`."""
     y = (rng.random(n) < p).astype(float)
     return y, np.where(y == 1, rng.random(n) < sensitivity, rng.random(n) < false_positive).astype(float)
 
@@ -41,7 +44,8 @@ def simulate_judged(rng: np.random.Generator, n: int, *, p: float = 0.6, sensiti
 def row_key(r: dict) -> tuple: return (r["item_id"], r["setup"], r.get("mode", "retrieved"))
 
 def stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kind"), seed: int = 0) -> list[dict]:
-    "The rows in an order whose every prefix is a random sample stratified by `by`, in proportion to each stratum's size."
+    """The rows in an order whose every prefix is a random sample stratified by `by`, in proportion to each stratum's
+    size."""
     rng = np.random.default_rng(seed)
     strata: dict[tuple, list[dict]] = {}
     for r in rows: strata.setdefault(tuple(str(r.get(b)) for b in by), []).append(r)
@@ -56,14 +60,16 @@ def stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kin
     return [r for _, r in sorted(keyed, key=lambda t: t[0])]
 
 def _shared_order(rows: Sequence[dict], *, by: Sequence[str] = ("kind",), seed: int = 0) -> list[dict]:
-    "The rows item by item, items in a stratified order (by `by`), each item's rows of every setup together: both arms of a comparison share the labelled items."
+    """The rows item by item, items in a stratified order (by `by`), each item's rows of every setup together: both arms
+    of a comparison share the labelled items."""
     per_item: dict[str, list[dict]] = {}
     for r in rows: per_item.setdefault(r["item_id"], []).append(r)
     firsts = stratified_order([{**v[0], "setup": ""} for v in per_item.values()], by=by, seed=seed)
     return [r for f in firsts for r in sorted(per_item[f["item_id"]], key=lambda r: str(r["setup"]))]
 
 def _labels_needed(n_setups: int, *, half_width: float = 0.15, disagreement: float = 0.2, alpha: float = 0.05) -> int:
-    "Rows to label (items x setups) for a PPI interval of about +-half_width per setup when judge and humans disagree on `disagreement` of rows (at least 8 items)."
+    """Rows to label (items x setups) for a PPI interval of about +-half_width per setup when judge and humans disagree
+    on `disagreement` of rows (at least 8 items)."""
     from scipy.stats import norm
     items = max(8, math.ceil((norm.ppf(1 - alpha / 2) * math.sqrt(disagreement) / half_width) ** 2))
     return items * max(1, n_setups)
@@ -84,9 +90,12 @@ def read_labels(eval_dir: Union[str, Path]) -> dict[tuple, dict]:
         out.setdefault(row_key(r), {}).update({k: r[k] for k in ("correct", "faithful") if r.get(k) is not None})
     return out
 
+# %% ../../nbs/42_eval.ppi.ipynb #d3f50438
 class LabelQueue:
-    "Evaluation rows to label in stratified order, the current row, and the labels (appended to EVAL_DIR/labels.jsonl as made)."
-    def __init__(self, eval_dir: Union[str, Path], labeller: str = "anonymous", *, n: Optional[int] = None, by: Sequence[str] = ("kind",),
+    """Evaluation rows to label in stratified order, the current row, and the labels (appended to EVAL_DIR/labels.jsonl
+    as made)."""
+    def __init__(self, eval_dir: Union[str, Path], labeller: str = "anonymous", *, n: Optional[int] = None,
+                 by: Sequence[str] = ("kind",),
                  seed: int = 0, metric: str = "correct", mode: str = "retrieved"):
         self.run, self.labeller = RunDir(eval_dir), labeller
         cands = label_candidates(read_scores(eval_dir), metric, mode)
@@ -129,10 +138,12 @@ class LabelQueue:
             return MOVE_KEYS[k]
         return None
 
-    def progress(self) -> dict:
-        "How many of the queue's rows carry a correctness label."
-        done = sum("correct" in self.labels.get(row_key(r), {}) for r in self.rows)
-        return {"labelled": done, "total": len(self.rows), "position": self.pos}
+# %% ../../nbs/42_eval.ppi.ipynb #d4e689af
+@patch
+def progress(self: LabelQueue) -> dict:
+    "How many of the queue's rows carry a correctness label."
+    done = sum("correct" in self.labels.get(row_key(r), {}) for r in self.rows)
+    return {"labelled": done, "total": len(self.rows), "position": self.pos}
 
 # %% ../../nbs/42_eval.ppi.ipynb #a3ecfed4
 PPI_KEYS = ("setup", "metric", "n_all", "n_labelled", "judge", "judge_lo", "judge_hi", "human", "human_lo", "human_hi",
@@ -140,12 +151,14 @@ PPI_KEYS = ("setup", "metric", "n_all", "n_labelled", "judge", "judge_lo", "judg
 
 def ppi_rows(rows: Sequence[dict], labels: dict[tuple, dict], *, metric: str = "correct", label: Optional[str] = None,
              mode: str = "retrieved", alpha: float = 0.05) -> list[dict]:
-    "Per setup: judge-only, human-only and PPI estimates of `metric`'s mean with intervals, and the judge's bias, from `labels`."
+    """Per setup: judge-only, human-only and PPI estimates of `metric`'s mean with intervals, and the judge's bias, from
+    `labels`."""
     label = label or metric
     out = []
     for s in dict.fromkeys(r["setup"] for r in rows):
         mine = [r for r in label_candidates(rows, metric, mode) if r["setup"] == s]
-        lab = [(float(labels[row_key(r)][label]), float(r["metrics"][metric])) for r in mine if label in labels.get(row_key(r), {})]
+        lab = [(float(labels[row_key(r)][label]),
+                float(r["metrics"][metric])) for r in mine if label in labels.get(row_key(r), {})]
         rest = [float(r["metrics"][metric]) for r in mine if label not in labels.get(row_key(r), {})]
         e = mean_estimates([h for h, _ in lab], [j for _, j in lab], rest, alpha=alpha)
         flat = {"setup": s, "metric": metric, "n_all": e["n_all"], "n_labelled": e["n_labelled"]}
@@ -163,7 +176,8 @@ def _arm(rows: Sequence[dict], labels: dict, setup: str, metric: str, label: str
 
 def ppi_paired_rows(rows: Sequence[dict], labels: dict[tuple, dict], baseline: str, *, metric: str = "correct",
                     label: Optional[str] = None, mode: str = "retrieved", alpha: float = 0.05) -> list[dict]:
-    "Per setup against `baseline`: the PPI-corrected paired difference of `metric` on their shared items, labelled in both arms."
+    """Per setup against `baseline`: the PPI-corrected paired difference of `metric` on their shared items, labelled in
+    both arms."""
     label, out = label or metric, []
     base = _arm(rows, labels, baseline, metric, label, mode)
     for s in dict.fromkeys(r["setup"] for r in rows):
@@ -172,19 +186,25 @@ def ppi_paired_rows(rows: Sequence[dict], labels: dict[tuple, dict], baseline: s
         shared = [i for i in mine if i in base]
         both = [i for i in shared if mine[i][1] is not None and base[i][1] is not None]
         rest = [i for i in shared if i not in set(both)]
-        e = ppi_paired_ci([float(mine[i][1]) for i in both], [float(base[i][1]) for i in both], [mine[i][0] for i in both],
-                          [base[i][0] for i in both], [mine[i][0] for i in rest], [base[i][0] for i in rest], alpha=alpha)
-        out.append({"setup": s, "baseline": baseline, "metric": metric, "n_shared": len(shared), "n_labelled_both": len(both), **e})
+        e = ppi_paired_ci([float(mine[i][1]) for i in both], [float(base[i][1]) for i in both],
+                          [mine[i][0] for i in both],
+                          [base[i][0] for i in both], [mine[i][0] for i in rest], [base[i][0] for i in rest],
+                          alpha=alpha)
+        out.append({"setup": s, "baseline": baseline, "metric": metric, "n_shared": len(shared),
+                    "n_labelled_both": len(both), **e})
     return out
 
+# %% ../../nbs/42_eval.ppi.ipynb #bfe8a816
 def setup_order(eval_dir: Union[str, Path]) -> list[str]:
     "The setups in the order the evaluation was given them (its summary.json); [] when it has none yet."
     p = Path(eval_dir) / "summary.json"
     return list(json.loads(p.read_text()).get("setups", {})) if p.exists() else []
 
-def ppi_estimates(eval_dir: Union[str, Path], *, metric: str = "correct", label: Optional[str] = None, mode: str = "retrieved",
+def ppi_estimates(eval_dir: Union[str, Path], *, metric: str = "correct", label: Optional[str] = None,
+                  mode: str = "retrieved",
                   alpha: float = 0.05):
-    "The corrected scores of an evaluation folder (its scores.jsonl and labels.jsonl) as a DataFrame (columns PPI_KEYS)."
+    """The corrected scores of an evaluation folder (its scores.jsonl and labels.jsonl) as a DataFrame (columns
+    PPI_KEYS)."""
     import pandas as pd
     rows = ppi_rows(read_scores(eval_dir), read_labels(eval_dir), metric=metric, label=label, mode=mode, alpha=alpha)
     order = setup_order(eval_dir)

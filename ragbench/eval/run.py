@@ -45,11 +45,13 @@ def _row(item: QAItem, setup: Setup, mode: str, ctx: SetupContext, answer: Optio
             "style": item.style, "retrieval_hit": None if hit is None else bool(hit), "answer": answer,
             "retrieved_chunk_ids": list(ctx.retrieved_ids),
             "context_chunk_ids": [c[0] for c in ctx.chunks] if ctx.chunks is not None else list(ctx.retrieved_ids),
-            "metrics": metrics, "judge_failures": list(failures), "judge": judge, "skipped": ctx.skipped, "error": error}
+            "metrics": metrics, "judge_failures": list(failures), "judge": judge, "skipped": ctx.skipped,
+            "error": error}
 
 # %% ../../nbs/40_eval.run.ipynb #ed2ffaf0
 async def _guarded(coro) -> tuple[Any, Any]:
-    "(result, None); (None, error text) when an LLM call failed for good; (None, BudgetExceeded) when the budget is spent."
+    """(result, None); (None, error text) when an LLM call failed for good; (None, BudgetExceeded) when the budget is
+    spent."""
     from ragbench.llm import BudgetExceeded, LLMError
     try: return await coro, None
     except BudgetExceeded as e: return None, e
@@ -95,7 +97,8 @@ def _system_context(reply: dict, index, threshold: float) -> tuple[SetupContext,
     "(SetupContext, per-context mappings, ranked document ids) of one reply of the user's system."
     recs = reply.get("contexts") or []
     ids, docs, maps = map_contexts(recs, index, threshold)
-    known = {c[0]: c for c in chunks_in_index(index, [i for mp in maps for i in mp["chunk_ids"]])} if index is not None else {}
+    known = {c[0]: c for c in chunks_in_index(index,
+                                              [i for mp in maps for i in mp["chunk_ids"]])} if index is not None else {}
     chunks = []
     for n, (r, mp) in enumerate(zip(recs, maps)):
         if r.get("text"):
@@ -124,7 +127,8 @@ async def _ask_system(items: Sequence[QAItem], setup: Setup, mode: str, index, s
 
 def _doc_metrics(item: QAItem, docs: list[str], index, top_k: int) -> dict:
     "Document-level hit@k and recall@k (the documents of the gold chunks among the documents the system returned)."
-    gold = [] if index is None else list(dict.fromkeys(c.doc_id for c in existing_chunks(index, item.gold_chunk_ids).values()))
+    gold = [] if index is None else list(dict.fromkeys(c.doc_id for c in existing_chunks(index,
+        item.gold_chunk_ids).values()))
     if not gold: return {"doc_hit@k": None, "doc_recall@k": None}
     m = retrieval_metrics(docs, gold, top_k=top_k, ks=())
     return {"doc_hit@k": m["hit@k"], "doc_recall@k": m["recall@k"]}
@@ -135,7 +139,8 @@ def _text_metrics(items, answers, mets, idx: list[int], bertscore: bool, bertsco
     "Fill the answer metrics (and BERTScore, batched) of the rows `idx`."
     for i in idx:
         it = items[i]
-        mets[i].update(answer_metrics(answers[i], it.answer, aliases=it.meta.get("answer_aliases") or (), binary=it.binary))
+        mets[i].update(answer_metrics(answers[i], it.answer, aliases=it.meta.get("answer_aliases") or (),
+                                      binary=it.binary))
     if bertscore and idx:
         for i, v in zip(idx, bertscore_recall([answers[i] or "" for i in idx], [items[i].answer for i in idx],
                                               **({"model": bertscore_model} if bertscore_model else {}))):
@@ -150,12 +155,14 @@ def _correctness_metrics(items, answers, mets, idx: list[int], similarity) -> No
     "Fill semantic_similarity and answer_correctness of the rows `idx` whose correctness judge gave a claim F1."
     todo = [i for i in idx if mets[i].get("correct_score") is not None]
     if similarity is None or not todo: return
-    for i, s in zip(todo, semantic_similarity([answers[i] or "" for i in todo], [items[i].answer for i in todo], similarity)):
+    for i, s in zip(todo, semantic_similarity([answers[i] or "" for i in todo], [items[i].answer for i in todo],
+                                              similarity)):
         mets[i].update(semantic_similarity=s, answer_correctness=answer_correctness(mets[i]["correct_score"], s))
 
 # %% ../../nbs/40_eval.run.ipynb #rep-ask01
 async def _reasks(ask: Callable, idx: Sequence[int], repeats: int) -> dict[int, list[dict]]:
-    "The re-asks 1..`repeats` of the judges of rows `idx` (sent after their first asks): {row: [{repeat, metrics, failures, details, error}]}."
+    """The re-asks 1..`repeats` of the judges of rows `idx` (sent after their first asks): {row: [{repeat, metrics,
+    failures, details, error}]}."""
     import asyncio
     pairs = [(i, r) for i in idx for r in range(1, repeats + 1)]
     got = await asyncio.gather(*(ask(i, r) for i, r in pairs))
@@ -183,9 +190,11 @@ class Scoring:
     repeat_ids: Collection[str] = ()
     keypoint_cache: Optional[dict] = None              # key points extracted once per item, shared by the setups
 
+# %% ../../nbs/40_eval.run.ipynb #02c2a6d0
 async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index=None, llm=None, judge_llm=None,
                       external: Optional[dict] = None, system=None, scoring: Optional[Scoring] = None) -> list[dict]:
-    "Score `items` for one setup and mode as `scoring` says (`system`: the user's RAG to ask); returns their scores.jsonl rows."
+    """Score `items` for one setup and mode as `scoring` says (`system`: the user's RAG to ask); returns their
+    scores.jsonl rows."""
     import asyncio
     sc = scoring or Scoring()
     judges, bertscore, bertscore_model, ks = sc.judges, sc.bertscore, sc.bertscore_model, sc.ks
@@ -201,22 +210,19 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
         _raise_spent(got)
         for i, (a, err) in zip(scored, got): answers[i], errors[i] = a, err
     mets = [dict.fromkeys(metric_names(ks)) for _ in items]
-    if mode == "retrieved":
-        for i in scored:
-            mets[i].update(retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids, top_k=setup.top_k, ks=ks))
-            mets[i].update(relevant_retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids, relevant_chunk_ids(items[i]),
-                                                      top_k=setup.top_k, ks=ks))
-        for i in scored:
-            if maps[i] is not None: mets[i].update(_doc_metrics(items[i], maps[i]["doc_ids"], index, setup.top_k))
+    if mode == "retrieved": _retrieval_metrics(items, ctxs, maps, mets, scored, setup, index, ks)
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
-    _text_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], bertscore, bertscore_model)
+    _text_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], bertscore,
+                  bertscore_model)
     fails, details, again = [[] for _ in items], [{} for _ in items], {}
     if judge_llm is not None and judges:
         async def one(i, r=0):
             it = items[i]
             return await _guarded(ajudge_answer(judge_llm, question=it.question, reference=it.answer, answer=answers[i],
-                                                context=ctxs[i].text, expect_abstain=expects_abstention(it, mode), judges=judges,
-                                                style=it.style, keypoint_cache=keypoint_cache, cache_key=it.id, repeat=r))
+                                                context=ctxs[i].text, expect_abstain=expects_abstention(it, mode),
+                                                judges=judges,
+                                                style=it.style, keypoint_cache=keypoint_cache, cache_key=it.id,
+                                                repeat=r))
         got = await asyncio.gather(*(one(i) for i in answered))
         _raise_spent(got)
         for i, (res, err) in zip(answered, got):
@@ -224,15 +230,30 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
             else:
                 mets[i].update(res[0])
                 fails[i], details[i] = res[1], res[2]
-        if repeats: again = await _reasks(one, [i for i in answered if not errors[i] and items[i].id in repeat_ids], repeats)
-        _correctness_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], similarity)
-    rows = [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details, errors)]
-    for i, asks in again.items():
-        first = {"repeat": 0, "metrics": _judged_metrics(mets[i], judges), "failures": fails[i], "details": details[i], "error": None}
-        rows[i]["judge_repeats"] = {"repeats": repeats, "asks": [first, *({**a, "metrics": _judged_metrics(a["metrics"], judges)} for a in asks)]}
+        if repeats: again = await _reasks(one, [i for i in answered if not errors[i] and items[i].id in repeat_ids],
+                                          repeats)
+        _correctness_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)],
+                             similarity)
+    rows = [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details,
+                                  errors)]
+    for i, asks in again.items(): rows[i]["judge_repeats"] = _repeats_record(mets[i], fails[i], details[i], asks, sc)
     for r, mp in zip(rows, maps):
         if mp is not None: r.update(context_mapping=mapping_counts(mp["contexts"]), contexts_mapped=mp["contexts"])
     return rows
+
+# %% ../../nbs/40_eval.run.ipynb #80aad99f
+def _retrieval_metrics(items, ctxs, maps, mets, scored, setup: Setup, index, ks) -> None:
+    "Fill the retrieval metrics of the rows `scored` (chunk-level, relevant-aware, and document-level for a user's system)."
+    for i in scored:
+        mets[i].update(retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids, top_k=setup.top_k, ks=ks))
+        mets[i].update(relevant_retrieval_metrics(ctxs[i].retrieved_ids, items[i].gold_chunk_ids,
+                                                  relevant_chunk_ids(items[i]), top_k=setup.top_k, ks=ks))
+        if maps[i] is not None: mets[i].update(_doc_metrics(items[i], maps[i]["doc_ids"], index, setup.top_k))
+
+def _repeats_record(mets: dict, fails, details, asks: list, sc: Scoring) -> dict:
+    "A row's `judge_repeats`: its first ask and the re-asks, each with the judged metrics only."
+    first = {"repeat": 0, "metrics": _judged_metrics(mets, sc.judges), "failures": fails, "details": details, "error": None}
+    return {"repeats": sc.repeats, "asks": [first, *({**a, "metrics": _judged_metrics(a["metrics"], sc.judges)} for a in asks)]}
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn01
 _REPEATS_FILE = "judge_repeats.jsonl"
@@ -246,7 +267,8 @@ def _repeat_sample(ds: Dataset, n: int = REPEAT_SAMPLE, seed: int = 0) -> list[s
 
 def _split_repeats(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
     "(scores.jsonl rows, judge_repeats.jsonl records) of a scored batch: a row's re-asks go to their own file."
-    recs = [{"item_id": r["item_id"], "setup": r["setup"], "mode": r["mode"], **r["judge_repeats"]} for r in rows if r.get("judge_repeats")]
+    recs = [{"item_id": r["item_id"], "setup": r["setup"], "mode": r["mode"],
+             **r["judge_repeats"]} for r in rows if r.get("judge_repeats")]
     return [{k: v for k, v in r.items() if k != "judge_repeats"} for r in rows], recs
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn02
@@ -267,7 +289,8 @@ def _needs_repeats(r: dict, repeat_ids: Collection[str], recs: dict, repeats: in
 def _flips(values: Sequence) -> bool: return len({round(float(v), 9) for v in values}) > 1
 
 def judge_consistency(records) -> dict:
-    "Per judged metric: flip rate (re-asked rows whose verdicts are not all the same) with its 95% Wilson interval, n, flipped item ids and rows."
+    """Per judged metric: flip rate (re-asked rows whose verdicts are not all the same) with its 95% Wilson interval, n,
+    flipped item ids and rows."""
     n, flipped = Counter(), defaultdict(list)
     for rec in _latest_repeats(records).values():
         asks = rec["asks"]
@@ -285,23 +308,27 @@ def judge_consistency(records) -> dict:
     return out
 
 def judge_noise(eval_dir: Union[str, Path]) -> dict:
-    "{metric: {flip_rate, lo, hi, n, k, flipped, flipped_rows}} of an evaluation folder's judge re-asks ({} without any)."
+    """{metric: {flip_rate, lo, hi, n, k, flipped, flipped_rows}} of an evaluation folder's judge re-asks ({} without
+    any)."""
     p = Path(eval_dir)
     if not p.is_dir(): raise EvalError(f"evaluation folder not found: {eval_dir}")
     return judge_consistency(read_jsonl(p / _REPEATS_FILE)) if (p / _REPEATS_FILE).exists() else {}
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fn04
 def _consistency(records: list, repeats: int, sample: Sequence[str]) -> Optional[dict]:
-    "summary.json's `judge_consistency`: what was re-asked and, per judged metric, the flip rate (None without re-asks)."
+    """summary.json's `judge_consistency`: what was re-asked and, per judged metric, the flip rate (None without
+    re-asks)."""
     if not records: return None
     return {"repeats": repeats or max(r.get("repeats", 0) for r in records), "sampled_items": list(sample),
-            "rows": len(_latest_repeats(records)), "flip": "the K+1 verdicts of a row (item x setup x mode) are not all the same",
+            "rows": len(_latest_repeats(records)),
+            "flip": "the K+1 verdicts of a row (item x setup x mode) are not all the same",
             "interval": "95% Wilson", "metrics": judge_consistency(records)}
 
 # %% ../../nbs/40_eval.run.ipynb #796544d6
 def _todo(ds: Dataset, s: Setup, mode: str, done: set, external: dict) -> list[QAItem]:
     "The items of one setup and mode still to score (for the user's answers: those it answered)."
-    return [it for it in ds if (it.id, s.name, mode) not in done and (not s.external or (it.id, mode) in external.get(s.name, {}))]
+    return [it for it in ds if (it.id, s.name, mode) not in done and (not s.external or (it.id,
+        mode) in external.get(s.name, {}))]
 
 def _progress_bar(total: int, enabled: bool):
     "A tqdm bar over the rows to score (notebook-aware)."
@@ -310,12 +337,14 @@ def _progress_bar(total: int, enabled: bool):
 
 # %% ../../nbs/40_eval.run.ipynb #6337867b
 def _score_tasks(plan: list, batch_size: int) -> tuple[list[Task], list[tuple]]:
-    "The runner's tasks for a (setup, mode, items) plan, one per batch of `batch_size` items in plan order, and the batches."
+    """The runner's tasks for a (setup, mode, items) plan, one per batch of `batch_size` items in plan order, and the
+    batches."""
     batches = [(s, mode, items[b:b + batch_size]) for s, mode, items in plan for b in range(0, len(items), batch_size)]
     return [Task(id=f"score-{i}", position=i) for i in range(len(batches))], batches
 
 async def score_plan(plan: list, tr: TaskRun, score: Callable, batch_size: int, bar) -> tuple[int, Optional[str]]:
-    "Score the plan's batches as tasks of the runner (this process or a Ray cluster), appending rows as each finishes: (new rows, stop reason or None)."
+    """Score the plan's batches as tasks of the runner (this process or a Ray cluster), appending rows as each finishes:
+    (new rows, stop reason or None)."""
     tasks, batches, run = *_score_tasks(plan, batch_size), RunDir(tr.path)
     async def work(t: Task) -> TaskResult:
         s, mode, items = batches[t.position]
@@ -376,7 +405,9 @@ def eval_settings(settings: dict) -> EvalSettings:
         raise EvalError(f"judge_repeats must be >= 0 and judge_repeat_sample >= 1, got {s.judge_repeats} and {s.judge_repeat_sample}")
     return s
 
-def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], str, Path], out_dir: Union[str, Path], *,
+# %% ../../nbs/40_eval.run.ipynb #dc5919de
+def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], str, Path], out_dir: Union[str, Path],
+             *,
              db: Optional[Union[str, Path]] = None, judge_llm=None, default_llm: Optional[str] = None,
              llm_factory: Optional[Callable[[str], Any]] = None, index_factory: Optional[Callable[[Setup], Any]] = None,
              **settings) -> RunResult:
@@ -391,12 +422,14 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     similarity = _similarity_embedder(o.similarity_model)
     opened = open_run(RunSpec(out=str(out), models=_llm_specs(setups, default_llm, judge_llm, llm_factory), ray=o.ray,
                               preflight=False), name="evaluate", in_flight=o.parallel_batches, factory=llm_factory)
-    with opened.tasks() as tr:                                        # the specs are checked, the LLMs made: now the lock
+    # the specs are checked, the LLMs made: now the lock
+    with opened.tasks() as tr:
         run, t0, llms = RunDir(out), time.time(), opened.pool
         meter = tr.open_meter("calls.jsonl", max_calls=max_calls)    # counts every LLM call of the run
         judge = llms.get(judge_llm) if isinstance(judge_llm, str) else judge_llm
         inp.record(run, modes, judges, judge, max_calls)
-        repeat_ids = set(_repeat_sample(ds, o.judge_repeat_sample, seed)) if judge_repeats and judge is not None and judges else set()
+        repeat_ids = set(_repeat_sample(ds, o.judge_repeat_sample,
+                                        seed)) if judge_repeats and judge is not None and judges else set()
         recs = _latest_repeats(run.read(_REPEATS_FILE))
         done = {row_key(r) for r in latest_rows(run.read("scores.jsonl"))
                 if not r.get("error") and not _needs_repeats(r, repeat_ids, recs, judge_repeats)}
@@ -407,16 +440,19 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
         def score(items, s, mode):
             return score_batch(items, s, mode, index=indexes.get(index_key(s)),
                                llm=None if s.external or s.calls_system else llms.get(s.llm or default_llm),
-                               judge_llm=judge, external=external.get(s.name), system=systems.get(s.name), scoring=scoring)
+                               judge_llm=judge, external=external.get(s.name), system=systems.get(s.name),
+                               scoring=scoring)
         bar = _progress_bar(sum(len(p[2]) for p in plan), o.progress)
         with task_usage() as session:
             try: n_new, stop = arun(score_plan(plan, tr, score, o.batch_size, bar))
             finally: bar.close()
         summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups])
         summary.update(unknown_answer_ids=unknown, items_without_gold=items_without_gold(dataset, ds),
-                       missing_answers={s.name: sum(1 for it in ds for mo in modes if (it.id, mo) not in external[s.name])
+                       missing_answers={s.name: sum(1 for it in ds for mo in modes if (it.id,
+                           mo) not in external[s.name])
                                         for s in setups if s.external},
-                       models={**_models(setups, default_llm, judge), **_text_models(o.bertscore, o.bertscore_model, similarity)},
+                       models={**_models(setups, default_llm, judge), **_text_models(o.bertscore, o.bertscore_model,
+                           similarity)},
                        stop_reason=stop or "done",
                        judge_consistency=_consistency(run.read(_REPEATS_FILE), judge_repeats, sorted(repeat_ids)),
                        dataset_models=sorted({v for it in ds for v in it.models.values()}),
@@ -431,7 +467,8 @@ def _models(setups: Sequence[Setup], default_llm: Optional[str], judge) -> dict:
     from ragbench.llm import redact_spec
     spec = lambda x: None if x is None else redact_spec(x)
     own = lambda s: f"endpoint:{redact_spec(s.endpoint)}" if s.endpoint else f"function:{function_name(s.function)}"
-    return {"answer": {s.name: None if s.external else own(s) if s.calls_system else spec(s.llm or default_llm) for s in setups},
+    return {"answer": {s.name: None if s.external else own(s) if s.calls_system else spec(s.llm or default_llm)
+                       for s in setups},
             "judge": getattr(judge, "spec", None) if judge is not None else None}
 
 # %% ../../nbs/40_eval.run.ipynb #d32c0097
@@ -442,7 +479,8 @@ def _similarity_embedder(spec: Optional[str]):
     return make_embedder(None if spec == "default" else spec)
 
 def _text_models(bertscore: bool, bertscore_model: Optional[str], similarity) -> dict:
-    "The encoders behind the text metrics, named in summary.json: BERTScore's model and layer, answer correctness's embedder."
+    """The encoders behind the text metrics, named in summary.json: BERTScore's model and layer, answer correctness's
+    embedder."""
     return {"bertscore": bertscore_info(bertscore_model) if bertscore else None,
             "similarity": getattr(similarity, "name", None) if similarity is not None else None,
             "answer_correctness": "RAGAS: 0.75 x claim F1 (correctness judge) + 0.25 x semantic similarity"}
@@ -454,8 +492,10 @@ def _row_judges(item: QAItem, mode: str, context: Optional[str], judges: Sequenc
     a = JudgedAnswer(item.question, item.answer, "", context, expects_abstention(item, mode), item.style)
     return [j for j in JUDGES if j in judges and JUDGES[j].applies(a)]
 
-def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict, llm: Optional[str]) -> tuple[Optional[SetupContext], bool]:
-    "(context, whether an answer is expected) of a row to score, as `score_batch` would build it (None: the user's system answers)."
+def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict,
+                 llm: Optional[str]) -> tuple[Optional[SetupContext], bool]:
+    """(context, whether an answer is expected) of a row to score, as `score_batch` would build it (None: the user's
+    system answers)."""
     if s.calls_system:
         if mode != "retrieved": return SetupContext(skipped=SYSTEM_RETRIEVES), False
         return (build_context(it, s, mode, index), False) if unanswerable_kind(it) == "context" else (None, True)
@@ -465,7 +505,8 @@ def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict, llm: Op
 # %% ../../nbs/40_eval.run.ipynb #rep-est02
 def estimate_evaluation(dataset, setups, out_dir, *, db=None, judge_llm=None, default_llm: Optional[str] = None,
                         index_factory: Optional[Callable] = None, **settings) -> dict:
-    "The LLM calls `evaluate` with these arguments is expected to send (at most), per kind and judge; sends and writes nothing."
+    """The LLM calls `evaluate` with these arguments is expected to send (at most), per kind and judge; sends and writes
+    nothing."""
     o = eval_settings(settings)
     modes, judges, seed, judge_repeats, judge_repeat_sample = o.modes, o.judges, o.seed, o.judge_repeats, o.judge_repeat_sample
     inp = read_inputs(dataset, setups, out_dir, db=db, modes=modes, judges=judges, index_factory=index_factory)
@@ -495,7 +536,8 @@ def estimate_evaluation(dataset, setups, out_dir, *, db=None, judge_llm=None, de
                 if "keypoints" in js and it.id not in kp: kp.add(it.id); by_judge["keypoints"] += 1
                 if it.id in repeat_ids: calls["judge_repeats"] += judge_repeats * len(js)
     calls["judges"] = sum(by_judge.values())
-    return {"rows": rows, "calls": {k: calls[k] for k in ("answer", "judges", "judge_repeats")} | {"total": sum(calls.values())},
+    return {"rows": rows, "calls": {k: calls[k] for k in ("answer", "judges",
+                                                          "judge_repeats")} | {"total": sum(calls.values())},
             "by_judge": dict(by_judge), "judge_repeats": judge_repeats, "repeat_items": sorted(repeat_ids),
             "note": "at most: replies already in the folder's cache are not sent again"}
 
@@ -524,7 +566,8 @@ def format_summary(summary: dict, metrics: Sequence[str] = HEADLINE_METRICS) -> 
 
 # %% ../../nbs/40_eval.run.ipynb #rep-fmt01
 def _consistency_lines(summary: dict, n_ids: int = 10) -> list[str]:
-    "Lines of the judges' self-consistency: per judged metric, flipped rows / re-asked rows, the rate [95% Wilson], the items."
+    """Lines of the judges' self-consistency: per judged metric, flipped rows / re-asked rows, the rate [95% Wilson],
+    the items."""
     jc = summary.get("judge_consistency")
     if not jc or not jc.get("metrics"): return []
     out = [f"judge self-consistency ({jc['repeats']} re-ask(s) of {jc['rows']} row(s); flip: not all K+1 verdicts the same):"]
@@ -536,7 +579,8 @@ def _consistency_lines(summary: dict, n_ids: int = 10) -> list[str]:
 
 # %% ../../nbs/40_eval.run.ipynb #664c9768
 def metric_notes(summary: dict) -> list[str]:
-    "Lines naming what the metrics mean where two are easily confused: gold-only vs gold + relevant, the BERTScore model."
+    """Lines naming what the metrics mean where two are easily confused: gold-only vs gold + relevant, the BERTScore
+    model."""
     have = {m for st in summary.get("setups", {}).values() for m, v in st.items() if (v or {}).get("n")}
     out = []
     if any(m.startswith(("precision_relevant@", "recall_relevant@")) for m in have):
@@ -551,7 +595,8 @@ def metric_notes(summary: dict) -> list[str]:
 
 # %% ../../nbs/40_eval.run.ipynb #198bf4b2
 def answers_setup(spec: str, base_dir: Optional[str] = None, top_k: Optional[int] = None) -> Setup:
-    "A Setup for `--answers [NAME=]FILE` (the name defaults to the file's stem); k defaults to the most ids an answer lists."
+    """A Setup for `--answers [NAME=]FILE` (the name defaults to the file's stem); k defaults to the most ids an answer
+    lists."""
     name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
     return Setup(name=name or Path(path).stem, answers=path, db=base_dir, top_k=top_k or listed_top_k(path))
 

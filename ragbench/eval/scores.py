@@ -24,7 +24,8 @@ class EvalError(UserError):
     "Bad input to an evaluation (empty dataset, unknown setup, incompatible run directory...)."
 
 DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "unanswerable_kind", "retrieval_hit")
-ANSWER_METRICS = ("exact_match", "token_f1", "token_recall", "rouge_l_recall", "bertscore_recall", "length_ratio", "yes_no_correct")
+ANSWER_METRICS = ("exact_match", "token_f1", "token_recall", "rouge_l_recall", "bertscore_recall", "length_ratio",
+                  "yes_no_correct")
 # RAGAS's graded correctness and its similarity part
 CORRECTNESS_METRICS = ("answer_correctness", "semantic_similarity")
 
@@ -56,7 +57,8 @@ def _stats(rows: list[dict], names: list[str]) -> dict:
     out = {}
     for mode in [m for m in MODES if m in by_mode] + sorted(set(by_mode) - set(MODES)):
         rs = by_mode[mode]
-        x = np.array([[np.nan if r["metrics"].get(n) is None else float(r["metrics"][n]) for n in names] for r in rs], dtype=float)
+        x = np.array([[np.nan if r["metrics"].get(n) is None else float(r["metrics"][n]) for n in names] for r in rs],
+                     dtype=float)
         for n, ci in zip(names, mean_table(x)):
             if ci["n"] or mode == "retrieved": out[metric_key(mode, n)] = ci
     return out
@@ -68,9 +70,12 @@ def _counts(rs: list[dict]) -> dict:
     "Judge failures, row errors, not-applicable and skipped rows of one setup's rows."
     return {"judge_failures": dict(Counter(f for r in rs for f in r.get("judge_failures") or [])),
             "errors": sum(bool(r.get("error")) for r in rs),
-            "context_mapping": {h: sum(r["context_mapping"].get(h, 0) for r in rs if r.get("context_mapping")) for h in MAPPINGS}
+            "context_mapping": {h: sum(r["context_mapping"].get(h,
+                                                                0) for r in rs if r.get("context_mapping"))
+                                for h in MAPPINGS}
                                if any(r.get("context_mapping") for r in rs) else {},
-            "not_applicable": dict(Counter(f"{r['mode']}: {r['skipped'][len(NOT_APPLICABLE):]}" for r in rs if not _applicable(r))),
+            "not_applicable": dict(Counter(f"{r['mode']}: {r['skipped'][len(NOT_APPLICABLE):]}" for r in rs
+                                           if not _applicable(r))),
             "skipped": dict(Counter(f"{r['mode']}: {r['skipped']}" for r in rs if r.get("skipped") and _applicable(r)))}
 
 def _breakdowns(out: dict, s: str, rs: list[dict], names, dimensions) -> None:
@@ -119,17 +124,20 @@ def load_scores(eval_dir: Union[str, Path]):
     rows = read_scores(eval_dir)
     flat = [{**{k: v for k, v in r.items() if k != "metrics"}, **r["metrics"]} for r in rows]
     metrics = order_metrics({m for r in rows for m in r["metrics"]})
-    front = [c for c in ("item_id", "setup", "mode", "kind", "style", "question", "answer") if any(c in f for f in flat)]
+    front = [c for c in ("item_id", "setup", "mode", "kind", "style", "question",
+                         "answer") if any(c in f for f in flat)]
     rest = [c for c in dict.fromkeys(k for f in flat for k in f) if c not in front and c not in metrics]
     return pd.DataFrame(flat, columns=front + metrics + rest)
 
 # %% ../../nbs/40_eval.scores.ipynb #6b079178
 def summary_frame(summary: dict, metrics: Union[Sequence[str], str, None] = None, wide: bool = True):
-    "Means as a DataFrame: setups × metrics (`wide`) or one row per setup and metric with lo, hi, n, n_na; metrics: the headline ones, 'all' or a list."
+    """Means as a DataFrame: setups × metrics (`wide`) or one row per setup and metric with lo, hi, n, n_na; metrics:
+    the headline ones, 'all' or a list."""
     import pandas as pd
     per = summary.get("setups") or {}
     have = order_metrics({m for st in per.values() for m, v in st.items() if v.get("n")})
-    names = (have if metrics == "all" else [m for m in HEADLINE_METRICS if m in have]) if metrics in (None, "all") else list(metrics)
+    names = (have if metrics == "all" else [m for m in HEADLINE_METRICS if m in have]) if metrics in (None,
+        "all") else list(metrics)
     long = [{"setup": s, "metric": m, **{k: (per[s].get(m) or {}).get(k) for k in ("mean", "lo", "hi", "n", "n_na")}}
             for s in per for m in names]
     df = pd.DataFrame(long, columns=["setup", "metric", "mean", "lo", "hi", "n", "n_na"])

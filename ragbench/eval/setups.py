@@ -25,8 +25,10 @@ class SetupError(UserError):
 
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
 
+# %% ../../nbs/40_eval.setups.ipynb #09b78b33
 class Setup(BaseModel):
-    "One RAG setup: retrieval (db, table, embedder, retrieval mode, top_k) and answering (llm, prompt), or the user's `answers` file."
+    """One RAG setup: retrieval (db, table, embedder, retrieval mode, top_k) and answering (llm, prompt), or the user's
+    `answers` file."""
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
     db: Optional[str] = None
@@ -54,7 +56,8 @@ class Setup(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> "Setup":
-        "At most one of answers / endpoint / function; no answering LLM and only endpoint options for the user's own system."
+        """At most one of answers / endpoint / function; no answering LLM and only endpoint options for the user's own
+        system."""
         from ragbench.eval.systems import check_headers
         given = [k for k in ("answers", "endpoint", "function") if getattr(self, k) is not None]
         if len(given) > 1: raise ValueError(f"give one of answers, endpoint, function (got {' and '.join(given)})")
@@ -149,6 +152,7 @@ def setups_from_dict(data: Any, *, where: str = "<setups>", base_dir: Optional[P
     _check_unique(out, f"{where}: ")
     return out
 
+# %% ../../nbs/40_eval.setups.ipynb #95612eae
 def load_setups(path: Union[str, Path]) -> list[Setup]:
     "Setups from a YAML/TOML/JSON file (see above); errors name the file, the setup and the field."
     path = Path(path)
@@ -180,7 +184,8 @@ ANSWER_FORMS = {
 }
 
 def answer_form(style: Optional[str]) -> str:
-    "What kind of answer the answering prompt asks for: the shortest one for short-answer items (TRIAD, find, provide), a complete one of the right kind for explain / summarize / generate."
+    """What kind of answer the answering prompt asks for: the shortest one for short-answer items (TRIAD, find,
+    provide), a complete one of the right kind for explain / summarize / generate."""
     return ANSWER_FORMS.get(style, ANSWER_FORMS[None])
 
 register_prompt(PromptTemplate(
@@ -210,7 +215,8 @@ def check_setups(setups: Sequence[Setup], db: Optional[Union[str, Path]] = None)
     out, tables = [], {}
     _check_unique(setups)
     for s in setups:
-        if s.external or s.calls_system:   # the db is optional here: chunk texts for the judge, and contexts mapped to chunk ids
+        # the db is optional here: chunk texts for the judge, and contexts mapped to chunk ids
+        if s.external or s.calls_system:
             if s.external and not Path(s.answers).exists():
                 raise SetupError(f"setup '{s.name}': answers file not found: {s.answers}")
             if s.headers:
@@ -331,8 +337,10 @@ def build_context(item: QAItem, setup: Setup, mode: str, index) -> SetupContext:
     raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
 
 # %% ../../nbs/40_eval.setups.ipynb #bde6fff8
-async def agenerate_answer(llm, question: str, ctx: SetupContext, prompt: str = "rag_answer", style: Optional[str] = None) -> str:
-    "The answering LLM's answer to `question` given the setup's contexts, in the form `style` calls for (the prompt's output model or plain text)."
+async def agenerate_answer(llm, question: str, ctx: SetupContext, prompt: str = "rag_answer",
+                           style: Optional[str] = None) -> str:
+    """The answering LLM's answer to `question` given the setup's contexts, in the form `style` calls for (the prompt's
+    output model or plain text)."""
     system, user = render_prompt(
         prompt, context=ctx.text or "(no context)", question=question, answer_form=answer_form(style)
     )
@@ -352,7 +360,8 @@ class ExternalAnswer(BaseModel):
     mode: Literal["retrieved", "oracle", "unanswerable"] = "retrieved"
 
 def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tuple[dict, list[str]]:
-    "({(item_id, mode): ExternalAnswer}, unknown item ids) from an answers JSONL; bad lines raise RecordError naming the line."
+    """({(item_id, mode): ExternalAnswer}, unknown item ids) from an answers JSONL; bad lines raise RecordError naming
+    the line."""
     path = Path(path)
     if not path.exists(): raise SetupError(f"answers file not found: {path}")
     out, unknown, first = {}, [], {}
@@ -370,7 +379,8 @@ def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tupl
     return out, unknown
 
 def listed_top_k(path: Union[str, Path], default: int = 5) -> int:
-    "The cut-off k for an answers file: the most ids (or contexts) one of its answers lists; `default` for none or no file."
+    """The cut-off k for an answers file: the most ids (or contexts) one of its answers lists; `default` for none or no
+    file."""
     if not Path(path).exists(): return default
     n = max(
         (max(len(a.retrieved_chunk_ids), len(a.retrieved_contexts or ())) for a in read_jsonl(path, ExternalAnswer)),
@@ -386,5 +396,6 @@ def external_context(a: ExternalAnswer, index=None) -> SetupContext:
         return SetupContext(list(a.retrieved_chunk_ids), [(cid, "", t) for cid, t in zip(ids, a.retrieved_contexts)])
     if index is not None and a.retrieved_chunk_ids:
         chunks = chunks_in_index(index, a.retrieved_chunk_ids)
-        return SetupContext(list(a.retrieved_chunk_ids), chunks if len(chunks) == len(set(a.retrieved_chunk_ids)) else None)
+        return SetupContext(list(a.retrieved_chunk_ids),
+                            chunks if len(chunks) == len(set(a.retrieved_chunk_ids)) else None)
     return SetupContext(list(a.retrieved_chunk_ids), None)

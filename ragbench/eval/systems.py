@@ -18,7 +18,8 @@ __all__ = ['MAPPINGS', 'json_path', 'context_record', 'system_reply', 'header_va
 
 # %% ../../nbs/40_eval.systems.ipynb #5750e44d
 def json_path(obj: Any, path: str) -> Any:
-    "The value at a dotted `path` of a JSON object ('data.result.answer', list positions as numbers); KeyError names the part missing."
+    """The value at a dotted `path` of a JSON object ('data.result.answer', list positions as numbers); KeyError names
+    the part missing."""
     if not path: return obj
     for part in path.split("."):
         if isinstance(obj, list) and part.lstrip("-").isdigit() and -len(obj) <= int(part) < len(obj):
@@ -28,20 +29,24 @@ def json_path(obj: Any, path: str) -> Any:
     return obj
 
 # %% ../../nbs/40_eval.systems.ipynb #dd3f54b1
-_TEXT_KEYS, _ID_KEYS, _DOC_KEYS = ("text", "page_content", "content", "chunk", "passage"), ("chunk_id", "id"), ("doc_id", "source", "document_id", "file_name", "title")
+_TEXT_KEYS, _ID_KEYS, _DOC_KEYS = ("text", "page_content", "content", "chunk", "passage"), ("chunk_id",
+    "id"), ("doc_id", "source", "document_id", "file_name", "title")
 
 def _mro_names(obj) -> set[str]: return {k.__name__ for k in type(obj).__mro__}
 
 def context_record(c: Any) -> dict:
-    "One returned context as `{id, text, doc_id}` (None where unknown): a string, a dict, a LangChain Document or a LlamaIndex node."
+    """One returned context as `{id, text, doc_id}` (None where unknown): a string, a dict, a LangChain Document or a
+    LlamaIndex node."""
     if isinstance(c, str): return {"id": None, "text": c, "doc_id": None}
     if hasattr(c, "node") and "NodeWithScore" in _mro_names(c): c = c.node                  # LlamaIndex
     if hasattr(c, "page_content"):                                                            # LangChain Document
         meta = dict(getattr(c, "metadata", None) or {})
-        return {"id": _first(meta, _ID_KEYS) or getattr(c, "id", None), "text": c.page_content, "doc_id": _first(meta, _DOC_KEYS)}
+        return {"id": _first(meta, _ID_KEYS) or getattr(c, "id", None), "text": c.page_content, "doc_id": _first(meta,
+            _DOC_KEYS)}
     if hasattr(c, "get_content") and hasattr(c, "metadata"):                                 # LlamaIndex TextNode
         meta = dict(c.metadata or {})
-        return {"id": _first(meta, _ID_KEYS) or getattr(c, "node_id", None), "text": c.get_content(), "doc_id": _first(meta, _DOC_KEYS)}
+        return {"id": _first(meta, _ID_KEYS) or getattr(c, "node_id", None), "text": c.get_content(),
+                "doc_id": _first(meta, _DOC_KEYS)}
     if isinstance(c, dict):
         meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
         return {"id": _first(c, _ID_KEYS) or _first(meta, _ID_KEYS), "text": _first(c, _TEXT_KEYS),
@@ -56,13 +61,15 @@ def _first(d: dict, keys) -> Optional[str]:
 
 # %% ../../nbs/40_eval.systems.ipynb #a6e67d93
 def system_reply(result: Any) -> dict:
-    "`{answer, contexts}` of what the user's system returned: `(answer, contexts)`, a dict, a list of documents (retrieval only), a query-engine response or an answer."
+    """`{answer, contexts}` of what the user's system returned: `(answer, contexts)`, a dict, a list of documents
+    (retrieval only), a query-engine response or an answer."""
     if hasattr(result, "source_nodes") and hasattr(result, "response"):                     # LlamaIndex Response
         answer, ctxs = result.response, result.source_nodes
     elif isinstance(result, tuple) and len(result) == 2: answer, ctxs = result
     elif isinstance(result, dict):
         answer = next((result[k] for k in ("answer", "result", "output", "response") if k in result), None)
-        ctxs = next((result[k] for k in ("contexts", "context", "source_documents", "documents", "source_nodes") if k in result), [])
+        ctxs = next((result[k] for k in ("contexts", "context", "source_documents", "documents",
+                                         "source_nodes") if k in result), [])
     elif isinstance(result, list): answer, ctxs = None, result
     elif isinstance(result, str): answer, ctxs = result, []
     else: raise TypeError(f"the system returned {type(result).__name__}; return (answer, contexts), a dict or a list of documents")
@@ -77,7 +84,8 @@ def system_reply(result: Any) -> dict:
 _ENV_REF, _ENV_NAME = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"), re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def header_values(headers: Optional[dict]) -> dict:
-    "Header values from the environment: each value is a variable NAME or text with `${NAME}` in it (the secret itself is never in the setups file)."
+    """Header values from the environment: each value is a variable NAME or text with `${NAME}` in it (the secret itself
+    is never in the setups file)."""
     out = {}
     for h, v in (headers or {}).items():
         refs = [v] if _ENV_NAME.match(v) else _ENV_REF.findall(v)
@@ -98,7 +106,8 @@ class EndpointBackend(Backend):
     "POST exactly `{\"question\": ...}` to the user's RAG service; the reply is read at `answer_path` / `contexts_path` and returned as `{answer, contexts}` JSON."
     def __init__(self, url: str, headers: Optional[dict] = None, answer_path: str = "answer",
                  contexts_path: str = "contexts", timeout: float = 60.0):
-        self.url, self.headers, self.answer_path, self.contexts_path, self.timeout = url, dict(headers or {}), answer_path, contexts_path, timeout
+        self.url, self.headers, self.answer_path, self.contexts_path, self.timeout = url, dict(headers
+            or {}), answer_path, contexts_path, timeout
         self.spec, self.model = f"endpoint:{url}", None
 
     @property
@@ -111,7 +120,8 @@ class EndpointBackend(Backend):
             raise ProviderError(f"{self.url}: HTTP {status}: {body[:200]}", status=status,
                                 retryable=status in (408, 429) or status >= 500, retry_after=retry_after)
         try: obj = json.loads(body)
-        except ValueError: raise ProviderError(f"{self.url}: the reply is not JSON: {body[:200]!r}", retryable=False) from None
+        except ValueError: raise ProviderError(f"{self.url}: the reply is not JSON: {body[:200]!r}",
+                                               retryable=False) from None
         try: reply = {"answer": json_path(obj, self.answer_path) if self.answer_path else None,
                       "contexts": json_path(obj, self.contexts_path) if self.contexts_path else []}
         except KeyError as e: raise ProviderError(f"{self.url}: {e.args[0]}; set answer_path / contexts_path for this reply shape", retryable=False) from None
@@ -120,7 +130,8 @@ class EndpointBackend(Backend):
 
     def call(self, req: LLMRequest) -> Completion:
         import httpx
-        r = httpx.post(self.url, json={"question": req.prompt}, headers=header_values(self.headers), timeout=self.timeout)
+        r = httpx.post(self.url, json={"question": req.prompt}, headers=header_values(self.headers),
+                       timeout=self.timeout)
         return self.read(r.status_code, r.text, _retry_after(r))
 
     async def acall(self, req: LLMRequest) -> Completion:
@@ -155,7 +166,8 @@ def function_name(target: Any) -> str:
     return f"{mod}:{getattr(target, '__qualname__', None) or type(target).__qualname__}"
 
 def as_async(obj: Any) -> Callable:
-    "An async `question -> result` for a callable (sync or async), a LangChain retriever or runnable, or a LlamaIndex retriever or query engine."
+    """An async `question -> result` for a callable (sync or async), a LangChain retriever or runnable, or a LlamaIndex
+    retriever or query engine."""
     if hasattr(obj, "aquery") and hasattr(obj, "query"):
         return obj.aquery               # LlamaIndex query engine (it has retrieve too)
     if hasattr(obj, "aretrieve") and hasattr(obj, "retrieve"): return obj.aretrieve      # LlamaIndex retriever
@@ -182,12 +194,15 @@ class FunctionBackend(Backend):
 
 # %% ../../nbs/40_eval.systems.ipynb #554a52e3
 class RagSystem:
-    "The user's RAG behind `await aask(question) -> {answer, contexts}`, through the LLM layer: counted before sending, cached, retried with backoff, limited."
-    def __init__(self, backend: Backend, *, cache_dir=None, meter=None, concurrency: int = 4, rpm: Optional[float] = None,
+    """The user's RAG behind `await aask(question) -> {answer, contexts}`, through the LLM layer: counted before
+    sending, cached, retried with backoff, limited."""
+    def __init__(self, backend: Backend, *, cache_dir=None, meter=None, concurrency: int = 4,
+                 rpm: Optional[float] = None,
                  retries: int = 5, backoff: float = 1.0):
         from ragbench.llm import LLM
         self.backend = backend
-        self.llm = LLM(backend, spec=backend.spec, cache_dir=cache_dir, meter=meter, max_concurrency=concurrency, rpm=rpm,
+        self.llm = LLM(backend, spec=backend.spec, cache_dir=cache_dir, meter=meter, max_concurrency=concurrency,
+                       rpm=rpm,
                        max_retries=retries, backoff=backoff, max_repairs=0)
     spec = property(lambda self: self.llm.spec, doc="What the system is (URL or function name, secrets redacted).")
     meter = property(lambda self: self.llm.meter, doc="The meter its requests are counted into.")
@@ -218,7 +233,8 @@ def existing_chunks(index, ids: Sequence[str]) -> dict:
     return out
 
 def map_context(rec: dict, index, threshold: float = 0.6, known: Optional[dict] = None, k: int = 8) -> dict:
-    "Map one returned context to chunks of `index`: `how` is id | exact | overlap | document | unmapped, with `chunk_ids` and `doc_ids`."
+    """Map one returned context to chunks of `index`: `how` is id | exact | overlap | document | unmapped, with
+    `chunk_ids` and `doc_ids`."""
     known = known if known is not None else existing_chunks(index, [rec.get("id"), rec.get("text")])
     for cand in (rec.get("id"), rec.get("text")):
         if cand in known: return {"how": "id", "chunk_ids": [cand], "doc_ids": [known[cand].doc_id]}
@@ -233,7 +249,8 @@ def map_context(rec: dict, index, threshold: float = 0.6, known: Optional[dict] 
     good = [h for s, h in scored if s >= threshold]
     if good:   # a context much longer than our chunks covers several of them
         if len(words(text)) <= 1.5 * max(len(words(h.text)) for h in good): good = good[:1]
-        return {"how": "overlap", "chunk_ids": [h.chunk_id for h in good], "doc_ids": list(dict.fromkeys(h.doc_id for h in good))}
+        return {"how": "overlap", "chunk_ids": [h.chunk_id for h in good],
+                "doc_ids": list(dict.fromkeys(h.doc_id for h in good))}
     docs = {}
     for h in hits: docs.setdefault(h.doc_id, set()).update(content_words(h.text))
     named = rec.get("doc_id")
@@ -247,12 +264,15 @@ def map_context(rec: dict, index, threshold: float = 0.6, known: Optional[dict] 
 MAPPINGS = ("id", "exact", "overlap", "document", "unmapped")
 
 def map_contexts(records: Sequence[dict], index, threshold: float = 0.6) -> tuple[list[str], list[str], list[dict]]:
-    "(ranked chunk ids, ranked document ids, one mapping per context); an unmapped context keeps its rank as `unmapped-N`."
+    """(ranked chunk ids, ranked document ids, one mapping per context); an unmapped context keeps its rank as
+    `unmapped-N`."""
     if index is None:    # no index to look in: only contexts given as ids count
         maps = [{"how": "id" if r.get("id") else "unmapped", "chunk_ids": [r["id"]] if r.get("id") else [],
                  "doc_ids": [r["doc_id"]] if r.get("doc_id") else []} for r in records]
     else:
-        known = existing_chunks(index, [x for r in records for x in (r.get("id"), r.get("text")) if x and len(x) < 200 and not x.strip().count(" ")])
+        known = existing_chunks(index, [x for r in records for x in (r.get("id"),
+                                                                     r.get("text")) if x and len(x) < 200
+                                        and not x.strip().count(" ")])
         maps = [map_context(r, index, threshold, known) for r in records]
     ids, docs = [], []
     for i, mp in enumerate(maps):

@@ -10,6 +10,7 @@ import numpy as np
 from ..core import QAItem, RunDir, UserError, atomic_write, read_jsonl, utc_now
 from .ppi import mean_estimates
 from ..stats import human_mean_ci
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS_HELP', 'VALIDITY_KEYS', 'accepted_items', 'judge_verdicts',
@@ -19,7 +20,8 @@ __all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS_HELP', 'VAL
 # %% ../../nbs/43_eval.validity.ipynb #3cf8ccf5
 VALIDITY = "validity.jsonl"
 CRITERIA = ("answerable", "correct", "multi_hop", "unambiguous")
-JUDGE_CRITERION = {"answerable": "quality", "correct": "quality", "multi_hop": "multi_hop", "unambiguous": "unambiguous"}
+JUDGE_CRITERION = {"answerable": "quality", "correct": "quality", "multi_hop": "multi_hop",
+                   "unambiguous": "unambiguous"}
 
 def accepted_items(run_dir: Union[str, Path], name: str = "dataset.jsonl") -> list[QAItem]:
     "The accepted items of a run directory's dataset file."
@@ -28,7 +30,8 @@ def accepted_items(run_dir: Union[str, Path], name: str = "dataset.jsonl") -> li
     return [it for it in read_jsonl(p, QAItem) if it.status == "accepted"]
 
 def judge_verdicts(item: QAItem) -> dict[str, Optional[bool]]:
-    "The judge's verdict per validity criterion on the item's accepted attempt (else its last judged one); None where it gave none."
+    """The judge's verdict per validity criterion on the item's accepted attempt (else its last judged one); None where
+    it gave none."""
     judged = [a for a in item.attempts if a.judge]
     att = next((a for a in reversed(judged) if a.accepted), judged[-1] if judged else None)
     j = att.judge if att else {}
@@ -48,7 +51,8 @@ def read_validity(run_dir: Union[str, Path]) -> dict[str, dict[str, bool]]:
         out.setdefault(r["item_id"], {}).update({c: bool(r[c]) for c in CRITERIA if r.get(c) is not None})
     return out
 
-def record_validity(run_dir: Union[str, Path], item_id: str, reviewer: str = "anonymous", note: str = "", **verdicts: bool) -> dict:
+def record_validity(run_dir: Union[str, Path], item_id: str, reviewer: str = "anonymous", note: str = "",
+                    **verdicts: bool) -> dict:
     "Append one reviewer's per-criterion verdicts on an accepted item to RUN_DIR/validity.jsonl; returns the row."
     bad = sorted(set(verdicts) - set(CRITERIA))
     if bad: raise UserError(f"unknown validity criterion '{bad[0]}' (criteria: {', '.join(CRITERIA)})")
@@ -59,7 +63,8 @@ def record_validity(run_dir: Union[str, Path], item_id: str, reviewer: str = "an
         raise UserError(
             f"{Path(run_dir) / 'dataset.jsonl'}: no accepted item '{item_id}' (validity is judged on accepted items)"
         )
-    row = {"item_id": item_id, **{c: bool(v) for c, v in verdicts.items()}, "by": reviewer, "note": note, "at": utc_now()}
+    row = {"item_id": item_id, **{c: bool(v) for c, v in verdicts.items()}, "by": reviewer, "note": note,
+           "at": utc_now()}
     RunDir(run_dir).append(VALIDITY, row)
     return row
 
@@ -75,8 +80,10 @@ def next_to_validate(run_dir: Union[str, Path], n: int = 60, seed: int = 0) -> O
 # %% ../../nbs/43_eval.validity.ipynb #7cfd631b
 VALIDITY_KEYS_HELP = {"1": "answerable", "2": "correct", "3": "multi_hop", "4": "unambiguous"}
 
+# %% ../../nbs/43_eval.validity.ipynb #053052ae
 class ValidityQueue:
-    "A reviewer's pass over a run's validity sample: verdicts per criterion, saved to validity.jsonl, resuming at the first gap."
+    """A reviewer's pass over a run's validity sample: verdicts per criterion, saved to validity.jsonl, resuming at the
+    first gap."""
     def __init__(self, run_dir: Union[str, Path], reviewer: str = "anonymous", n: int = 60, seed: int = 0):
         self.run_dir, self.reviewer = Path(run_dir), reviewer
         self.items = validity_sample(run_dir, n, seed)
@@ -87,7 +94,8 @@ class ValidityQueue:
     def first_open(self) -> int:
         "Position of the first sampled item missing a verdict on some criterion (the last item when all are done)."
         done = read_validity(self.run_dir)
-        return next((i for i, it in enumerate(self.items) if set(CRITERIA) - set(done.get(it.id, {}))), len(self.items) - 1)
+        return next((i for i, it in enumerate(self.items) if set(CRITERIA) - set(done.get(it.id, {}))),
+                    len(self.items) - 1)
 
     @property
     def current(self) -> QAItem: return self.items[self.pos]
@@ -120,30 +128,33 @@ class ValidityQueue:
         self.pending = {c: True for c in CRITERIA}
         return self.save()
 
-    def key(self, k: str) -> Optional[str]:
-        "One keystroke: 1-4 cycle a criterion, v all valid and save, s save, n / p next / previous."
-        if k in VALIDITY_KEYS_HELP:
-            return f"{VALIDITY_KEYS_HELP[k]}: {'valid' if self.cycle(VALIDITY_KEYS_HELP[k]) else 'invalid'}"
-        if k == "v": return self.all_valid()
-        if k == "s": return self.save()
-        if k in ("n", "p"):
-            self.go(self.pos + (1 if k == "n" else -1))
-            return None
+# %% ../../nbs/43_eval.validity.ipynb #b1b95610
+@patch
+def key(self: ValidityQueue, k: str) -> Optional[str]:
+    "One keystroke: 1-4 cycle a criterion, v all valid and save, s save, n / p next / previous."
+    if k in VALIDITY_KEYS_HELP:
+        return f"{VALIDITY_KEYS_HELP[k]}: {'valid' if self.cycle(VALIDITY_KEYS_HELP[k]) else 'invalid'}"
+    if k == "v": return self.all_valid()
+    if k == "s": return self.save()
+    if k in ("n", "p"):
+        self.go(self.pos + (1 if k == "n" else -1))
         return None
+    return None
 
-    def progress(self) -> dict:
-        "Position, sample size and how many sampled items have a verdict on every criterion."
-        done = read_validity(self.run_dir)
-        full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in self.items)
-        return {"position": self.pos, "total": len(self.items), "validated": full}
-
+@patch
+def progress(self: ValidityQueue) -> dict:
+    "Position, sample size and how many sampled items have a verdict on every criterion."
+    done = read_validity(self.run_dir)
+    full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in self.items)
+    return {"position": self.pos, "total": len(self.items), "validated": full}
 
 # %% ../../nbs/43_eval.validity.ipynb #734dfadb
 VALIDITY_KEYS = ("criterion", "n_accepted", "n_labelled", "judge", "human", "human_lo", "human_hi",
                  "ppi", "ppi_lo", "ppi_hi", "ppi_why", "bias", "bias_lo", "bias_hi")
 
 def validity_rows(items: Sequence[QAItem], labels: dict[str, dict[str, bool]], alpha: float = 0.05) -> list[dict]:
-    "Per criterion: the judge's, the humans' and the prediction-powered share of valid items among `items`, with intervals and the judge's bias."
+    """Per criterion: the judge's, the humans' and the prediction-powered share of valid items among `items`, with
+    intervals and the judge's bias."""
     out = []
     for c in CRITERIA:
         pred = {it.id: judge_verdicts(it)[c] for it in items}
@@ -164,7 +175,8 @@ def validity_rows(items: Sequence[QAItem], labels: dict[str, dict[str, bool]], a
     return out
 
 def validity_estimates(run_dir: Union[str, Path], alpha: float = 0.05):
-    "The validity table of a run directory (accepted items of dataset.jsonl, human verdicts of validity.jsonl) as a DataFrame."
+    """The validity table of a run directory (accepted items of dataset.jsonl, human verdicts of validity.jsonl) as a
+    DataFrame."""
     import pandas as pd
     items, labels = accepted_items(run_dir), read_validity(run_dir)
     if not items: raise UserError(f"{Path(run_dir) / 'dataset.jsonl'}: no accepted items to estimate validity on")
@@ -176,7 +188,8 @@ def validity_estimates(run_dir: Union[str, Path], alpha: float = 0.05):
 # %% ../../nbs/43_eval.validity.ipynb #15540e69
 def simulate_validity(rng: np.random.Generator, n_items: int = 400, n_labels: int = 60, valid: float = 0.8,
                       alpha: float = 0.05, biased_sample: bool = False) -> dict:
-    "One simulated accepted set (judge says yes to all, true share `valid` of population): (truth, PPI interval, human interval)."
+    """One simulated accepted set (judge says yes to all, true share `valid` of population): (truth, PPI interval, human
+    interval)."""
     truth = (rng.random(n_items) < valid).astype(float)
     idx = np.flatnonzero(truth)[:n_labels] if biased_sample else rng.permutation(n_items)[:n_labels]
     rest = np.setdiff1d(np.arange(n_items), idx)

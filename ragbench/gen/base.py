@@ -12,8 +12,10 @@ from pydantic import BaseModel, Field
 from ..llm import arun
 from ..text import words
 from ..prompts import format_chunks
-from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, atomic_write, corpus_fingerprint, item_id,
+from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, atomic_write, corpus_fingerprint,
+                           item_id,
                            read_jsonl, repair_torn_tail, utc_now)
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['MAX_LLM_ERRORS', 'LLM_FAILING', 'Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key',
@@ -79,8 +81,10 @@ def question_key(question: str) -> str:
     "A question as compared for repeats: its lower-case words, punctuation and spacing ignored."
     return " ".join(words(question))
 
-def _walk_step(r: TaskResult, got: dict, asked: set, quotas: Optional[dict[str, int]], keys: Optional[list] = None) -> tuple[bool, int, int, list, list]:
-    "One result of the plan-order walk (`keys`: its items' question keys, if known), updating `got` and `asked`: (fits, count added to its group, count added to the total, repeats, keys first asked here)."
+def _walk_step(r: TaskResult, got: dict, asked: set, quotas: Optional[dict[str, int]],
+               keys: Optional[list] = None) -> tuple[bool, int, int, list, list]:
+    """One result of the plan-order walk (`keys`: its items' question keys, if known), updating `got` and `asked`:
+    (fits, count added to its group, count added to the total, repeats, keys first asked here)."""
     keys = [question_key(i.question) for i in r.items] if keys is None else keys
     repeats = [i for i, k in zip(r.items, keys) if k in asked]
     n = r.counted - sum(map(counts_towards, repeats))
@@ -94,31 +98,37 @@ def _walk_step(r: TaskResult, got: dict, asked: set, quotas: Optional[dict[str, 
     return fits, grouped, added, repeats, new
 
 def capped_counts(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None):
-    "In plan order: each result, whether it fits (its group's quota not yet met), the capped total so far, and its items that repeat an earlier task's question."
+    """In plan order: each result, whether it fits (its group's quota not yet met), the capped total so far, and its
+    items that repeat an earlier task's question."""
     got, total, asked = {}, 0, set()
     for r in sorted(results, key=lambda r: r.position):
         fits, _, added, repeats, _ = _walk_step(r, got, asked, quotas)
         total += added
         yield r, fits, total, repeats
 
-def frontier_and_total(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> tuple[Optional[int], int]:
-    "In one walk: the frontier (see `frontier`) and the items counted so far (quotas capped, repeated questions not counted)."
+def frontier_and_total(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str,
+    int]] = None) -> tuple[Optional[int], int]:
+    """In one walk: the frontier (see `frontier`) and the items counted so far (quotas capped, repeated questions not
+    counted)."""
     front, total = None, 0
     for r, _, total, _ in capped_counts(results, quotas):
         if front is None and n is not None and total >= n: front = r.position
     return front, total
 
 def frontier(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> Optional[int]:
-    "Position of the task that brings the accepted count to `n` (with `quotas`: every type to its quota), in plan order (None: not reached)."
+    """Position of the task that brings the accepted count to `n` (with `quotas`: every type to its quota), in plan
+    order (None: not reached)."""
     return frontier_and_total(results, n, quotas)[0]
 
+# %% ../../nbs/17_gen.base.ipynb #9618cd4d
 def counted_total(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None) -> int:
     "Items counted towards the target so far (quotas capped, repeated questions not counted)."
     return frontier_and_total(results, None, quotas)[1]
 
 # %% ../../nbs/17_gen.base.ipynb #e803aee6
 class PlanOrderTally:
-    "The walk of `capped_counts` kept up to date as results arrive: a result behind the last one walked rewinds only the steps after it, so a commit costs about the number of tasks in flight, not the run's length."
+    """The walk of `capped_counts` kept up to date as results arrive: a result behind the last one walked rewinds only
+    the steps after it, so a commit costs about the number of tasks in flight, not the run's length."""
     def __init__(self, quotas: Optional[dict[str, int]] = None, results: Iterable[TaskResult] = ()):
         self.quotas, self.got, self.asked = quotas, {}, set()
         # per step (result, group, count into got, new keys, keys); running totals; task id -> position
@@ -160,14 +170,17 @@ class PlanOrderTally:
 
 # %% ../../nbs/17_gen.base.ipynb #0628edd0
 class Selection(BaseModel):
-    "The run's views: dataset items, rejected items, accepted items beyond the target (overflow), and repeats of a question already asked."
+    """The run's views: dataset items, rejected items, accepted items beyond the target (overflow), and repeats of a
+    question already asked."""
     dataset: list[QAItem] = Field(default_factory=list)
     rejected: list[QAItem] = Field(default_factory=list)
     overflow: list[QAItem] = Field(default_factory=list)
     duplicates: list[QAItem] = Field(default_factory=list)
 
-def select_first_n(results: Sequence[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> Selection:
-    "Items of the first tasks by position until `n` are accepted (with `quotas`: per type); later accepted items go to overflow, repeated questions to duplicates."
+def select_first_n(results: Sequence[TaskResult], n: Optional[int], quotas: Optional[dict[str,
+    int]] = None) -> Selection:
+    """Items of the first tasks by position until `n` are accepted (with `quotas`: per type); later accepted items go to
+    overflow, repeated questions to duplicates."""
     sel, before = Selection(), 0
     for r, fits, total, repeats in capped_counts(results, quotas):
         sel.rejected += r.rejected
@@ -228,7 +241,8 @@ class GenerationMethod:
 
 # %% ../../nbs/17_gen.base.ipynb #78b11403
 class StopRun(Exception):
-    "Raised by a task to stop the whole run; `reason` says why, `drain`: let the running tasks finish (their calls are sent and paid for)."
+    """Raised by a task to stop the whole run; `reason` says why, `drain`: let the running tasks finish (their calls are
+    sent and paid for)."""
     def __init__(self, reason: str, drain: bool = False):
         super().__init__(reason)
         self.reason, self.drain = reason, drain
@@ -241,7 +255,8 @@ class LocalExecutor:
 
     async def run(self, tasks: Sequence[Task], work: Callable[[Task], Awaitable[TaskResult]],
                   commit: Callable[[TaskResult], None], wanted: Callable[[Task], bool]) -> Optional[str]:
-        "Run `tasks`; returns a stop reason when a task raised StopRun, else None (a draining stop launches no more, cancels none)."
+        """Run `tasks`; returns a stop reason when a task raised StopRun, else None (a draining stop launches no more,
+        cancels none)."""
         todo, running, stop, drain = iter(tasks), {}, None, True
         def launch():
             while stop is None and len(running) < self.in_flight:
@@ -282,7 +297,8 @@ def recorded_run(results: Iterable[TaskResult]) -> Optional[dict]:
     return max(rs, key=lambda r: r.at).run if rs else None
 
 def check_resume(run: RunDir, kind: str, fingerprint: str, config: dict, results: Iterable[TaskResult] = ()) -> None:
-    "Refuse to resume a run of another kind, on another corpus, or with options that shape items differently (from the manifest, else the task journal)."
+    """Refuse to resume a run of another kind, on another corpus, or with options that shape items differently (from the
+    manifest, else the task journal)."""
     m, results = run.manifest(), list(results)
     if not m.get("kind") and results:
         m = recorded_run(results)
@@ -315,13 +331,15 @@ MAX_LLM_ERRORS = 8            # tasks in a row that failed on their LLM before t
 LLM_FAILING = "the LLM failed on"   # how that stop reason starts
 
 def llm_failed(r: TaskResult) -> bool:
-    "Whether task `r` failed on its LLM: an `error` outcome, or calls that all failed (no reply came back, even after retries)."
+    """Whether task `r` failed on its LLM: an `error` outcome, or calls that all failed (no reply came back, even after
+    retries)."""
     if r.outcome == "error": return True
     u = r.usage or {}
     return bool(u.get("failures")) and (u.get("calls") or 0) <= (u.get("retries") or 0) + u["failures"]
 
 def failure_text(r: TaskResult) -> str:
-    "The error a failed task recorded: its own, else the first an item's attempt records (a method that keeps failed candidates)."
+    """The error a failed task recorded: its own, else the first an item's attempt records (a method that keeps failed
+    candidates)."""
     if r.error: return r.error
     for it in r.rejected + r.items:
         for a in it.attempts:
@@ -329,7 +347,8 @@ def failure_text(r: TaskResult) -> str:
     return f"outcome {r.outcome}"
 
 class LLMErrorStreak:
-    "Tasks that failed on their LLM in a row, in commit order; `add` raises StopRun when `limit` is reached (None: never)."
+    """Tasks that failed on their LLM in a row, in commit order; `add` raises StopRun when `limit` is reached (None:
+    never)."""
     def __init__(self, limit: Optional[int] = MAX_LLM_ERRORS): self.limit, self.n, self.example = limit, 0, None
     def add(self, r: TaskResult) -> None:
         "Count a finished task: an LLM failure extends the streak, anything else ends it."
@@ -342,12 +361,14 @@ class LLMErrorStreak:
 
 # %% ../../nbs/17_gen.base.ipynb #taskrun1
 def budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Task], Awaitable[TaskResult]]:
-    "`work` with a spent budget turned into a draining StopRun (the running tasks finish; this one is redone on resume)."
+    """`work` with a spent budget turned into a draining StopRun (the running tasks finish; this one is redone on
+    resume)."""
     async def guarded(t: Task) -> TaskResult:
         try: return await work(t)
         except BudgetExceeded as e: raise StopRun(f"budget spent ({e})", drain=True) from None
     return guarded
 
+# %% ../../nbs/17_gen.base.ipynb #abedb248
 class TaskRun:
     "The one runner: a run folder's lock, its task journal (None: the caller keeps its own rows), a meter, an executor."
     # the meter counts every LLM call of the run; the default executor runs `in_flight` tasks at once in this process;
@@ -386,43 +407,50 @@ class TaskRun:
             if self._own_lock: self.lock.release()
 
     def open_meter(self, calls: str, *, max_calls: Optional[int] = None, max_usd: Optional[float] = None) -> CallMeter:
-        "The run's call meter, journaled in `calls` (a budget across resumes); it counts every LLM call made in the run."
+        """The run's call meter, journaled in `calls` (a budget across resumes); it counts every LLM call made in the
+        run."""
         self.meter = CallMeter(self.path / calls, max_calls=max_calls, max_usd=max_usd)
         self._counting = counting(self.meter)
         self._counting.__enter__()
         return self.meter
 
-    def commit(self, r: TaskResult) -> None:
-        "Journal a finished task and keep its result."
-        self.journal.commit(r)
-        self.results[r.task_id] = r
+# %% ../../nbs/17_gen.base.ipynb #3c12421b
+@patch
+def commit(self: TaskRun, r: TaskResult) -> None:
+    "Journal a finished task and keep its result."
+    self.journal.commit(r)
+    self.results[r.task_id] = r
 
-    def todo(self, tasks: Iterable[Task]) -> list[Task]:
-        "The tasks the journal has not finished (a task that ended in `error` is run again)."
-        return [t for t in tasks if t.id not in self.results or self.results[t.id].outcome == "error"]
+@patch
+def todo(self: TaskRun, tasks: Iterable[Task]) -> list[Task]:
+    "The tasks the journal has not finished (a task that ended in `error` is run again)."
+    return [t for t in tasks if t.id not in self.results or self.results[t.id].outcome == "error"]
 
-    async def run(self, tasks: Sequence[Task], work: Callable[[Task], Awaitable[TaskResult]],
-                  commit: Optional[Callable[[TaskResult], None]] = None,
-                  wanted: Optional[Callable[[Task], bool]] = None) -> Optional[str]:
-        "Run the unfinished `tasks` on the executor, committing each result; returns the stop reason (a spent budget) or None."
-        todo = self.todo(tasks) if self.journal else list(tasks)
-        if not todo: return None
-        commit = commit or self.commit
-        def committed(r: TaskResult) -> None:
-            commit(r)
-            self.streak.add(r)            # raises StopRun after `max_llm_errors` LLM failures in a row
-        meter = self.meter
-        async def counted(t: Task) -> TaskResult:     # the meter travels with the work (a Ray worker lacks our context)
-            if meter is None: return await work(t)
-            with counting(meter): return await work(t)
-        return await self.executor.run(todo, budget_stops(counted), committed, wanted or (lambda t: True))
+@patch
+async def run(self: TaskRun, tasks: Sequence[Task], work: Callable[[Task], Awaitable[TaskResult]],
+              commit: Optional[Callable[[TaskResult], None]] = None,
+              wanted: Optional[Callable[[Task], bool]] = None) -> Optional[str]:
+    """Run the unfinished `tasks` on the executor, committing each result; returns the stop reason (a spent budget)
+    or None."""
+    todo = self.todo(tasks) if self.journal else list(tasks)
+    if not todo: return None
+    commit = commit or self.commit
+    def committed(r: TaskResult) -> None:
+        commit(r)
+        self.streak.add(r)            # raises StopRun after `max_llm_errors` LLM failures in a row
+    meter = self.meter
+    async def counted(t: Task) -> TaskResult:     # the meter travels with the work (a Ray worker lacks our context)
+        if meter is None: return await work(t)
+        with counting(meter): return await work(t)
+    return await self.executor.run(todo, budget_stops(counted), committed, wanted or (lambda t: True))
 
 # %% ../../nbs/17_gen.base.ipynb #cf416cb7
 def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Selection:
     "Rewrite dataset / rejected / overflow / duplicates and the method's views from the committed results."
     ordered = sorted(results.values(), key=lambda r: r.position)
     sel = method.select(ordered)
-    for name, items in (("dataset.jsonl", sel.dataset), ("rejected.jsonl", sel.rejected), ("overflow.jsonl", sel.overflow),
+    for name, items in (("dataset.jsonl", sel.dataset), ("rejected.jsonl", sel.rejected), ("overflow.jsonl",
+        sel.overflow),
                         ("duplicates.jsonl", sel.duplicates)):
         atomic_write(run / name, "".join(i.to_json() + "\n" for i in items))
     for name, data in method.views(ordered, sel).items():
@@ -433,7 +461,8 @@ def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Select
 
 # %% ../../nbs/17_gen.base.ipynb #4d35bd52
 def _stop_reason(results: dict, method: GenerationMethod, stop: Optional[str], sel: Selection) -> str:
-    "Why the run ended: the budget spent, the method's own reason, the target reached, every task failed, or the plan used up."
+    """Why the run ended: the budget spent, the method's own reason, the target reached, every task failed, or the plan
+    used up."""
     if stop: return stop
     rs = sorted(results.values(), key=lambda r: r.position)
     said = method.finished(rs, sel)
@@ -446,17 +475,20 @@ def _stop_reason(results: dict, method: GenerationMethod, stop: Optional[str], s
 def _rate(a: float, b: float) -> Optional[float]: return round(a / b, 3) if b else None
 
 def run_summary(method: GenerationMethod, results: dict, sel: Selection, meter, stop: str, session: dict) -> dict:
-    "The summary every method shares (counts, acceptance over all finished tasks, the whole run's LLM usage) plus its own."
+    """The summary every method shares (counts, acceptance over all finished tasks, the whole run's LLM usage) plus its
+    own."""
     rs = list(results.values())
     outcomes = Counter(r.outcome for r in rs)
     accepted = sum(i.answerable and i.status == "accepted" for i in sel.dataset)
     tot = meter.totals()
     drafts = sum(i.answerable and i.status == "draft" for i in sel.dataset)
     return {"kind": method.name, "target": method.target, "stop_reason": stop, "accepted": accepted, "drafts": drafts,
-            "overflow": sum(i.answerable for i in sel.overflow), "duplicates": sum(i.answerable for i in sel.duplicates),
+            "overflow": sum(i.answerable for i in sel.overflow),
+            "duplicates": sum(i.answerable for i in sel.duplicates),
             "tasks": {"finished": sum(r.outcome != "error" for r in rs), "errors": outcomes.get("error", 0),
                       "by_outcome": dict(outcomes)},
-            "acceptance_rate": _rate(outcomes.get("accepted", 0), outcomes.get("accepted", 0) + outcomes.get("rejected", 0)),
+            "acceptance_rate": _rate(outcomes.get("accepted", 0), outcomes.get("accepted", 0) + outcomes.get("rejected",
+                0)),
             "llm": {**tot, "calls_per_accepted": _rate(tot.get("calls", 0), accepted)},
             "usage_by_stage": meter.by_stage(), "session": session,
             **method.summarize(sorted(rs, key=lambda r: r.position), sel)}
@@ -466,33 +498,40 @@ async def _run_one(method: GenerationMethod, task: Task, index) -> TaskResult:
     "One task with its own usage meter; a spent budget stops the run, a listed error becomes a failed task."
     with task_usage() as usage:
         try: r = await method.run_task(task, index)
-        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})", drain=True) from None   # the running tasks finish
+        # the running tasks finish
+        except BudgetExceeded as e: raise StopRun(f"budget spent ({e})", drain=True) from None
         except method.task_errors as e:
-            r = TaskResult(task_id=task.id, position=task.position, outcome="error", error=f"{type(e).__name__}: {e}"[:500])
+            r = TaskResult(task_id=task.id, position=task.position, outcome="error",
+                           error=f"{type(e).__name__}: {e}"[:500])
     u = usage.totals()
     for it in r.items + r.rejected:
         if not it.usage: it.usage = u
     return drafts_of_stand_in(r.model_copy(update={"usage": u}))
 
 def drafts_of_stand_in(r: TaskResult) -> TaskResult:
-    "A task result whose items the stand-in wrote or judged: its items are drafts and its outcome `draft`, never accepted."
+    """A task result whose items the stand-in wrote or judged: its items are drafts and its outcome `draft`, never
+    accepted."""
     items = [as_draft(i) for i in r.items]
     if all(a is b for a, b in zip(items, r.items)): return r
     return r.model_copy(update={"items": items, "outcome": "draft" if r.outcome == "accepted" else r.outcome,
-                                "record": {**r.record, "outcome": "draft"} if r.record.get("outcome") == "accepted" else r.record})
+                                "record": {**r.record,
+                                           "outcome": "draft"} if r.record.get("outcome") == "accepted" else r.record})
 
 # %% ../../nbs/17_gen.base.ipynb #5348b7f8
 def known_spent(results: Iterable[TaskResult], manifest: dict) -> tuple[int, str]:
     "The most calls the run's other records prove were sent, and which record proves it (a lower bound on the meter)."
     rs = list(results)
     bounds = {"the finished tasks' usage (tasks.jsonl)": sum(int((r.usage or {}).get("calls") or 0) for r in rs),
-              "the meter's count at the last commit (tasks.jsonl)": max((int(r.run.get("calls_sent") or 0) for r in rs), default=0),
+              "the meter's count at the last commit (tasks.jsonl)": max((int(r.run.get("calls_sent") or 0) for r in rs),
+                  default=0),
               "the count at the end of the last session (manifest.json)": int(manifest.get("calls_sent") or 0)}
     why = max(bounds, key=bounds.get)
     return bounds[why], why
 
-def restore_spent(meter, results: Iterable[TaskResult], log: Callable[[str], None], manifest: Optional[dict] = None) -> int:
-    "Make the meter count at least the calls the task journal and the manifest say were sent (a damaged `calls.jsonl` gives no budget back)."
+def restore_spent(meter, results: Iterable[TaskResult], log: Callable[[str], None],
+                  manifest: Optional[dict] = None) -> int:
+    """Make the meter count at least the calls the task journal and the manifest say were sent (a damaged `calls.jsonl`
+    gives no budget back)."""
     spent, why = known_spent(results, manifest or {})
     missing = spent - meter.totals()["calls"]
     if missing <= 0: return 0
@@ -544,7 +583,8 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
             bar.close()
             sel = _write_views(run, method, results)
         reason = _stop_reason(results, method, stop, sel)
-        session = {"stop_reason": reason, "new_tasks": new, "seconds": round(time.monotonic() - t0, 2), "ended": utc_now()}
+        session = {"stop_reason": reason, "new_tasks": new, "seconds": round(time.monotonic() - t0, 2),
+                   "ended": utc_now()}
         summary = run_summary(method, results, sel, meter, reason, session)
         run.write("summary.json", summary)
         run.write_manifest(
@@ -552,6 +592,7 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         )
         return summary
 
+# %% ../../nbs/17_gen.base.ipynb #c7922bca
 def run_generation(method: GenerationMethod, index, run_dir, **kw) -> dict:
     "Sync wrapper of `arun_generation` (works in Jupyter too)."
     return arun(arun_generation(method, index, run_dir, **kw))
@@ -564,7 +605,8 @@ class _Bar:
         self.target = method.target
         done = min(counted_total(results.values(), method.quotas), self.target) if self.target else len(results)
         self.bar = tqdm(total=self.target, initial=done, unit="q" if self.target else "task",
-                        desc=f"{method.name}: {'accepted' if self.target else 'tasks'}", disable=not enabled, file=sys.stderr)
+                        desc=f"{method.name}: {'accepted' if self.target else 'tasks'}", disable=not enabled,
+                        file=sys.stderr)
     def update(self, done: int) -> None:
         "Move the bar to `done` (accepted items counted, or finished tasks), at most the target."
         step = (min(done, self.target) if self.target else done) - self.bar.n

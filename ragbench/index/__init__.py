@@ -6,10 +6,12 @@
 __all__ = []
 
 # %% ../../nbs/11_index.ipynb #fba3e8c4
-from .storage import (StorageError, batched, connect_db, db_exists, db_location, is_local, mask_credentials,
+from .storage import (StorageError, batched, connect_db, db_exists, db_location, is_local,
+                                    mask_credentials,
                                     read_stored_text, storage_errors, storage_failure, storage_guarded, storage_status,
                                     table_lock, table_names, write_stored_text)
-from .columns import (DEFAULT_COLUMNS, ROLES, IndexSchemaError, detect_columns, detected_line, parse_columns,
+from .columns import (DEFAULT_COLUMNS, ROLES, IndexSchemaError, detect_columns, detected_line,
+                                    parse_columns,
                                     read_sidecar, resolve_columns, sidecar_path)
 from .build import (VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, IdHashes, PendingRows, chunk_table,
                                   id_hashes, limit_malloc_arenas, local_io_threads, vector_index_params)

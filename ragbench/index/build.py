@@ -12,7 +12,8 @@ import numpy as np
 from fastcore.basics import patch
 from ..core import Chunk, check_name, utc_now
 from ..embed import make_embedder
-from .storage import (batched, connect_db, db_exists, db_location, is_local, storage_errors, storage_guarded,
+from .storage import (batched, connect_db, db_exists, db_location, is_local, storage_errors,
+                                    storage_guarded,
                                     table_lock, table_names, write_stored_text)
 from .columns import DEFAULT_COLUMNS, IndexSchemaError, read_sidecar, sidecar_path
 
@@ -65,7 +66,8 @@ _WRITE_SECONDS = 30.0
 _MALLOC_ARENAS = 2
 
 def limit_malloc_arenas(n: int = _MALLOC_ARENAS) -> bool:
-    "Ask glibc for at most `n` malloc arenas (a 1M-chunk build peaks ~25 % lower); False where it is not glibc or `MALLOC_ARENA_MAX` is set."
+    """Ask glibc for at most `n` malloc arenas (a 1M-chunk build peaks ~25 % lower); False where it is not glibc or
+    `MALLOC_ARENA_MAX` is set."""
     if "MALLOC_ARENA_MAX" in os.environ: return False          # the user's own setting, already in force
     try: return bool(ctypes.CDLL("libc.so.6").mallopt(-8, n))   # -8: M_ARENA_MAX
     except (OSError, AttributeError): return False
@@ -75,7 +77,8 @@ _LOCAL_IO_THREADS = 2
 
 @contextlib.contextmanager
 def local_io_threads(db_dir, n: int = _LOCAL_IO_THREADS):
-    "Within the block LanceDB reads a local table with `n` IO threads; a user's LANCE_IO_THREADS, or an object store, is left as it is."
+    """Within the block LanceDB reads a local table with `n` IO threads; a user's LANCE_IO_THREADS, or an object store,
+    is left as it is."""
     if "LANCE_IO_THREADS" in os.environ or not is_local(db_dir):
         yield
         return
@@ -107,7 +110,8 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
           batch_size: int = 256, progress: bool = True, source=None,
           vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
           write_rows: int = WRITE_ROWS, tune: bool = False) -> ChunkIndex:
-    "Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing created (`source`: re-index it, see `sync`; `tune`: the process tuning of a long build)."
+    """Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing
+    created (`source`: re-index it, see `sync`; `tune`: the process tuning of a long build)."""
     check_name(table, where="table", error=IndexSchemaError)     # before anything is written
     emb = make_embedder(embedder)
     if tune: limit_malloc_arenas()
@@ -118,7 +122,9 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
     if not first and not known:
         raise IndexSchemaError(f"no chunks to index; nothing was created in {db_dir}")
     if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
-    with storage_errors(db_dir, table), table_lock(db_dir, table), (local_io_threads(db_dir) if tune else contextlib.nullcontext()):
+    with storage_errors(db_dir, table), table_lock(db_dir,
+                                                   table), (local_io_threads(db_dir) if tune
+                                                                    else contextlib.nullcontext()):
         idx = cls.create_or_open(db_dir, table, emb)
         kw = dict(batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows,
                   write_rows=write_rows, append=is_local(db_dir))       # the lock is held: plain appends, no merge
@@ -179,11 +185,14 @@ def _ensure_indices(self: ChunkIndex, rebuild: bool = False) -> None:
 # %% ../../nbs/11_index.build.ipynb #f60d3be7
 def id_hashes(ids: Iterable[str]) -> np.ndarray:
     "64-bit hashes (blake2b) of string ids: the keys `IdHashes` keeps."
-    return np.fromiter((int.from_bytes(hashlib.blake2b(str(i).encode(), digest_size=8).digest(), "little") for i in ids),
+    return np.fromiter((int.from_bytes(hashlib.blake2b(str(i).encode(), digest_size=8).digest(),
+                                       "little") for i in ids),
                        dtype=np.uint64)
 
+# %% ../../nbs/11_index.build.ipynb #441350e7
 class IdHashes:
-    "A compact set of ids, 8 bytes an id (their hashes in a sorted array), so a build's memory does not grow by a string per chunk."
+    """A compact set of ids, 8 bytes an id (their hashes in a sorted array), so a build's memory does not grow by a
+    string per chunk."""
     def __init__(self, hashes: Optional[np.ndarray] = None, merge_every: int = 65_536):
         self.sorted = np.unique(hashes) if hashes is not None else np.zeros(0, dtype=np.uint64)
         self.recent, self.merge_every = set(), merge_every
@@ -214,7 +223,8 @@ class IdHashes:
         self.recent = set()
 
     def fresh(self, batch: list[Chunk], seen: IdHashes, st: dict) -> list[Chunk]:
-        "The chunks of `batch` neither held here (stored) nor `seen` earlier in this build (counted in `st`); they are added to `seen`."
+        """The chunks of `batch` neither held here (stored) nor `seen` earlier in this build (counted in `st`); they are
+        added to `seen`."""
         hashes = id_hashes(c.id for c in batch)
         old = np.array(self.flags(hashes), dtype=bool)
         firsts, new = iter(seen.take_new(hashes[~old])), []
@@ -225,12 +235,12 @@ class IdHashes:
             else: st["repeated"] += 1
         return new
 
-
 # %% ../../nbs/11_index.build.ipynb #82a994a9
 @patch
 @storage_guarded
 def upsert(self: ChunkIndex, chunks: Sequence[Chunk], vectors: Optional[np.ndarray] = None) -> int:
-    "Store the chunks whose ids are not in the table yet in one `merge_insert` on the id (stored rows are kept); returns how many were inserted."
+    """Store the chunks whose ids are not in the table yet in one `merge_insert` on the id (stored rows are kept);
+    returns how many were inserted."""
     firsts = {}
     for i, c in enumerate(chunks): firsts.setdefault(c.id, i)
     keep = sorted(firsts.values())
@@ -245,7 +255,8 @@ def upsert(self: ChunkIndex, chunks: Sequence[Chunk], vectors: Optional[np.ndarr
 @patch
 @storage_guarded
 def remove_duplicates(self: ChunkIndex) -> int:
-    "Delete all but one row of every id stored more than once (rows of one chunk id are the same chunk); returns the rows deleted."
+    """Delete all but one row of every id stored more than once (rows of one chunk id are the same chunk); returns the
+    rows deleted."""
     col, hashes = self.columns["id"], np.sort(self._id_hash_array())   # 8 bytes an id, sorted once
     repeated = hashes[1:][hashes[1:] == hashes[:-1]]
     del hashes
@@ -261,7 +272,8 @@ def remove_duplicates(self: ChunkIndex) -> int:
 
 # %% ../../nbs/11_index.build.ipynb #a5868993
 def vector_index_params(n_rows: int, dim: int) -> dict:
-    "IVF-PQ build settings for `n_rows` vectors of `dim` floats, and the search settings (probes, exact re-ranking) that keep recall@10 near exact."
+    """IVF-PQ build settings for `n_rows` vectors of `dim` floats, and the search settings (probes, exact re-ranking)
+    that keep recall@10 near exact."""
     partitions = int(min(max(round(n_rows ** 0.5), 16), 4096))           # about sqrt(rows) lists, as LanceDB advises
     # 8 floats per PQ code
     sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim) if s >= 1 and dim % s == 0)
@@ -283,7 +295,8 @@ def vector_index(self: ChunkIndex) -> Optional[dict]:
 @patch
 @storage_guarded
 def ensure_vector_index(self: ChunkIndex, min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, log=None) -> bool:
-    "Build (or rebuild, once a tenth of the rows came after it) the table's IVF-PQ index when it has `min_rows` rows; True if built."
+    """Build (or rebuild, once a tenth of the rows came after it) the table's IVF-PQ index when it has `min_rows` rows;
+    True if built."""
     n = len(self)
     if min_rows is None or n < max(min_rows, 256): return False           # PQ training needs 256 vectors at least
     if self.vector_index() is not None:
@@ -294,8 +307,10 @@ def ensure_vector_index(self: ChunkIndex, min_rows: Optional[int] = VECTOR_INDEX
         f"ragbench: building a vector index (IVF-PQ, {p['num_partitions']} partitions) on {n} rows of table"
         f" '{self.table_name}'"
     )
-    self.tbl.create_index(metric="cosine", vector_column_name=self.columns["vector"], num_partitions=p["num_partitions"],
-                          num_sub_vectors=p["num_sub_vectors"], sample_rate=p["sample_rate"], max_iterations=p["max_iterations"],
+    self.tbl.create_index(metric="cosine", vector_column_name=self.columns["vector"],
+                          num_partitions=p["num_partitions"],
+                          num_sub_vectors=p["num_sub_vectors"], sample_rate=p["sample_rate"],
+                          max_iterations=p["max_iterations"],
                           replace=True)
     self._ann = False
     return True
@@ -303,7 +318,8 @@ def ensure_vector_index(self: ChunkIndex, min_rows: Optional[int] = VECTOR_INDEX
 # %% ../../nbs/11_index.build.ipynb #d0d5a408
 @patch
 def embed_counted(self: ChunkIndex, chunks: list[Chunk], bar, step: Optional[int] = None) -> np.ndarray:
-    "Embed the chunks' texts one model batch (or `step`) at a time, moving the progress `bar` after each (so it moves every few seconds)."
+    """Embed the chunks' texts one model batch (or `step`) at a time, moving the progress `bar` after each (so it moves
+    every few seconds)."""
     parts, step = [], step or getattr(self.embedder, "batch_size", 64)
     for part in batched(chunks, step):
         parts.append(self.embedder.encode([c.text for c in part]))
@@ -331,7 +347,8 @@ class PendingRows:
 
 @patch
 def _write_pending(self: ChunkIndex, pending: PendingRows, st: dict, force: bool = False, append: bool = False) -> None:
-    "Store the gathered chunks when due (or `force`), counted in `st`: one append (`append`: the build holds the lock), else one `upsert`."
+    """Store the gathered chunks when due (or `force`), counted in `st`: one append (`append`: the build holds the
+    lock), else one `upsert`."""
     if not pending.items or not (force or pending.due()): return
     chunks, vecs = [c for cs, _ in pending.items for c in cs], np.concatenate([v for _, v in pending.items])
     if append:
@@ -347,12 +364,14 @@ def _stored_hashes(self: ChunkIndex) -> IdHashes:
     "The hashes of every id in the table (the id column read 65,536 rows at a time)."
     return IdHashes(self._id_hash_array())
 
+# %% ../../nbs/11_index.build.ipynb #3302a66d
 @patch
 @storage_guarded
 def add(self: ChunkIndex, chunks: Iterable[Chunk], batch_size: int = 256, progress: bool = False,
         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
         write_rows: int = WRITE_ROWS, append: bool = False) -> int:
-    "Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how many were added."
+    """Embed and store the chunks whose ids are not in the table yet (repairing ids stored twice first); returns how
+    many were added."""
     from tqdm.auto import tqdm
     removed = self.remove_duplicates()
     stored, new_ids = self._stored_hashes(), IdHashes()

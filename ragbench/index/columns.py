@@ -55,7 +55,8 @@ def _fits(role: str, t) -> bool:
     return not (pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_struct(t))
 
 def detect_columns(schema, columns: Optional[dict] = None) -> tuple[dict, dict, list[str]]:
-    "(mapping, {role: column detected}, problems) for the roles `columns` leaves out: its own name, else one obvious name (vector: the only vector column)."
+    """(mapping, {role: column detected}, problems) for the roles `columns` leaves out: its own name, else one obvious
+    name (vector: the only vector column)."""
     names, m, picked, problems = list(schema.names), dict(columns or {}), {}, []
     for role in ROLES:
         if role in m: continue
@@ -63,7 +64,8 @@ def detect_columns(schema, columns: Optional[dict] = None) -> tuple[dict, dict, 
             m[role] = role
             continue
         taken = set(m.values())
-        cands = [n for n in names if n.lower() in _COLUMN_NAMES[role] and n not in taken and _fits(role, schema.field(n).type)]
+        cands = [n for n in names if n.lower() in _COLUMN_NAMES[role] and n not in taken and _fits(role,
+            schema.field(n).type)]
         if role == "vector" and not cands:
             cands = [n for n in names if n not in taken and _fits("vector", schema.field(n).type)]
         if len(cands) == 1:
@@ -76,8 +78,10 @@ def detect_columns(schema, columns: Optional[dict] = None) -> tuple[dict, dict, 
             problems.append(f"no {role} column found (tried {', '.join(_COLUMN_NAMES[role])}; --column {role}=<column>)")
     return m, picked, problems
 
+# %% ../../nbs/11_index.columns.ipynb #a58daa8d
 def resolve_columns(table: str, schema, columns: Optional[dict] = None) -> tuple[dict, int]:
-    "Map roles to the table's columns (obvious names detected) and return (mapping, vector dim); one IndexSchemaError names every role missing or ambiguous."
+    """Map roles to the table's columns (obvious names detected) and return (mapping, vector dim); one IndexSchemaError
+    names every role missing or ambiguous."""
     import pyarrow as pa
     columns = dict(columns or {})
     unknown = sorted(set(columns) - set(ROLES))
@@ -108,7 +112,6 @@ def detected_line(table: str, picked: dict) -> str:
         f"ragbench: table '{table}': detected columns {' '.join(f'{r}={c}' for r, c in picked.items())} by their names "
         "(pass --column ROLE=NAME to choose others)"
     )
-
 
 # %% ../../nbs/11_index.columns.ipynb #0ba98251
 def parse_columns(items: Union[Iterable[str], dict, None]) -> dict:

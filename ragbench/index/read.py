@@ -35,7 +35,8 @@ class Hit:
 _VECTOR_CHECK_ROWS, _VECTOR_CHECK_MIN_COSINE = 8, 0.3   # rows re-embedded when a table's vectors are not ragbench's own
 
 def stored_vs_embedded(tbl, columns: dict, emb, n: int = _VECTOR_CHECK_ROWS) -> Optional[float]:
-    "Median cosine between `n` rows' stored vectors and their texts embedded by `emb` (same model: near 1), or None without text."
+    """Median cosine between `n` rows' stored vectors and their texts embedded by `emb` (same model: near 1), or None
+    without text."""
     rows = [
         r
         for r in tbl.search().select([columns["text"], columns["vector"]]).limit(4 * n).to_list()
@@ -48,7 +49,8 @@ def stored_vs_embedded(tbl, columns: dict, emb, n: int = _VECTOR_CHECK_ROWS) -> 
     return float(np.median(np.where(norms > 0, (stored * fresh).sum(1) / np.where(norms > 0, norms, 1), 0.0)))
 
 def check_vectors(table: str, tbl, columns: dict, emb) -> None:
-    "Refuse an embedder whose vectors of the table's own texts are unlike the stored ones (another model: search would be silently wrong)."
+    """Refuse an embedder whose vectors of the table's own texts are unlike the stored ones (another model: search would
+    be silently wrong)."""
     cos = stored_vs_embedded(tbl, columns, emb)
     if cos is not None and cos < _VECTOR_CHECK_MIN_COSINE:
         raise IndexSchemaError(
@@ -56,10 +58,12 @@ def check_vectors(table: str, tbl, columns: dict, emb) -> None:
             f"'{emb.name}': {_VECTOR_CHECK_ROWS} of its texts embedded again have median cosine {cos:.2f} to their stored "
             f"vectors (the same model gives about 1.0); pass the embedder the table was built with (--embedder SPEC)")
 
+# %% ../../nbs/11_index.read.ipynb #806b2587
 @patch(cls_method=True)
 def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embedder=None,
          columns: Optional[dict] = None, dense_weight: float = 0.7, allow_empty: bool = False) -> ChunkIndex:
-    "Open a ragbench table, or a user's LanceDB table (`columns` maps id/text/vector/doc_id/meta; obvious names are detected, its vectors checked against the embedder); an empty table is an error."
+    """Open a ragbench table, or a user's LanceDB table (`columns` maps id/text/vector/doc_id/meta; obvious names are
+    detected, its vectors checked against the embedder); an empty table is an error."""
     with storage_errors(db_location(db_dir), table):       # a store that refuses or a damaged file: one message
         check_name(table, where="table", error=IndexSchemaError)
         db_dir = db_location(db_dir)
@@ -84,10 +88,10 @@ def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embed
                                    f"table was built with (embedder=... / --embedder ...)")
         if side is None or side["embedder"]["name"] != emb.name: check_vectors(table, tbl, cols, emb)
         idx = cls(db_dir, table, tbl, emb, cols, dim, dense_weight)
-        idx.detected = detect_columns(tbl.schema, {r: c for r, c in (columns or {}).items() if c in tbl.schema.names})[1]
+        idx.detected = detect_columns(tbl.schema, {r: c for r,
+                                                   c in (columns or {}).items() if c in tbl.schema.names})[1]
         idx.assumed_embedder = side is None and embedder is None    # a user's table that records no embedder
         return idx
-
 
 # %% ../../nbs/11_index.read.ipynb #18f4e692
 def _scalar(t) -> bool:
@@ -134,13 +138,15 @@ def _has_text(self: ChunkIndex, row: dict) -> bool:
 
 @patch
 def _fetch_until(self: ChunkIndex, fetch, n: int, enough) -> list:
-    "`fetch(n)`, with `n` grown 4x a round (at most the table's size), until `enough` of its result or the whole table was read."
+    """`fetch(n)`, with `n` grown 4x a round (at most the table's size), until `enough` of its result or the whole table
+    was read."""
     while not enough(rows := fetch(n)) and n < (size := len(self)): n = min(4 * n, size)
     return rows
 
 @patch
 def _with_text(self: ChunkIndex, scored: list) -> list:
-    "Rows (with scores) that hold text; rows whose text is null or blank are skipped, counted in `empty_skipped` and reported once."
+    """Rows (with scores) that hold text; rows whose text is null or blank are skipped, counted in `empty_skipped` and
+    reported once."""
     keep = [(r, s) for r, s in scored if self._has_text(r)]
     if len(keep) < len(scored):
         first = not getattr(self, "empty_skipped", 0)
@@ -182,7 +188,8 @@ def _rows(self: ChunkIndex, ids: Iterable, vector: bool = False) -> dict:
 @patch
 @storage_guarded
 def get_many(self: ChunkIndex, ids: Iterable[str]) -> list[Chunk]:
-    "Chunks for `ids`, in the same order (a position-based id of an old run finds its chunk, see `legacy_ids`); KeyError names the ids that are not in the table."
+    """Chunks for `ids`, in the same order (a position-based id of an old run finds its chunk, see `legacy_ids`);
+    KeyError names the ids that are not in the table."""
     ids = list(ids)
     rows = self._rows(ids) if ids else {}
     missing = [i for i in ids if str(i) not in rows]
@@ -205,7 +212,8 @@ def get(self: ChunkIndex, id: str) -> Chunk:
 @patch
 @storage_guarded
 def legacy_ids(self: ChunkIndex, ids: Iterable[str]) -> dict[str, str]:
-    "{old id: id now} for position-based ids (made before issue 22) whose chunk is still stored with the same text: how old runs stay readable."
+    """{old id: id now} for position-based ids (made before issue 22) whose chunk is still stored with the same text:
+    how old runs stay readable."""
     want, out, c = {str(i) for i in ids}, {}, self.columns
     if not want or c["meta"] is None: return out
     for b in self.tbl.search().select([c["id"], c["doc_id"], c["text"], c["meta"]]).limit(None).to_batches(4096):
@@ -232,7 +240,8 @@ def _pool_sampled(population: int, k: int) -> bool:
     return population <= setsize
 
 def _sample_positions(population: int, k: int, seed: int = 0, first: Optional[int] = None) -> list[int]:
-    "The positions `random.Random(seed).sample(range(population), k)[:first]` picks, in memory that grows with `first`, not `population`."
+    """The positions `random.Random(seed).sample(range(population), k)[:first]` picks, in memory that grows with
+    `first`, not `population`."""
     rng, k = random.Random(seed), min(k, population)
     first = k if first is None else min(first, k)
     if not _pool_sampled(population, k): return rng.sample(range(population), k)[:first]
@@ -256,7 +265,8 @@ def _ids_at_ranks(self: ChunkIndex, ranks: Sequence[int]) -> list[str]:
 @patch
 @storage_guarded
 def sample_ids(self: ChunkIndex, n: int, seed: int = 0, first: Optional[int] = None) -> list[str]:
-    "`n` chunk ids drawn at random (only the `first` of them when given), reproducibly for a seed and independent of storage order."
+    """`n` chunk ids drawn at random (only the `first` of them when given), reproducibly for a seed and independent of
+    storage order."""
     return self._ids_at_ranks(_sample_positions(len(self), n, seed, first))
 
 @patch

@@ -44,7 +44,8 @@ def _dense_rows(self: ChunkIndex, vec: np.ndarray, n: int, vector: bool = False)
 @patch
 @storage_guarded
 def ensure_fts(self: ChunkIndex, log=None) -> bool:
-    "Make BM25 search ready: a ragbench table gets its full-text index; a user's table is never written (an in-memory copy of its ids and texts is indexed instead)."
+    """Make BM25 search ready: a ragbench table gets its full-text index; a user's table is never written (an in-memory
+    copy of its ids and texts is indexed instead)."""
     if self._fts_ready or self._has_fts():
         self._fts_ready = True
         return False
@@ -71,6 +72,7 @@ def _memory_fts(tbl, idcol: str, textcol: str):
     copy.create_index(textcol, config=FTS())
     return copy
 
+# %% ../../nbs/11_index.search.ipynb #2625d2c0
 @patch
 def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> list[dict]:
     "Top-n rows by BM25 (LanceDB full-text search), on the table's own index or on the in-memory one of `ensure_fts`."
@@ -84,10 +86,10 @@ def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> li
     rows = self._rows([r[idcol] for r in scored], vector=vector)
     return [{**rows[str(r[idcol])], "_score": r["_score"]} for r in scored if str(r[idcol]) in rows]
 
-
 # %% ../../nbs/11_index.search.ipynb #940591a7
 @patch
-def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict], w: float) -> list[tuple[dict, float]]:
+def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict], w: float) -> list[tuple[dict,
+    float]]:
     "The rows of both searches with their `fuse_hybrid` score of cosine and BM25, best first."
     vcol, idcol = self.columns["vector"], self.columns["id"]
     rows = {str(r[idcol]): r for r in sparse} | {str(r[idcol]): r for r in dense}
@@ -103,7 +105,8 @@ def _fuse(self: ChunkIndex, qv: np.ndarray, dense: list[dict], sparse: list[dict
 SEARCH_MODES = ("dense", "bm25", "hybrid")
 
 @patch
-def _scored(self: ChunkIndex, query: str, qv, mode: str, n: int, k: int, n_ex: int, w: float) -> list[tuple[dict, float]]:
+def _scored(self: ChunkIndex, query: str, qv, mode: str, n: int, k: int, n_ex: int, w: float) -> list[tuple[dict,
+    float]]:
     "The top `n` rows for one search mode with their scores (hybrid fuses a wider pool of both)."
     if mode == "bm25": return [(r, r["_score"]) for r in self._bm25_rows(query, n)]
     if mode == "dense": return [(r, 1.0 - r["_distance"]) for r in self._dense_rows(qv, n)]
@@ -152,9 +155,11 @@ def _mapping(cols: dict) -> str:
     "A mapping as --column options."
     return " ".join(f"--column {r}={c}" for r, c in cols.items() if c and c != r) or "(ragbench's own columns)"
 
-def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, columns: Union[Iterable[str], dict, None] = (),
+def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, columns: Union[Iterable[str], dict,
+    None] = (),
                run_dir=None, fts: bool = True, log=None, save: bool = True) -> ChunkIndex:
-    "The index a command reads (ragbench's table or the user's with `columns`), its mapping saved in `run_dir`'s manifest and reused on resume."
+    """The index a command reads (ragbench's table or the user's with `columns`), its mapping saved in `run_dir`'s
+    manifest and reused on resume."""
     cols, saved = parse_columns(columns), _saved_index(run_dir)
     if saved and not cols: cols = parse_columns(saved.get("columns") or {})
     embedder = embedder or saved.get("embedder")
@@ -181,7 +186,8 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
     return idx
 
 def save_index_mapping(run_dir, table: str, idx: ChunkIndex) -> None:
-    "Record how `idx` was opened (and its table version) in `run_dir`'s manifest (a command whose other inputs are still unchecked opens with `save=False`, then calls this)."
+    """Record how `idx` was opened (and its table version) in `run_dir`'s manifest (a command whose other inputs are
+    still unchecked opens with `save=False`, then calls this)."""
     with RunLock(run_dir):
         RunDir(run_dir).write_manifest(index={"table": table, "columns": idx.columns, "embedder": idx.embedder.spec,
                                                "version": idx.tbl.version})

@@ -25,11 +25,13 @@ def db_location(db_dir: Union[str, Path]) -> Union[Path, str]:
     return Path(db_dir) if is_local(db_dir) else str(db_dir).rstrip("/")
 
 def db_exists(db_dir: Union[str, Path]) -> bool:
-    "Whether a database can be read: a local folder that exists, or any object-store URI (its listing says what it holds)."
+    """Whether a database can be read: a local folder that exists, or any object-store URI (its listing says what it
+    holds)."""
     return Path(db_dir).is_dir() if is_local(db_dir) else True
 
 def _object_store(uri: str):
-    "(pyarrow filesystem, path) of an object-store URI; credentials and endpoint come from the environment (AWS_*, ...)."
+    """(pyarrow filesystem, path) of an object-store URI; credentials and endpoint come from the environment (AWS_*,
+    ...)."""
     import pyarrow.fs as pafs
     return pafs.FileSystem.from_uri(uri)
 
@@ -48,13 +50,15 @@ def write_stored_text(loc: Union[Path, str], text: str) -> None:
     with fs.open_output_stream(path) as f: f.write(text.encode())
 
 def table_lock(db_dir: Union[str, Path], table: str):
-    "The exclusive lock on writing `table` of a local database; a no-op on object storage (ids stay unique by `merge_insert`)."
+    """The exclusive lock on writing `table` of a local database; a no-op on object storage (ids stay unique by
+    `merge_insert`)."""
     if not is_local(db_dir): return contextlib.nullcontext()
     return RunLock(db_dir, name=f"{table}.ragbench.lock", label=f"table '{table}' in {db_dir}")
 
 # %% ../../nbs/11_index.storage.ipynb #1aea954a
 class StorageError(RunFailure):
-    "Storage failed while reading or writing a table (an object store's status, a reset, a damaged file); the message says the way out."
+    """Storage failed while reading or writing a table (an object store's status, a reset, a damaged file); the message
+    says the way out."""
 
 _SECRET_NAMES = (r"x-amz-(?:credential|signature|security-token)|aws_(?:secret_access_key|access_key_id|session_token)|"
                  r"secret_access_key|session_token|account_key|sas_token|client_secret|password|signature|sig")
@@ -63,7 +67,8 @@ _SECRET_VALUE = re.compile(rf"(?i)(\b(?:{_SECRET_NAMES})[\"']?\s*[=:]\s*[\"']?)[
 _SECRET_ENVS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN")
 
 def mask_credentials(text: str) -> str:
-    "`text` with credentials masked: URL user info (`s3://KEY:SECRET@...`), secret query values (`X-Amz-Credential=`), `aws_secret_access_key=...` and the values of `_SECRET_ENVS`."
+    """`text` with credentials masked: URL user info (`s3://KEY:SECRET@...`), secret query values (`X-Amz-Credential=`),
+    `aws_secret_access_key=...` and the values of `_SECRET_ENVS`."""
     text = _SECRET_VALUE.sub(r"\1***", _USERINFO.sub(r"\1***@", str(text)))
     for env in _SECRET_ENVS:
         if len(v := os.environ.get(env) or "") >= 6: text = text.replace(v, "***")
@@ -81,26 +86,33 @@ _CONNECTION = (("failed to resolve region", "no region set"), ("connection reset
                ("timed out", "timed out"), ("timeout", "timed out"))
 
 def storage_status(text: str) -> Optional[str]:
-    "What the storage answered, read from a LanceDB / pyarrow / object_store message ('HTTP 403 AccessDenied', 'HTTP 500', 'connection reset', 'no region set'), or None."
+    """What the storage answered, read from a LanceDB / pyarrow / object_store message ('HTTP 403 AccessDenied', 'HTTP
+    500', 'connection reset', 'no region set'), or None."""
     code = m[1] if (m := re.search(r"<Code>(\w+)</Code>", text)) else None
-    num = next((g for g in m.groups() if g), None) if (m := re.search(r"\bstatus(?: code)?:? (\d{3})\b|HTTP status (\d{3})\b", text)) else None
-    if (m := re.search(r"AWS Error (\w+)", text)) and m[1] in _AWS_CODES: num, code = num or _AWS_CODES[m[1]][0], code or _AWS_CODES[m[1]][1]
+    num = next((g for g in m.groups() if g),
+               None) if (m := re.search(r"\bstatus(?: code)?:? (\d{3})\b|HTTP status (\d{3})\b", text)) else None
+    if (m := re.search(r"AWS Error (\w+)",
+                       text)) and m[1] in _AWS_CODES: num, code = num or _AWS_CODES[m[1]][0], code or _AWS_CODES[m[1]][1]
     if num or code: return " ".join(x for x in ("HTTP", num, code) if x) if num else code
     low = text.lower()
     return next((said for needle, said in _CONNECTION if needle in low), None)
 
 # %% ../../nbs/11_index.storage.ipynb #05fc5196
 _PANICS = ("PanicException", "RustPanic")
-_DAMAGE = ("panicked", "protobuf", "does not appear to be a lance file", "invalid magic", "range end index", "out of range for slice",
+_DAMAGE = ("panicked", "protobuf", "does not appear to be a lance file", "invalid magic", "range end index",
+           "out of range for slice",
            "corrupt", "unexpected end of file", "unexpectedeof", "not found: ", "no such file or directory")
 _STORAGE_MARKS = ("lance error", "LanceError", "Failed to connect to namespace", "AWS Error", "Generic S3 error",
                   "Lance file", "panicked", "Encountered corrupt file")             # only such errors are read at all
-_LEFT_TO_CLI = ("No space left on device", "Disk quota exceeded", "Read-only file system", "Permission denied")   # cli.storage_problem
+# cli.storage_problem
+_LEFT_TO_CLI = ("No space left on device", "Disk quota exceeded", "Read-only file system", "Permission denied")
 
 def _detail(text: str) -> str:
-    "The useful words of a storage error: the store's `<Message>`, else the request that failed, else the error without Rust's source locations, shortened."
+    """The useful words of a storage error: the store's `<Message>`, else the request that failed, else the error
+    without Rust's source locations, shortened."""
     if m := re.search(r"<Message>([^<]{1,200})</Message>", text): return m[1]
-    if m := re.search(r"\b(GET|PUT|POST|DELETE|HEAD),? (?:uri: Some\()?(https?://[^\s)]+)", text): return f"{m[1]} {m[2]}"
+    if m := re.search(r"\b(GET|PUT|POST|DELETE|HEAD),? (?:uri: Some\()?(https?://[^\s)]+)",
+                      text): return f"{m[1]} {m[2]}"
     text = re.sub(r",?\s*/\S+\.rs:\d+:\d+", "", text.strip().splitlines()[0] if text.strip() else "")
     text = re.sub(r"^(?:lance error: )?(?:LanceError\(\w+\): )?", "", text)
     return text[:160] + ("..." if len(text) > 160 else "")
@@ -111,6 +123,7 @@ def _where(db, table) -> str:
     return (f"table '{table}' in {db}" if table and db else f"the LanceDB database {db}" if db else
             f"table '{table}'" if table else "the LanceDB table")
 
+# %% ../../nbs/11_index.storage.ipynb #8b693c7d
 def _as_storage_error(e: BaseException, db=None, table=None) -> Optional[StorageError]:
     "One exception (not its chain) as a `StorageError`, when it is a storage failure."
     if isinstance(e, (KeyError, UserError)): return None
@@ -128,7 +141,8 @@ def _as_storage_error(e: BaseException, db=None, table=None) -> Optional[Storage
         return StorageError(mask_credentials(
             f"{where} cannot be read: a file of the table is damaged or missing ({detail}); it cannot be repaired in place: "
             f"re-index into a new --db (ragbench index SOURCE --db NEW_FOLDER{flag}) and use that one"))
-    way = ("set AWS_REGION (or AWS_DEFAULT_REGION) to the bucket's region, then " + again if status == "no region set" else
+    way = ("set AWS_REGION (or AWS_DEFAULT_REGION) to the bucket's region, then " + again if status == "no region set"
+           else
            "check that the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the profile) may read and write it, "
            "then " + again + " to resume" if status and "403" in status else
            again + " to resume once the storage answers")
@@ -136,7 +150,8 @@ def _as_storage_error(e: BaseException, db=None, table=None) -> Optional[Storage
     return StorageError(mask_credentials(f"storage failed for {where}: {said}; what was written is kept: {way}"))
 
 def storage_failure(exc: BaseException, db=None, table=None) -> Optional[RunFailure]:
-    "The run-time failure in `exc`'s chain: a `RunFailure` as it is, a storage error of LanceDB / pyarrow as a `StorageError` naming `table` in `db`, the status and the way out; else None."
+    """The run-time failure in `exc`'s chain: a `RunFailure` as it is, a storage error of LanceDB / pyarrow as a
+    `StorageError` naming `table` in `db`, the status and the way out; else None."""
     seen, e = set(), exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))

@@ -20,7 +20,8 @@ __all__ = ['StoredRows', 'StoredTexts', 'Produced', 'changes_line']
 
 # %% ../../nbs/11_index.versions.ipynb #c99772cf
 def _in_source(row_source: Optional[str], source: Union[str, Path, None]) -> bool:
-    "Whether a stored chunk's meta `source` is `source` itself or a file under it (re-indexing a source removes only its own documents)."
+    """Whether a stored chunk's meta `source` is `source` itself or a file under it (re-indexing a source removes only
+    its own documents)."""
     if not row_source or source is None: return False
     a, b = Path(str(row_source)).absolute(), Path(str(source)).absolute()
     return a == b or b in a.parents
@@ -49,7 +50,8 @@ class StoredRows:
 
 @patch
 def _stored(self: ChunkIndex, source=None) -> StoredRows:
-    "Every stored row's id, document, position, text and whether it is in `source`, as arrays, read 4,096 rows at a time."
+    """Every stored row's id, document, position, text and whether it is in `source`, as arrays, read 4,096 rows at a
+    time."""
     c, names, parts = self.columns, {}, {k: [] for k in ("ids", "docs", "positions", "texts", "inside", "rowids")}
     q = self.tbl.search().with_row_id(True).select([c["id"], c["doc_id"], c["text"], c["meta"]]).limit(None)
     for b in q.to_batches(4096):
@@ -62,7 +64,8 @@ def _stored(self: ChunkIndex, source=None) -> StoredRows:
         parts["texts"].append(id_hashes(t or "" for t in b.column(c["text"]).to_pylist()))
         parts["inside"].append(np.array([_in_source(m.get("source"), source) for m in metas], bool))
         parts["rowids"].append(np.array(b.column("_rowid").to_numpy(), np.uint64))   # a copy: a view keeps the batch
-    empty = {"ids": np.uint64, "docs": np.int32, "positions": np.int64, "texts": np.uint64, "inside": bool, "rowids": np.uint64}
+    empty = {"ids": np.uint64, "docs": np.int32, "positions": np.int64, "texts": np.uint64, "inside": bool,
+             "rowids": np.uint64}
     arrays = {k: np.concatenate(v) if v else np.zeros(0, empty[k]) for k, v in parts.items()}
     return StoredRows(**arrays, doc_names=list(names))
 
@@ -77,7 +80,8 @@ class StoredTexts:
         "For each text hash, the row id of a stored row with that text, or None."
         if not len(self.texts): return [None] * len(hashes)
         at = np.minimum(np.searchsorted(self.texts, hashes), len(self.texts) - 1)
-        return [int(r) if hit else None for r, hit in zip(self.rowids[at].tolist(), (self.texts[at] == hashes).tolist())]
+        return [int(r) if hit else None for r, hit in zip(self.rowids[at].tolist(),
+                                                          (self.texts[at] == hashes).tolist())]
 
 @patch
 def _rows_at(self: ChunkIndex, rowids: Iterable[int]) -> dict:
@@ -89,7 +93,8 @@ def _rows_at(self: ChunkIndex, rowids: Iterable[int]) -> dict:
     return out
 
 def _vectors_for(self: ChunkIndex, new: list[Chunk], texts: StoredTexts, bar, st: dict) -> np.ndarray:
-    "Vectors of `new`: a stored row's vector where the same text is stored already (reused), else embedded (counted in `st`)."
+    """Vectors of `new`: a stored row's vector where the same text is stored already (reused), else embedded (counted in
+    `st`)."""
     reuse = {i: r for i, r in enumerate(texts.find(id_hashes(c.text for c in new))) if r is not None}
     rows = self._rows_at(reuse.values()) if reuse else {}
     reuse = {i: r for i, r in reuse.items() if r in rows}           # a row moved since it was read: embedded again
@@ -104,9 +109,11 @@ def _vectors_for(self: ChunkIndex, new: list[Chunk], texts: StoredTexts, bar, st
 
 ChunkIndex._vectors_for = _vectors_for
 
+# %% ../../nbs/11_index.versions.ipynb #970b21df
 @dataclass
 class Produced:
-    "What a sync's stream produced, kept small: the stored ids it gave again (hashed), its documents, and its new ids counted."
+    """What a sync's stream produced, kept small: the stored ids it gave again (hashed), its documents, and its new ids
+    counted."""
     kept: IdHashes = field(default_factory=IdHashes)   # stored ids the stream gave again
     docs: set = field(default_factory=set)            # every document in the stream
     added: int = 0                                     # distinct ids not stored
@@ -152,17 +159,21 @@ def _delete_hashed(self: ChunkIndex, hashes: np.ndarray) -> int:
     for part in batched(ids, 500): self.tbl.delete(self._id_in(part))
     return len(ids)
 
+# %% ../../nbs/11_index.versions.ipynb #9b88c095
 @patch
 @storage_guarded
 def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int = 256, progress: bool = False,
-         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, write_rows: int = WRITE_ROWS, append: bool = False) -> dict:
-    "Make the table hold `chunks`: embed only new texts, delete the old chunks of changed documents (and, with `source`, of its documents that are gone); returns the diff."
+         vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, write_rows: int = WRITE_ROWS,
+         append: bool = False) -> dict:
+    """Make the table hold `chunks`: embed only new texts, delete the old chunks of changed documents (and, with
+    `source`, of its documents that are gone); returns the diff."""
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
     stored = self._stored(source)
     texts, stored_docs = StoredTexts(stored), set(stored.doc_names)
     produced, stored_ids, new_ids, pending = Produced(), IdHashes(stored.ids), IdHashes(), PendingRows(write_rows)
-    st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0, "duplicates_removed": removed_dups}
+    st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0,
+          "duplicates_removed": removed_dups}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)
     try:
         for batch in batched(chunks, batch_size):
@@ -186,19 +197,22 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
 # %% ../../nbs/11_index.versions.ipynb #cca53036
 @patch
 def _record_version(self: ChunkIndex, source=None) -> None:
-    "Append this build's table version and diff to the sidecar's `versions` (the previous versions stay readable: `at_version`)."
+    """Append this build's table version and diff to the sidecar's `versions` (the previous versions stay readable:
+    `at_version`)."""
     side = read_sidecar(self.db_dir, self.table_name)
     if side is None: return
     b = self.last_build
     side.setdefault("versions", []).append({"version": b["version"], "previous": b["previous_version"], "at": utc_now(),
                                             "source": str(source) if source is not None else None,
-                                            "documents": b["documents"], "chunks": b["chunks_diff"], "embedded": b["embedded"]})
+                                            "documents": b["documents"], "chunks": b["chunks_diff"],
+                                            "embedded": b["embedded"]})
     write_stored_text(sidecar_path(self.db_dir, self.table_name), json.dumps(side, indent=2))
 
 @patch
 @storage_guarded
 def build_history(self: ChunkIndex) -> list[dict]:
-    "Every recorded build of this table, oldest first: its version, the previous one, the documents and chunks it changed."
+    """Every recorded build of this table, oldest first: its version, the previous one, the documents and chunks it
+    changed."""
     return (read_sidecar(self.db_dir, self.table_name) or {}).get("versions") or []
 
 @patch

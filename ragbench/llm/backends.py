@@ -95,7 +95,8 @@ async def aclose(self: Backend) -> None:
 class OpenAIBackend(Backend):
     "Any OpenAI-compatible chat-completions server, through the official `openai` SDK."
     def __init__(self, base_url: Optional[str], model: str, *, timeout: float = 120.0, structured: str = "auto",
-                 api_key_env: str = "OPENAI_API_KEY", max_tokens: Optional[int] = None, extra_body: Optional[dict] = None,
+                 api_key_env: str = "OPENAI_API_KEY", max_tokens: Optional[int] = None,
+                 extra_body: Optional[dict] = None,
                  spec: Optional[str] = None):
         if not model:
             raise LLMConfigError("openai spec needs a model: openai:BASE_URL@MODEL, e.g. openai:http://localhost:11434/v1@qwen2.5")
@@ -187,12 +188,14 @@ def retry_after_seconds(headers) -> Optional[float]:
 # %% ../../nbs/03_llm.backends.ipynb #48190563
 @patch
 def _failed(self: OpenAIBackend, exc: Exception, req: LLMRequest, native: bool) -> Exception:
-    "The exception to raise for `exc`: a malformed body is transient; a rejected response_format switches modes; Retry-After is kept."
+    """The exception to raise for `exc`: a malformed body is transient; a rejected response_format switches modes;
+    Retry-After is kept."""
     if isinstance(exc, json.JSONDecodeError): return TransientError(f"malformed response body: {exc}")
     ra = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
     if ra is not None: exc.retry_after = ra    # the client waits that long (up to its max_backoff)
     if native and req.schema is not None and self.structured == "auto" and http_status(exc) in (400, 422):
-        _log.warning("%s rejected response_format (%s); switching to schema-in-prompt mode", redact_spec(self.spec), http_status(exc))
+        _log.warning("%s rejected response_format (%s); switching to schema-in-prompt mode", redact_spec(self.spec),
+                     http_status(exc))
         self._native = False
         return StructuredOutputRejected(
             f"server rejected response_format (HTTP {http_status(exc)}); resending with the schema in the prompt"
@@ -210,7 +213,8 @@ def _sync(self: OpenAIBackend):
 
 @patch
 def _client_kwargs(self: OpenAIBackend) -> dict:
-    return dict(base_url=self.base_url, api_key=os.environ.get(self.key_envs[0]) or "not-needed", max_retries=0, timeout=self.timeout)
+    return dict(base_url=self.base_url, api_key=os.environ.get(self.key_envs[0]) or "not-needed", max_retries=0,
+                timeout=self.timeout)
 
 # %% ../../nbs/03_llm.backends.ipynb #47397def
 @patch
@@ -229,7 +233,8 @@ async def acall(self: OpenAIBackend, req: LLMRequest) -> Completion:
     def make():
         from openai import AsyncOpenAI
         return AsyncOpenAI(**self._client_kwargs())
-    try: return _openai_completion(await per_loop(self._aclients, make).chat.completions.create(**self._kwargs(req, native)))
+    try: return _openai_completion(await per_loop(self._aclients, make).chat.completions.create(**self._kwargs(req,
+        native)))
     except Exception as e:
         err = self._failed(e, req, native)
         if err is e: raise
@@ -238,7 +243,8 @@ async def acall(self: OpenAIBackend, req: LLMRequest) -> Completion:
 # %% ../../nbs/03_llm.backends.ipynb #b1978a45
 class GeminiBackend(Backend):
     "Google Gemini through the official `google-genai` SDK."
-    def __init__(self, model: str, *, base_url: Optional[str] = None, timeout: float = 120.0, schema_mode: str = "json_schema",
+    def __init__(self, model: str, *, base_url: Optional[str] = None, timeout: float = 120.0,
+                 schema_mode: str = "json_schema",
                  thinking_budget: Optional[int] = None, max_output_tokens: Optional[int] = None,
                  api_key_env: Optional[str] = None, spec: Optional[str] = None):
         if not model: raise LLMConfigError("gemini spec needs a model: gemini:MODEL, e.g. gemini:gemini-2.5-flash")
@@ -315,7 +321,8 @@ def call(self: GeminiBackend, req: LLMRequest) -> Completion:
 @patch
 async def acall(self: GeminiBackend, req: LLMRequest) -> Completion:
     client = per_loop(self._aclients, self._make)
-    try: resp = await client.aio.models.generate_content(model=self.model, contents=req.prompt, config=self._config(req))
+    try: resp = await client.aio.models.generate_content(model=self.model, contents=req.prompt,
+                                                         config=self._config(req))
     except json.JSONDecodeError as e: raise TransientError(f"malformed response body: {e}") from None
     return _gemini_completion(resp)
 
@@ -399,7 +406,8 @@ class LocalBackend(Backend):
 
     def call(self, req):
         llama, lock = load_llama(self.path, self.n_ctx, self.n_threads, self.extra_bufts)
-        msgs = ([{"role": "system", "content": req.system}] if req.system else []) + [{"role": "user", "content": req.prompt}]
+        msgs = ([{"role": "system", "content": req.system}] if req.system else []) + [{"role": "user",
+            "content": req.prompt}]
         kw = dict(messages=msgs, temperature=req.temperature, max_tokens=self.max_tokens, seed=self.seed,
                   repeat_penalty=self.repeat_penalty)
         if req.schema is not None:
@@ -411,4 +419,5 @@ class LocalBackend(Backend):
             with lock: out = llama.create_chat_completion(**kw)
         except ValueError as e: raise ProviderError(f"local model: {e}", retryable=False) from None
         usage = out.get("usage") or {}
-        return Completion(out["choices"][0]["message"].get("content") or "", usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        return Completion(out["choices"][0]["message"].get("content") or "", usage.get("prompt_tokens"),
+                          usage.get("completion_tokens"))

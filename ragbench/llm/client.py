@@ -12,7 +12,8 @@ from fastcore.basics import patch
 from ..core import Registry, arun
 from .backends import Backend, Completion, GeminiBackend, LLMRequest, LocalBackend, approx_tokens, openai_backend
 from .cache import ResponseCache
-from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, LLMUnreachable, RunEnded, StructuredOutputRejected,
+from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, LLMUnreachable, RunEnded,
+                                 StructuredOutputRejected,
                                  http_status, is_retryable, redact, redact_spec)
 from .limits import RateLimiter, Slots
 from .structured import parse_reply, repair_prompt, schema_info
@@ -41,7 +42,8 @@ class _Pacing(BaseModel):
 
 class LLM:
     "A model behind one interface: `complete` / `acomplete`, with cache, retries, limits, repair and counted usage."
-    def __init__(self, backend: Backend, *, spec: Optional[str] = None, cache_dir=None, meter: Optional[CallMeter] = None,
+    def __init__(self, backend: Backend, *, spec: Optional[str] = None, cache_dir=None,
+                 meter: Optional[CallMeter] = None,
                  budget: Optional[CallMeter] = None, **pacing):
         if meter is not None and budget is not None and meter is not budget:
             raise ValueError("pass meter or budget, not both")
@@ -55,7 +57,8 @@ class LLM:
         self.max_repairs = p.max_repairs
         self.price = p.price if p.price is not None else backend.default_price()
         if self.meter.max_usd is not None and self.price is None:
-            _log.warning("%s: price unknown, so max_usd=%s cannot limit it; pass price=(in, out)", self.spec, self.meter.max_usd)
+            _log.warning("%s: price unknown, so max_usd=%s cannot limit it; pass price=(in, out)", self.spec,
+                         self.meter.max_usd)
 
     usage = property(lambda self: self.meter, doc="The meter this LLM's calls are counted into.")
     budget = property(lambda self: self.meter, doc="The meter (and budget) of this LLM.")
@@ -76,7 +79,8 @@ def _count(self: LLM, event: str, stage: str, *args) -> None:
 
 @patch
 def _book(self: LLM, req: LLMRequest) -> None:
-    "Count `req` before it is sent; raises BudgetExceeded (counted as a failure) when the budget is spent, RunEnded (not counted) when the run has ended."
+    """Count `req` before it is sent; raises BudgetExceeded (counted as a failure) when the budget is spent, RunEnded
+    (not counted) when the run has ended."""
     try: self._count("before_send", req.stage)
     except BudgetExceeded as e:
         if not isinstance(e, RunEnded): self._count("failure", req.stage, "budget")
@@ -87,7 +91,8 @@ def _book(self: LLM, req: LLMRequest) -> None:
 @patch
 def _after(self: LLM, req: LLMRequest, comp: Completion, est: int) -> None:
     "Count the tokens and cost of a reply; settle the token bucket."
-    self._count("after_reply", req.stage, comp.input_tokens, comp.output_tokens, cost_usd(self.price, comp.input_tokens, comp.output_tokens))
+    self._count("after_reply", req.stage, comp.input_tokens, comp.output_tokens, cost_usd(self.price, comp.input_tokens,
+        comp.output_tokens))
     if self.limiter: self.limiter.settle((comp.input_tokens or est) + (comp.output_tokens or 0) - est)
 
 # %% ../../nbs/03_llm.client.ipynb #f3be7017
@@ -114,7 +119,8 @@ def _failed(self: LLM, req: LLMRequest, exc: Exception, attempt: int) -> float:
     "Count a failed request; return the delay before retrying, or raise the error for the caller."
     if isinstance(exc, StructuredOutputRejected) or (is_retryable(exc) and attempt < self.max_retries):
         self._count("retry", req.stage)
-        _log.info("%s stage %s: %s; retry %d/%d", self.spec, req.stage, redact(str(exc))[:200], attempt + 1, self.max_retries)
+        _log.info("%s stage %s: %s; retry %d/%d", self.spec, req.stage, redact(str(exc))[:200], attempt + 1,
+                  self.max_retries)
         return self._delay(exc, attempt)
     if isinstance(exc, LLMError):
         self._count("failure", req.stage, "config" if isinstance(exc, LLMConfigError) else "provider")
@@ -187,7 +193,8 @@ def _from_cache(self: LLM, key: Optional[str], validate, stage: str):
 @patch
 def _store(self: LLM, key: str, comp: Completion, stage: str, name: Optional[str]) -> None:
     "Cache a reply that validated (the spec is stored redacted)."
-    self.cache.put(key, {"key": key, "spec": self.spec, "model": self.model, "stage": stage, "schema": name, "text": comp.text,
+    self.cache.put(key, {"key": key, "spec": self.spec, "model": self.model, "stage": stage, "schema": name,
+                         "text": comp.text,
                          "input_tokens": comp.input_tokens, "output_tokens": comp.output_tokens,
                          "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
 
@@ -217,7 +224,8 @@ def _flow(self: LLM, prompt, schema, system, stage, temperature):
 
 # %% ../../nbs/03_llm.client.ipynb #4e6445a3
 @patch
-def complete(self: LLM, prompt: str, schema=None, *, system: Optional[str] = None, stage: str = "default", temperature: float = 0.0):
+def complete(self: LLM, prompt: str, schema=None, *, system: Optional[str] = None, stage: str = "default",
+             temperature: float = 0.0):
     "Text for `prompt`; with `schema` a validated pydantic instance (model class) or dict (JSON-schema dict)."
     gen = self._flow(prompt, schema, system, stage, temperature)
     try:
@@ -242,7 +250,8 @@ def complete_many(self: LLM, prompts, schema=None, *, system: Optional[str] = No
                   temperature: float = 0.0, return_exceptions: bool = False) -> list:
     "`complete` over many prompts concurrently (from sync code, Jupyter included); results in order."
     async def go():
-        try: return await asyncio.gather(*(self.acomplete(p, schema, system=system, stage=stage, temperature=temperature)
+        try: return await asyncio.gather(*(self.acomplete(p, schema, system=system, stage=stage,
+                                                          temperature=temperature)
                                            for p in prompts), return_exceptions=return_exceptions)
         finally: await self.aclose()
     return arun(go())
@@ -255,7 +264,8 @@ async def aclose(self: LLM) -> None:
 
 # %% ../../nbs/03_llm.client.ipynb #b1b525b0
 BACKENDS = Registry("LLM backend", group="ragbench.backends", error=LLMConfigError,
-                    entries={"openai": openai_backend, "gemini": GeminiBackend, "local": LocalBackend, "template": TemplateBackend})
+                    entries={"openai": openai_backend, "gemini": GeminiBackend, "local": LocalBackend,
+                             "template": TemplateBackend})
 
 def register_backend(kind: str, target: Callable) -> Callable:
     "Make spec `kind:...` build its backend with `target(rest, spec=..., **options)`; returns `target`."
@@ -284,7 +294,8 @@ _LLM_KEYS = {"max_retries", "backoff", "max_backoff", "max_repairs", "price"}
 
 def make_llm(spec: str, cache_dir=None, meter: Optional[CallMeter] = None, max_concurrency: int = 8,
              rpm: Optional[float] = None, tpm: Optional[float] = None, **options) -> LLM:
-    "An LLM for `spec`: gemini:MODEL | openai:BASE_URL@MODEL | openai:MODEL | local | local:PATH.gguf | template | fake."
+    """An LLM for `spec`: gemini:MODEL | openai:BASE_URL@MODEL | openai:MODEL | local | local:PATH.gguf | template |
+    fake."""
     if not isinstance(spec, str) or not spec.strip():
         raise LLMConfigError(f"LLM spec must be a non-empty string, got {spec!r}")
     spec = expand_env(spec.strip())
@@ -300,14 +311,16 @@ def make_llm(spec: str, cache_dir=None, meter: Optional[CallMeter] = None, max_c
 
 # %% ../../nbs/03_llm.client.ipynb #da576d18
 def _backend_of(spec: str):
-    "The backend a spec names, built without contacting anything (the key checks run here); None for an in-process model."
+    """The backend a spec names, built without contacting anything (the key checks run here); None for an in-process
+    model."""
     spec = expand_env(spec.strip())
     kind, _, rest = spec.partition(":")
     if kind not in ("openai", "gemini"): return None            # local, template, fake and plugins: nothing to reach
     return backend_factory(kind)(rest, spec=spec)
 
 def key_problem(spec: str) -> Optional[str]:
-    "Why `spec` cannot run from this environment (an API key or `${NAME}` it needs is not set), or None; nothing is contacted."
+    """Why `spec` cannot run from this environment (an API key or `${NAME}` it needs is not set), or None; nothing is
+    contacted."""
     try: _backend_of(spec)
     except LLMConfigError as e: return str(e)
     return None
@@ -334,7 +347,8 @@ def endpoint_problem(spec: str, timeout: float = 3.0) -> Optional[str]:
         return f"the LLM server of {redact_spec(spec)} cannot be reached ({host}:{port}: {why})"
 
 def check_llms(specs, *, connect: bool = True, timeout: float = 3.0) -> None:
-    "Refuse LLM specs that lack their key (LLMConfigError) or whose server does not answer a TCP connect (LLMUnreachable)."
+    """Refuse LLM specs that lack their key (LLMConfigError) or whose server does not answer a TCP connect
+    (LLMUnreachable)."""
     specs = [s for s in dict.fromkeys(specs) if isinstance(s, str) and s.strip()]
     for s in specs:
         if (why := key_problem(s)): raise LLMConfigError(why)

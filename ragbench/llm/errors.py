@@ -35,10 +35,12 @@ class RunEnded(BudgetExceeded):
 
 # %% ../../nbs/03_llm.errors.ipynb #f1c0d992
 class LLMConfigError(LLMError, UserError):
-    "Bad spec, missing package or missing API key (the message names what to set): a `UserError`, so commands exit with 2."
+    """Bad spec, missing package or missing API key (the message names what to set): a `UserError`, so commands exit
+    with 2."""
 
 class LLMUnreachable(LLMError, UserError):
-    "The LLM's server cannot be reached (found before any request is sent): commands say so in one line and exit with 1."
+    """The LLM's server cannot be reached (found before any request is sent): commands say so in one line and exit with
+    1."""
     exit_code = 1
 
 # %% ../../nbs/03_llm.errors.ipynb #8f493c3f

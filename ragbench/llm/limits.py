@@ -82,7 +82,8 @@ def _hand_over(self: Slots, fut) -> None:
 # %% ../../nbs/03_llm.limits.ipynb #28360e50
 class RateLimiter:
     "Requests- and tokens-per-minute buckets: `reserve(tokens)` books a call and returns the seconds to wait."
-    def __init__(self, rpm: Optional[float] = None, tpm: Optional[float] = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, rpm: Optional[float] = None, tpm: Optional[float] = None, clock: Callable[[],
+        float] = time.monotonic):
         self.rpm, self.tpm, self._clock = rpm, tpm, clock
         self._lock, self._t = threading.Lock(), clock()
         self._req, self._tok = float(rpm or 0), float(tpm or 0)

@@ -81,4 +81,5 @@ REPAIR_NOTE = ("\n\nYour previous reply could not be used: {error}\nPrevious rep
 
 def repair_prompt(prompt: str, error: Exception, raw: str, schema: Optional[dict]) -> str:
     "`prompt` with a note saying why the previous reply `raw` was unusable and what to send instead."
-    return prompt + REPAIR_NOTE.format(error=error, raw=(raw or "")[:2000], schema=json.dumps(schema, ensure_ascii=False))
+    return prompt + REPAIR_NOTE.format(error=error, raw=(raw or "")[:2000], schema=json.dumps(schema,
+        ensure_ascii=False))

@@ -83,11 +83,14 @@ FIELD_RULES: dict[str, Callable[[FieldContext], Any]] = {
     "answer": _rule_answer, "short_answer": _rule_answer,
     **{k: _rule_reason for k in ("reason", "reasoning", "rationale", "explanation", "feedback",
                                  "justification", "critique", "summary")},
-    **{k: (lambda ctx: chunk_entities(ctx.chunks)[:3] or ["Unknown"]) for k in ("entities", "bridge_entities", "shared_entities", "keywords")},
-    **{k: (lambda ctx: (chunk_entities(ctx.chunks) or ["Unknown"])[0]) for k in ("entity", "bridge_entity", "topic", "bridge_topic")},
+    **{k: (lambda ctx: chunk_entities(ctx.chunks)[:3] or ["Unknown"]) for k in ("entities", "bridge_entities",
+        "shared_entities", "keywords")},
+    **{k: (lambda ctx: (chunk_entities(ctx.chunks) or ["Unknown"])[0]) for k in ("entity", "bridge_entity", "topic",
+        "bridge_topic")},
     "title": lambda ctx: _title_or_entity(ctx, ctx.index),
     **{k: (lambda ctx: ctx.chunk[0] if ctx.chunks else "none") for k in ("chunk_id", "id")},
-    **{k: (lambda ctx: [c[0] for c in ctx.chunks] or ["none"]) for k in ("chunk_ids", "relevant_ids", "supporting_ids", "evidence_ids", "ids")},
+    **{k: (lambda ctx: [c[0] for c in ctx.chunks] or ["none"]) for k in ("chunk_ids", "relevant_ids", "supporting_ids",
+        "evidence_ids", "ids")},
     **{k: (lambda ctx: True) for k in ("ok", "relevant", "answerable", "valid", "is_valid", "passed",
                                        "accepted", "supported", "faithful", "grounded")},
     "sufficient": lambda ctx: False,
@@ -233,13 +236,15 @@ def _asked_text(prompt: str) -> str:
 
 # %% ../../nbs/03_llm.template.ipynb #59dcc93e
 def template_reply(prompt: str, system: Optional[str] = None, schema: Optional[dict] = None, seed: int = 0) -> str:
-    "The template model's reply: a JSON instance of `schema` (or of a schema in the prompt) built from the prompt's chunks, or plain text."
+    """The template model's reply: a JSON instance of `schema` (or of a schema in the prompt) built from the prompt's
+    chunks, or plain text."""
     chunks = parse_chunks(prompt)
     schema = schema or schema_in_prompt(prompt)
     if schema:
         name, inputs = rendered_from(_asked_text(prompt)) or ("", {})
         rules = (PROMPTS[name].stand_in or {}) if name in PROMPTS else {}
-        ctx = FieldContext("", {}, chunks, prompt, system or "", seeded_rng(seed, system, prompt), inputs=inputs, rules=rules)
+        ctx = FieldContext("", {}, chunks, prompt, system or "", seeded_rng(seed, system, prompt), inputs=inputs,
+                           rules=rules)
         return json.dumps(build_instance(schema, ctx), ensure_ascii=False)
     if chunks:
         cid, t, x = chunks[0]

@@ -147,7 +147,8 @@ def restore(self: CallMeter, calls: int, why: str = "") -> None:
 # %% ../../nbs/03_llm.usage.ipynb #4ff7a942
 @patch
 def by_stage(self: CallMeter) -> dict:
-    "`{stage: {calls, cached, input_tokens, output_tokens, cost_usd, unpriced_calls, failures, retries, repairs, partials}}`."
+    """`{stage: {calls, cached, input_tokens, output_tokens, cost_usd, unpriced_calls, failures, retries, repairs,
+    partials}}`."""
     with self._lock: return {s: dict(r) for s, r in self._rows.items()}
 
 @patch

@@ -62,9 +62,11 @@ _METRIC_LABELS = {"correct": "answer correctness (judge)", "faithful": "faithful
                   "bertscore_recall": "BERTScore recall", "length_ratio": "length ratio",
                   "abstained": "abstention rate", "mrr": "MRR", "correct_score": "correctness (claim F1)",
                   "faithful_score": "faithfulness (claims supported)",
-                  "answer_correctness": "answer correctness (RAGAS: claim F1 + similarity)", "semantic_similarity": "semantic similarity",
+                  "answer_correctness": "answer correctness (RAGAS: claim F1 + similarity)",
+                  "semantic_similarity": "semantic similarity",
                   "precision@k": "precision@k (gold only)", "recall@k": "recall@k (gold only)",
-                  "precision_relevant@k": "precision@k (gold + labelled relevant)", "recall_relevant@k": "recall@k (gold + labelled relevant)",
+                  "precision_relevant@k": "precision@k (gold + labelled relevant)",
+                  "recall_relevant@k": "recall@k (gold + labelled relevant)",
                   **{f"rubric_{d}": f"{d} (rubric 1-5)" for d in RUBRIC_DIMENSIONS}}
 _MODE_LABELS = {"oracle": "oracle contexts", "unanswerable": "unanswerable mode"}
 
@@ -90,7 +92,8 @@ def _read_json(path: Path, what: str) -> dict:
 
 # %% ../../nbs/50_report.figures.ipynb #763ebed3
 def load_eval(eval_dir: Union[str, Path]) -> tuple[dict, list[dict]]:
-    "The `summary.json` and the latest `scores.jsonl` rows of an evaluation directory, or of the newest one under it (`eval_folder`'s); rows empty if there is no scores file."
+    """The `summary.json` and the latest `scores.jsonl` rows of an evaluation directory, or of the newest one under it
+    (`eval_folder`'s); rows empty if there is no scores file."""
     eval_dir = newest_eval(eval_dir)
     if not eval_dir.is_dir(): raise ReportError(f"{eval_dir}: evaluation directory not found")
     summary = _read_json(eval_dir / "summary.json", "summary.json (run `ragbench evaluate ... --out DIR` first)")
@@ -127,7 +130,8 @@ def summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Opti
     return out
 
 # %% ../../nbs/50_report.figures.ipynb #eead8359
-_PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
+_PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974",
+            "#64B5CD"]
 
 def setup_colors(summary: dict) -> dict[str, str]:
     "A stable colour per setup, in the order of `summary['setups']`."
@@ -166,7 +170,8 @@ def _bar(setup: str, color: str, cells: list, metric: str, multicat: bool, showl
     x = [[a for a, _ in xs], [b for _, b in xs]] if multicat else xs
     return go.Bar(name=setup, x=x, y=ys, marker_color=color, showlegend=showlegend, legendgroup=setup,
                   error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=3),
-                  customdata=cd, hovertemplate=f"<b>{html.escape(setup)}</b><br>%{{x}}<br>{html.escape(metric_label(metric))}"
+                  customdata=cd,
+                  hovertemplate=f"<b>{html.escape(setup)}</b><br>%{{x}}<br>{html.escape(metric_label(metric))}"
                   ": %{y:.3f} [%{customdata[0]:.3f}, %{customdata[1]:.3f}]<br>n=%{customdata[2]} (n/a %{customdata[3]})<extra></extra>")
 
 def _layout(fig, title: str, ytitle: str, share: bool = True, height: int = 480):
@@ -257,7 +262,8 @@ def setup_comparison(summary: dict, metrics: Optional[Sequence[str]] = None, bas
     "Setups side by side over several metrics, baseline first, with CI error bars."
     import plotly.graph_objects as go
     setups = summary.get("setups") or {}
-    present = {m for per in setups.values() for m, st in per.items() if isinstance(st, dict) and st.get("mean") is not None}
+    present = {m for per in setups.values() for m, st in per.items() if isinstance(st,
+        dict) and st.get("mean") is not None}
     metrics = [m for m in (metrics or [m for m in _DEFAULT_COMPARE if m in present]) if m in present]
     if not metrics: raise MissingData("no setup has a mean of the requested metrics")
     order = list(setups)
@@ -279,15 +285,18 @@ def setup_comparison(summary: dict, metrics: Optional[Sequence[str]] = None, bas
 
 # %% ../../nbs/50_report.figures.ipynb #f82dddcb
 def _ceilings(summary: dict, setups: Sequence[str], metric: str = "precision@k") -> dict[str, float]:
-    "Per-setup ceiling of `metric`: summary['precision_ceiling'] ({setup: {metric: x}}, {setup: x} or x), else the ceiling metric's mean."
+    """Per-setup ceiling of `metric`: summary['precision_ceiling'] ({setup: {metric: x}}, {setup: x} or x), else the
+    ceiling metric's mean."""
     c = summary.get("precision_ceiling")
     isnum = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
     num = lambda v: v.get(metric, v.get("mean")) if isinstance(v, dict) else v
     out = {}
     for s in setups:
-        v = num(c) if isnum(c) or (isinstance(c, dict) and "mean" in c) else (num(c.get(s)) if isinstance(c, dict) else None)
+        v = num(c) if isnum(c) or (isinstance(c, dict) and "mean" in c) else (num(c.get(s)) if isinstance(c,
+            dict) else None)
         if not isnum(v):
-            v = (_stat(summary.get("setups") or {}, s, metric.replace("precision@", "precision_ceiling@")) or {}).get("mean")
+            v = (_stat(summary.get("setups") or {}, s, metric.replace("precision@",
+                                                                      "precision_ceiling@")) or {}).get("mean")
         if isnum(v): out[s] = float(v)
     return out
 
@@ -296,7 +305,8 @@ def precision_with_ceiling(summary: dict, metric: Optional[str] = None):
     import plotly.graph_objects as go
     setups = summary.get("setups") or {}
     names = {m for per in setups.values() for m in per}
-    metric = metric or ("precision@k" if "precision@k" in names else next(iter(sorted(m for m in names if m.startswith("precision@"))), None))
+    metric = metric or ("precision@k" if "precision@k" in names else next(iter(sorted(m for m in names
+        if m.startswith("precision@"))), None))
     if metric is None: raise MissingData("no precision@k metric in summary.json")
     colors = setup_colors(summary)
     cells = [(s, {s: setups[s]}) for s in setups]
@@ -309,7 +319,8 @@ def precision_with_ceiling(summary: dict, metric: Optional[str] = None):
                       annotation_text=f"ceiling |gold|/k = {v:.2f}", annotation_position="top left")
     elif ceil:
         fig.add_trace(go.Scatter(x=list(ceil), y=list(ceil.values()), mode="markers", name="ceiling |gold|/k",
-                                 marker=dict(symbol="line-ew-open", size=46, color="#333", line=dict(width=3, color="#333")),
+                                 marker=dict(symbol="line-ew-open", size=46, color="#333", line=dict(width=3,
+                                     color="#333")),
                                  hovertemplate="%{x}: ceiling %{y:.3f}<extra></extra>"))
     title = f"{metric} per setup" + (" with its ceiling |gold|/k" if ceil else " (ceiling |gold|/k unknown)")
     return _layout(fig, title, metric, share=True)
@@ -365,8 +376,10 @@ def _abstention_tables(summary: dict, scores: Optional[Sequence[dict]], metric: 
     b = summary.get("breakdowns") or {}
     kinds, ans = b.get("unanswerable_kind") or {}, {norm_value(k): v for k, v in (b.get("answerable") or {}).items()}
     pick = lambda per, key: {s: {metric: st.get(key)} for s, st in (per or {}).items()}
-    legacy = pick({s: st for s, st in (summary.get("setups") or {}).items()}, f"unanswerable/{metric}") if not kinds else {}
-    return {"context": pick(kinds.get("context"), f"unanswerable/{metric}"), "withheld": pick(ans.get(True), f"unanswerable/{metric}") or legacy,
+    legacy = pick({s: st for s, st in (summary.get("setups") or {}).items()},
+                  f"unanswerable/{metric}") if not kinds else {}
+    return {"context": pick(kinds.get("context"), f"unanswerable/{metric}"), "withheld": pick(ans.get(True),
+        f"unanswerable/{metric}") or legacy,
             "corpus": pick(kinds.get("corpus"), metric), "answerable": pick(ans.get(True), metric)}
 
 # %% ../../nbs/50_report.figures.ipynb #b76f5c55
@@ -379,11 +392,14 @@ def abstention_by_model(summary: dict, scores: Optional[Sequence[dict]] = None, 
     setups = _setups(summary, *tables.values())
     label = lambda s: f"{s}<br><sup>{html.escape(models[s])}</sup>" if models.get(s) else s
     cells = {g: [(label(s), {g: tables[g].get(s, {})}) for s in setups] for g in ABSTENTION_GROUPS}
-    _need_metric(cells["context"] + cells["withheld"] + cells["corpus"], metric, "on unanswerable items or in the unanswerable mode")
+    _need_metric(cells["context"] + cells["withheld"] + cells["corpus"], metric,
+                 "on unanswerable items or in the unanswerable mode")
     cols = dict(zip(ABSTENTION_GROUPS, ["#2a9d8f", "#8ecfc4", "#264653", "#e76f51"]))
-    fig = go.Figure([_bar(g, cols[g], cs, metric, multicat=False) for g, cs in cells.items() if any(_stat(per, g, metric) for _, per in cs)])
+    fig = go.Figure([_bar(g, cols[g], cs, metric, multicat=False) for g, cs in cells.items() if any(_stat(per, g,
+        metric) for _, per in cs)])
     for t in fig.data: t.name = ABSTENTION_GROUPS[t.name]
-    return _layout(fig, "Abstention per unanswerable kind and answering model (teal: should abstain, orange: should answer)",
+    return _layout(fig,
+                   "Abstention per unanswerable kind and answering model (teal: should abstain, orange: should answer)",
                    "share of answers that abstain", True)
 
 # %% ../../nbs/50_report.figures.ipynb #0ab3a659
@@ -427,7 +443,8 @@ def keypoint_shares(summary: dict):
     return fig
 
 # %% ../../nbs/50_report.figures.ipynb #ffdf0e67
-_FUNNEL = [("seeds tried", ("seeds_tried", "seeds")), ("configurations", ("configurations", "configs", "n_configurations")),
+_FUNNEL = [("seeds tried", ("seeds_tried", "seeds")), ("configurations", ("configurations", "configs",
+    "n_configurations")),
            ("attempts", ("attempts",)), ("accepted", ("accepted",))]
 
 def _num(v: Any) -> Optional[float]:
@@ -443,7 +460,8 @@ def generation_funnel(gen_summary: dict):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
     stages = [(lab, n) for lab, keys in _FUNNEL for n in [next((_num(gen_summary.get(k)) for k in keys
-                                                                if _num(gen_summary.get(k)) is not None), None)] if n is not None]
+                                                                if _num(gen_summary.get(k)) is not None),
+                                                                None)] if n is not None]
     if not stages:
         raise MissingData("generation summary.json has none of seeds_tried, configurations, attempts, accepted")
     rej = {k: v for k, v in (gen_summary.get("rejections_by_check") or {}).items() if _num(v) is not None}
@@ -458,7 +476,8 @@ def generation_funnel(gen_summary: dict):
         if lab == "accepted" and d.get("attempts"): return f"{n:g} ({n / d['attempts']:.0%} of attempts)"
         return f"{n:g}"
     fig.add_trace(go.Funnel(y=[s for s, _ in stages], x=[n for _, n in stages], name="funnel", showlegend=False,
-                            text=[note(s, n) for s, n in stages], textinfo="text", marker_color="#4C72B0"), row=1, col=1)
+                            text=[note(s, n) for s, n in stages], textinfo="text", marker_color="#4C72B0"), row=1,
+                            col=1)
     if rej:
         items = sorted(rej.items(), key=lambda kv: -_num(kv[1]))
         fig.add_trace(go.Bar(y=[k for k, _ in items], x=[_num(v) for _, v in items], orientation="h", name="rejections",
@@ -495,10 +514,12 @@ def acceptance_by_type(gen_summary: dict):
 # %% ../../nbs/50_report.figures.ipynb #9b6bca67
 _DECISION_COLOURS = {"better": "#2a9d8f", "worse": "#c44e52", "equivalent": "#4c72b0", "uninformative": "#7f7f7f"}
 
-def forest_figure(rows: Sequence[dict], title: str = "Paired differences (setup − baseline), intervals of the test that decides"):
+def forest_figure(rows: Sequence[dict],
+                  title: str = "Paired differences (setup − baseline), intervals of the test that decides"):
     "Forest plot of paired comparison rows: each difference with its interval, coloured by the decision, a line at 0."
     import plotly.graph_objects as go
-    rows = [r for r in rows if r.get("ci_low") is not None and r.get("ci_high") is not None and r.get("by", "all") == "all"]
+    rows = [r for r in rows if r.get("ci_low") is not None and r.get("ci_high") is not None and r.get("by",
+        "all") == "all"]
     if not rows: raise MissingData("no paired difference to show")
     label = lambda r: f"{r['setup']} − {r['baseline']}: {metric_label(r['metric'])}"
     fig = go.Figure()
@@ -506,7 +527,8 @@ def forest_figure(rows: Sequence[dict], title: str = "Paired differences (setup 
         mine = [r for r in rows if r["decision"] == decision]
         if not mine: continue
         fig.add_trace(go.Scatter(
-            x=[r["diff"] for r in mine], y=[label(r) for r in mine], mode="markers", name=decision, marker=dict(color=colour, size=10),
+            x=[r["diff"] for r in mine], y=[label(r) for r in mine], mode="markers", name=decision,
+            marker=dict(color=colour, size=10),
             error_x=dict(type="data", symmetric=False, array=[max(0, r["ci_high"] - r["diff"]) for r in mine],
                          arrayminus=[max(0, r["diff"] - r["ci_low"]) for r in mine]),
             customdata=[[r["n"], r["p"], r["family"], r["n_needed"] or "–", r["test"]] for r in mine],
@@ -564,7 +586,8 @@ def _breakdown_figures(add, summary: dict, scores, headline: list[str], main: st
     for dim in ("style", "temporal"):
         b = (summary.get("breakdowns") or {}).get(dim) or {}
         if any(norm_value(v) is not None for v in b):
-            add(f"{main}_by_{dim}", lambda dim=dim: metric_by_dimension(summary, dim, main), f"{metric_label(main)} by {dim}, per setup.")
+            add(f"{main}_by_{dim}", lambda dim=dim: metric_by_dimension(summary, dim, main),
+                f"{metric_label(main)} by {dim}, per setup.")
     if any(m.startswith("rubric_") for m in _present_metrics(summary)):
         add("rubric_by_style", lambda: rubric_by_style(summary),
             "DoRA's rubric: mean 1–5 scores of the answers per dimension and intent style, per setup.")

@@ -26,7 +26,8 @@ __all__ = ['STAND_INS', 'STAND_IN_SHORT', 'ITEM_SCORES', 'dataset_counts', 'mean
 
 # %% ../../nbs/50_report.html.ipynb #8b01bf59
 def dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = None) -> dict:
-    "Counts of the evaluated items per kind, yes/no, answerable, difficulty, style (from the dataset, else the score rows)."
+    """Counts of the evaluated items per kind, yes/no, answerable, difficulty, style (from the dataset, else the score
+    rows)."""
     if dataset is not None:
         card = dataset.card()
         return {k: card[k] for k in ("n_items", "method", "kind", "binary", "answerable", "difficulty",
@@ -69,7 +70,8 @@ def means_table_html(summary: dict) -> str:
     metrics = order_metrics({m for per in summary["setups"].values() for m in per})
     def cell(st):
         if not isinstance(st, dict) or st.get("mean") is None:
-            return '<td class="num">n/a' + (f' <span class="ci">({st.get("n_na")} n/a)</span>' if isinstance(st, dict) else "") + "</td>"
+            return '<td class="num">n/a' + (f' <span class="ci">({st.get("n_na")} n/a)</span>' if isinstance(st,
+                dict) else "") + "</td>"
         ci = f'[{st["lo"]:.3f}, {st["hi"]:.3f}]' if st.get("lo") is not None and st.get("hi") is not None else ""
         na = f', {st["n_na"]} n/a' if st.get("n_na") else ""
         return f'<td class="num">{st["mean"]:.3f} <span class="ci">{ci} n={st.get("n", "?")}{na}</span></td>'
@@ -79,10 +81,12 @@ def means_table_html(summary: dict) -> str:
         if split_metric(m)[0] != mode:
             mode = split_metric(m)[0]
             body.append(f"<tr><th colspan='{len(setups) + 1}' class='grp'>{_esc(mode)} mode</th></tr>")
-        body.append(f"<tr><th>{_esc(metric_label(m))}" + (f' <span class="ci">{_esc(m)}</span>' if metric_label(m) != m else "")
+        body.append(f"<tr><th>{_esc(metric_label(m))}" + (f' <span class="ci">{_esc(m)}</span>' if metric_label(m) != m
+                                                          else "")
                     + "</th>" + "".join(cell(summary["setups"][s].get(m)) for s in setups) + "</tr>")
     return f"<table>{head}{''.join(body)}</table>"
 
+# %% ../../nbs/50_report.html.ipynb #60eed851
 def _nested_html(d: Any) -> str:
     "A small nested dict or list rendered as a table (for judge failures, usage)."
     if isinstance(d, dict):
@@ -110,7 +114,8 @@ def stand_in(spec: Optional[str]) -> Optional[str]:
 # %% ../../nbs/50_report.html.ipynb #41580548
 def model_roles(summary: dict, manifest: Optional[dict] = None, dataset: Optional[Dataset] = None,
                 gen_summary: Optional[dict] = None) -> dict[str, str]:
-    "{role: model spec} of everything that made the numbers: the dataset's models, each setup's answering LLM, the judge."
+    """{role: model spec} of everything that made the numbers: the dataset's models, each setup's answering LLM, the
+    judge."""
     roles = {}
     for it in dataset or []:
         for role, spec in it.models.items(): roles.setdefault(f"dataset ({role})", spec)
@@ -118,7 +123,8 @@ def model_roles(summary: dict, manifest: Optional[dict] = None, dataset: Optiona
         if isinstance(spec, str): roles.setdefault(f"dataset ({role})", spec)
     for spec in summary.get("dataset_models") or []: roles.setdefault(f"dataset ({spec})", spec)
     models, m = summary.get("models") or {}, manifest or {}
-    answer = models.get("answer") or {s: d.get("llm") for s, d in (m.get("setups") or {}).items() if isinstance(d, dict)}
+    answer = models.get("answer") or {s: d.get("llm") for s, d in (m.get("setups") or {}).items() if isinstance(d,
+        dict)}
     for s, spec in answer.items():
         if spec: roles[f"setup '{s}' (answers)"] = spec
     judge = models.get("judge") or m.get("judge_llm")
@@ -166,7 +172,8 @@ def _reasons(r: dict) -> str:
     if r.get("error"): return f"error: {r['error']}"
     if r.get("skipped"): return r["skipped"]
     j = r.get("judge") or {}
-    return " · ".join(f"{k}: {v.get('reason') or v.get('error')}" for k, v in j.items() if isinstance(v, dict) and (v.get("reason") or v.get("error")))
+    return " · ".join(f"{k}: {v.get('reason') or v.get('error')}" for k, v in j.items() if isinstance(v,
+        dict) and (v.get("reason") or v.get("error")))
 
 # %% ../../nbs/50_report.html.ipynb #fdf01b11
 def items_table_html(scores: Sequence[dict], dataset: Optional[Dataset] = None, max_rows: int = 2000) -> str:
@@ -197,8 +204,10 @@ def calibration_html(table: Sequence[dict]) -> str:
     "The calibration table: one row per rubric dimension (and group) with n, weighted kappa, within-1 and MAD."
     f = lambda v: "–" if v is None else (f"{v:.2f}" if isinstance(v, float) else _esc(v))
     keys = [k for k in table[0] if k not in ("n", "kappa_w", "within_1", "mad")] if table else ["dimension"]
-    head = "<tr>" + "".join(f"<th>{_esc(k)}</th>" for k in keys) + "<th>n</th><th>weighted κ</th><th>within 1</th><th>MAD</th></tr>"
-    rows = ["<tr>" + "".join(f"<td>{f(r[k])}</td>" for k in keys) + "".join(f"<td class='num'>{f(r[k])}</td>" for k in ("n", "kappa_w", "within_1", "mad"))
+    head = "<tr>" + "".join(f"<th>{_esc(k)}</th>"
+                            for k in keys) + "<th>n</th><th>weighted κ</th><th>within 1</th><th>MAD</th></tr>"
+    rows = ["<tr>" + "".join(f"<td>{f(r[k])}</td>" for k in keys) + "".join(f"<td class='num'>{f(r[k])}</td>"
+        for k in ("n", "kappa_w", "within_1", "mad"))
             + "</tr>" for r in table]
     return f"<table>{head}{''.join(rows)}</table>"
 
@@ -231,12 +240,14 @@ def _rows_sections(summary: dict) -> list[str]:
                 "index: <i>id</i> (one of our chunk ids), <i>exact</i> (the same text), <i>overlap</i> (most of its content words "
                 "in one or several chunks), <i>document</i> (only a whole document covers it), <i>unmapped</i>. An unmapped or "
                 "document-level context counts as a miss at chunk level, so when there are any, recall@k, hit@k, MRR and "
-                "nDCG are lower bounds; doc_hit@k and doc_recall@k score the same contexts by document.</p>", _nested_html(maps)]
+                "nDCG are lower bounds; doc_hit@k and doc_recall@k score the same contexts by document.</p>",
+                _nested_html(maps)]
     for key, title in (("skipped", "Skipped rows"), ("not_applicable", "Rows not applicable")):
         if any((summary.get(key) or {}).values()): out += [f"<h2>{title}</h2>",
                                                            _nested_html({k: v for k, v in summary[key].items() if v})]
     return out
 
+# %% ../../nbs/50_report.html.ipynb #02b6b8ff
 def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
                        **sections) -> str:
     "The whole report as one self-contained HTML string (plotly.js inline once, then reused by every figure)."
@@ -292,8 +303,10 @@ def _manifest(eval_dir) -> dict:
 
 # %% ../../nbs/50_report.html.ipynb #6d9d780e
 def paired_table_html(rows: Sequence[dict]) -> str:
-    "HTML table of paired comparison rows: family, difference with interval, n, missing, p, p_holm, test, decision, n needed."
-    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "group", "family", "n", "missing", "diff [interval]", "p",
+    """HTML table of paired comparison rows: family, difference with interval, n, missing, p, p_holm, test, decision, n
+    needed."""
+    head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "group", "family", "n", "missing",
+                                             "diff [interval]", "p",
                                              "p_holm", "test", "decision", "n needed"))
     f = lambda v, fmt: "–" if v is None else format(v, fmt)
     body = "".join(f"<tr><td>{_esc(r['setup'])} − {_esc(r['baseline'])}</td><td>{_esc(metric_label(r['metric']))}</td>"
@@ -310,8 +323,10 @@ def decision_table_html(rows: Sequence[dict]) -> str:
     body = "".join(f"<tr><td class='word {_esc(r['decision'])}'>{_esc(r['decision'])}</td><td>{_esc(r['sentence'])}</td></tr>" for r in prim)
     return f"<table class='decisions'><tr><th>decision</th><th>what the data shows</th></tr>{body}</table>"
 
-def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Optional[str] = None) -> tuple[str, Optional[ReportFigure], list[str]]:
-    "(lead HTML, forest figure, notes): every setup against `baseline` (default: the first configured setup) on the headline metrics."
+def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Optional[str] = None) -> tuple[str,
+    Optional[ReportFigure], list[str]]:
+    """(lead HTML, forest figure, notes): every setup against `baseline` (default: the first configured setup) on the
+    headline metrics."""
     from ragbench.eval.compare import configured_order
     from ragbench.eval.paired import decision_sentence, paired_rows
     from ragbench.eval.scores import EvalError
@@ -322,14 +337,16 @@ def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Op
     except EvalError as e:
         if baseline is not None: raise
         return "", None, [f"paired comparison skipped: {e}"]
-    html_text = ("<h2>Decision</h2>" + decision_table_html(rows) + "<p class='sub'>Paired on the items both setups scored. Each row "
+    html_text = ("<h2>Decision</h2>" + decision_table_html(rows)
+                 + "<p class='sub'>Paired on the items both setups scored. Each row "
                  "runs one test (Tango's score test for 0/1 and sparse metrics, the sign-flip test otherwise) and shows that test "
                  "inverted as its interval, so they never disagree. Primary rows are Holm-adjusted within their family, each at "
                  "its Holm level; exploratory rows (other metrics, per group) are unadjusted and never change a primary decision. "
                  "Uninformative: the data cannot tell; n needed: items the same test needs to detect the margin (else 0.10) with "
                  "80% power, simulated. Missing: items one setup scored and the other did not (hover for their ids).</p>"
                  + paired_table_html(rows))
-    fig = ReportFigure("paired_differences", forest_figure(rows), "Every setup minus the baseline on the headline metrics: "
+    fig = ReportFigure("paired_differences", forest_figure(rows),
+                       "Every setup minus the baseline on the headline metrics: "
                        "mean paired difference with the interval of the test that decides, coloured by the decision.")
     return html_text, fig, []
 
@@ -337,7 +354,8 @@ def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Op
 def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generation_dir: Union[str, Path, None] = None,
                  title: Optional[str] = None, png_dir: Union[str, Path, None] = None, width: int = 1100,
                  height: Optional[int] = None, baseline: Optional[str] = None) -> Path:
-    "Write one self-contained HTML report of an evaluation run, or of the newest one under EVAL_DIR (`eval_folder`'s), and optionally of its generation run; PNGs too if `png_dir`."
+    """Write one self-contained HTML report of an evaluation run, or of the newest one under EVAL_DIR (`eval_folder`'s),
+    and optionally of its generation run; PNGs too if `png_dir`."""
     eval_dir = newest_eval(eval_dir)
     summary, scores = load_eval(eval_dir)
     notes = []
@@ -350,9 +368,11 @@ def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generat
     if png_dir is not None:                                    # a stand-in run's PNGs say so themselves (D19)
         export_pngs({f.name: marked(f.fig, stand_in_marker(roles)) for f in figs}, png_dir, width=width, height=height)
     extra = {"evaluation": str(eval_dir), **({"generation": str(generation_dir)} if generation_dir is not None else {})}
-    counts = dataset_counts(scores, ds) if scores or ds is not None else {k: summary[k] for k in ("n_items", "n_rows", "modes") if k in summary}
+    counts = dataset_counts(scores, ds) if scores or ds is not None else {k: summary[k] for k in ("n_items", "n_rows",
+        "modes") if k in summary}
     banner = stand_in_banner(roles)
-    html_text = render_report_html(figs, summary, title=title or f"ragbench report — {Path(eval_dir).name}", counts=counts,
+    html_text = render_report_html(figs, summary, title=title or f"ragbench report — {Path(eval_dir).name}",
+                                   counts=counts,
                                    notes=notes + fig_notes, extra=extra, gen_summary=gen, banner=banner,
                                    items=items_table_html(scores, ds) if scores else "", calibration=cal, lead=lead)
     return atomic_write(out_html, html_text)

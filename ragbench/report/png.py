@@ -46,7 +46,8 @@ def _run_coro(make_coro):
     if "e" in box: raise box["e"]
     return box["v"]
 
-def render_pngs(figs: Sequence[Any], width: int = 1100, height: Optional[int] = None, scale: float = 1.0) -> list[bytes]:
+def render_pngs(figs: Sequence[Any], width: int = 1100, height: Optional[int] = None,
+                scale: float = 1.0) -> list[bytes]:
     "PNG bytes of each figure, rendered by kaleido in one headless-Chrome session."
     try: import kaleido
     except ImportError: raise UserError("PNG export needs the `kaleido` package: pip install 'kaleido>=1'") from None
@@ -57,7 +58,8 @@ def render_pngs(figs: Sequence[Any], width: int = 1100, height: Optional[int] = 
             return [await k.calc_fig(f, opts=o) for f, o in zip(figs, opts)]
     return _run_coro(go)
 
-def export_png(fig, path: Union[str, Path], width: int = 1100, height: Optional[int] = None, scale: float = 1.0) -> Path:
+def export_png(fig, path: Union[str, Path], width: int = 1100, height: Optional[int] = None,
+               scale: float = 1.0) -> Path:
     "Write `fig` as a PNG file (atomically) via kaleido and a headless Chrome."
     return atomic_write(path, render_pngs([fig], width, height, scale)[0])
 

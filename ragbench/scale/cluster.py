@@ -84,17 +84,20 @@ def _start_local(ray, num_cpus: Optional[int], kw: dict, tries: int = 3) -> None
             if "timed out during startup" not in str(e) or i == tries - 1: raise
             ray.shutdown()
 
-OBJECT_STORE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+OBJECT_STORE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+                    "AWS_DEFAULT_REGION",
                     "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ALLOW_HTTP", "GOOGLE_APPLICATION_CREDENTIALS",
                     "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY")
 
 def object_store_env(environ=None) -> dict:
-    "The driver's object-store settings (endpoint, region, credentials) that workers need to read an s3:// / gs:// / az:// --db."
+    """The driver's object-store settings (endpoint, region, credentials) that workers need to read an s3:// / gs:// /
+    az:// --db."""
     environ = os.environ if environ is None else environ
     return {k: environ[k] for k in OBJECT_STORE_ENV if k in environ}
 
 def connect(address: Optional[str] = None, *, num_cpus: Optional[int] = None, quiet: bool = True):
-    "Connect this process to Ray: 'local' (the default) starts a cluster here, 'auto' or HOST:PORT joins one; returns `ray`."
+    """Connect this process to Ray: 'local' (the default) starts a cluster here, 'auto' or HOST:PORT joins one; returns
+    `ray`."""
     ray = require_ray()
     if not ray.is_initialized():
         address = ray_address(address) or "local"

@@ -56,7 +56,8 @@ class RunCoordinator:
         if key not in self.limiters: self.limiters[key] = RateLimiter(rpm, tpm)
 
     def count(self, key: int, event: str, stage: str, *args) -> Optional[str]:
-        "Apply one CallMeter event; for `before_send` return why the budget is spent, or that the driver is gone, instead of booking it (None: go)."
+        """Apply one CallMeter event; for `before_send` return why the budget is spent, or that the driver is gone,
+        instead of booking it (None: go)."""
         if event == "before_send" and not process_alive(self.driver_pid):
             return f"{DRIVER_GONE} (process {self.driver_pid}) has exited: no more requests are sent"
         try: getattr(self.meters[key], event)(stage, *args)
@@ -101,7 +102,8 @@ class MeterProxy:
         return ray.get(self.coord.report.remote(self.key, what))
 
     def before_send(self, stage: str) -> None:
-        "Book one request of `stage` on the coordinator before it is sent, or raise BudgetExceeded (RunEnded: the driver is gone)."
+        """Book one request of `stage` on the coordinator before it is sent, or raise BudgetExceeded (RunEnded: the
+        driver is gone)."""
         import ray
         why = ray.get(self.coord.count.remote(self.key, "before_send", stage))
         if why: raise (RunEnded if why.startswith(DRIVER_GONE) else BudgetExceeded)(why, stage=stage)
@@ -246,7 +248,8 @@ class _Cutoff:
         self.pos = ray.get(self.coord.get_cutoff.remote())
 
 async def _watched(coro, cut: _Cutoff, drop: Callable[[], None], every: float = 0.25):
-    "Await `coro`, refreshing the cut-off meanwhile and dropping running tasks beyond it; cancel it when the shard is cancelled."
+    """Await `coro`, refreshing the cut-off meanwhile and dropping running tasks beyond it; cancel it when the shard is
+    cancelled."""
     main = asyncio.ensure_future(coro)
     while not main.done():
         await asyncio.wait({main}, timeout=every)
@@ -266,11 +269,13 @@ def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int
         running[t.position] = (t, asyncio.current_task())
         try: return await work(t)
         finally: running.pop(t.position, None)
-    def drop():                   # running tasks beyond the cut-off: cancelled (LocalExecutor skips them), as it does itself on a completion
+    # running tasks beyond the cut-off: cancelled (LocalExecutor skips them), as it does itself on a completion
+    def drop():
         for t, job in list(running.values()):
             if not cut.wanted(t): job.cancel()
     def loop():
-        try: out.put(ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, tracked, out.put, cut.wanted), cut, drop)), _node()))
+        try: out.put(ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, tracked, out.put, cut.wanted),
+                                                   cut, drop)), _node()))
         except BaseException as e: out.put(e)
     th = threading.Thread(target=loop, daemon=True, name=f"shard-{key}")
     th.start()
@@ -287,7 +292,8 @@ def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int
 
 # %% ../../nbs/18_scale.gen.ipynb #9bcfc96f
 class RayExecutor:
-    "Runs the runner's tasks on a Ray cluster: shards of the plan as Ray tasks, each an async pipeline of `in_flight` tasks."
+    """Runs the runner's tasks on a Ray cluster: shards of the plan as Ray tasks, each an async pipeline of `in_flight`
+    tasks."""
     def __init__(self, address: Optional[str] = None, in_flight: int = 16, workers: Optional[int] = None,
                  shard_size: Optional[int] = None, mirror_every: float = 0.5):
         if in_flight < 1: raise UserError(f"in_flight must be >= 1, got {in_flight}")
@@ -305,7 +311,8 @@ def _make_coordinator(self: RayExecutor, ray):
     if self.coord is None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-        self.coord = ray.remote(RunCoordinator).options(num_cpus=0, max_concurrency=1, scheduling_strategy=here).remote(os.getpid())
+        self.coord = ray.remote(RunCoordinator).options(num_cpus=0, max_concurrency=1,
+                                                        scheduling_strategy=here).remote(os.getpid())
     return self.coord
 
 def _register(ray, coord, shipped: Shipment) -> None:
@@ -415,7 +422,8 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
     finally:
         mirror.cancel()
         mirror_reply(shipped.meters, ray.get(coord.drain.remote(applied[0])), applied)
-        self.last_run = {"tasks": len(tasks), "shards": st["shards"], "workers": workers, "nodes": sorted(st["nodes"] - {None})}
+        self.last_run = {"tasks": len(tasks), "shards": st["shards"], "workers": workers,
+                         "nodes": sorted(st["nodes"] - {None})}
     return st["stop"]
 
 # %% ../../nbs/18_scale.gen.ipynb #447bc573
@@ -441,7 +449,8 @@ async def amap_on_ray(fn: Callable[[list], Any], batches: Sequence[list], *, add
     def commit(x):
         out[x[0]] = x[1]
         if on_result is not None: on_result(*x)
-    await RayExecutor(address, in_flight=in_flight, workers=workers, shard_size=1).run(tasks, work, commit, lambda t: True)
+    await RayExecutor(address, in_flight=in_flight, workers=workers, shard_size=1).run(tasks, work, commit,
+        lambda t: True)
     return [out[i] for i in range(len(tasks))]
 
 def map_on_ray(fn: Callable[[list], Any], batches: Sequence[list], **kw) -> list:

@@ -25,7 +25,8 @@ __all__ = ['DEFAULT_BATCH_CHUNKS', 'OUT_COLUMNS', 'DEFAULT_CHUNKING', 'document_
 def document_rows(docs: Iterable[Document]) -> Iterator[dict]:
     "One row per document: the document as JSON, and its size."
     for d in docs:
-        yield {"doc": json.dumps({"id": d.id, "title": d.title, "text": d.text, "meta": d.meta}, ensure_ascii=False, default=str),
+        yield {"doc": json.dumps({"id": d.id, "title": d.title, "text": d.text, "meta": d.meta}, ensure_ascii=False,
+                                 default=str),
                "path": "", "abs": "", "rel": "", "size": len(d.text)}
 
 def file_rows(folder: Union[str, Path]) -> Iterator[dict]:
@@ -61,7 +62,8 @@ OUT_COLUMNS = ("id", "meta", "status")   # what a worker sends the driver: no te
 def _read_row(row: dict, max_doc_mb: float) -> tuple[Optional[Document], Optional[tuple]]:
     "(document, None), or (None, (line, reason)) for a file that cannot be loaded."
     if row["doc"]: return Document(**json.loads(row["doc"])), None
-    try: doc = read_file_document(row["abs"], row["rel"], max_doc_mb)   # read by absolute path: a worker has its own cwd
+    # read by absolute path: a worker has its own cwd
+    try: doc = read_file_document(row["abs"], row["rel"], max_doc_mb)
     except OSError as e: return None, (None, f"cannot read file ({e.strerror or e})")
     except Exception as e:        # corpus marks an unloadable file with an exception that carries the line
         if not hasattr(e, "line"): raise
@@ -141,13 +143,15 @@ class BuildTally:
             elif s == "skip": self.report.skip(i, json.loads(m)["line"], json.loads(m)["reason"])
         new = [i for s, i in zip(status, ids) if s == "new"]
         firsts, n_old = sum(self.seen.take_new(id_hashes(new))), status.count("existing")
-        for k, v in (("chunks", len(new) + n_old), ("existing", n_old), ("added", firsts), ("repeated", len(new) - firsts)):
+        for k, v in (("chunks", len(new) + n_old), ("existing", n_old), ("added", firsts), ("repeated",
+            len(new) - firsts)):
             self.stats[k] += v
         return len(new) + n_old
 
 # %% ../../nbs/18_scale.index.ipynb #ac33f377
 def settle(index: ChunkIndex, tally: BuildTally) -> int:
-    "See what the workers wrote, and delete the second copies of ids written twice in this build; returns the rows deleted."
+    """See what the workers wrote, and delete the second copies of ids written twice in this build; returns the rows
+    deleted."""
     index.tbl.checkout_latest()
     return index.remove_duplicates() if tally.stats["repeated"] else 0
 
@@ -193,7 +197,8 @@ def _finish_indices(index: ChunkIndex, added: int) -> None:
         index.tbl.create_index("id", config=BTree(), replace=True)
 
 def table_indices(db: str, table: str, dim: int, added: int, vector_index_min_rows: Optional[int]) -> bool:
-    "The table's vector index (from `vector_index_min_rows` rows), then its text and id indexes; True if a vector index was built."
+    """The table's vector index (from `vector_index_min_rows` rows), then its text and id indexes; True if a vector
+    index was built."""
     import lancedb
     index = ChunkIndex(db, table, lancedb.connect(db).open_table(table), None, dict(DEFAULT_COLUMNS), dim)
     built = bool(added) and index.ensure_vector_index(vector_index_min_rows)
@@ -213,7 +218,8 @@ class _Loading(BaseModel):
 def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: str = "chunks",
                        address: Optional[str] = None, batch_chunks: Optional[int] = None, progress: bool = True,
                        vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, **loading) -> ChunkIndex:
-    "Load, chunk and embed `source` (a path, or Documents) into `db`/`table` on a Ray cluster: `ChunkIndex.build`'s table, resumable."
+    """Load, chunk and embed `source` (a path, or Documents) into `db`/`table` on a Ray cluster: `ChunkIndex.build`'s
+    table, resumable."""
     from tqdm.auto import tqdm
     lo = _Loading(**loading)
     fmt, max_doc_mb, report = lo.fmt, lo.max_doc_mb, lo.report
@@ -227,7 +233,8 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     limit_malloc_arenas()  # as `ChunkIndex.build`: LanceDB's threads keep less
     db_dir = db_location(db)
     if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
-    with table_lock(db_dir, table):                                         # one writer per table, as in `ChunkIndex.build`
+    # one writer per table, as in `ChunkIndex.build`
+    with table_lock(db_dir, table):
         idx = ChunkIndex.create_or_open(db_dir, table, emb)
         # a table written twice by an old build: repaired first
         removed = idx.remove_duplicates()
@@ -238,9 +245,11 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
         udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
                    max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64, append=is_local(db_dir))
         tally, actors = BuildTally(report), start_embedders(ray, udf, workers, gpus)
-        row_batches = batches(rows, chunking["target_tokens"], batch_chunks or DEFAULT_BATCH_CHUNKS["gpu" if gpus else "cpu"])
+        row_batches = batches(rows, chunking["target_tokens"],
+                              batch_chunks or DEFAULT_BATCH_CHUNKS["gpu" if gpus else "cpu"])
         try:
-            with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress, file=sys.stderr) as bar:
+            with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress,
+                      file=sys.stderr) as bar:
                 for status in on_actors(ray, actors, row_batches): bar.update(tally.add(status))
         finally:
             for a in actors: ray.kill(a)
@@ -251,5 +260,6 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
         built = ray.get(on_worker.remote(db_abs, table, emb.dim, tally.stats["added"], vector_index_min_rows))
         idx.tbl.checkout_latest()
         idx._ann = False                                                    # the vector index is looked up again
-        idx.last_build = {**tally.stats, "duplicates_removed": removed, **({"vector_index_built": True} if built else {})}
+        idx.last_build = {**tally.stats, "duplicates_removed": removed,
+                          **({"vector_index_built": True} if built else {})}
     return idx

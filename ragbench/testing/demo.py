@@ -32,7 +32,8 @@ DEMO_CHUNKS = [
 
 def demo_chunks() -> list[Chunk]:
     "Six short Git-manual chunks (one per document) used by the demos and tests."
-    return [Chunk(id=make_chunk_id(d, 0, t), doc_id=d, text=t, meta={"title": d, "position": 0}) for d, t in DEMO_CHUNKS]
+    return [Chunk(id=make_chunk_id(d, 0, t), doc_id=d, text=t, meta={"title": d, "position": 0}) for d,
+            t in DEMO_CHUNKS]
 
 # %% ../../nbs/05_testing.demo.ipynb #22e2aa9f
 def demo_attempt(q, a, quality=True, multi_hop=True, unambiguous=True, reason="", suff=(False, False), failed=None,
@@ -41,7 +42,8 @@ def demo_attempt(q, a, quality=True, multi_hop=True, unambiguous=True, reason=""
     judge = {"reason": reason or "clear, needs both chunks, one answer", "quality": quality,
              "multi_hop": multi_hop, "unambiguous": unambiguous}
     ok = quality and multi_hop and unambiguous and not any(suff)
-    return Attempt(question=q, answer=a, judge=judge, sufficiency=list(suff), accepted=ok, failed_check=failed, feedback=fb)
+    return Attempt(question=q, answer=a, judge=judge, sufficiency=list(suff), accepted=ok, failed_check=failed,
+                   feedback=fb)
 
 # %% ../../nbs/05_testing.demo.ipynb #f61e1c83
 def demo_item(kind, q, a, docs, attempts, status="accepted", binary=False, distractor="git-stash", topic=None,
@@ -66,28 +68,34 @@ def demo_items() -> tuple[list[QAItem], list[QAItem]]:
     accepted = [
         I("composition", q1, "90 days", ["git-commit", "git-reflog"], [
             A("How long are reflog entries kept by default?", "90 days", multi_hop=False, suff=(False, True),
-              reason="answerable from the reflog chunk alone", failed="multi_hop", fb="make the question need the amend chunk too"),
+              reason="answerable from the reflog chunk alone", failed="multi_hop",
+              fb="make the question need the amend chunk too"),
             A(q1, "90 days")], topic="reflog"),
-        I("comparison", q2, "gc.reflogExpire", ["git-reflog", "git-gc"], [A(q2, "gc.reflogExpire")], topic="reflog expiry",
+        I("comparison", q2, "gc.reflogExpire", ["git-reflog", "git-gc"], [A(q2, "gc.reflogExpire")],
+          topic="reflog expiry",
           difficulty="easy"),
         I("intersection", q3, "ORIG_HEAD", ["git-rebase", "git-reset"], [A(q3, "ORIG_HEAD")], topic="ORIG_HEAD",
           distractor="git-commit"),
-        I("comparison", q4, "yes", ["git-stash", "git-reset"], [A(q4, "yes")], binary=True, topic="HEAD", distractor="git-gc",
+        I("comparison", q4, "yes", ["git-stash", "git-reset"], [A(q4, "yes")], binary=True, topic="HEAD",
+          distractor="git-gc",
           difficulty="hard")]
     q5 = "Where does the provided text say stash entries are stored?"
     q6 = "When git gc runs, after how many days do unreachable reflog entries expire?"
     rejected = [
         I("composition", q5, "refs/stash", ["git-stash", "git-reflog"], [
-            A(q5, "refs/stash", quality=False, reason="refers to 'the provided text'", failed="quality", fb="ask about Git itself"),
+            A(q5, "refs/stash", quality=False, reason="refers to 'the provided text'", failed="quality",
+              fb="ask about Git itself"),
             A("Where are stash entries stored?", "refs/stash", multi_hop=False, suff=(True, False),
               reason="the stash chunk alone answers it", failed="multi_hop")], status="rejected", topic="refs"),
-        I("composition", q6, "30 days", ["git-gc", "git-reflog"], [A(q6, "30 days", suff=(True, False), failed="sufficiency")],
+        I("composition", q6, "30 days", ["git-gc", "git-reflog"], [A(q6, "30 days", suff=(True, False),
+                                                                     failed="sufficiency")],
           status="rejected", topic="gc")]
     return accepted, rejected
 
 # %% ../../nbs/05_testing.demo.ipynb #ad8a2739
 def demo_run_dir(path, *, overwrite: bool = False) -> Path:
-    "Write a tiny run directory of scripted TRIAD items (chunks.jsonl, dataset.jsonl, rejected.jsonl); returns its path."
+    """Write a tiny run directory of scripted TRIAD items (chunks.jsonl, dataset.jsonl, rejected.jsonl); returns its
+    path."""
     run = RunDir(path)
     if (run / "dataset.jsonl").exists() and not overwrite: return run.path
     accepted, rejected = demo_items()
@@ -110,8 +118,10 @@ def _demo_item(i: int, method: str) -> dict:
     kinds, diffs = ("comparison", "intersection", "composition"), ("easy", "medium", "hard")
     style = _DEMO_STYLES[i % 5] if method == "dora" else None
     ukind = None if method == "dora" or i % 8 != 7 else ("corpus" if i % 16 == 15 else "context")
-    return {"item_id": f"{'dq' if style else 'tq'}-{i:04d}", "method": method, "kind": style or kinds[i % 3], "style": style,
-            "binary": i % 4 == 0 and not style, "temporal": i % 5 == 0, "answerable": ukind is None, "unanswerable_kind": ukind,
+    return {"item_id": f"{'dq' if style else 'tq'}-{i:04d}", "method": method, "kind": style or kinds[i % 3],
+            "style": style,
+            "binary": i % 4 == 0 and not style, "temporal": i % 5 == 0, "answerable": ukind is None,
+            "unanswerable_kind": ukind,
             "difficulty": diffs[(i // 3) % 3], "question": f"Synthetic question {i}?", "reference": f"answer {i}"}
 
 # %% ../../nbs/05_testing.demo.ipynb #0c9c55ed
@@ -124,7 +134,8 @@ def _demo_metrics(rnd, it: dict, j: int, k: int, mode: str) -> tuple[dict, Optio
              - 0.15 * (kinds.index(it["kind"]) if it["kind"] in kinds else 1))
     hit = (rnd.random() < skill + 0.1) if mode == "retrieved" and it["answerable"] else None
     if hit is not None:
-        m.update({"precision@k": 2 / k if hit and rnd.random() < 0.5 else (1 / k if hit else 0.0), "precision_ceiling@k": 2 / k,
+        m.update({"precision@k": 2 / k if hit and rnd.random() < 0.5 else (1 / k if hit else 0.0),
+                  "precision_ceiling@k": 2 / k,
                   "recall@k": (0.5 + 0.5 * (rnd.random() < 0.6)) if hit else 0.0, "hit@k": float(hit),
                   "mrr": round(1 / rnd.randint(1, k), 3) if hit else 0.0})
     if mode == "unanswerable" or not it["answerable"]:
@@ -136,9 +147,11 @@ def _demo_metrics(rnd, it: dict, j: int, k: int, mode: str) -> tuple[dict, Optio
     m.update({"correct": None if rnd.random() < 0.03 else float(ok), "correct_score": round(kc, 2),
               "faithful": float(rnd.random() < skill + 0.2), "exact_match": float(ok and rnd.random() < 0.5),
               "token_f1": round(rnd.uniform(0.6, 1) if ok else rnd.uniform(0, 0.4), 3), "keypoint_complete": kc,
-              "keypoint_hallucinated": kh, "keypoint_irrelevant": round(1 - kc - kh, 2), "abstained": float(rnd.random() < 0.05)})
+              "keypoint_hallucinated": kh, "keypoint_irrelevant": round(1 - kc - kh, 2),
+              "abstained": float(rnd.random() < 0.05)})
     if it["style"]:
-        m.update({f"rubric_{d}": float(max(1, min(5, round(rnd.gauss(3.2 + 1.2 * ok - 0.3 * j, 0.8))))) for d in RUBRIC_DIMENSIONS})
+        m.update({f"rubric_{d}": float(max(1, min(5, round(rnd.gauss(3.2 + 1.2 * ok - 0.3 * j,
+                                                                     0.8))))) for d in RUBRIC_DIMENSIONS})
     return m, hit
 
 # %% ../../nbs/05_testing.demo.ipynb #f01dfc3d
@@ -146,19 +159,26 @@ def _demo_row(rnd, it: dict, j: int, setup: str, mode: str) -> dict:
     "One synthetic scores.jsonl row, not applicable where `ragbench evaluate` would say so."
     from ragbench.eval.setups import NOT_APPLICABLE
     na = {"retrieved": it["unanswerable_kind"] == "context", "oracle": not it["answerable"]}.get(mode, False)
-    m, hit = (dict.fromkeys(_demo_metric_names()), None) if na else _demo_metrics(rnd, it, j, 3 if setup.startswith("top3") else 5, mode)
-    skipped = (NOT_APPLICABLE + ("context-unanswerable item" if mode == "retrieved" else "an unanswerable item has no gold contexts")) if na else None
-    return {**it, "setup": setup, "mode": mode, "retrieval_hit": hit, "answer": None if na else "...", "retrieved_chunk_ids": [],
-            "metrics": m, "judge": {} if na else {"correctness": {"correct": m["correct"], "reason": "synthetic verdict"}},
-            "judge_failures": ["correctness"] if m["correct"] is None and not na and mode != "unanswerable" and it["answerable"] else [],
+    m, hit = (dict.fromkeys(_demo_metric_names()), None) if na else _demo_metrics(rnd, it, j,
+        3 if setup.startswith("top3") else 5, mode)
+    skipped = (NOT_APPLICABLE + ("context-unanswerable item" if mode == "retrieved"
+                                 else "an unanswerable item has no gold contexts")) if na else None
+    return {**it, "setup": setup, "mode": mode, "retrieval_hit": hit, "answer": None if na else "...",
+            "retrieved_chunk_ids": [],
+            "metrics": m, "judge": {} if na else {"correctness": {"correct": m["correct"],
+                                                                  "reason": "synthetic verdict"}},
+            "judge_failures": ["correctness"] if m["correct"] is None and not na and mode != "unanswerable"
+            and it["answerable"] else [],
             "skipped": skipped, "error": None}
 
 def _demo_rows(n_items: int, setups: Sequence[str], seed: int, method: str = "triad") -> list[dict]:
-    "Synthetic score rows (item x setup x mode) shaped like `ragbench evaluate`'s, with setup- and type-dependent quality."
+    """Synthetic score rows (item x setup x mode) shaped like `ragbench evaluate`'s, with setup- and type-dependent
+    quality."""
     import random
     from ragbench.stats import MODES
     rnd = random.Random(seed)
-    return [_demo_row(rnd, _demo_item(i, method), j, s, mode) for i in range(n_items) for j, s in enumerate(setups) for mode in MODES]
+    return [_demo_row(rnd, _demo_item(i, method), j, s, mode) for i in range(n_items) for j,
+            s in enumerate(setups) for mode in MODES]
 
 # %% ../../nbs/05_testing.demo.ipynb #16c6f93a
 def demo_eval_dir(path: Union[str, Path], n_items: int = 24, setups: Sequence[str] = ("baseline", "top3", "other-llm"),
@@ -169,7 +189,8 @@ def demo_eval_dir(path: Union[str, Path], n_items: int = 24, setups: Sequence[st
     path.mkdir(parents=True, exist_ok=True)
     rows = _demo_rows(n_items, setups, seed, method)
     summary = summarize(rows, setups=setups)
-    summary["models"] = {"answer": {s: "gemini:gemini-2.5-flash-lite" if s == "other-llm" else "gemini:gemini-2.5-flash" for s in setups},
+    summary["models"] = {"answer": {s: "gemini:gemini-2.5-flash-lite" if s == "other-llm"
+                                    else "gemini:gemini-2.5-flash" for s in setups},
                          "judge": "gemini:gemini-2.5-pro"}
     atomic_write(path / "scores.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     atomic_write(path / "summary.json", json.dumps(summary, indent=1))
@@ -177,7 +198,8 @@ def demo_eval_dir(path: Union[str, Path], n_items: int = 24, setups: Sequence[st
 
 # %% ../../nbs/05_testing.demo.ipynb #d1cc48a5
 def demo_generation_dir(path: Union[str, Path]) -> Path:
-    "Write a synthetic TRIAD run directory (summary.json only, in the shape `ragbench triad` writes) for demos and tests."
+    """Write a synthetic TRIAD run directory (summary.json only, in the shape `ragbench triad` writes) for demos and
+    tests."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     gen = {"seeds_tried": 60, "configurations": 41, "attempts": 70, "accepted": 47, "rejected": 23,
@@ -191,15 +213,18 @@ def demo_generation_dir(path: Union[str, Path]) -> Path:
 
 # %% ../../nbs/05_testing.demo.ipynb #590eef77
 class ToyIndex:
-    "Word-overlap search over a few chunks, with the ChunkIndex methods the widgets use (a stand-in index for their tests)."
+    """Word-overlap search over a few chunks, with the ChunkIndex methods the widgets use (a stand-in index for their
+    tests)."""
     def __init__(self, chunks): self.chunks = {c.id: c for c in chunks}
     def _words(self, t): return set(re.findall(r"\w+", t.lower()))
     def _rank(self, q, exclude=()):
         qs = self._words(q)
         hits = [SimpleNamespace(chunk_id=c.id, doc_id=c.doc_id, text=c.text, meta=c.meta,
-                                score=len(qs & self._words(c.text)) / (len(qs) or 1)) for c in self.chunks.values() if c.id not in exclude]
+                                score=len(qs & self._words(c.text)) / (len(qs) or 1)) for c in self.chunks.values()
+                                if c.id not in exclude]
         return sorted(hits, key=lambda h: -h.score)
-    def search(self, query, k=5, mode="dense", exclude_ids=()): return [h for h in self._rank(query, exclude_ids) if h.score > 0][:k]
+    def search(self, query, k=5, mode="dense", exclude_ids=()): return [h for h in self._rank(query,
+        exclude_ids) if h.score > 0][:k]
     def neighbours(self, chunk_id, k=10): return self._rank(self.chunks[chunk_id].text, {chunk_id})[:k]
     def get(self, cid): return self.chunks[cid]
     def get_many(self, ids): return [self.chunks[i] for i in ids]

@@ -143,7 +143,8 @@ class FakeLLMServer:
         self.port, self.latency, self.error_rate, self.seed = port, latency, f.error_rate, f.seed
         self.timeout_sleep, self.fault_kinds, self.retry_after = f.timeout_sleep, f.fault_kinds, f.retry_after
         self.openai_structured, self.stage_faults = f.openai_structured, dict(f.stage_faults or {})
-        self.responder = responder  # f(request dict: system, prompt, schema, model) -> reply str | dict, or None: the template's
+        # f(request dict: system, prompt, schema, model) -> reply str | dict, or None: the template's
+        self.responder = responder
         self._faults = collections.deque(f.faults or [])
         self._lock = threading.Lock()
         self._seen = collections.Counter()
@@ -209,11 +210,13 @@ def reset_stats(self: FakeLLMServer) -> None:
 # %% ../../nbs/05_testing.server.ipynb #eb342aef
 @patch
 def stats(self: FakeLLMServer) -> dict:
-    "Counters: requests, ok replies, by API and model, structured requests, rejected response_format, faults by kind, repeats, in flight; `times`: when each request came (Unix seconds)."
+    """Counters: requests, ok replies, by API and model, structured requests, rejected response_format, faults by kind,
+    repeats, in flight; `times`: when each request came (Unix seconds)."""
     with self._lock:
         now = time.monotonic()
         while self._answered and self._answered[0] < now - IN_FLIGHT_SETTLE: self._answered.popleft()
-        return {**{k: dict(v) if isinstance(v, collections.Counter) else list(v) if isinstance(v, list) else v for k, v in self._stats.items()},
+        return {**{k: dict(v) if isinstance(v, collections.Counter) else list(v) if isinstance(v, list) else v for k,
+                   v in self._stats.items()},
                 "in_flight": self._active + len(self._answered)}
 
 # %% ../../nbs/05_testing.server.ipynb #45c0e2f9
@@ -238,7 +241,8 @@ def _error_body(api: str, code: int) -> dict:
     status = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}[code]
     msg = {429: "Rate limit exceeded (fake).", 500: "Internal error (fake).", 503: "Service unavailable (fake)."}[code]
     if api == "gemini": return {"error": {"code": code, "message": msg, "status": status}}
-    return {"error": {"message": msg, "type": "rate_limit_error" if code == 429 else "server_error", "param": None, "code": status.lower()}}
+    return {"error": {"message": msg, "type": "rate_limit_error" if code == 429 else "server_error", "param": None,
+                      "code": status.lower()}}
 
 # %% ../../nbs/05_testing.server.ipynb #e65147d5
 @patch
@@ -339,7 +343,8 @@ def fake_llm_server_command(
                             stage_faults=dict(p.rsplit("=", 1) for p in stage_faults.split(";") if "=" in p),
                             retry_after=retry_after).start()
     except (ValueError, OSError) as e: raise UserError(str(e)) from e
-    print(f"fake LLM server on {srv.url}  (OpenAI base_url {srv.url}/v1, Gemini base_url {srv.url}); Ctrl-C stops", flush=True)
+    print(f"fake LLM server on {srv.url}  (OpenAI base_url {srv.url}/v1, Gemini base_url {srv.url}); Ctrl-C stops",
+          flush=True)
     try:
         end = time.monotonic() + duration if duration > 0 else math.inf
         while time.monotonic() < end: time.sleep(min(0.2, max(0.0, end - time.monotonic())))

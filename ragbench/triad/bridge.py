@@ -34,7 +34,8 @@ def _norm_text(t: str) -> str:
 
 # %% ../../nbs/21_triad.bridge.ipynb #90155d3a
 def distinct_neighbours(seed: Chunk, hits) -> list:
-    "The seed's neighbours (search hits) without the seed, without repeats and without chunks whose text duplicates another's."
+    """The seed's neighbours (search hits) without the seed, without repeats and without chunks whose text duplicates
+    another's."""
     seen_ids, seen_text, out = {seed.id}, {_norm_text(seed.text)}, []
     for h in hits:
         t = _norm_text(h.text)
@@ -49,7 +50,8 @@ def seed_names(seed: Chunk, skip: frozenset = frozenset()) -> list[str]:
     "The seed's candidate names (title first), boilerplate names (`skip`) left out."
     return [n for n in candidate_names(seed.text, (seed.meta or {}).get("title", "")) if n not in skip]
 
-def pick_partners(seed: Chunk, hits, cfg: TriadConfig, kind: Optional[str] = None, skip: frozenset = frozenset()) -> list:
+def pick_partners(seed: Chunk, hits, cfg: TriadConfig, kind: Optional[str] = None,
+                  skip: frozenset = frozenset()) -> list:
     "The candidate partners offered to the entity call (up to `offer_k`), chosen for the question type `kind`."
     pool = [h for h in hits if not (cfg.other_documents and h.doc_id == seed.doc_id)]
     k = max(cfg.offer_k, cfg.n_chunks - 1)
@@ -82,7 +84,8 @@ def boilerplate_names(index, share: float = 0.5) -> frozenset:
 
 # %% ../../nbs/21_triad.bridge.ipynb #7310b9a2
 class Neighbourhood(NamedTuple):
-    "A seed, its neighbour hits (as the index returned them), the distinct ones, the candidates offered and the boilerplate names."
+    """A seed, its neighbour hits (as the index returned them), the distinct ones, the candidates offered and the
+    boilerplate names."""
     seed: Chunk
     hits: list
     distinct: list
@@ -108,7 +111,8 @@ def opening_terms(c: Chunk, n: int = OPENING_WORDS) -> set[str]:
 def _shared(a: Chunk, b: Chunk, skip: frozenset):
     "Each name of one chunk that the other mentions, `a`'s first (boilerplate names `skip` never count)."
     for c, other in ((a, chunk_text(b)), (b, chunk_text(a))):
-        yield from (n for n in candidate_names(c.text, (c.meta or {}).get("title", "")) if n not in skip and mentions(other, n))
+        yield from (n for n in candidate_names(c.text, (c.meta or {}).get("title",
+            "")) if n not in skip and mentions(other, n))
 
 def shared_name(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> Optional[str]:
     "A name of one chunk that the other mentions (boilerplate names `skip` never count), or None."
@@ -120,13 +124,16 @@ def shared_names(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]
 
 # %% ../../nbs/21_triad.bridge.ipynb #9f87e573
 def shared_terms(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]:
-    "What two chunks share: a name (not boilerplate), else the stems of the words their openings share (empty: nothing)."
+    """What two chunks share: a name (not boilerplate), else the stems of the words their openings share (empty:
+    nothing)."""
     n = shared_name(a, b, skip)
     return [n] if n else sorted(opening_terms(a) & opening_terms(b))
 
-def precheck_passes(chunks: Sequence[Chunk], similarities: Optional[Sequence[float]] = None, min_similarity: float = 1.01,
+def precheck_passes(chunks: Sequence[Chunk], similarities: Optional[Sequence[float]] = None,
+                    min_similarity: float = 1.01,
                     skip: frozenset = frozenset(), need: Optional[int] = None) -> bool:
-    "Whether at least `need` (default: all) chunks after the first join it in one group linked by a shared name, an opening word or a similarity to the first."
+    """Whether at least `need` (default: all) chunks after the first join it in one group linked by a shared name, an
+    opening word or a similarity to the first."""
     chunks = list(chunks)
     need = len(chunks) - 1 if need is None else need
     sims = list(similarities or [])
@@ -141,7 +148,8 @@ def precheck_passes(chunks: Sequence[Chunk], similarities: Optional[Sequence[flo
 
 # %% ../../nbs/21_triad.bridge.ipynb #8f35c824
 class BridgeEntities(BaseModel):
-    "Output of the entity prompt: entities per chunk, the candidates picked, the shared entities, a shared kind and the best bridging topic."
+    """Output of the entity prompt: entities per chunk, the candidates picked, the shared entities, a shared kind and
+    the best bridging topic."""
     entities_per_chunk: list[list[str]]   # required: a reply lacking them is a failure (repaired, counted),
     partners: list[int] = Field(default_factory=list)
     shared: list[str]                     # never read as "nothing shared" (issue 24)
@@ -180,8 +188,10 @@ register_prompt(PromptTemplate(
 
 # %% ../../nbs/21_triad.bridge.ipynb #1a4af281
 async def aentities(chunks: Sequence[Chunk], llm, kind: Optional[str] = None, k: int = 1) -> BridgeEntities:
-    "One LLM call over the seed and its candidates: entities per chunk, the `k` partners picked, shared entities, a shared kind, a topic."
-    link = TYPE_LINK.get(kind, "a passage that shares a named entity with passage 1, else one about the same kind of thing")
+    """One LLM call over the seed and its candidates: entities per chunk, the `k` partners picked, shared entities, a
+    shared kind, a topic."""
+    link = TYPE_LINK.get(kind,
+                         "a passage that shares a named entity with passage 1, else one about the same kind of thing")
     system, prompt = render_prompt("triad.entities", n=len(chunks), k=k, link=link, chunks=format_chunks(chunks))
     return await llm.acomplete(prompt, BridgeEntities, system=system, stage="triad.entities")
 
@@ -242,7 +252,8 @@ def _clean(xs) -> list[str]:
     return list(dict.fromkeys(x.strip() for x in xs if isinstance(x, str) and x.strip()))
 
 async def _ask_entities(chunks, llm, kind=None, k: int = 1) -> BridgeEntities:
-    "The entity call; a reply that never parses (after the LLM layer's repairs) fails the seed, it is not 'nothing shared'."
+    """The entity call; a reply that never parses (after the LLM layer's repairs) fails the seed, it is not 'nothing
+    shared'."""
     return await aentities(chunks, llm, kind, k)
 
 # %% ../../nbs/21_triad.bridge.ipynb #8078ec6e
@@ -255,8 +266,10 @@ def _picked(first: list, ents: BridgeEntities, k: int, shared: Sequence[str]) ->
 
 def _same_document(chunks) -> bool: return len({c.doc_id for c in chunks}) < len(chunks)
 
-def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], k: int = 1, **kw) -> Optional[BridgeConfig]:
-    "The configuration the entity call found: the picked partners with a shared entity (not boilerplate), or a shared kind (comparison only; `kind` None: not yet decided)."
+def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], k: int = 1,
+                **kw) -> Optional[BridgeConfig]:
+    """The configuration the entity call found: the picked partners with a shared entity (not boilerplate), or a shared
+    kind (comparison only; `kind` None: not yet decided)."""
     shared, category = [s for s in _clean(ents.shared) if s not in hood.skip], (ents.category or "").strip()
     if not shared and (not category or kind not in ("comparison", None)): return None
     chosen = _picked(first, ents, k, shared)
@@ -267,8 +280,10 @@ def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Op
                         same_document=_same_document(chosen), **kw)
 
 # %% ../../nbs/21_triad.bridge.ipynb #3f8eff33
-async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optional[str] = None) -> Optional[BridgeConfig]:
-    "Find chunks sharing a bridging topic around `seed_id` (pre-check, entity call picking partners, fallback), or None."
+async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig,
+                       kind: Optional[str] = None) -> Optional[BridgeConfig]:
+    """Find chunks sharing a bridging topic around `seed_id` (pre-check, entity call picking partners, fallback), or
+    None."""
     hood = await in_thread(neighbourhood, seed_id, index, cfg, kind)
     k = cfg.n_chunks - 1
     if len(hood.partners) < k: return None
@@ -290,7 +305,8 @@ async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optiona
     by_id = {h.chunk_id: h for h in hood.distinct}
     chunks = [hood.seed, *(hit_chunk(by_id[i]) for i in ids[1:])]
     return BridgeConfig(seed_id=seed_id, chunk_ids=ids, bridge_topic=entity, shared=[entity], via="fallback",
-                        entity_calls=calls, precheck=passed, chunks=chunks, seed_hits=hood.hits, same_document=_same_document(chunks))
+                        entity_calls=calls, precheck=passed, chunks=chunks, seed_hits=hood.hits,
+                        same_document=_same_document(chunks))
 
 def find_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optional[str] = None) -> Optional[BridgeConfig]:
     "Sync wrapper of `afind_bridge`."

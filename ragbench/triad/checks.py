@@ -46,14 +46,16 @@ class SameAnswer(BaseModel):
     same: bool
 
 register_prompt(PromptTemplate(
-    name="triad.check_uniqueness", system="You check whether a question has a single answer in a document collection. Reply with JSON only.",
+    name="triad.check_uniqueness",
+    system="You check whether a question has a single answer in a document collection. Reply with JSON only.",
     template=("Question: {question}\nThe dataset's answer: {answer}\n\nPassages found for the question in the collection:\n\n{chunks}\n\n"
               "Does one of these passages, taken as true, support an answer to the question that differs from the dataset's "
               "answer (not a rewording, a part or a more precise form of it)? Reply with JSON only: {{\"reason\": \"one sentence\", "
               "\"different_answer\": true or false, \"chunk_id\": \"the id of that passage, or null\", \"other_answer\": \"that answer, or empty\"}}"),
     output=Uniqueness, description="whole-corpus check: does a non-gold passage support another answer?"))
 register_prompt(PromptTemplate(
-    name="triad.check_completeness", system="You label which passages a question's answer depends on. Reply with JSON only.",
+    name="triad.check_completeness",
+    system="You label which passages a question's answer depends on. Reply with JSON only.",
     template=("Question: {question}\nAnswer: {answer}\n\nPassages:\n\n{chunks}\n\nWhich of these passages state a fact the answer needs, "
               "or directly support the answer? Reply with JSON only: {{\"reason\": \"one sentence\", \"relevant_chunk_ids\": [ids of those passages]}}"),
     output=Completeness, description="whole-corpus check: relevant passages outside the gold set"))
@@ -95,7 +97,8 @@ async def _outside_hits(item: QAItem, index, cfg: CheckConfig) -> list:
 async def check_uniqueness(item: QAItem, hits: list, judge) -> dict:
     "Does a passage outside the gold set support a different answer? {'ambiguous': True/False/None, ...}."
     if not hits: return {"ambiguous": False, "checked": [], "reason": "no passage outside the gold set"}
-    v = await _ask(judge, "triad.check_uniqueness", Uniqueness, "check.uniqueness", question=item.question, answer=item.answer,
+    v = await _ask(judge, "triad.check_uniqueness", Uniqueness, "check.uniqueness", question=item.question,
+                   answer=item.answer,
                    chunks=format_chunks([hit_chunk(h) for h in hits]))
     ids = [h.chunk_id for h in hits]
     if v is None: return {"ambiguous": None, "checked": ids, "reason": "unreadable reply"}
@@ -106,7 +109,8 @@ async def check_uniqueness(item: QAItem, hits: list, judge) -> dict:
 async def check_completeness(item: QAItem, hits: list, judge) -> dict:
     "Passages outside the gold set that are also relevant: {'relevant': [ids], ...}."
     if not hits: return {"relevant": [], "checked": []}
-    v = await _ask(judge, "triad.check_completeness", Completeness, "check.completeness", question=item.question, answer=item.answer,
+    v = await _ask(judge, "triad.check_completeness", Completeness, "check.completeness", question=item.question,
+                   answer=item.answer,
                    chunks=format_chunks([hit_chunk(h) for h in hits]))
     ids = [h.chunk_id for h in hits]
     if v is None: return {"relevant": None, "checked": ids, "reason": "unreadable reply"}
@@ -118,13 +122,15 @@ async def check_closed_book(item: QAItem, generator, judge) -> dict:
     if a is None: return {"answerable_closed_book": None, "reason": "unreadable reply"}
     if not a.knows or not a.answer.strip():
         return {"answerable_closed_book": False, "answer": a.answer, "reason": "the model does not know"}
-    s = await _ask(judge, "triad.check_same_answer", SameAnswer, "check.same_answer", question=item.question, a=item.answer, b=a.answer)
+    s = await _ask(judge, "triad.check_same_answer", SameAnswer, "check.same_answer", question=item.question,
+                   a=item.answer, b=a.answer)
     if s is None: return {"answerable_closed_book": None, "answer": a.answer, "reason": "unreadable comparison"}
     return {"answerable_closed_book": s.same, "answer": a.answer, "reason": s.reason}
 
 # %% ../../nbs/28_triad.checks.ipynb #f2855dd1
 async def acorpus_checks(item: QAItem, index, llms: dict, cfg: CheckConfig) -> QAItem:
-    "Run the configured checks on one answerable item; results in `meta.corpus_checks`, relevant passages added as contexts, an ambiguous item flagged or rejected."
+    """Run the configured checks on one answerable item; results in `meta.corpus_checks`, relevant passages added as
+    contexts, an ambiguous item flagged or rejected."""
     if not item.answerable: return item
     out, update = {}, {}
     hits = await _outside_hits(item, index, cfg) if {"uniqueness", "completeness"} & set(cfg.checks) else []
@@ -136,13 +142,17 @@ async def acorpus_checks(item: QAItem, index, llms: dict, cfg: CheckConfig) -> Q
             Context(chunk_id=i, relevant=True, source="completeness", reason="also relevant (gold completeness check)")
             for i in r["relevant"] or []
         ]
-        ctx = [c.model_copy(update={"relevant": True, "source": "completeness"}) if c.chunk_id in set(r["relevant"] or []) else c for c in item.contexts]
+        ctx = [c.model_copy(update={"relevant": True,
+                                    "source": "completeness"}) if c.chunk_id in set(r["relevant"] or []) else c
+               for c in item.contexts]
         update["contexts"] = ctx + [c for c in extra if c.chunk_id not in have]
     if "closed_book" in cfg.checks: out["closed_book"] = await check_closed_book(item, llms["generate"], llms["judge"])
     flags = [f for f, hit in (("ambiguous", (out.get("uniqueness") or {}).get("ambiguous")),
-                              ("answerable_closed_book", (out.get("closed_book") or {}).get("answerable_closed_book"))) if hit]
+                              ("answerable_closed_book",
+                               (out.get("closed_book") or {}).get("answerable_closed_book"))) if hit]
     if "ambiguous" in flags and cfg.on_ambiguous == "reject": update["status"] = "rejected"
-    meta = {**item.meta, "corpus_checks": {**out, "at": utc_now()}, "flags": sorted(set(item.meta.get("flags", [])) | set(flags))}
+    meta = {**item.meta, "corpus_checks": {**out, "at": utc_now()}, "flags": sorted(set(item.meta.get("flags",
+        [])) | set(flags))}
     return item.model_copy(update={**update, "meta": meta})
 
 def corpus_checks(item, index, llms, cfg) -> QAItem:
@@ -165,7 +175,8 @@ def checks_card(items: Sequence[QAItem]) -> dict:
         if (r.get("closed_book") or {}).get("answerable_closed_book"): c["closed_book"] += 1
     return {k: dict(v) for k, v in sorted(out.items())}
 
-async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls: Optional[int] = None, executor=None) -> dict:
+async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls: Optional[int] = None,
+                     executor=None) -> dict:
     "Run the whole-corpus checks over a run's dataset (resumable); returns the per-type findings (also in card.json)."
     run, key = RunDir(run_dir), ",".join(cfg.checks)
     with open_run(RunSpec(out=str(run.path)), name="check", attach=True, reopen=False,
@@ -183,7 +194,8 @@ async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls:
         if stop: return {"stop_reason": stop, "by_type": found, "llm": meter.totals()}
         atomic_write(run / "dataset.jsonl", "".join(i.to_json() + "\n" for i in checked))
         card = json.loads((run / "card.json").read_text()) if (run / "card.json").exists() else Dataset(checked).card()
-        run.write("card.json", {**card, "corpus_checks": {"checks": cfg.checks, "by_type": found, "llm": meter.totals()}})
+        run.write("card.json", {**card, "corpus_checks": {"checks": cfg.checks, "by_type": found,
+                                                          "llm": meter.totals()}})
         return {"stop_reason": "done", "by_type": found, "llm": meter.totals()}
 
 def check_run(run_dir, index, llms, cfg, **kw) -> dict:
@@ -200,7 +212,8 @@ def check_config(checks: str, k: int, on_ambiguous: str, search_mode: str = "den
     return CheckConfig(checks=names, k=k, on_ambiguous=on_ambiguous, search_mode=search_mode)
 
 def checks_of_run(out: Path, o) -> dict:
-    "Run the checks the options `o` (db, table, checks, k, on_ambiguous, search_mode, llm, judge_llm, max_calls) ask for on the run folder `out` against its corpus; their summary (an LLM error: UserError, the rest kept)."
+    """Run the checks the options `o` (db, table, checks, k, on_ambiguous, search_mode, llm, judge_llm, max_calls) ask
+    for on the run folder `out` against its corpus; their summary (an LLM error: UserError, the rest kept)."""
     from ragbench.index import open_index
     from ragbench.triad.refresh import read_triad_run, run_llm_specs
     ccfg, specs = check_config(o.checks, o.k, o.on_ambiguous, o.search_mode), run_llm_specs(

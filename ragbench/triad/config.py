@@ -33,7 +33,8 @@ class TriadConfig(BaseModel):
     seeds: Optional[list[str]] = Field(None, description="explicit seed chunk ids (else random)")
     seed: int = Field(0, description="random seed for seed sampling and type/binary assignment")
     concurrency: int = Field(16, ge=1, description="LLM requests in flight (the LLM objects' limit)")
-    seeds_in_flight: Optional[int] = Field(None, ge=1, description="seeds worked on at once (default 1.5 x concurrency)")
+    seeds_in_flight: Optional[int] = Field(None, ge=1,
+                                           description="seeds worked on at once (default 1.5 x concurrency)")
     # generation
     types: list[str] = Field(default_factory=lambda: list(QUESTION_TYPES))
     binary_share: float = Field(0.5, ge=0.0, le=1.0, description="share of yes/no questions")
@@ -45,9 +46,11 @@ class TriadConfig(BaseModel):
     offer_k: int = Field(
         4, ge=1, description="candidate partners offered to the entity call, which picks the partners among them"
     )
-    precheck_similarity: float = Field(0.3, ge=-1.0, le=1.0, description="a candidate this similar to the seed (cosine of the index's vectors) passes the pre-check")
+    precheck_similarity: float = Field(0.3, ge=-1.0, le=1.0,
+                                       description="a candidate this similar to the seed (cosine of the index's vectors) passes the pre-check")
     other_documents: bool = Field(False, description="take partners only from documents other than the seed's")
-    boilerplate_share: float = Field(0.5, gt=0.0, le=1.0, description="a name in at least this share of the documents is boilerplate: it never bridges")
+    boilerplate_share: float = Field(0.5, gt=0.0, le=1.0,
+                                     description="a name in at least this share of the documents is boilerplate: it never bridges")
     fallback_n: int = Field(50, ge=1, description="neighbours searched for a candidate entity in the fallback")
     role: str = Field(DEFAULT_ROLE, description="persona line of the generator")
     temporal: bool = Field(True, description="label accepted questions temporal or not (one classifier call each)")
@@ -116,7 +119,8 @@ class SeedPlan(BaseModel):
     position: int = 0
 
 def pick_seeds(index, cfg: TriadConfig) -> list[str]:
-    "The seed chunk ids to try, in order: `cfg.seeds` if given, else the first `seed_cap` of a seeded shuffle of the index."
+    """The seed chunk ids to try, in order: `cfg.seeds` if given, else the first `seed_cap` of a seeded shuffle of the
+    index."""
     if cfg.seeds: return list(dict.fromkeys(cfg.seeds))[: cfg.seed_cap]
     return list(index.sample_ids(len(index), seed=cfg.seed, first=cfg.seed_cap))
 
@@ -125,7 +129,8 @@ def _binary_flags(n: int, share: float, offset: float) -> list[bool]:
     return [math.floor((j + 1) * share + offset) > math.floor(j * share + offset) for j in range(n)]
 
 def weighted_kinds(n: int, quotas: dict[str, int]) -> list[str]:
-    "n types in turn, each as often as its quota's share (the type furthest behind its share next; ties in quota order)."
+    """n types in turn, each as often as its quota's share (the type furthest behind its share next; ties in quota
+    order)."""
     kinds, got = [], dict.fromkeys(quotas, 0)
     for _ in range(n):
         k = min(quotas, key=lambda t: got[t] / quotas[t])
@@ -134,9 +139,11 @@ def weighted_kinds(n: int, quotas: dict[str, int]) -> list[str]:
     return kinds
 
 def plan_seeds(seed_ids: Sequence[str], cfg: TriadConfig) -> list[SeedPlan]:
-    "Assign each seed a type (round-robin over `cfg.types`, weighted by `n_per_type`) and a binary flag: within each type, `binary_share` of every prefix of the plan, to within one."
+    """Assign each seed a type (round-robin over `cfg.types`, weighted by `n_per_type`) and a binary flag: within each
+    type, `binary_share` of every prefix of the plan, to within one."""
     n = len(seed_ids)
     kinds = weighted_kinds(n, cfg.n_per_type) if cfg.n_per_type else [cfg.types[i % len(cfg.types)] for i in range(n)]
     flags = {k: iter(_binary_flags(kinds.count(k), cfg.binary_share, random.Random(f"{cfg.seed}:{k}:binary").random()))
              for k in cfg.types}
-    return [SeedPlan(seed_id=sid, kind=k, binary=next(flags[k]), position=i) for i, (sid, k) in enumerate(zip(seed_ids, kinds))]
+    return [SeedPlan(seed_id=sid, kind=k, binary=next(flags[k]), position=i) for i, (sid, k) in enumerate(zip(seed_ids,
+        kinds))]

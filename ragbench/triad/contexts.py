@@ -23,7 +23,8 @@ __all__ = ['ABSTAIN_ANSWER', 'candidate_chunks', 'candidates', 'ContextPrefetch'
 # %% ../../nbs/24_triad.contexts.ipynb #18e9f6d7
 async def candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optional[dict] = None,
                            question_hits: Optional[list] = None) -> list[tuple[Context, Chunk]]:
-    "Unlabelled candidate contexts with their chunks; `known`: chunk id -> neighbour hits at hand; `question_hits`: the question's."
+    """Unlabelled candidate contexts with their chunks; `known`: chunk id -> neighbour hits at hand; `question_hits`:
+    the question's."""
     seen, out, known = set(item.gold_chunk_ids), [], known or {}
     def add(hits, source):
         for h in hits:
@@ -36,7 +37,8 @@ async def candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optiona
         for g in item.gold_chunk_ids: add(got[g] if g in got else known[g][: cfg.extract_k], "neighbour")
     if cfg.question_k:
         add(question_hits if question_hits is not None else await in_thread(
-            index.search, item.question, k=cfg.question_k, mode=cfg.search_mode, exclude_ids=tuple(item.gold_chunk_ids)), "question")
+            index.search, item.question, k=cfg.question_k, mode=cfg.search_mode,
+            exclude_ids=tuple(item.gold_chunk_ids)), "question")
     return out
 
 def candidates(item, index, cfg) -> list[Context]:
@@ -145,7 +147,8 @@ async def alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, cf
     return [_labelled(c, labels) for c in cands]
 
 def _count_partial(llm, last: bool) -> None:
-    "Count a reply that parsed but left labels out: `partial` when they are asked again, a failure ('incomplete') when not."
+    """Count a reply that parsed but left labels out: `partial` when they are asked again, a failure ('incomplete') when
+    not."""
     if last: count_event(llm, "failure", "triad.labels", "incomplete")
     else: count_event(llm, "partial", "triad.labels")
 
@@ -181,7 +184,8 @@ class LabelCase(BaseModel):
     truth: dict[str, bool]
 
 def hotpotqa_label_cases(path, n: Optional[int] = None, seed: int = 0) -> list[LabelCase]:
-    "Cases from a HotpotQA JSON (original layout): gold = the first supporting paragraph; candidates = the other supporting one(s) (relevant) and the distractors (not relevant), shuffled."
+    """Cases from a HotpotQA JSON (original layout): gold = the first supporting paragraph; candidates = the other
+    supporting one(s) (relevant) and the distractors (not relevant), shuffled."""
     import json
     from pathlib import Path
     out = []
@@ -194,9 +198,11 @@ def hotpotqa_label_cases(path, n: Optional[int] = None, seed: int = 0) -> list[L
         if len(support) < 2 or any(t not in paras for t in support): continue
         cands = [c for t, c in paras.items() if t != support[0]]
         random.Random(f"{seed}:{q['_id']}").shuffle(cands)
-        item = QAItem(id=f"hotpotqa-{q['_id']}", method="triad", kind=q.get("type"), question=q["question"], answer=q["answer"],
+        item = QAItem(id=f"hotpotqa-{q['_id']}", method="triad", kind=q.get("type"), question=q["question"],
+                      answer=q["answer"],
                       gold_chunk_ids=[paras[support[0]].id])
-        out.append(LabelCase(item=item, gold=[paras[support[0]]], candidates=cands, truth={c.id: c.doc_id in support for c in cands}))
+        out.append(LabelCase(item=item, gold=[paras[support[0]]], candidates=cands,
+                             truth={c.id: c.doc_id in support for c in cands}))
     return out
 
 # %% ../../nbs/24_triad.contexts.ipynb #7c14b39d
@@ -213,15 +219,18 @@ def _label_scores(cases: Sequence[LabelCase], labelled: Sequence[list[Context]],
             "unlabelled": (len(pairs) - len(got)) / len(pairs) if pairs else None}
 
 async def alabelling_accuracy(cases: Sequence[LabelCase], llm, batch_sizes: Sequence[int] = (16, 1)) -> dict:
-    "{batch size: scores} of the relevance labeller `llm` on `cases`, each batch size labelling every case the way a run does."
+    """{batch size: scores} of the relevance labeller `llm` on `cases`, each batch size labelling every case the way a
+    run does."""
     from ragbench.llm import task_usage
     out = {}
     for b in batch_sizes:
         cfg = TriadConfig(label_batch=b)
         with task_usage() as meter:
-            labelled = await asyncio.gather(*(alabel_contexts(c.item, [Context(chunk_id=x.id, relevant=None, source="neighbour")
+            labelled = await asyncio.gather(*(alabel_contexts(c.item, [Context(chunk_id=x.id, relevant=None,
+                source="neighbour")
                                                                        for x in c.candidates], None, llm, cfg,
-                                                              chunks={x.id: x for x in c.candidates}, gold=c.gold) for c in cases))
+                                                              chunks={x.id: x for x in c.candidates},
+                                                              gold=c.gold) for c in cases))
         out[b] = _label_scores(cases, labelled, meter.totals().get("calls", 0))
     return out
 
@@ -238,7 +247,8 @@ def difficulty(contexts: Sequence[Context], cfg: TriadConfig) -> str:
 # %% ../../nbs/24_triad.contexts.ipynb #8153e063
 async def aextract(item: QAItem, index, llm, cfg: TriadConfig, gold: Optional[Sequence[Chunk]] = None,
                    known: Optional[dict] = None, question_hits: Optional[list] = None) -> QAItem:
-    "Add labelled contexts (gold first) and the difficulty to an accepted item (`gold`, `known`, `question_hits`: lookups at hand)."
+    """Add labelled contexts (gold first) and the difficulty to an accepted item (`gold`, `known`, `question_hits`:
+    lookups at hand)."""
     pairs = await candidate_chunks(item, index, cfg, known, question_hits)
     labelled = await alabel_contexts(item, [c for c, _ in pairs], index, llm, cfg,
                                      chunks={ch.id: ch for _, ch in pairs}, gold=gold)
@@ -277,7 +287,8 @@ async def aclassify_temporal(item: QAItem, llm) -> QAItem:
     try: r = await llm.acomplete(prompt, TemporalLabel, system=system, stage="triad.temporal")
     except LLMParseError: r = None
     return item.model_copy(update={"temporal": r.temporal if r else None,
-                                   "meta": {**item.meta, "temporal_reason": r.reason if r else "unparseable classifier reply"}})
+                                   "meta": {**item.meta,
+                                            "temporal_reason": r.reason if r else "unparseable classifier reply"}})
 
 # %% ../../nbs/24_triad.contexts.ipynb #27d9fd2e
 ABSTAIN_ANSWER = "The provided contexts do not contain enough information to answer this question."
@@ -295,7 +306,8 @@ def unanswerable_variant(item: QAItem, cfg: TriadConfig) -> Optional[QAItem]:
                                 reason="partially relevant: one gold chunk, which alone cannot answer the question"))
     return item.model_copy(update={
         "id": item_id("triad", item.id, "unanswerable"), "answer": ABSTAIN_ANSWER, "answerable": False,
-        "gold_chunk_ids": [], "contexts": contexts, "difficulty": None, "attempts": [], "usage": {"variant_of": item.id},
+        "gold_chunk_ids": [], "contexts": contexts, "difficulty": None, "attempts": [],
+        "usage": {"variant_of": item.id},
         "meta": {"variant_of": item.id, "original_answer": item.answer, "original_gold_chunk_ids": item.gold_chunk_ids,
                  "partial_chunk_id": partial, "seed_id": item.meta.get("seed_id")}})
 
@@ -331,7 +343,8 @@ def _index_check(outs: list, cfg: TriadConfig, known: list, hits: list) -> dict:
     unknown = sum(o is None for o in outs)
     return {"k": cfg.unanswerable_k, "excluded": known, "checked": [h.chunk_id for h in hits],
             "answers_question": True if answered else (None if unknown else False),
-            "reason": answered[0] if answered else ("unparseable check reply" if unknown else "; ".join(o.reason for o in outs if o))}
+            "reason": answered[0] if answered else ("unparseable check reply" if unknown else "; ".join(o.reason
+                for o in outs if o))}
 
 # %% ../../nbs/24_triad.contexts.ipynb #83512a57
 async def acheck_unanswerable(variant: QAItem, parent: QAItem, index, llm, cfg: TriadConfig) -> QAItem:

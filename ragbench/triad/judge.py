@@ -43,7 +43,8 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().strip().strip(".!?,;:\"'").split())
 
 # %% ../../nbs/23_triad.judge.ipynb #73839372
-def rule_check(qa: QAPair, kind: str, binary: bool, bridge_topic: str = "", texts: Sequence[str] = ()) -> Optional[tuple[str, str]]:
+def rule_check(qa: QAPair, kind: str, binary: bool, bridge_topic: str = "",
+               texts: Sequence[str] = ()) -> Optional[tuple[str, str]]:
     "The first failed deterministic check as (check name, feedback for the generator), or None."
     q, a = (qa.question or "").strip(), (qa.answer or "").strip()
     if not q or not a: return "format", "The question or the answer was empty; write both."
@@ -129,11 +130,13 @@ register_prompt(PromptTemplate(
     description="TRIAD check 1: per criterion a reason then a verdict (quality, retrievable, multi-hop, unambiguous)."))
 
 # %% ../../nbs/23_triad.judge.ipynb #cf3c4c5a
-def judge_prompt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary: bool, bridge_topic: str = "") -> tuple[Optional[str], str]:
+def judge_prompt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary: bool,
+                 bridge_topic: str = "") -> tuple[Optional[str], str]:
     "The (system, user) text of the judge for `qa` over `chunks`, told the question type and its rule."
     binary_rules = render_prompt("triad.binary" if binary else "triad.not_binary")[1]
     return render_prompt("triad.judge", n=len(chunks), type_rules=type_rule(kind, len(chunks), bridge_topic),
-                         binary_rules=binary_rules, question=qa.question, answer=qa.answer, chunks=format_chunks(chunks))
+                         binary_rules=binary_rules, question=qa.question, answer=qa.answer,
+                         chunks=format_chunks(chunks))
 
 # %% ../../nbs/23_triad.judge.ipynb #0aa53c04
 def sufficiency_groups(n: int) -> list[tuple[int, ...]]:
@@ -192,8 +195,10 @@ async def ajudge(qa: QAPair, chunks: Sequence[Chunk], llm, kind: str, binary: bo
     return await _ask(llm, prompt, system, JudgeVerdict, "triad.judge")
 
 # %% ../../nbs/23_triad.judge.ipynb #0d0d3118
-async def asufficiency(question: str, chunks: Sequence[Chunk], llm) -> list[tuple[tuple[int, ...], Optional[bool], str]]:
-    "Check 2: for each group of n-1 chunks, judged in its own call, (its chunk indices, does it answer alone?, reason); None if unparseable."
+async def asufficiency(question: str, chunks: Sequence[Chunk], llm) -> list[tuple[tuple[int, ...], Optional[bool],
+    str]]:
+    """Check 2: for each group of n-1 chunks, judged in its own call, (its chunk indices, does it answer alone?,
+    reason); None if unparseable."""
     groups = sufficiency_groups(len(chunks))
     async def one(ix):
         system, prompt = sufficiency_prompt(question, [chunks[i] for i in ix])
@@ -232,7 +237,8 @@ async def acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary:
     if rule := rule_check(qa, kind, binary, bridge_topic, [c.text for c in chunks]): return done(False, *rule)
     v, errors = await ajudge(qa, chunks, judge_llm, kind, binary, bridge_topic)
     if v is None:
-        return done(False, "judge_unparseable", "The reviewer could not assess the question; make it one clear sentence "
+        return done(False, "judge_unparseable",
+                    "The reviewer could not assess the question; make it one clear sentence "
                     "that names its entities.", {"error": "unparseable", "errors": errors})
     jd = v.model_dump()
     if v.failed: return done(False, f"judge_{v.failed[0]}", v.feedback(), jd)
@@ -258,7 +264,8 @@ def _generation_failure() -> Attempt:
 
 async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm, cfg: TriadConfig,
                     on_draft: Optional[Callable[[QAPair], Any]] = None) -> QAItem:
-    "Write/revise and check `item` over `chunks`; returns it accepted or rejected with all attempts (`on_draft`: told each draft that passes the rules)."
+    """Write/revise and check `item` over `chunks`; returns it accepted or rejected with all attempts (`on_draft`: told
+    each draft that passes the rules)."""
     attempts: list[Attempt] = []
     for r in range(cfg.max_rounds):
         if r == 0 and item.question: qa = QAPair(question=item.question, answer=item.answer)

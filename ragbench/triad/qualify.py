@@ -90,8 +90,10 @@ def string_baseline_case(case: QualifyCase) -> dict:
     a = case.answer.strip().rstrip(".")
     quality = a.lower() in ("yes", "no") or mentions(text, a)
     clear = not _PRONOUN.search(case.question)
-    sufficient = any(_covers(case.question, [case.passages[i] for i in g]) for g in sufficiency_groups(len(case.passages)))
-    got = {"quality": quality, "retrievable": clear, "multi_hop": not sufficient, "unambiguous": clear, "sufficient": sufficient}
+    sufficient = any(_covers(case.question,
+                             [case.passages[i] for i in g]) for g in sufficiency_groups(len(case.passages)))
+    got = {"quality": quality, "retrievable": clear, "multi_hop": not sufficient, "unambiguous": clear,
+           "sufficient": sufficient}
     got["valid"] = all(got[c] for c in CRITERIA) and not sufficient
     return _row(case, got, {"rule": "string baseline"})
 
@@ -137,8 +139,10 @@ def decision_breakdown(rows: Sequence[dict]) -> dict:
     types = sorted({_type_of(r) for r in rows})
     return {"false_acceptance_by_flaw": {f: _share([r["got"]["valid"] is True for r in bad if r["case"] == f])
                                          for f in sorted({r["case"] for r in bad})},
-            "false_acceptance_by_type": {t: _share([r["got"]["valid"] is True for r in bad if _type_of(r) == t]) for t in types},
-            "false_rejection_by_type": {t: _share([r["got"]["valid"] is not True for r in good if _type_of(r) == t]) for t in types},
+            "false_acceptance_by_type": {t: _share([r["got"]["valid"] is True for r in bad if _type_of(r) == t])
+                                         for t in types},
+            "false_rejection_by_type": {t: _share([r["got"]["valid"] is not True for r in good if _type_of(r) == t])
+                                        for t in types},
             "wrong_rejection_share": _share([r["expected"]["valid"] for r in rows if r["got"]["valid"] is not True])}
 
 def qualify_metrics(rows: Sequence[dict]) -> dict:
@@ -158,7 +162,8 @@ def margin(metrics: dict) -> Optional[float]:
 MARGIN_OVER_BASELINE = 0.2   # how far a qualified judge's margin must exceed the string baseline's
 
 def qualify_level(metrics: dict, baseline: Optional[dict] = None) -> Optional[str]:
-    "qualified / usable with care / not qualified from the rates (and the margin over the baseline's metrics, if given)."
+    """qualified / usable with care / not qualified from the rates (and the margin over the baseline's metrics, if
+    given)."""
     v, worst = metrics["valid"], max((x["mean"] for x in metrics["decision"]["false_acceptance_by_flaw"].values()
                                       if x["mean"] is not None), default=0.0)
     rec, frr = v["recall"]["mean"], v["false_rejection"]["mean"]
@@ -192,9 +197,11 @@ async def arun_qualify(llm, out: Union[str, Path, None] = None, n: Optional[int]
     rows = list(await asyncio.gather(*(aqualify_case(c, llm) for c in cases)))
     base = [string_baseline_case(c) for c in cases]
     metrics, bm = qualify_metrics(rows), qualify_metrics(base)
-    summary = {"judge": getattr(llm, "spec", str(llm)), "cases": len(rows), "by_case": dict(Counter(r["case"] for r in rows)),
+    summary = {"judge": getattr(llm, "spec", str(llm)), "cases": len(rows),
+               "by_case": dict(Counter(r["case"] for r in rows)),
                "metrics": metrics, "verdict": qualify_verdict(metrics, bm),
-               "baseline": {"metrics": bm, "verdict": qualify_verdict(bm, who="the string baseline"), "margin": margin(bm)},
+               "baseline": {"metrics": bm, "verdict": qualify_verdict(bm, who="the string baseline"),
+                            "margin": margin(bm)},
                "margin": margin(metrics), "llm": llm.meter.totals()}
     if out is not None:
         run = RunDir(out)

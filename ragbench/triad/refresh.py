@@ -30,7 +30,8 @@ __all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'refresh_event', 'with_
 def _history_rows(index, ids: Sequence[str]) -> dict:
     "Rows of `ids` as the latest earlier table version that held each of them stored it."
     want, out = set(ids), {}
-    versions = sorted((v["version"] if isinstance(v, dict) else v.version for v in index.tbl.list_versions()), reverse=True)
+    versions = sorted((v["version"] if isinstance(v, dict) else v.version for v in index.tbl.list_versions()),
+                      reverse=True)
     for v in versions[1:]:
         if not want: break
         try: rows = index.at_version(v)._rows(sorted(want))
@@ -46,7 +47,8 @@ def _doc_rows(index, doc_id: str) -> list[dict]:
     return q.select([c["id"], c["doc_id"], c["text"]]).limit(None).to_list()
 
 def _successor(index, doc_id: str, text: str, old_ids: set) -> Optional[str]:
-    "The chunk of `doc_id` that took an old chunk's place: the most similar new text of that document (None: the document is gone)."
+    """The chunk of `doc_id` that took an old chunk's place: the most similar new text of that document (None: the
+    document is gone)."""
     rows = _doc_rows(index, doc_id)
     if not rows: return None
     fresh = [r for r in rows if str(r[index.columns["id"]]) not in old_ids] or rows
@@ -56,7 +58,8 @@ def _successor(index, doc_id: str, text: str, old_ids: set) -> Optional[str]:
 
 # %% ../../nbs/27_triad.refresh.ipynb #ad6817c0
 def chunk_fates(ids, index, old_ids: set = frozenset()) -> dict[str, dict]:
-    "For each chunk id: `unchanged`, `migrated` (a position-based id), `changed` (`now`: the chunk in its place) or `vanished`, with the reason."
+    """For each chunk id: `unchanged`, `migrated` (a position-based id), `changed` (`now`: the chunk in its place) or
+    `vanished`, with the reason."""
     ids = sorted({str(i) for i in ids})
     present = set(index._rows(ids)) if ids else set()
     fates = {i: {"fate": "unchanged", "now": i} for i in present}
@@ -72,8 +75,10 @@ def chunk_fates(ids, index, old_ids: set = frozenset()) -> dict[str, dict]:
             continue
         doc = str(r[c["doc_id"]])
         now = _successor(index, doc, r[c["text"]] or "", old_ids)
-        fates[i] = ({"fate": "changed", "now": now, "doc_id": doc, "reason": f"chunk {i} of document {doc!r} changed (now {now})"}
-                    if now else {"fate": "vanished", "now": None, "doc_id": doc, "reason": f"chunk {i} vanished: document {doc!r} was removed"})
+        fates[i] = ({"fate": "changed", "now": now, "doc_id": doc,
+                     "reason": f"chunk {i} of document {doc!r} changed (now {now})"}
+                    if now else {"fate": "vanished", "now": None, "doc_id": doc,
+                                 "reason": f"chunk {i} vanished: document {doc!r} was removed"})
     return fates
 
 # %% ../../nbs/27_triad.refresh.ipynb #ce60f277
@@ -116,35 +121,47 @@ def with_refresh_event(it: QAItem, ev: dict) -> QAItem:
 async def arecheck(it: QAItem, fates: dict, st: dict, index, llms: dict, cfg: TriadConfig) -> TaskResult:
     "Refresh one answerable item whose gold text changed: kept, revised or dropped, with the audit trail saying so."
     gold = [fates[g]["now"] for g in it.gold_chunk_ids]
-    res = lambda outcome, keep=(), drop=(): TaskResult(task_id=f"item:{it.id}", position=0, outcome=outcome, items=list(keep),
-                                                      rejected=list(drop), record={"item_id": it.id, "reasons": st["reasons"]})
+    res = lambda outcome, keep=(), drop=(): TaskResult(task_id=f"item:{it.id}", position=0, outcome=outcome,
+                                                       items=list(keep),
+                                                      rejected=list(drop), record={"item_id": it.id,
+                                                          "reasons": st["reasons"]})
     if len(set(gold)) < len(gold):
-        return res("dropped", drop=[with_refresh_event(it.model_copy(update={"status": "rejected"}), refresh_event("dropped", st["reasons"], why="two gold chunks now map to one"))])
+        return res("dropped", drop=[with_refresh_event(it.model_copy(update={"status": "rejected"}),
+                                                       refresh_event("dropped", st["reasons"],
+            why="two gold chunks now map to one"))])
     chunks = await in_thread(index.get_many, gold)
     checked = await avalidate(_remap(it, fates, gold).model_copy(update={"attempts": []}), chunks,
                               gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg)
     attempts = [*it.attempts, *checked.attempts]
     if checked.status != "accepted":
         why = checked.attempts[-1].failed_check if checked.attempts else "no attempt"
-        return res("dropped", drop=[with_refresh_event(checked.model_copy(update={"attempts": attempts}), refresh_event("dropped", st["reasons"], why=why))])
+        return res("dropped", drop=[with_refresh_event(checked.model_copy(update={"attempts": attempts}),
+                                                       refresh_event("dropped", st["reasons"], why=why))])
     kept = (checked.question, checked.answer) == (it.question, it.answer)
     new = checked.model_copy(update={"attempts": attempts})
     if not kept: new = await aextract(new, index, llms["extract"], cfg, gold=chunks)
     outcome = "kept" if kept else "revised"
-    return res(outcome, keep=[with_refresh_event(new, refresh_event(outcome, st["reasons"], rounds=len(checked.attempts)))])
+    return res(outcome, keep=[with_refresh_event(new, refresh_event(outcome, st["reasons"],
+                                                                    rounds=len(checked.attempts)))])
 
 # %% ../../nbs/27_triad.refresh.ipynb #a9a59d1a
 async def arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: str, index, llms: dict,
                            cfg: TriadConfig, new_ids: set, fates: Optional[dict] = None) -> TaskResult:
-    "Refresh one unanswerable variant: dropped with its parent, made again from a changed parent, or re-checked against new chunks."
-    res = lambda outcome, keep=(), drop=(), **rec: TaskResult(task_id=f"item:{v.id}", position=0, outcome=outcome, items=list(keep),
+    """Refresh one unanswerable variant: dropped with its parent, made again from a changed parent, or re-checked
+    against new chunks."""
+    res = lambda outcome, keep=(), drop=(), **rec: TaskResult(task_id=f"item:{v.id}", position=0, outcome=outcome,
+                                                              items=list(keep),
                                                              rejected=list(drop), record={"item_id": v.id, **rec})
     if parent is None or parent_outcome == "dropped":
-        return res("dropped", drop=[with_refresh_event(v.model_copy(update={"status": "rejected"}), refresh_event("dropped", ["its answerable parent was dropped"]))])
+        return res("dropped", drop=[with_refresh_event(v.model_copy(update={"status": "rejected"}),
+                                                       refresh_event("dropped",
+            ["its answerable parent was dropped"]))])
     if parent_outcome in ("kept", "revised", "remapped") or staleness(v, fates or {})["action"] != "none":
         nv = unanswerable_variant(parent, cfg)
         if nv is None:
-            return res("dropped", drop=[with_refresh_event(v.model_copy(update={"status": "rejected"}), refresh_event("dropped", ["its parent changed and has no non-relevant context left"]))])
+            return res("dropped", drop=[with_refresh_event(v.model_copy(update={"status": "rejected"}),
+                                                           refresh_event("dropped",
+                ["its parent changed and has no non-relevant context left"]))])
         checked = await acheck_unanswerable(nv, parent, index, llms["judge"], cfg)
         ev = refresh_event("revised" if checked.status == "accepted" else "dropped", ["its answerable parent changed"])
         checked = with_refresh_event(
@@ -152,14 +169,16 @@ async def arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: 
         )
         return res("revised", keep=[checked]) if checked.status == "accepted" else res("dropped", drop=[checked])
     known = {*parent.gold_chunk_ids, *(c.chunk_id for c in parent.contexts if c.relevant)}
-    hits = await in_thread(index.search, v.question, k=cfg.unanswerable_k, mode=cfg.search_mode, exclude_ids=tuple(known))
+    hits = await in_thread(index.search, v.question, k=cfg.unanswerable_k, mode=cfg.search_mode,
+                           exclude_ids=tuple(known))
     near = [h.chunk_id for h in hits if h.chunk_id in new_ids]
     if not near: return res("unchanged", keep=[v])
     checked = await acheck_unanswerable(v, parent, index, llms["judge"], cfg)
     reasons = [f"new chunk(s) {', '.join(near)} among its search hits"]
     if checked.status == "accepted":
         return res("kept", keep=[with_refresh_event(checked, refresh_event("kept", reasons))])
-    return res("dropped", drop=[with_refresh_event(checked, refresh_event("dropped", reasons, why="a chunk of the corpus now answers it"))])
+    return res("dropped", drop=[with_refresh_event(checked, refresh_event("dropped", reasons,
+        why="a chunk of the corpus now answers it"))])
 
 # %% ../../nbs/27_triad.refresh.ipynb #360432ce
 def replacement_slots(dropped: Sequence[QAItem]) -> list[tuple[str, bool]]:
@@ -177,9 +196,11 @@ async def areplace(slot: tuple[str, bool], k: int, seeds: list[str], used: set, 
         tid = f"replace:{kind}:{int(binary)}:{k}:{seed}"
         r = tr.results.get(tid)
         if r is None:
-            rec, keep, drop = await aprocess_seed(SeedPlan(seed_id=seed, kind=kind, binary=binary, position=k), index, llms, cfg)
+            rec, keep, drop = await aprocess_seed(SeedPlan(seed_id=seed, kind=kind, binary=binary, position=k), index,
+                                                  llms, cfg)
             ev = refresh_event("added", [f"replaces a dropped {kind} item (seed {seed})"])
-            r = TaskResult(task_id=tid, position=k, outcome=rec["outcome"], items=[with_refresh_event(i, ev) for i in keep],
+            r = TaskResult(task_id=tid, position=k, outcome=rec["outcome"], items=[with_refresh_event(i,
+                ev) for i in keep],
                            rejected=drop, record=rec)
             tr.commit(r)
         if any(i.answerable and i.status == "accepted" for i in r.items): return
@@ -196,10 +217,12 @@ def refresh_plan(items: Sequence[QAItem], index, version: Optional[int]) -> dict
     old = _old_ids(index, version)
     fates = chunk_fates({c for it in items for c in item_chunk_ids(it)}, index, old)
     now = {str(i) for i in index._all_ids()}
-    return {"fates": fates, "stale": {it.id: staleness(it, fates) for it in items}, "new_ids": sorted(now - old) if old else [],
+    return {"fates": fates, "stale": {it.id: staleness(it, fates) for it in items},
+            "new_ids": sorted(now - old) if old else [],
             "old_version": version, "version": index.tbl.version}
 
-def estimate_refresh(items: Sequence[QAItem], plan: dict, cfg: TriadConfig, calls_per_accepted: Optional[float]) -> dict:
+def estimate_refresh(items: Sequence[QAItem], plan: dict, cfg: TriadConfig,
+                     calls_per_accepted: Optional[float]) -> dict:
     "Calls a refresh is expected to send: re-checks (2 a round), relabelling, variants, replacements; no call is made."
     acts = Counter(plan["stale"][i.id]["action"] for i in items if i.answerable)
     rechecks, drops = acts.get("recheck", 0), acts.get("drop", 0)
@@ -214,7 +237,8 @@ def estimate_refresh(items: Sequence[QAItem], plan: dict, cfg: TriadConfig, call
 
 # %% ../../nbs/27_triad.refresh.ipynb #21fcd3e5
 def run_version(manifest: dict, index) -> Optional[int]:
-    "The table version a run was made from: its manifest's, else (a run made before issue 22) the one before the table's last re-index."
+    """The table version a run was made from: its manifest's, else (a run made before issue 22) the one before the
+    table's last re-index."""
     v = (manifest.get("index") or {}).get("version")
     if v is not None: return v
     hist = index.build_history() if hasattr(index, "build_history") else []
@@ -244,7 +268,8 @@ def _settled(it: QAItem, st: dict, fates: dict) -> TaskResult:
     return TaskResult(task_id=tid, position=0, outcome="remapped", items=[moved], record={"item_id": it.id})
 
 async def _refresh_items(items, plan, index, llms, cfg, tr: TaskRun) -> tuple[dict, Optional[str]]:
-    "Phase 1 and 2 as tasks of the runner: every stale answerable item, then every variant; ({task id: TaskResult}, stop reason)."
+    """Phase 1 and 2 as tasks of the runner: every stale answerable item, then every variant; ({task id: TaskResult},
+    stop reason)."""
     fates, by_id, new_ids = plan["fates"], {it.id: it for it in items}, set(plan["new_ids"])
     for it in items:                                               # no calls: drops and id remaps
         st = plan["stale"][it.id]
@@ -265,7 +290,8 @@ async def _refresh_items(items, plan, index, llms, cfg, tr: TaskRun) -> tuple[di
         st = staleness(v, fates)
         if pr and pr.outcome == "remapped" and st["action"] in ("none", "remap"):     # ids only: no call
             ev = refresh_event("remapped", st["reasons"] or ["its parent's ids were remapped"])
-            return TaskResult(task_id=t.id, position=0, outcome="remapped", items=[with_refresh_event(_remap(v, fates), ev)],
+            return TaskResult(task_id=t.id, position=0, outcome="remapped", items=[with_refresh_event(_remap(v, fates),
+                ev)],
                               record={"item_id": v.id})
         return await arecheck_variant(v, parent, pr.outcome if pr else "unchanged", index, llms, cfg, new_ids, fates)
     def keep(r: TaskResult) -> None:
@@ -289,17 +315,20 @@ def _views(items, results: dict, replacements: list[TaskResult]) -> tuple[list[Q
     for r in replacements: data += [i for i in r.items if i.status == "accepted"]
     return data, dropped
 
-def refresh_card(before: list[QAItem], after: list[QAItem], fp_before: str, fp_after: str, usage: dict, outcomes: dict) -> dict:
+def refresh_card(before: list[QAItem], after: list[QAItem], fp_before: str, fp_after: str, usage: dict,
+                 outcomes: dict) -> dict:
     "The dataset card after a refresh: counts, the version before and after, the diff and what the refresh spent."
     diff = dataset_diff(before, after)
     return {**Dataset(after).card(), "version": dataset_version(after, fp_after),
             "previous_version": dataset_version(before, fp_before), "corpus_fingerprint": fp_after,
-            "diff": {k: len(v) for k, v in diff.items()}, "diff_ids": diff, "refresh": {"outcomes": outcomes, "llm": usage}}
+            "diff": {k: len(v) for k, v in diff.items()}, "diff_ids": diff, "refresh": {"outcomes": outcomes,
+                "llm": usage}}
 
 # %% ../../nbs/27_triad.refresh.ipynb #82602729
 async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_calls: Optional[int] = None,
                        max_usd: Optional[float] = None, log=None) -> dict:
-    "Refresh a TRIAD run against the index as it is now (resumable); returns the refresh summary (also in refresh/<id>.json)."
+    """Refresh a TRIAD run against the index as it is now (resumable); returns the refresh summary (also in
+    refresh/<id>.json)."""
     log = log or (lambda m: print(m, file=sys.stderr))
     run = RunDir(run_dir)
     with open_run(RunSpec(out=str(run.path)), name="refresh", attach=True, reopen=False,
@@ -311,7 +340,8 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
         journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
             results, stop = await _refresh_items(items, plan, index, llms, cfg, tr)
-            dropped = [r.rejected[0] for r in results.values() if r.outcome == "dropped" and r.rejected and r.rejected[0].answerable]
+            dropped = [r.rejected[0] for r in results.values() if r.outcome == "dropped" and r.rejected
+                       and r.rejected[0].answerable]
             seeds, used = plan["new_ids"], set()
             for k, slot in enumerate(replacement_slots(dropped) if stop is None else []):
                 await areplace(slot, k, seeds, used, tr, index, llms, cfg)
@@ -320,10 +350,14 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
         repl = sorted((v for k, v in journal.items() if k.startswith("replace:")), key=lambda r: r.position)
         outcomes = dict(Counter(r.outcome for r in results.values()))
         usage = meter.totals()
-        summary = {"refresh": rid, "stop_reason": stop or "done", "table_version": {"before": plan["old_version"], "now": plan["version"]},
+        summary = {"refresh": rid, "stop_reason": stop or "done", "table_version": {"before": plan["old_version"],
+            "now": plan["version"]},
                    "stale": {k: v for k, v in plan["stale"].items() if v["action"] != "none"}, "outcomes": outcomes,
-                   "replacements": {"slots": len(replacement_slots([r.rejected[0] for r in results.values() if r.outcome == "dropped" and r.rejected and r.rejected[0].answerable])),
-                                    "added": sum(i.answerable for r in repl for i in r.items if i.status == "accepted"), "seeds_tried": len(repl)},
+                   "replacements": {"slots": len(replacement_slots([r.rejected[0] for r in results.values()
+                                                                    if r.outcome == "dropped" and r.rejected
+                                                                    and r.rejected[0].answerable])),
+                                    "added": sum(i.answerable for r in repl for i in r.items if i.status == "accepted"),
+                                    "seeds_tried": len(repl)},
                    "llm": usage, "usage_by_stage": meter.by_stage()}
         run.write(f"refresh/{rid}.json", summary)
         if stop:
@@ -331,16 +365,19 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
             return summary
         data, gone = _views(items, results, repl)
         fp_now = index_fingerprint(index)
-        card = refresh_card(items, data, m.get("refreshed_corpus_fingerprint") or m.get("corpus_fingerprint") or "", fp_now, usage, outcomes)
+        card = refresh_card(items, data, m.get("refreshed_corpus_fingerprint") or m.get("corpus_fingerprint") or "",
+                            fp_now, usage, outcomes)
         atomic_write(run / "dataset.jsonl", "".join(i.to_json() + "\n" for i in data))
         old_rej = [i for i in run.read("rejected.jsonl", QAItem) if i.id not in {g.id for g in gone}]
         atomic_write(run / "rejected.jsonl", "".join(i.to_json() + "\n" for i in old_rej + gone))
         run.write("card.json", card)
-        hist = [*m.get("refreshes", []), {"refresh": rid, "at": utc_now(), "version": card["version"], "diff": card["diff"], "calls": usage.get("calls", 0)}]
+        hist = [*m.get("refreshes", []), {"refresh": rid, "at": utc_now(), "version": card["version"],
+                                          "diff": card["diff"], "calls": usage.get("calls", 0)}]
         run.write_manifest(index={**(m.get("index") or {}), "version": plan["version"]}, refresh_in_progress=None,
                            refreshed_corpus_fingerprint=fp_now, dataset_version=card["version"], refreshes=hist)
         return {**summary, "card": card}
 
+# %% ../../nbs/27_triad.refresh.ipynb #caa638e7
 def refresh_run(run_dir, index, llms: dict, cfg: TriadConfig, **kw) -> dict:
     "Sync wrapper of `arefresh_run`."
     return arun(arefresh_run(run_dir, index, llms, cfg, **kw))
@@ -373,10 +410,12 @@ def refresh_estimate(out: Path, manifest: dict, index, cfg: TriadConfig) -> dict
     "What a refresh of the run in `out` against `index` is expected to find stale and spend (sends nothing)."
     items = list(read_jsonl(out / "dataset.jsonl", QAItem))
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
-    return estimate_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, (s.get("llm") or {}).get("calls_per_accepted"))
+    return estimate_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg,
+                            (s.get("llm") or {}).get("calls_per_accepted"))
 
 def triad_refresh(out: Path, m: dict, o) -> dict:
-    "Refresh the TRIAD run in `out` (manifest `m`) as the options `o` say (db, table, llm, judge_llm, extract_llm, max_calls, max_usd, estimate, concurrency), or only estimate it: `{'estimate': ...}`; the refresh summary."
+    """Refresh the TRIAD run in `out` (manifest `m`) as the options `o` say (db, table, llm, judge_llm, extract_llm,
+    max_calls, max_usd, estimate, concurrency), or only estimate it: `{'estimate': ...}`; the refresh summary."""
     from ragbench.index import open_index
     cfg = run_config(out, m, concurrency=o.concurrency)
     specs = run_llm_specs(m, o.llm, o.judge_llm, o.extract_llm)

@@ -59,7 +59,8 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> 
     rec = {"seed": plan.seed_id, "position": plan.position, "kind": plan.kind, "binary": plan.binary}
     bridge = await afind_bridge(plan.seed_id, index, llms["generate"], cfg, plan.kind)
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
-    rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids, precheck=bridge.precheck,
+    rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids,
+               precheck=bridge.precheck,
                same_document=bridge.same_document)
     chunks = bridge.chunks or await in_thread(index.get_many, bridge.chunk_ids)
     ahead = ContextPrefetch(index, cfg, bridge.chunk_ids, {bridge.seed_id: bridge.seed_hits})
@@ -113,7 +114,8 @@ class SeedPacer:
         return (sum(v > 0 for v in self.done.values()) + 1) / (len(self.done) + 2)
 
     def ready(self, pos: int) -> bool:
-        "Whether the seed at `pos` may start: something is still needed ahead of it and the running seeds may not bring it."
+        """Whether the seed at `pos` may start: something is still needed ahead of it and the running seeds may not
+        bring it."""
         ahead = sum(q < pos for q in self.running)
         if not ahead:
             return True          # nothing runs ahead: the base's frontier decides, so no estimate can stall a run
@@ -129,7 +131,8 @@ async def _enter(self: SeedPacer, pos: int) -> None:
     self.running.add(pos)
 
 def _leave(self: SeedPacer, pos: int, accepted: Optional[int]) -> None:
-    "The seed at `pos` stopped (`accepted`: its accepted items, None when it failed or was cancelled); wake the waiting."
+    """The seed at `pos` stopped (`accepted`: its accepted items, None when it failed or was cancelled); wake the
+    waiting."""
     self.running.discard(pos)
     if accepted is not None: self.done[pos] = accepted
     if self._wake is not None:
@@ -166,7 +169,8 @@ class TriadMethod(GenerationMethod):
     def llms(self) -> list: return list({id(l): l for l in self.roles.values()}.values())
 
     def contribution(self, r: TaskResult) -> int:
-        "What a finished seed adds towards the target as far as known now: questions not seen before, within its type's quota."
+        """What a finished seed adds towards the target as far as known now: questions not seen before, within its
+        type's quota."""
         qs = {question_key(i.question) for i in r.items if counts_towards(i)} - self._asked
         self._asked |= qs
         if not self.quotas: return len(qs)
@@ -192,7 +196,8 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     accepted = None
     try:
         rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg)
-        r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop, record=rec)
+        r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop,
+                       record=rec)
         accepted = self.contribution(r)
     except LLMError as e:
         self._failed += 1
@@ -227,7 +232,8 @@ TriadMethod.plan, TriadMethod.run_task = _plan, _run_task
 
 # %% ../../nbs/25_triad.run.ipynb #27733a0e
 def seed_records(results: Sequence[TaskResult], sel: Selection, plans: dict) -> list[dict]:
-    "One record per finished seed in plan order (accepted items beyond the target: outcome 'overflow'; a repeated question: 'duplicate')."
+    """One record per finished seed in plan order (accepted items beyond the target: outcome 'overflow'; a repeated
+    question: 'duplicate')."""
     spilled, repeated = {i.id for i in sel.overflow}, {i.id for i in sel.duplicates}
     out = []
     for r in sorted(results, key=lambda r: r.position):
@@ -278,7 +284,8 @@ def _questions(results: Sequence[TaskResult]) -> list[QAItem]:
     return [i for r in results for i in (*r.items, *r.rejected) if i.answerable]
 
 def _pairing(records: Sequence[dict]) -> dict:
-    "How the configurations of these seeds were found (shared / category / fallback) and the share with two chunks of one document."
+    """How the configurations of these seeds were found (shared / category / fallback) and the share with two chunks of
+    one document."""
     found = [r for r in records if r.get("bridge_via")]
     return {"bridge_via": dict(Counter(r["bridge_via"] for r in found)),
             "same_document_share": _rate(sum(bool(r.get("same_document")) for r in found), len(found))}
@@ -291,9 +298,11 @@ def by_type(results: Sequence[TaskResult], types: Sequence[str]) -> dict:
         qs = [i for i in _questions(rs)]
         acc, rej = sum(i.status == "accepted" for i in qs), sum(i.status == "rejected" for i in qs)
         att = sum(len(i.attempts) for i in qs)
-        out[kind] = {"seeds": len(rs), "no_bridge": sum(r.outcome == "no_bridge" for r in rs), "accepted": acc, "rejected": rej,
+        out[kind] = {"seeds": len(rs), "no_bridge": sum(r.outcome == "no_bridge" for r in rs), "accepted": acc,
+                     "rejected": rej,
                      "drafts": sum(i.status == "draft" for i in qs),
-                     "attempts": att, "acceptance_rate": _rate(acc, acc + rej), "acceptance_rate_per_attempt": _rate(acc, att),
+                     "attempts": att, "acceptance_rate": _rate(acc, acc + rej),
+                     "acceptance_rate_per_attempt": _rate(acc, att),
                      **_pairing([r.record for r in rs])}
     return out
 
@@ -307,21 +316,24 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
     errors = [r for r in results if r.outcome == "error"]
     return {
         "n_target": cfg.n, "unanswerable_variants": sum(not i.answerable for i in sel.dataset),
-        "rejected": sum(i.answerable for i in sel.rejected), "rejected_variants": sum(not i.answerable for i in sel.rejected),
+        "rejected": sum(i.answerable for i in sel.rejected),
+        "rejected_variants": sum(not i.answerable for i in sel.rejected),
         "seeds_tried": len(done), "configurations": sum(r.outcome != "no_bridge" for r in done),
         "seeds_by_outcome": dict(Counter(s["outcome"] for s in seeds)),
         "bridge_via": dict(Counter(r.record.get("bridge_via") for r in done if r.record.get("bridge_via"))),
         "same_document_share": _pairing([r.record for r in done])["same_document_share"],
         "attempts": len(attempts), "attempts_per_question": _rate(len(attempts), len(qs)),
         # the stand-in's verdicts are no acceptance: with its drafts there is no acceptance rate to report
-        "acceptance_rate": None if drafts else _rate(n_ok, len(qs)), "acceptance_rate_per_attempt": None if drafts else _rate(n_ok, len(attempts)),
+        "acceptance_rate": None if drafts else _rate(n_ok, len(qs)),
+        "acceptance_rate_per_attempt": None if drafts else _rate(n_ok, len(attempts)),
         "failed_checks": dict(Counter(a.failed_check for a in attempts if a.failed_check)),
         "rejections_by_check": dict(Counter(check_family(a.failed_check) for a in attempts if a.failed_check)),
         "pass_rate_by_check": pass_rates(attempts), "by_type": by_type(results, cfg.types),
         "binary": dict(Counter(str(i.binary) for i in acc)), "temporal": dict(Counter(str(i.temporal) for i in acc)),
         "difficulty": dict(Counter(i.difficulty for i in acc)),
         "first_error": min(errors, key=lambda r: r.position).error if errors else None,
-        "files": {k: k for k in ("dataset.jsonl", "rejected.jsonl", "overflow.jsonl", "duplicates.jsonl", "seeds.jsonl", "summary.json", "manifest.json")}}
+        "files": {k: k for k in ("dataset.jsonl", "rejected.jsonl", "overflow.jsonl", "duplicates.jsonl", "seeds.jsonl",
+                                 "summary.json", "manifest.json")}}
 
 # %% ../../nbs/25_triad.run.ipynb #bc78903e
 def _summarize(self: TriadMethod, results, sel) -> dict:
@@ -388,7 +400,8 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         sizes["triad.generate"].append(_tok(*generation_prompt(cs, "topic", cfg.types[0], False, cfg)))
         sizes["triad.judge"].append(_tok(*judge_prompt(q, cs, cfg.types[0], False)))
         sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs[:-1])))   # one group of n-1
-        sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer, gold=format_chunks(cs),
+        sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer,
+                                                         gold=format_chunks(cs),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
         sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
         sizes["triad.temporal"].append(_tok(*render_prompt("triad.temporal", question=q.question, answer=q.answer)))
@@ -424,7 +437,8 @@ def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
     return per
 
 # %% ../../nbs/25_triad.run.ipynb #10cd02db
-def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample: int = 12, rates: Optional[dict] = None) -> dict:
+def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample: int = 12,
+                   rates: Optional[dict] = None) -> dict:
     "Expected LLM calls, tokens and cost per stage for `cfg`, before spending anything."
     _check_index(index)
     r, specs = {**ASSUMED, **(rates or {})}, {k: v for k, v in (specs or {}).items() if v}
@@ -436,12 +450,16 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
         price = _spec_price(spec)
         i_t, o_t = n * smp["mean_in"][stage], n * _out_tokens(stage, cfg, r)
         cost = None if price is None else (i_t * price[0] + o_t * price[1]) / 1e6
-        rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t), "llm": redact_spec(spec),
+        rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t),
+                       "llm": redact_spec(spec),
                        "cost_usd": None if cost is None else round(cost, 4)}
-        tot = {"calls": tot["calls"] + n, "input_tokens": tot["input_tokens"] + int(i_t), "output_tokens": tot["output_tokens"] + int(o_t),
+        tot = {"calls": tot["calls"] + n, "input_tokens": tot["input_tokens"] + int(i_t),
+               "output_tokens": tot["output_tokens"] + int(o_t),
                "cost_usd": None if cost is None or tot["cost_usd"] is None else tot["cost_usd"] + cost}
-    tot = {**tot, "calls": round(tot["calls"]), "cost_usd": None if tot["cost_usd"] is None else round(tot["cost_usd"], 4)}
-    return {"n": cfg.n, "expected_accepted": round(run["n_acc"], 1), "seeds_needed": run["seeds_needed"], "sampled_seeds": smp["k"],
+    tot = {**tot, "calls": round(tot["calls"]), "cost_usd": None if tot["cost_usd"] is None else round(tot["cost_usd"],
+        4)}
+    return {"n": cfg.n, "expected_accepted": round(run["n_acc"], 1), "seeds_needed": run["seeds_needed"],
+            "sampled_seeds": smp["k"],
             "p_bridge": round(run["p_bridge"], 2), "entity_call_share": round(smp["entity"] / smp["k"], 2),
             "assumed": {"first_pass": r["first_pass"], "judge_pass": r["judge_pass"]}, "by_stage": rows, "total": tot,
             "calls_per_accepted": round(tot["calls"] / max(run["n_acc"], 1e-9), 1)}
@@ -465,10 +483,12 @@ def read_seeds_file(path: str, index) -> list[str]:
 
 # %% ../../nbs/25_triad.run.ipynb #a34361f3
 def triad_config(config=None, **options) -> TriadConfig:
-    "A TriadConfig from a YAML/JSON file (if given) with `options` on top; a bad value raises UserError naming its flag or field."
+    """A TriadConfig from a YAML/JSON file (if given) with `options` on top; a bad value raises UserError naming its
+    flag or field."""
     return read_config(TriadConfig, config, **options)
 
 def triad_inputs(index, cfg: TriadConfig, seeds_file: Optional[str] = None) -> TriadConfig:
-    "The run's config once the index is checked (not empty) and the seeds file read against it; bad input raises UserError."
+    """The run's config once the index is checked (not empty) and the seeds file read against it; bad input raises
+    UserError."""
     _check_index(index)
     return cfg.model_copy(update={"seeds": read_seeds_file(seeds_file, index)}) if seeds_file else cfg

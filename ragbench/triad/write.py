@@ -50,7 +50,8 @@ register_prompt(PromptTemplate(
         "Shape: \"Which actor appeared in both Film A and Film B?\"")))
 
 register_prompt(PromptTemplate(
-    name="triad.type.composition", system=None, output=None, description="TRIAD type rule: composition (hidden bridge).",
+    name="triad.type.composition", system=None, output=None,
+    description="TRIAD type rule: composition (hidden bridge).",
     template=(
         "Question type: COMPOSITION. The question is a chain through the {n} passages: it names a starting "
         "entity explicitly, so that a search can find the first passage; that passage leads to an intermediate "
@@ -117,7 +118,8 @@ def generation_prompt(chunks: Sequence[Chunk], bridge_topic: str, kind: str, bin
     if previous is not None:
         revision = render_prompt("triad.revision", question=previous.question, answer=previous.answer,
                                  feedback=previous.feedback or "no reason given")[1] + "\n"
-    return render_prompt("triad.generate", role=cfg.role, n=len(chunks), type_rules=type_rule(kind, len(chunks), bridge_topic),
+    return render_prompt("triad.generate", role=cfg.role, n=len(chunks), type_rules=type_rule(kind, len(chunks),
+        bridge_topic),
                          binary_rules=binary_rules, bridge_topic=bridge_topic, chunks=format_chunks(chunks),
                          revision=revision)
 
@@ -139,7 +141,8 @@ def _rendered_name(text) -> str:
     return (rendered_from(text) or ("",))[0] if isinstance(text, str) else ""
 
 def _template_question(ctx) -> str:
-    "A question over the chunk titles; reworded for a revision; a composition question names a passage's subject, never the hidden entity."
+    """A question over the chunk titles; reworded for a revision; a composition question names a passage's subject,
+    never the hidden entity."""
     ts = [t or opening_words(x, 3) for _, t, x in ctx.chunks] or ["A", "B"]
     if len(set(ts)) < len(ts):
         ts = [f"{t} ({opening_words(x, 4)})" for (_, _, x), t in zip(ctx.chunks, ts)]  # same document twice
@@ -166,7 +169,8 @@ set_stand_in("triad.generate", {"question": _template_question, "answer": _templ
 def draft_item(bridge: BridgeConfig, plan: SeedPlan, qa: Optional[QAPair] = None) -> QAItem:
     "A pending QAItem for `bridge` and `plan`, with a stable id; question/answer from `qa` if given."
     return QAItem(id=item_id("triad", plan.seed_id, *bridge.chunk_ids, plan.kind, plan.binary), method="triad",
-                  kind=plan.kind, binary=plan.binary, question=qa.question if qa else "", answer=qa.answer if qa else "",
+                  kind=plan.kind, binary=plan.binary, question=qa.question if qa else "",
+                  answer=qa.answer if qa else "",
                   bridge_topic=bridge.bridge_topic, gold_chunk_ids=list(bridge.chunk_ids), status="pending",
                   meta={"seed_id": plan.seed_id, "bridge_via": bridge.via, "shared": bridge.shared,
                         "precheck": bridge.precheck})

@@ -24,22 +24,26 @@ __all__ = ['BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_fr
 
 # %% ../../nbs/61_widgets.bridge.ipynb #ecaa32f4
 class BridgeInspector:
-    "The bridge inspector's state for one seed chunk: neighbours, their names and the shared ones as TRIAD sees them, the chosen topic, overrides."
+    """The bridge inspector's state for one seed chunk: neighbours, their names and the shared ones as TRIAD sees them,
+    the chosen topic, overrides."""
     def __init__(self, index, seed_id: str, *, k: int = 5, planner: Optional[Callable] = None):
         self.index, self.seed = index, index.get(seed_id)
         self.neighbours = list(index.neighbours(seed_id, k=k))
         self._skip = boilerplate_names(index)                  # names in most documents never count, as in a run
         self._chunks = {self.seed.id: self.seed, **{h.chunk_id: hit_chunk(h) for h in self.neighbours}}
         self._text = {i: c.text for i, c in self._chunks.items()}
-        self.auto_neighbour, self.auto_topic, self.auto_why = (planner or self._plan)(self.seed, self.neighbours, self.entities)
+        self.auto_neighbour, self.auto_topic, self.auto_why = (planner or self._plan)(self.seed, self.neighbours,
+            self.entities)
         if self.auto_neighbour and self.auto_neighbour not in self._text:   # a planner may look past the first k
             c = index.get(self.auto_neighbour)
-            self.neighbours.append(SimpleNamespace(chunk_id=c.id, doc_id=c.doc_id, text=c.text, meta=c.meta, score=float("nan")))
+            self.neighbours.append(SimpleNamespace(chunk_id=c.id, doc_id=c.doc_id, text=c.text, meta=c.meta,
+                                                   score=float("nan")))
             self._chunks[c.id], self._text[c.id] = c, c.text
         self._neighbour, self._topic = None, None
 
     def entities(self, chunk_id: str) -> list[str]:
-        "The names TRIAD sees in the seed or one of its neighbours (`seed_names`: the title first, boilerplate left out)."
+        """The names TRIAD sees in the seed or one of its neighbours (`seed_names`: the title first, boilerplate left
+        out)."""
         return seed_names(self._chunks[chunk_id], self._skip)
 
     def shared(self, neighbour_id: str) -> list[str]:
@@ -49,14 +53,16 @@ class BridgeInspector:
     def rows(self) -> list[dict]:
         "One row per neighbour: id, label, score, text, names, shared names, whether it is the chosen one."
         return [dict(chunk_id=h.chunk_id, label=chunk_label(h), doc_id=h.doc_id, score=h.score, text=h.text,
-                     entities=self.entities(h.chunk_id), shared=self.shared(h.chunk_id), chosen=h.chunk_id == self.neighbour_id)
+                     entities=self.entities(h.chunk_id), shared=self.shared(h.chunk_id),
+                     chosen=h.chunk_id == self.neighbour_id)
                 for h in self.neighbours]
 
 
 # %% ../../nbs/61_widgets.bridge.ipynb #5347a045
 @patch
 def _plan(self: BridgeInspector, seed, neighbours, entities):
-    "Default choice by TRIAD's own rules: the first candidate `pick_partners` offers that shares a name with the seed (`shared_name`, boilerplate left out)."
+    """Default choice by TRIAD's own rules: the first candidate `pick_partners` offers that shares a name with the seed
+    (`shared_name`, boilerplate left out)."""
     from ragbench.triad import TriadConfig
     skip, k = self._skip, max(len(neighbours), 1)
     for h in pick_partners(seed, neighbours, TriadConfig(offer_k=k, fallback_n=k), None, skip):
@@ -122,7 +128,8 @@ def config(self: BridgeInspector) -> dict:
 
 # %% ../../nbs/61_widgets.bridge.ipynb #9609ecf1
 def triad_planner(index, llm, cfg=None) -> Callable:
-    "A BridgeInspector planner that asks TRIAD's `find_bridge` (LLM entity lists, fallback search) for the configuration."
+    """A BridgeInspector planner that asks TRIAD's `find_bridge` (LLM entity lists, fallback search) for the
+    configuration."""
     from ragbench.triad import TriadConfig, find_bridge
     cfg = cfg or TriadConfig()
     def plan(seed, neighbours, entities):
@@ -143,8 +150,10 @@ def inspected_bridge(inspector: BridgeInspector):
     a, b = inspector._text[c["chunk_ids"][0]], inspector._text[c["chunk_ids"][1]]
     if c["chunk_ids"][0] == c["chunk_ids"][1] or " ".join(a.split()) == " ".join(b.split()):
         raise ValueError(f"seed {inspector.seed.id} is paired with itself ({c['chunk_ids'][1]} has its text): choose another neighbour")
-    return BridgeConfig(seed_id=c["seed_id"], chunk_ids=c["chunk_ids"], bridge_topic=c["bridge_topic"], shared=c["shared"],
-                        via="shared" if c["shared"] else "fallback", chunks=list(inspector.index.get_many(c["chunk_ids"])))
+    return BridgeConfig(seed_id=c["seed_id"], chunk_ids=c["chunk_ids"], bridge_topic=c["bridge_topic"],
+                        shared=c["shared"],
+                        via="shared" if c["shared"] else "fallback",
+                        chunks=list(inspector.index.get_many(c["chunk_ids"])))
 
 # %% ../../nbs/61_widgets.bridge.ipynb #fa3d62bd
 async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str = "comparison",
@@ -172,8 +181,10 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
     return ([as_draft(item), as_draft(variant)], []) if variant.status == "accepted" else ([as_draft(item)], [variant])
 
 # %% ../../nbs/61_widgets.bridge.ipynb #d7a595c1
-def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison", binary: bool = False) -> QAItem:
-    "Generate from the inspected bridge (LLMs or specs, by role), validate, append to RUN/inspected.jsonl (the run's dataset for review, beside dataset.jsonl); calls count in RUN/calls.jsonl."
+def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison",
+               binary: bool = False) -> QAItem:
+    """Generate from the inspected bridge (LLMs or specs, by role), validate, append to RUN/inspected.jsonl (the run's
+    dataset for review, beside dataset.jsonl); calls count in RUN/calls.jsonl."""
     from ragbench.llm import arun
     from ragbench.spine import RunSpec, open_run
     given, run = llms if isinstance(llms, dict) else {"generate": llms}, RunDir(run_dir)
@@ -198,7 +209,8 @@ def names_html(names: Sequence[str], shared: Sequence[str], limit: int = 8) -> s
 
 # %% ../../nbs/61_widgets.bridge.ipynb #6f25899e
 def bridge_html(inspector: BridgeInspector) -> str:
-    "Topic and reason, a table of neighbours with their names, the seed beside the chosen neighbour, the rest collapsed."
+    """Topic and reason, a table of neighbours with their names, the seed beside the chosen neighbour, the rest
+    collapsed."""
     bi = inspector
     rows = bi.rows()
     shared = bi.shared(bi.neighbour_id) if bi.neighbour_id else []
@@ -217,7 +229,8 @@ def bridge_html(inspector: BridgeInspector) -> str:
     )
     return (CSS + f"<div class='rb-item rb-bridge'><div>Bridge topic: <b>{html.escape(bi.topic or '—')}</b> — "
             f"{html.escape(bi.why)}{' (overridden)' if bi.overridden else ''}</div>" + "".join(t) + "</table>" + side
-            + (f"<details><summary>the other neighbours' texts</summary>{others}</details>" if others else "") + "</div>")
+            + (f"<details><summary>the other neighbours' texts</summary>{others}</details>" if others else "")
+            + "</div>")
 
 # %% ../../nbs/61_widgets.bridge.ipynb #d550fa8a
 class BridgeInspectorView:
@@ -225,9 +238,11 @@ class BridgeInspectorView:
     def __init__(self, inspector: BridgeInspector, run_dir=None, llms=None, cfg=None):
         self.bi, self.run_dir, self.llms, self.cfg = inspector, run_dir, llms, cfg
         bi = inspector
-        opts = [(("▶ " if r["chunk_id"] == bi.auto_neighbour else "") + f"{r['label']} ({len(r['shared'])} shared)", r["chunk_id"])
+        opts = [(("▶ " if r["chunk_id"] == bi.auto_neighbour else "") + f"{r['label']} ({len(r['shared'])} shared)",
+                 r["chunk_id"])
                 for r in bi.rows()]
-        self.neighbour = styled(W.Dropdown(options=opts, value=bi.neighbour_id if opts else None, description="neighbour",
+        self.neighbour = styled(W.Dropdown(options=opts, value=bi.neighbour_id if opts else None,
+                                           description="neighbour",
                                            layout=W.Layout(width="340px")), "rb-bridge-neighbour")
         self.topic = styled(
             W.Text(value=bi._topic or "", placeholder=bi.auto_topic or "type a bridge topic", description="topic"),

@@ -32,9 +32,11 @@ class ReviewQueueView:
         self._build_actions(queue)
         self.calibration = styled(W.HTML(), "rb-calibration-view") if calibration else None
         head_line = W.HTML(f"<div class='rb-table-head'>{html.escape(table_line([c for c, _ in TABLE_COLUMNS]))}</div>")
-        self.widget = styled(W.VBox([W.HTML(CSS), W.HBox(list(self.filters.values())), self.status, head_line, self.table,
+        self.widget = styled(W.VBox([W.HTML(CSS), W.HBox(list(self.filters.values())), self.status, head_line,
+                                     self.table,
                                      styled(W.VBox([self.head]), "rb-item"), self.actions, self.edit_box,
-                                     styled(W.VBox([self.body]), "rb-item")] + ([self.calibration] if calibration else [])),
+                                     styled(W.VBox([self.body]),
+                                            "rb-item")] + ([self.calibration] if calibration else [])),
                              "rb-review-queue")
         queue.reloaders.append(self.refresh)              # items generated into the run appear at once
         self.refresh()
@@ -70,7 +72,8 @@ def _build_actions(self: ReviewQueueView, queue):
         b = styled(W.Button(description=label, button_style=style, layout=W.Layout(width="auto")), cls)
         b.on_click(lambda _: self._do(fn))
         return b
-    self.b_prev, self.b_next = btn("◀ prev (p)", "rb-prev", "", queue.prev), btn("next (n) ▶", "rb-next", "", queue.next)
+    self.b_prev, self.b_next = btn("◀ prev (p)", "rb-prev", "", queue.prev), btn("next (n) ▶", "rb-next", "",
+        queue.next)
     self.b_accept = btn(
         "Accept (a)", "rb-accept", "success", lambda: queue.accept(note=self.note.value, scores=self._scores())
     )
@@ -82,7 +85,8 @@ def _build_actions(self: ReviewQueueView, queue):
     self.keys = styled(W.Text(placeholder="shortcuts: click, then a r e n p u", layout=W.Layout(width="230px"),
                               continuous_update=True), "rb-keys")
     self.keys.observe(self._on_key, names="value")
-    self.actions = styled(W.VBox([W.HBox([self.b_prev, self.b_accept, self.b_reject, self.b_edit, self.b_next, self.keys]),
+    self.actions = styled(W.VBox([W.HBox([self.b_prev, self.b_accept, self.b_reject, self.b_edit, self.b_next,
+                                          self.keys]),
                                   self.message]), "rb-actions")
 
 # %% ../../nbs/61_widgets.queue.ipynb #726dcc23
@@ -158,10 +162,13 @@ def queue_summary_html(queue: ReviewQueue, max_rows: int = 50, calibration: bool
     p = queue.progress()
     rows = queue.rows()
     t = ["<table class='rb-static-table'><tr>" + "".join(f"<th>{c}</th>" for c, _ in TABLE_COLUMNS) + "</tr>"]
-    t += ["<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c, _ in TABLE_COLUMNS) + "</tr>" for r in rows[:max_rows]]
+    t += ["<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c,
+                           _ in TABLE_COLUMNS) + "</tr>" for r in rows[:max_rows]]
     more = f"<div>… {len(rows) - max_rows} more</div>" if len(rows) > max_rows else ""
-    return (CSS + f"<div class='rb-item'><b>Review queue</b> — {p['items']} items, {p['decided']} decided (accept {p['accept']}, "
-            f"edit {p['edit']}, reject {p['reject']}). <i>Static view: no interactive front end.</i>" + "".join(t) + "</table>"
+    return (CSS
+            + f"<div class='rb-item'><b>Review queue</b> — {p['items']} items, {p['decided']} decided (accept {p['accept']}, "
+            f"edit {p['edit']}, reject {p['reject']}). <i>Static view: no interactive front end.</i>" + "".join(t)
+            + "</table>"
             + more + "</div>" + (calibration_html(JudgeCalibration.from_queue(queue)) if calibration else ""))
 
 # %% ../../nbs/61_widgets.queue.ipynb #65b95d56
@@ -173,7 +180,8 @@ def review_widget(queue: ReviewQueue, headless: Optional[bool] = None, calibrati
 
 # %% ../../nbs/61_widgets.queue.ipynb #25987ab9
 def calibration_widget(source: Union[ReviewQueue, JudgeCalibration], headless: Optional[bool] = None):
-    "The judge calibration of a queue (live: redrawn after each decision) or of fixed figures; static HTML when headless."
+    """The judge calibration of a queue (live: redrawn after each decision) or of fixed figures; static HTML when
+    headless."""
     cal = lambda: JudgeCalibration.from_queue(source) if isinstance(source, ReviewQueue) else source
     if headless if headless is not None else is_headless(): return static(calibration_html(cal()))
     view = styled(W.HTML(calibration_html(cal())), "rb-calibration-view")

@@ -18,7 +18,8 @@ __all__ = ['NO_MATH', 'CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'i
 
 # %% ../../nbs/61_widgets.render.ipynb #7e002885
 def is_headless() -> bool:
-    "True where no live Jupyter front end can show widgets (papermill, nbdev_test, scripts); RAGBENCH_HEADLESS=1/0 forces it."
+    """True where no live Jupyter front end can show widgets (papermill, nbdev_test, scripts); RAGBENCH_HEADLESS=1/0
+    forces it."""
     v = os.environ.get("RAGBENCH_HEADLESS", "").strip().lower()
     if v: return v not in ("0", "false", "no", "off")
     ip_mod = sys.modules.get("IPython")
@@ -105,7 +106,8 @@ def flag(v) -> str:
 # %% ../../nbs/61_widgets.render.ipynb #6bf4cbb3
 def judge_criteria(item: QAItem) -> list[str]:
     "The judge's criteria in the item's attempts (its yes/no verdicts, in order; the temporal label is not one)."
-    return list(dict.fromkeys(k for a in item.attempts for k, v in (a.judge or {}).items() if isinstance(v, bool) and k != "temporal"))
+    return list(dict.fromkeys(k for a in item.attempts for k, v in (a.judge or {}).items() if isinstance(v,
+        bool) and k != "temporal"))
 
 def judge_reason(judge: dict) -> str:
     "The judge's reason: its one reason, else the reasons of the failed criteria (else of all) by criterion."
@@ -123,7 +125,8 @@ def attempts_html(item: QAItem) -> str:
             + "<th>reason</th><th>one chunk enough?</th><th>failed</th></tr>"]
     for i, a in enumerate(item.attempts, 1):
         j = a.judge or {}
-        suff = " ".join("<span class='rb-bad'>yes</span>" if s else ("no" if s is False else "?") for s in a.sufficiency) or "–"
+        suff = " ".join("<span class='rb-bad'>yes</span>" if s else ("no" if s is False else "?")
+                        for s in a.sufficiency) or "–"
         fb = f"<br><i>feedback: {html.escape(a.feedback)}</i>" if a.feedback else ""
         rows.append(
             f"<tr><td>{i}{' ✓' if a.accepted else ''}</td><td>{html.escape(a.question)}<br><b>→"
@@ -146,13 +149,15 @@ def context_html(item: QAItem, ctx, chunk: Optional[Chunk], spans: Sequence[str]
     gold = ctx.chunk_id in item.gold_chunk_ids
     rel = {True: "relevant", False: "not relevant", None: "unlabelled"}[ctx.relevant]
     label = f"{'gold' if gold else ctx.source} · {rel} · {chunk_label(chunk) if chunk is not None else ctx.chunk_id}"
-    body = highlight(chunk.text, spans) if chunk is not None else f"<i>(chunk {html.escape(ctx.chunk_id)} not found)</i>"
+    body = highlight(chunk.text,
+                     spans) if chunk is not None else f"<i>(chunk {html.escape(ctx.chunk_id)} not found)</i>"
     return label, body
 
 # %% ../../nbs/61_widgets.render.ipynb #2cd1640c
 def item_head_html(item: QAItem, decision: Optional[dict] = None) -> str:
     "Badges, question, answer, bridge topic and the latest human decision of an item."
-    h = [badges(item.method, item.kind, f"validator: {item.status}", item.binary and "yes/no", item.temporal and "temporal",
+    h = [badges(item.method, item.kind, f"validator: {item.status}", item.binary and "yes/no",
+                item.temporal and "temporal",
                 (not item.answerable) and "unanswerable", item.difficulty and f"difficulty: {item.difficulty}",
                 item.style and f"style: {item.style}"),
          f"<div class='rb-q'>{html.escape(item.question)}</div><div>Answer: <mark>{html.escape(item.answer)}</mark>"
@@ -179,9 +184,11 @@ def item_body_html(item: QAItem, contexts: Sequence[tuple] = ()) -> str:
         )
     fails = failed_checks(item)
     h.append(f"<details class='rb-attempts'><summary>{html.escape(attempts_label(item))}"
-             + (f" — failed: {html.escape(', '.join(fails))}" if fails else "") + "</summary>" + attempts_html(item) + "</details>")
+             + (f" — failed: {html.escape(', '.join(fails))}" if fails else "") + "</summary>" + attempts_html(item)
+             + "</details>")
     if item.review:
-        h.append("<div>Earlier reviews: " + "; ".join(html.escape(f"{r.decision} by {r.by} at {r.at}") for r in item.review) + "</div>")
+        h.append("<div>Earlier reviews: " + "; ".join(html.escape(f"{r.decision} by {r.by} at {r.at}")
+                                                      for r in item.review) + "</div>")
     return "".join(h)
 
 # %% ../../nbs/61_widgets.render.ipynb #338bf15c
@@ -209,7 +216,8 @@ def table_lines(queue: ReviewQueue) -> list[tuple[str, str]]:
 
 # %% ../../nbs/61_widgets.render.ipynb #5dcf01a9
 OUTCOMES = (("judge_accept_human_accept", "both accept", "#2a7"), ("judge_reject_human_reject", "both reject", "#888"),
-            ("judge_reject_human_accept", "false rejection", "#e80"), ("judge_accept_human_reject", "false acceptance", "#c33"))
+            ("judge_reject_human_accept", "false rejection", "#e80"), ("judge_accept_human_reject", "false acceptance",
+                "#c33"))
 
 def calibration_svg(cal: JudgeCalibration, width: int = 520) -> str:
     "Stacked bars of judge-vs-human outcomes per question type, as inline SVG."

@@ -22,7 +22,8 @@ __all__ = ['SEEDS_FILE', 'SeedPicker', 'seeds_summary_html', 'chunk_detail_html'
 SEEDS_FILE = "seeds.txt"
 
 class SeedPicker:
-    "The seed picker's state: the last search and its results, the ticked chunk ids (in tick order), where they are saved."
+    """The seed picker's state: the last search and its results, the ticked chunk ids (in tick order), where they are
+    saved."""
     def __init__(self, index, *, k: int = 10, mode: str = "hybrid", seeds: Iterable[str] = (), run_dir=None):
         self.index, self.k, self.mode, self.run_dir = index, k, mode, run_dir
         self.query, self.results = "", []
@@ -127,7 +128,8 @@ def chunk_detail_html(picker: SeedPicker, chunk_id: str) -> str:
     "A chunk in full with its nearest neighbours (label, score, opening)."
     b = picker.browse(chunk_id)
     c = b["chunk"]
-    return (CSS + f"<div class='rb-item'><b>{html.escape(chunk_label(c))}</b><div class='rb-chunk rb-gold'>{html.escape(c.text)}</div>"
+    return (CSS
+            + f"<div class='rb-item'><b>{html.escape(chunk_label(c))}</b><div class='rb-chunk rb-gold'>{html.escape(c.text)}</div>"
             "<b>Neighbours</b>" + "".join(f"<div class='rb-chunk'>{badges(f'{h.score:.2f}', chunk_label(h))} "
                                           f"{html.escape(h.text[:240])}</div>" for h in b["neighbours"]) + "</div>")
 
@@ -172,21 +174,25 @@ class SeedPickerView:
         try: self.result.value = seeds_result_html(generate_from_seeds(self.p, self.llms, self.cfg))
         except Exception as e: self.result.value = f"<span class='rb-bad'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 
-    def row(self, hit):
-        "One hit: tick box, label and score, a 'show' button, the opening of its text."
-        cb = styled(W.Checkbox(value=self.p.is_ticked(hit.chunk_id), description=f"{chunk_label(hit)} · {hit.score:.2f}",
-                               indent=False, layout=W.Layout(width="260px")), "rb-seed-tick")
-        def on(ch):
-            if ch["new"] != self.p.is_ticked(hit.chunk_id): (self.p.tick if ch["new"] else self.p.untick)(hit.chunk_id)
-        cb.observe(on, names="value")
-        self.boxes[hit.chunk_id] = cb
-        more = W.Button(description="show", layout=W.Layout(width="auto", flex="0 0 auto"))
-        more.on_click(lambda _: setattr(self.detail, "value", chunk_detail_html(self.p, hit.chunk_id)))
-        return W.HBox([cb, more, W.HTML(html.escape(hit.text[:160]) + "…", layout=W.Layout(flex="1 1 auto"))])
+# %% ../../nbs/61_widgets.seeds.ipynb #d85ae0d0
+@patch
+def row(self: SeedPickerView, hit):
+    "One hit: tick box, label and score, a 'show' button, the opening of its text."
+    cb = styled(W.Checkbox(value=self.p.is_ticked(hit.chunk_id),
+                           description=f"{chunk_label(hit)} · {hit.score:.2f}",
+                           indent=False, layout=W.Layout(width="260px")), "rb-seed-tick")
+    def on(ch):
+        if ch["new"] != self.p.is_ticked(hit.chunk_id): (self.p.tick if ch["new"] else self.p.untick)(hit.chunk_id)
+    cb.observe(on, names="value")
+    self.boxes[hit.chunk_id] = cb
+    more = W.Button(description="show", layout=W.Layout(width="auto", flex="0 0 auto"))
+    more.on_click(lambda _: setattr(self.detail, "value", chunk_detail_html(self.p, hit.chunk_id)))
+    return W.HBox([cb, more, W.HTML(html.escape(hit.text[:160]) + "…", layout=W.Layout(flex="1 1 auto"))])
 
 # %% ../../nbs/61_widgets.seeds.ipynb #adc6f2a6
 def seed_picker_widget(picker: SeedPicker, headless: Optional[bool] = None, llms=None, cfg=None):
-    "The seed picker as a live widget (ticks saved to the picker's run directory; with `llms`, a Generate button), or a static summary when headless."
+    """The seed picker as a live widget (ticks saved to the picker's run directory; with `llms`, a Generate button), or
+    a static summary when headless."""
     if headless if headless is not None else is_headless(): return static(CSS + seeds_summary_html(picker))
     return SeedPickerView(picker, llms, cfg).widget
 
@@ -204,7 +210,8 @@ def run_triad_config(run_dir):
     return TriadConfig(**c) if c else TriadConfig()
 
 def keep_seeded(run_dir, seeds: Sequence[str], before: Iterable[str] = ()) -> dict:
-    "Under the run lock, append to RUN/seeded.jsonl the items of `seeds` and the others that joined dataset.jsonl (ids not in `before`), wherever the run's selection put them; {file, items}."
+    """Under the run lock, append to RUN/seeded.jsonl the items of `seeds` and the others that joined dataset.jsonl (ids
+    not in `before`), wherever the run's selection put them; {file, items}."""
     run, seeds, before = RunDir(run_dir), set(seeds), set(before)
     with RunLock(run.path):
         mine = {i.id: i for name in ("dataset.jsonl", "overflow.jsonl") for i in run.read(name, QAItem)
@@ -215,8 +222,10 @@ def keep_seeded(run_dir, seeds: Sequence[str], before: Iterable[str] = ()) -> di
         write_reviewed(run.path)                            # the reviewed dataset holds them at once
     return {"file": str(run / SEEDED), "items": list(mine)}
 
+# %% ../../nbs/61_widgets.seeds.ipynb #0ecbfd40
 def generate_from_seeds(picker: SeedPicker, llms, cfg=None, run_dir=None, **kw):
-    "Run (or resume) TRIAD on the ticked seeds the run has not tried (the target rises by their number, so ticks after a first run are used); their items are kept in RUN/seeded.jsonl."
+    """Run (or resume) TRIAD on the ticked seeds the run has not tried (the target rises by their number, so ticks after
+    a first run are used); their items are kept in RUN/seeded.jsonl."""
     from ragbench.triad import run_triad
     run_dir = Path(run_dir or picker.run_dir)
     cfg = cfg or run_triad_config(run_dir)
@@ -228,8 +237,10 @@ def generate_from_seeds(picker: SeedPicker, llms, cfg=None, run_dir=None, **kw):
                          if picker.seed_ids else "no seed is ticked: search and tick the chunks to start from")
     done = sum(r["outcome"] in ("accepted", "draft", "overflow") for r in recs)
     seeds = tried + new
-    before = [i.id for i in read_jsonl(run_dir / "dataset.jsonl", QAItem)] if (run_dir / "dataset.jsonl").exists() else []
-    res = run_triad(picker.index, llms, cfg.model_copy(update={"seeds": seeds, "max_seeds": len(seeds), "n": done + len(new)}),
+    before = [i.id for i in read_jsonl(run_dir / "dataset.jsonl",
+                                       QAItem)] if (run_dir / "dataset.jsonl").exists() else []
+    res = run_triad(picker.index, llms, cfg.model_copy(update={"seeds": seeds, "max_seeds": len(seeds),
+                                                               "n": done + len(new)}),
                     run_dir, **{"progress": False, **kw})
     res.summary["new_seeds"] = new
     res.summary["new_seed_labels"] = {c.id: chunk_label(c) for c in picker.index.get_many(new)}
@@ -241,7 +252,8 @@ def seeds_result_html(res) -> str:
     "What a Generate click on the ticked seeds produced: per new seed (by label) its outcome, and where the items are."
     out = {r["seed"]: r["outcome"] for r in seed_records_of(res.out)}
     label = res.summary.get("new_seed_labels") or {}
-    rows = "".join(f"<li>{html.escape(label.get(s, s))}: {html.escape(out.get(s, 'not reached'))}</li>" for s in res.summary["new_seeds"])
+    rows = "".join(f"<li>{html.escape(label.get(s, s))}: {html.escape(out.get(s, 'not reached'))}</li>"
+                   for s in res.summary["new_seeds"])
     kept = res.summary.get("seeded") or {"file": str(res.out / SEEDED), "items": []}
     n = len(kept["items"])
     return (f"<div class='rb-item'>{len(res.summary['new_seeds'])} new seed(s) run:<ul>{rows}</ul>"

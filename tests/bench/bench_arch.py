@@ -1,6 +1,7 @@
 """Architecture figures for the house plan: modules, import cycles, private imports, exported cell sizes.
 
-Run: python tests/bench/bench_arch.py [--house]   (prints figures; asserts nothing; --house adds the issue-18 table)
+Run: python tests/bench/bench_arch.py [--house | --thin]   (prints figures; asserts nothing; --house adds the issue-18
+table, --thin prints issue 38's done-when figures alone)
 """
 import ast, json, re, statistics, sys
 from pathlib import Path
@@ -241,7 +242,18 @@ def house_figures() -> dict:
             "commands_with_config": commands_with_config(), **executors_and_runners(mods),
             "registries": registries(mods), **library_lines(), **notebook_figures()}
 
+def thin_figures() -> dict:
+    "Issue 38's done-when, counted: the ratchet's figures, later imports by file name, runs opened by hand, notebook cells."
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_architecture as arch, test_teaching as teach
+    trees = {str(p.relative_to(ROOT / "ragbench")): ast.parse(p.read_text())
+             for p in sorted((ROOT / "ragbench").rglob("*.py")) if p.name != "_modidx.py"}
+    return {**arch.house_figures(), "library_lines": library_lines()["library_lines"],
+            "later_imports_by_file_name": len(arch.later_imports(arch._exporting_notebooks(), arch.ALL_EDGES)),
+            "opened_outside_the_spine": len(arch.spine_calls(trees)), **teach.notebook_cell_figures()}
+
 if __name__ == "__main__":
+    if "--thin" in sys.argv: print(json.dumps(thin_figures(), indent=1)); sys.exit(0)
     f = figures()
     print(json.dumps({**f, "private_imports": len(f["private_imports"])}, indent=1))
     for p in f["private_imports"]: print("  private:", p)

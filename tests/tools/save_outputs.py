@@ -51,6 +51,18 @@ def _short(text: str) -> str:
     return "".join(lines[:MAX_LINES]) + f"... ({len(lines) - MAX_LINES} more lines)\n"
 
 
+def small_png(b64: str, width: int = 700, colours: int = 32) -> str:
+    "A base64 PNG re-encoded small (issue 38): at most `width` pixels wide, a `colours`-colour palette (plots lose nothing)."
+    import base64, io
+    from PIL import Image
+    im = Image.open(io.BytesIO(base64.b64decode(b64))).convert("RGB")
+    if im.size[0] > width: im = im.resize((width, round(im.size[1] * width / im.size[0])), Image.LANCZOS)
+    buf = io.BytesIO()
+    im.quantize(colors=colours, method=Image.Quantize.MEDIANCUT).save(buf, "PNG", optimize=True)
+    out = base64.b64encode(buf.getvalue()).decode()
+    return out if len(out) < len(b64) else b64
+
+
 def keep_output(out: dict):
     "The part of one output worth saving (None: drop it)."
     kind = out.get("output_type")
@@ -67,6 +79,7 @@ def keep_output(out: dict):
         if mime not in data: continue
         v = _text(data[mime])
         if mime == "text/html" and (len(v) > MAX_HTML or "<script" in v): continue
+        if mime == "image/png": v = small_png(v)
         if mime == "image/png" and len(v) > MAX_PNG: continue
         kept[mime] = _short(v) if mime == "text/plain" else v
     if not kept or set(kept) == {"text/plain"} and kept["text/plain"].startswith("<"): return None
