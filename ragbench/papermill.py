@@ -38,8 +38,8 @@ def notebook_dirs() -> list[Path]:
     return [d / sub for d in (packaged_dir(), source_dir()) if d is not None for sub in ("steps", ".")]
 
 def short_name(path: Union[str, Path]) -> str:
-    "A notebook's name without folder, extension and number prefix: `nbs/23_triad.ipynb` -> `triad`."
-    return re.sub(r"^\d+[a-z]?_", "", Path(path).stem)
+    "A notebook's name without folder, extension and number prefixes: `nbs/30_dora.05_run.ipynb` -> `dora.run`."
+    return re.sub(r"\.\d+_", ".", re.sub(r"^\d+[a-z]?_", "", Path(path).stem))
 
 # %% ../nbs/70_papermill.ipynb #8237f405
 def list_notebooks(dirs: Optional[Sequence[Path]] = None) -> dict[str, Path]:

@@ -5,11 +5,11 @@ test doubles apart from production code (not even named in a string), notebooks 
 Imports counted: `import` / `from` statements at any depth, `import_module("m")` calls, `"module:attr"` registry
 strings and module names written in a list literal (a plugin list).
 
-The order rule: notebooks are ordered by their number; notebooks that share a number form a dotted group
-(`03_llm.*`, `40_eval.*`, ...) ordered as their package notebook (`03_llm.ipynb`, the group's `__init__`) imports them,
-which is also the order its table of modules lists them; the package notebook itself comes after its members. A
-notebook's exported code may import (statically or by string) only modules of earlier notebooks; its other code
-cells likewise, except that any test may use the test doubles. The test doubles (`ragbench.testing.*`) stand outside
+The order rule (issue 38): notebooks are ordered by their full file name, as a file browser lists them. A dotted
+group's members carry their place in the name (`03_llm.01_errors` ... `03_llm.08_client`), the order in which their
+package notebook (`03_llm.ipynb`, the group's `__init__`, sorting after them) imports and lists them. A notebook's
+exported code may import (statically or by string) only modules of earlier notebooks; its other code cells
+likewise, except that any test may use the test doubles. The test doubles (`ragbench.testing.*`) stand outside
 the order: they may import any production module, and no production module imports or names them."""
 import json, re, sys
 from pathlib import Path
@@ -95,8 +95,8 @@ def _owner(used: str, owners: dict):
 
 
 def later_imports(owners: dict, edges: dict) -> list[str]:
-    "Imports of a module whose notebook comes later (exported code: statements and strings; other cells: statements)."
-    key, _ = notebook_order(owners)
+    "Imports of a module whose notebook sorts later by full file name (exported code: statements and strings; other cells: statements)."
+    key = {m: nb for m, (_, nb) in owners.items()}
     late = []
     for mod, (num, nb) in owners.items():
         if mod.startswith("ragbench.testing"): continue                      # the test doubles stand outside the order
@@ -118,12 +118,19 @@ def test_no_notebook_imports_a_later_one():
 
 
 def test_the_order_rule_sees_a_later_notebook_inside_a_group():
-    "03_llm.client importing a module its package lists after it is caught (the rule can fail)."
+    "03_llm.01_errors importing a module whose notebook sorts after it is caught (the rule can fail)."
+    owners = _exporting_notebooks()
+    assert owners["ragbench.llm.errors"][1] < owners["ragbench.llm.client"][1] < owners["ragbench.llm"][1]
+    edges = {**ALL_EDGES, "ragbench.llm.errors": ALL_EDGES["ragbench.llm.errors"] | {"ragbench.llm.client"}}
+    assert ("03_llm.01_errors.ipynb exports import ragbench.llm.client (03_llm.08_client.ipynb)"
+            in later_imports(owners, edges))
+
+
+def test_group_members_sort_in_their_package_order():
+    "A group member's file name carries its place in its package's listing, so a file browser shows the reading order."
     owners = _exporting_notebooks()
     key, _ = notebook_order(owners)
-    assert key["ragbench.llm.errors"] < key["ragbench.llm.client"] < key["ragbench.llm"]
-    edges = {**ALL_EDGES, "ragbench.llm.errors": ALL_EDGES["ragbench.llm.errors"] | {"ragbench.llm.client"}}
-    assert "03_llm.errors.ipynb exports import ragbench.llm.client (03_llm.client.ipynb)" in later_imports(owners, edges)
+    assert sorted(owners, key=lambda m: owners[m][1]) == sorted(owners, key=lambda m: (owners[m][0], key[m], owners[m][1]))
 
 
 def test_notebooks_carry_a_kernelspec_and_no_editor_metadata():

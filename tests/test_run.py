@@ -193,8 +193,8 @@ def test_run_a_step_by_name_makes_a_dataset(tmp_path):
 
 
 def test_output_folder_parameter_gets_the_run_dir_whatever_its_name(tmp_path):
-    "A notebook whose output-folder parameter is `out` (like 90_demo) writes into --out, not a temporary folder."
-    assert with_run_dir({}, notebook_parameters(find_notebook("90_demo")), tmp_path) == {"out": str(tmp_path.resolve())}
+    "A notebook whose output-folder parameter is `out` (like 80_demo) writes into --out, not a temporary folder."
+    assert with_run_dir({}, notebook_parameters(find_notebook("80_demo")), tmp_path) == {"out": str(tmp_path.resolve())}
     nb = write_notebook(tmp_path / "demo_like.ipynb", "out = None\nn = 2",
                         "import os, tempfile\nfrom pathlib import Path\nPath(out or tempfile.mkdtemp(), 'made.txt').write_text(str(n))")
     proc = subprocess.run(RUN + [str(nb), "--out", str(tmp_path / "r"), "--no-progress"], env=ENV, capture_output=True,

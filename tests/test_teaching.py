@@ -30,11 +30,11 @@ def assert_readable(name: str, outs: list[dict]) -> None:
 
 
 def test_the_figures_notebook_shows_every_figure():
-    pngs = [o for o in outputs("50_report.figures.ipynb") if "image/png" in o.get("data", {})]
-    assert len(pngs) >= 9, f"{len(pngs)} saved figures in nbs/50_report.figures.ipynb"
+    pngs = [o for o in outputs("50_report.01_figures.ipynb") if "image/png" in o.get("data", {})]
+    assert len(pngs) >= 9, f"{len(pngs)} saved figures in nbs/50_report.01_figures.ipynb"
 
 
-@pytest.mark.parametrize("name,shows", [("25_triad.run.ipynb", "'question':"), ("30_dora.run.ipynb", "'question':"), ("17_gen.base.ipynb", "'stop_reason':"),
+@pytest.mark.parametrize("name,shows", [("25_triad.run.ipynb", "'question':"), ("30_dora.05_run.ipynb", "'question':"), ("17_gen.base.ipynb", "'stop_reason':"),
                                          ("tutorials/tour.ipynb", "?")])
 def test_stage_notebooks_show_an_example(name, shows):
     assert any(shows in shown_text(o) for o in outputs(name)), f"nbs/{name} shows no example ({shows!r})"
@@ -43,7 +43,7 @@ def test_stage_notebooks_show_an_example(name, shows):
 # Every notebook in nbs/ shows a saved output (issue 18), except these, each for its reason:
 NO_OUTPUT = {
     "steps/report.ipynb": "its dry run shows the report's figures on the demo data, the ones saved in "
-                          "50_report.figures.ipynb: saved again they would add 650 KB of the same PNGs",
+                          "50_report.01_figures.ipynb: saved again they would add 650 KB of the same PNGs",
 }
 ALL_NOTEBOOKS = sorted(p.relative_to(NBS).as_posix() for p in NBS.rglob("*.ipynb")
                        if ".ipynb_checkpoints" not in p.parts and not p.name.startswith("_"))

@@ -32,9 +32,9 @@ def parameter_notebooks() -> list[str]:
 # non-default parameters per notebook (the output-folder parameter is filled by `ragbench run`)
 NON_DEFAULT = {
     "25_triad.run.ipynb": {"llm_spec": S, "corpus_questions": 9},   # issue 39: named for what it sets
-    "30_dora.run.ipynb": {"per_style": 1, "styles": "find,explain"},
+    "30_dora.05_run.ipynb": {"per_style": 1, "styles": "find,explain"},
     "62_review_queue.ipynb": {"run_dir": "{triad_run}", "reviewer": "ana", "db": "{db}"},
-    "90_demo.ipynb": {"llm": S, "n_questions": 1, "max_seeds": 4, "max_docs": 4},
+    "80_demo.ipynb": {"llm": S, "n_questions": 1, "max_seeds": 4, "max_docs": 4},
     "tutorials/tour.ipynb": {"llm_spec": S, "n_docs": 8, "n_items": 2, "reviewer": "ana"},
     "tutorials/decisions.ipynb": {"n_label": 12, "labeller": "ana"},        # issue 20: plan -> evaluate -> label -> PPI
     "tutorials/own_rag.ipynb": {"embedder_spec": "default"},               # issue 21: the team's own RAG three ways
@@ -45,7 +45,7 @@ NON_DEFAULT = {
 }
 STEPS = ["steps/index.ipynb", "steps/triad.ipynb", "steps/evaluate.ipynb", "steps/report.ipynb"]
 # the notebooks whose test cells still assume their defaults, and who makes them hold for any parameters
-OWNERS = {"25_triad.run.ipynb": TRIAD, "30_dora.run.ipynb": DORA}
+OWNERS = {"25_triad.run.ipynb": TRIAD, "30_dora.05_run.ipynb": DORA}
 FAILING: set = set()     # notebooks of OWNERS whose test cells fail under these parameters today (none)
 
 

@@ -3,7 +3,7 @@ and example items. What only a live kernel needs is dropped: widget views, progr
 other than ragbench's own messages),
 the outputs of hidden and exported cells. A notebook with a failing cell is left as it was, and named.
 
-    python tests/tools/save_outputs.py nbs/50_report.figures.ipynb ...   # rewrite these in place
+    python tests/tools/save_outputs.py nbs/50_report.01_figures.ipynb ...   # rewrite these in place
     python tests/tools/save_outputs.py --all                             # every notebook in nbs/
     nbdev_clean && nbdev_export                                          # then, as after any notebook edit
 
