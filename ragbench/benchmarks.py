@@ -11,11 +11,10 @@ from .core import QAItem, Context, Dataset, PathComponent, UserError, item_id
 from .corpus import Document, chunk_document, paragraph_chunk_id, iter_json_items
 
 # %% auto #0
-__all__ = ['STATIC_FORMATS', 'StaticFormatError', 'hotpotqa_item', 'musique_item', 'question_records', 'hotpotqa_record',
-           'iter_static', 'load_static', 'question_documents', 'index_static', 'missing_gold']
+__all__ = ['STATIC_FORMATS', 'load_static', 'index_static', 'missing_gold']
 
 # %% ../nbs/44_benchmarks.ipynb #3049de30
-class StaticFormatError(UserError):
+class _StaticFormatError(UserError):
     "A HotpotQA/MuSiQue question file that cannot be read; the message names file, line and field."
 
 STATIC_FORMATS = ("hotpotqa", "musique")
@@ -31,12 +30,12 @@ def _pid(title: str, text) -> Optional[str]:
 
 def _need(q: dict, fields: tuple, where: str) -> None:
     "Raise StaticFormatError naming the first missing field, or a question or answer that is not text."
-    if not isinstance(q, dict): raise StaticFormatError(f"{where}: expected a question object, got {type(q).__name__}")
+    if not isinstance(q, dict): raise _StaticFormatError(f"{where}: expected a question object, got {type(q).__name__}")
     for f in fields:
-        if f not in q: raise StaticFormatError(f"{where}: field '{f}' is missing")
+        if f not in q: raise _StaticFormatError(f"{where}: field '{f}' is missing")
     for f in ("question", "answer"):
         if f in fields and not isinstance(q[f], str):
-            raise StaticFormatError(f"{where}: field '{f}' must be text, got {'null' if q[f] is None else type(q[f]).__name__} {q[f]!r}"[:300])
+            raise _StaticFormatError(f"{where}: field '{f}' must be text, got {'null' if q[f] is None else type(q[f]).__name__} {q[f]!r}"[:300])
 
 def _contexts(paragraphs: list[tuple[str, Any, bool]]) -> tuple[list[str], list[Context], int]:
     "(gold ids, contexts, paragraphs that could not be mapped) from (title, text, is_gold) triples."
@@ -54,7 +53,7 @@ def _contexts(paragraphs: list[tuple[str, Any, bool]]) -> tuple[list[str], list[
     return gold, ctxs, bad
 
 # %% ../nbs/44_benchmarks.ipynb #571ac0d7
-def hotpotqa_item(q: dict, where: str = "<hotpotqa>") -> QAItem:
+def _hotpotqa_item(q: dict, where: str = "<hotpotqa>") -> QAItem:
     "A QAItem from one HotpotQA question (gold = the paragraphs named by supporting_facts)."
     _need(q, ("_id", "question", "answer", "supporting_facts", "context"), where)
     gold_titles = list(dict.fromkeys(t for t, _ in q["supporting_facts"]))
@@ -74,7 +73,7 @@ def _hops_from_id(qid: str) -> Optional[int]:
     head = qid.split("hop")[0]
     return int(head) if "hop" in qid and head.isdigit() else None
 
-def musique_item(q: dict, where: str = "<musique>") -> QAItem:
+def _musique_item(q: dict, where: str = "<musique>") -> QAItem:
     "A QAItem from one MuSiQue question (gold = paragraphs with is_supporting; kind = hop count)."
     _need(q, ("id", "question", "answer", "paragraphs"), where)
     paras = [(p.get("title"), p.get("paragraph_text"), bool(p.get("is_supporting"))) for p in q["paragraphs"]]
@@ -93,7 +92,7 @@ def musique_item(q: dict, where: str = "<musique>") -> QAItem:
 def _parquet_records(path: Path) -> Iterator[tuple[Any, str]]:
     import pyarrow.parquet as pq
     try: f = pq.ParquetFile(path)
-    except Exception as e: raise StaticFormatError(f"{path}: not a readable Parquet file ({e})") from None
+    except Exception as e: raise _StaticFormatError(f"{path}: not a readable Parquet file ({e})") from None
     n = 0
     for batch in f.iter_batches(batch_size=256):
         for rec in batch.to_pylist():
@@ -105,10 +104,10 @@ def _jsonl_records(path: Path) -> Iterator[tuple[Any, str]]:
         for n, line in enumerate(f, 1):
             if not line.strip(): continue
             try: yield json.loads(line), f"{path}:{n}"
-            except json.JSONDecodeError as e: raise StaticFormatError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            except json.JSONDecodeError as e: raise _StaticFormatError(f"{path}:{n}: not valid JSON ({e.msg})") from None
 
 # %% ../nbs/44_benchmarks.ipynb #092a6a0e
-def question_records(path: Union[str, Path], fmt: str) -> Iterator[tuple[Any, str]]:
+def _question_records(path: Union[str, Path], fmt: str) -> Iterator[tuple[Any, str]]:
     "(record, 'file:line' or 'file:row N') of each question in a JSON list, JSON Lines or Parquet file."
     path = Path(path)
     if path.suffix == ".parquet":
@@ -120,11 +119,11 @@ def question_records(path: Union[str, Path], fmt: str) -> Iterator[tuple[Any, st
     try:
         for key, q, line in iter_json_items(path):
             if isinstance(key, str):
-                raise StaticFormatError(f"{path}:{line}: this is a {fmt} corpus file ({{title: ...}}), not a question file")
+                raise _StaticFormatError(f"{path}:{line}: this is a {fmt} corpus file ({{title: ...}}), not a question file")
             yield q, f"{path}:{line}"
-    except StaticFormatError: raise
+    except _StaticFormatError: raise
     except Exception as e:
-        if hasattr(e, "line"): raise StaticFormatError(f"{path}:{e.line or 1}: {e}") from None
+        if hasattr(e, "line"): raise _StaticFormatError(f"{path}:{e.line or 1}: {e}") from None
         raise
 
 # %% ../nbs/44_benchmarks.ipynb #3f9d7019
@@ -132,19 +131,19 @@ def _columns(v: Any, names: tuple, where: str, field: str) -> Optional[list]:
     "Rows of a Hugging Face column dict {name: [...], ...} (None when `v` is not one)."
     if not isinstance(v, dict): return None
     if not all(n in v for n in names):
-        raise StaticFormatError(f"{where}: field '{field}' needs the lists {', '.join(names)}")
+        raise _StaticFormatError(f"{where}: field '{field}' needs the lists {', '.join(names)}")
     cols = [v[n] for n in names]
     if not all(isinstance(c, (list, tuple)) for c in cols):
-        raise StaticFormatError(f"{where}: field '{field}': {', '.join(names)} must be lists")
+        raise _StaticFormatError(f"{where}: field '{field}': {', '.join(names)} must be lists")
     if len({len(c) for c in cols}) > 1:   # zip would drop the tail silently (a gold paragraph, say)
-        raise StaticFormatError(
+        raise _StaticFormatError(
             f"{where}: field '{field}' is damaged: " + ", ".join(f"{n} has {len(c)}" for n, c in zip(names, cols))
         )
     return [list(t) for t in zip(*cols)]
 
-def hotpotqa_record(q: dict, where: str = "<hotpotqa>") -> dict:
+def _hotpotqa_record(q: dict, where: str = "<hotpotqa>") -> dict:
     "A HotpotQA question in the original layout, from the original or the Hugging Face layout."
-    if not isinstance(q, dict): raise StaticFormatError(f"{where}: expected a question object, got {type(q).__name__}")
+    if not isinstance(q, dict): raise _StaticFormatError(f"{where}: expected a question object, got {type(q).__name__}")
     q = dict(q)
     if "_id" not in q and "id" in q: q["_id"] = q["id"]
     ctx = _columns(q.get("context"), ("title", "sentences"), where, "context")
@@ -154,31 +153,31 @@ def hotpotqa_record(q: dict, where: str = "<hotpotqa>") -> dict:
     return q
 
 # %% ../nbs/44_benchmarks.ipynb #880e8425
-def iter_static(path: Union[str, Path], fmt: str, limit: Optional[int] = None) -> Iterator[QAItem]:
+def _iter_static(path: Union[str, Path], fmt: str, limit: Optional[int] = None) -> Iterator[QAItem]:
     """QAItems from a HotpotQA or MuSiQue question file (JSON, JSONL or Parquet; original or Hugging Face layout),
     streamed."""
     if fmt not in STATIC_FORMATS:
-        raise StaticFormatError(f"unknown format {fmt!r}; choose one of {', '.join(STATIC_FORMATS)}")
+        raise _StaticFormatError(f"unknown format {fmt!r}; choose one of {', '.join(STATIC_FORMATS)}")
     path = Path(path)
-    if not path.exists(): raise StaticFormatError(f"question file not found: {path}")
-    for n, (q, where) in enumerate(question_records(path, fmt)):
+    if not path.exists(): raise _StaticFormatError(f"question file not found: {path}")
+    for n, (q, where) in enumerate(_question_records(path, fmt)):
         if limit is not None and n >= limit: return
         if fmt == "musique" and isinstance(q, dict) and "paragraphs" not in q and "text" in q:
-            raise StaticFormatError(f"{where}: this is a MuSiQue corpus file ([{{title, text}}]), not a question file")
-        yield hotpotqa_item(hotpotqa_record(q, where), where) if fmt == "hotpotqa" else musique_item(q, where)
+            raise _StaticFormatError(f"{where}: this is a MuSiQue corpus file ([{{title, text}}]), not a question file")
+        yield _hotpotqa_item(_hotpotqa_record(q, where), where) if fmt == "hotpotqa" else _musique_item(q, where)
 
 def load_static(path: Union[str, Path], fmt: str, limit: Optional[int] = None) -> Dataset:
     "A Dataset of the first `limit` (default all) questions of a HotpotQA or MuSiQue file."
-    ds = Dataset(iter_static(path, fmt, limit))
-    if len(ds) == 0: raise StaticFormatError(f"{path}: no questions")
+    ds = Dataset(_iter_static(path, fmt, limit))
+    if len(ds) == 0: raise _StaticFormatError(f"{path}: no questions")
     return ds
 
 # %% ../nbs/44_benchmarks.ipynb #0a4e0a86
-def question_documents(path: Union[str, Path], fmt: str) -> Iterator[Document]:
+def _question_documents(path: Union[str, Path], fmt: str) -> Iterator[Document]:
     "The paragraphs of a question file as Documents (as `ragbench.corpus` makes them, so chunk ids match), each once."
     seen = set()
-    for q, where in question_records(path, fmt):
-        if fmt == "hotpotqa": paras = hotpotqa_record(q, where).get("context") or []
+    for q, where in _question_records(path, fmt):
+        if fmt == "hotpotqa": paras = _hotpotqa_record(q, where).get("context") or []
         else: paras = [(p.get("title"), p.get("paragraph_text")) for p in (q.get("paragraphs") or []) if isinstance(p,
             dict)]
         for title, text in paras:
@@ -198,7 +197,7 @@ def index_static(path: Union[str, Path], fmt: str, db: Union[str, Path], *, tabl
     if Path(db).is_dir() and table in table_names(db):
         idx = ChunkIndex.open(db, table=table, embedder=embedder, allow_empty=True)
         if len(idx): return idx
-    docs = load_documents(path, fmt, LoadReport()) if corpus else question_documents(path, fmt)
+    docs = load_documents(path, fmt, LoadReport()) if corpus else _question_documents(path, fmt)
     chunks = [c for d in docs for c in chunk_document(d, mode="paragraph") if only_ids is None or c.id in only_ids]
     # the bar gets its total (the chunks are counted first: paragraphs are cheap; embedding them is where the time goes)
     return ChunkIndex.build(db, chunks, embedder, table=table, progress=progress, total=len(chunks))

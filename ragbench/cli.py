@@ -8,57 +8,56 @@ import functools, importlib, os, sys
 from typing import Callable, NamedTuple, Optional, Sequence
 
 # %% auto #0
-__all__ = ['COMMANDS', 'Command', 'plugin_commands', 'command_names', 'usage', 'resolve_command', 'storage_problem',
-           'run_failure', 'masked', 'call_command', 'main']
+__all__ = ['COMMANDS', 'command_names', 'usage', 'storage_problem', 'masked', 'main']
 
 # %% ../nbs/99_cli.ipynb #25c72fa7
-class Command(NamedTuple):
+class _Command(NamedTuple):
     "A subcommand: its function as `module:function`, a one-line help, and whether re-running it resumes."
     target: str
     help: str
     resumable: bool = False
 
-COMMANDS: dict[str, Command] = {
-    "demo": Command("ragbench.commands.demo:demo_command",
+COMMANDS: dict[str, _Command] = {
+    "demo": _Command("ragbench.commands.demo:demo_command",
                     "the main job: index the bundled corpus, generate, evaluate, report (offline)", True),
-    "index": Command("ragbench.commands.index:index_command", "chunk and embed documents into a LanceDB table", True),
-    "search": Command("ragbench.commands.index:search_command", "search an index (dense, bm25 or hybrid)"),
-    "triad": Command("ragbench.commands.triad:triad_command",
+    "index": _Command("ragbench.commands.index:index_command", "chunk and embed documents into a LanceDB table", True),
+    "search": _Command("ragbench.commands.index:search_command", "search an index (dense, bm25 or hybrid)"),
+    "triad": _Command("ragbench.commands.triad:triad_command",
                      "generate validated multi-hop questions with labelled contexts (TRIAD)", True),
-    "refresh": Command("ragbench.commands.refresh:refresh_command",
+    "refresh": _Command("ragbench.commands.refresh:refresh_command",
                        "re-check a TRIAD or DoRA run against a changed corpus: stale items kept, revised, dropped or replaced", True),
-    "check": Command("ragbench.commands.triad:check_command",
+    "check": _Command("ragbench.commands.triad:check_command",
                      "check a run's items against the whole corpus: answer uniqueness, gold completeness, closed-book",
                      True),
-    "qualify": Command("ragbench.commands.triad:qualify_command",
+    "qualify": _Command("ragbench.commands.triad:qualify_command",
                        "qualify a judge model on questions with known verdicts (TRIAD's checks)"),
-    "dora": Command("ragbench.commands.dora:dora_command",
+    "dora": _Command("ragbench.commands.dora:dora_command",
                     "generate intent-style questions from evidence bundles (DoRA)", True),
-    "static": Command("ragbench.commands.static:static_command",
+    "static": _Command("ragbench.commands.static:static_command",
                       "load HotpotQA / MuSiQue questions as a dataset over their paragraphs", True),
-    "evaluate": Command("ragbench.commands.evaluate:evaluate_command",
+    "evaluate": _Command("ragbench.commands.evaluate:evaluate_command",
                         "score RAG setups on a dataset (retrieval, answers, judges)", True),
-    "compare": Command("ragbench.commands.compare:compare_command",
+    "compare": _Command("ragbench.commands.compare:compare_command",
                        "paired comparison of setups against a baseline (--baseline; a CI gate), or ranking agreement of two evaluations"),
-    "plan": Command("ragbench.commands.compare:plan_command",
+    "plan": _Command("ragbench.commands.compare:plan_command",
                     "how many questions (per type) a paired comparison needs to detect a difference"),
-    "validity": Command("ragbench.commands.validity:validity_command",
+    "validity": _Command("ragbench.commands.validity:validity_command",
                         "the share of a run's accepted items that are truly valid, from human verdicts on a sample (PPI)"),
-    "export-ragas": Command("ragbench.commands.export:export_ragas_command",
+    "export-ragas": _Command("ragbench.commands.export:export_ragas_command",
                             "export a dataset (and answers) with ragas column names"),
-    "report": Command("ragbench.commands.report:report_command",
+    "report": _Command("ragbench.commands.report:report_command",
                       "self-contained HTML report with plotly figures (and PNGs)"),
-    "run": Command("ragbench.commands.run:run_command",
+    "run": _Command("ragbench.commands.run:run_command",
                    "execute a stage notebook headless with papermill into a run directory", True),
-    "pipeline": Command("ragbench.commands.run:pipeline_command",
+    "pipeline": _Command("ragbench.commands.run:pipeline_command",
                         "index -> TRIAD -> evaluate -> report from a config file", True),
-    "doctor": Command("ragbench.commands.index:doctor_command",
+    "doctor": _Command("ragbench.commands.index:doctor_command",
                       "check LLM keys and servers, storage credentials, the table and its sidecar (no request is sent)"),
 }
 
 # %% ../nbs/99_cli.ipynb #116def13
 @functools.lru_cache(maxsize=None)
-def plugin_commands() -> dict:
+def _plugin_commands() -> dict:
     """Subcommands that installed packages declare (entry-point group `ragbench.commands`): name -> entry point, not
     loaded."""
     from importlib.metadata import entry_points
@@ -66,21 +65,21 @@ def plugin_commands() -> dict:
 
 def command_names() -> list[str]:
     "Every subcommand: the built-in ones, then the plugins."
-    return list(COMMANDS) + [n for n in plugin_commands() if n not in COMMANDS]
+    return list(COMMANDS) + [n for n in _plugin_commands() if n not in COMMANDS]
 
 def usage() -> str:
     "The top-level help text listing every subcommand (a plugin by its entry point: --help imports nothing)."
     width = max(map(len, command_names()))
     lines = ["usage: ragbench SUBCOMMAND [options]   (ragbench SUBCOMMAND --help for its options)", "", "subcommands:"]
     lines += [
-        f"  {name:<{width}}  {COMMANDS[name].help if name in COMMANDS else 'plugin ' + plugin_commands()[name].value}"
+        f"  {name:<{width}}  {COMMANDS[name].help if name in COMMANDS else 'plugin ' + _plugin_commands()[name].value}"
         for name in command_names()
     ]
     return "\n".join(lines)
 
-def resolve_command(name: str) -> Callable:
+def _resolve_command(name: str) -> Callable:
     "The function implementing subcommand `name` (its module is imported now)."
-    if name not in COMMANDS: return plugin_commands()[name].load()
+    if name not in COMMANDS: return _plugin_commands()[name].load()
     module, func = COMMANDS[name].target.split(":")
     return getattr(importlib.import_module(module), func)
 
@@ -106,7 +105,7 @@ def storage_problem(exc: BaseException) -> Optional[str]:
         e = e.__cause__ or e.__context__
     return None
 
-def run_failure(exc: BaseException, options: dict) -> Optional[str]:
+def _run_failure(exc: BaseException, options: dict) -> Optional[str]:
     """The one line of a run-time failure in `exc`'s chain (a `RunFailure`, or storage that failed, naming the `--db`
     and `--table` of `options`), else None."""
     from ragbench.index import storage_failure
@@ -127,13 +126,13 @@ def _stdout_gone() -> int:
     return 141
 
 # %% ../nbs/99_cli.ipynb #0d6cfddc
-def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] = None) -> int:
+def _call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] = None) -> int:
     """Run subcommand `name` on `argv` and return its exit status (UserError: 2, a run-time failure of storage or an
     LLM: 1, Ctrl-C: 130)."""
     from ragbench.core import UserError
     from ragbench.commands.options import parse_command
-    cmd = COMMANDS.get(name) or Command("", "")
-    func = func or resolve_command(name)
+    cmd = COMMANDS.get(name) or _Command("", "")
+    func = func or _resolve_command(name)
     resume = "Resumable: re-run the same command to continue an interrupted run." if cmd.resumable else None
     try: kwargs = parse_command(func, argv, f"ragbench {name}", resume)
     except SystemExit as e: return e.code if isinstance(e.code, int) else 2        # --help, or argparse's usage error
@@ -141,7 +140,7 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
         rc = func(**kwargs)
         sys.stdout.flush()
     except UserError as e:
-        said = run_failure(e, kwargs)                     # a usage error raised over a storage failure is the failure
+        said = _run_failure(e, kwargs)                     # a usage error raised over a storage failure is the failure
         print(f"ragbench {name}: {said or masked(e)}", file=sys.stderr)
         # 1: also a run-time failure found before any work (an unreachable LLM)
         return 1 if said is not None else getattr(e, "exit_code", 2)
@@ -153,7 +152,7 @@ def call_command(name: str, argv: Sequence[str] = (), func: Optional[Callable] =
         return 130
     except BrokenPipeError: return _stdout_gone()
     except Exception as e:
-        if (failed := run_failure(e, kwargs)) is not None:
+        if (failed := _run_failure(e, kwargs)) is not None:
             print(f"ragbench {name}: {failed}", file=sys.stderr)
             return 1
         said = storage_problem(e)
@@ -186,7 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[0] not in command_names():
         print(f"ragbench: unknown subcommand '{argv[0]}'\n\n{usage()}", file=sys.stderr)
         return 2
-    return call_command(argv[0], argv[1:])
+    return _call_command(argv[0], argv[1:])
 
 # %% ../nbs/99_cli.ipynb #745803ba
 if __name__ == "__main__" and "IPython" not in sys.modules:

@@ -12,13 +12,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic_core import PydanticCustomError
 
 # %% auto #0
-__all__ = ['IDENTIFIER_RULE', 'PATH_COMPONENT_RULE', 'Identifier', 'PathComponent', 'short_hash', 'make_chunk_id',
-           'content_chunk_id', 'utc_now', 'Record', 'Chunk', 'Context', 'Attempt', 'Review', 'is_stand_in', 'QAItem',
-           'as_draft', 'item_id', 'UserError', 'RunFailure', 'RecordError', 'validation_problems', 'identifier_problem',
-           'path_component_problem', 'check_name', 'Registry', 'parse_record', 'read_jsonl', 'repair_torn_tail',
-           'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'item_digest', 'dataset_version',
-           'dataset_diff', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock',
-           'process_alive', 'arun']
+__all__ = ['Identifier', 'PathComponent', 'short_hash', 'make_chunk_id', 'content_chunk_id', 'utc_now', 'Record', 'Chunk',
+           'Context', 'Attempt', 'Review', 'QAItem', 'as_draft', 'item_id', 'UserError', 'RunFailure', 'RecordError',
+           'validation_problems', 'identifier_problem', 'check_name', 'Registry', 'read_jsonl', 'repair_torn_tail',
+           'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'dataset_version', 'dataset_diff',
+           'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock', 'process_alive', 'arun']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -89,7 +87,7 @@ class Review(Record):
     answer: Optional[str] = None
 
 # %% ../nbs/00_core.ipynb #e791e614
-def is_stand_in(model: Optional[str]) -> bool:
+def _is_stand_in(model: Optional[str]) -> bool:
     "Whether a model label names the rule-based stand-in (spec `template`, or the label it leaves in records)."
     m = (model or "").strip()
     return m == "template" or m.startswith("template:") or m.endswith("(rule-based stand-in)")
@@ -135,7 +133,7 @@ class QAItem(Record):
     @property
     def by_stand_in(self) -> bool:
         "True when the rule-based stand-in wrote or judged this item (it can only be a draft, never accepted)."
-        return any(is_stand_in(m) for m in self.models.values())
+        return any(_is_stand_in(m) for m in self.models.values())
 
     @property
     def final_decision(self) -> str:
@@ -172,20 +170,20 @@ def _describe_validation_error(e: ValidationError) -> str:
     return "; ".join(f"field '{loc or '<root>'}': {msg}" for loc, msg in validation_problems(e))
 
 # %% ../nbs/00_core.ipynb #73488401
-IDENTIFIER_RULE = "a parameter name must be a Python identifier that is not a keyword (letters, digits and '_', not starting with a digit)"
-PATH_COMPONENT_RULE = "a name must be one path component (not empty, not '.' or '..'; no '/', '\\' or NUL)"
+_IDENTIFIER_RULE = "a parameter name must be a Python identifier that is not a keyword (letters, digits and '_', not starting with a digit)"
+_PATH_COMPONENT_RULE = "a name must be one path component (not empty, not '.' or '..'; no '/', '\\' or NUL)"
 
 def identifier_problem(value: Any) -> Optional[str]:
-    "Why `value` is not a parameter name (`IDENTIFIER_RULE`), or None."
+    "Why `value` is not a parameter name (`_IDENTIFIER_RULE`), or None."
     ok = isinstance(value, str) and value.isidentifier() and not keyword.iskeyword(value)
-    return None if ok else f"{value!r}: {IDENTIFIER_RULE}"
+    return None if ok else f"{value!r}: {_IDENTIFIER_RULE}"
 
-def path_component_problem(value: Any) -> Optional[str]:
-    "Why `value` is not a step, run, notebook or table name (`PATH_COMPONENT_RULE`), or None."
+def _path_component_problem(value: Any) -> Optional[str]:
+    "Why `value` is not a step, run, notebook or table name (`_PATH_COMPONENT_RULE`), or None."
     ok = isinstance(value, str) and value not in ("", ".", "..") and not any(c in value for c in "/\\\0")
-    return None if ok else f"{value!r}: {PATH_COMPONENT_RULE}"
+    return None if ok else f"{value!r}: {_PATH_COMPONENT_RULE}"
 
-def check_name(value: Any, problem=path_component_problem, where: str = "", error: type = UserError) -> str:
+def check_name(value: Any, problem=_path_component_problem, where: str = "", error: type = UserError) -> str:
     "`value` when `problem` finds nothing in it, else `error`: `where`, the value and the rule."
     if (p := problem(value)) is not None: raise error(f"{where} {p}".strip())
     return value
@@ -198,7 +196,7 @@ def _checked_by(problem) -> AfterValidator:
     return AfterValidator(check)
 
 Identifier = Annotated[str, _checked_by(identifier_problem)]
-PathComponent = Annotated[str, _checked_by(path_component_problem)]
+PathComponent = Annotated[str, _checked_by(_path_component_problem)]
 
 # %% ../nbs/00_core.ipynb #009f9425
 class Registry:
@@ -264,7 +262,7 @@ def copy(self: Registry) -> Registry:
     return out
 
 # %% ../nbs/00_core.ipynb #bf936c2b
-def parse_record(line: str, model: Optional[type[BaseModel]] = None, *, where: str = "<string>") -> Any:
+def _parse_record(line: str, model: Optional[type[BaseModel]] = None, *, where: str = "<string>") -> Any:
     "Parse one JSON line, validating against `model` if given; errors name `where`."
     try: obj = json.loads(line)
     except json.JSONDecodeError as e:
@@ -289,7 +287,7 @@ def read_jsonl(path: Union[str, Path], model: Optional[type[BaseModel]] = None, 
                     if torn_tail: return
                     raise RecordError(f"{path}:{lineno}: the last line is cut off (no newline, not valid JSON): "
                                       "the file was cut while being written; complete or remove that line") from None
-            try: yield parse_record(line, model, where=f"{path}:{lineno}")
+            try: yield _parse_record(line, model, where=f"{path}:{lineno}")
             except RecordError as e:
                 if errors is None: raise
                 errors.append(str(e))
@@ -387,18 +385,18 @@ def card(self: Dataset) -> dict:
             "mean_attempts": (sum(len(i.attempts) for i in self.items) / len(self)) if len(self) else None}
 
 # %% ../nbs/00_core.ipynb #64753c3b
-def item_digest(it: QAItem) -> str:
+def _item_digest(it: QAItem) -> str:
     "What one item adds to a dataset version: id, question, answer, answerability, gold ids and labelled contexts."
     ctx = sorted(f"{c.chunk_id}:{c.relevant}" for c in it.contexts)
     return short_hash(it.id, it.question, it.answer, it.answerable, *it.gold_chunk_ids, "|", *ctx)
 
 def dataset_version(items: Iterable[QAItem], corpus_fingerprint: str = "") -> str:
     "A dataset's version from its corpus fingerprint and its item set (order-independent)."
-    return "dv-" + short_hash(corpus_fingerprint, *sorted(item_digest(i) for i in items))
+    return "dv-" + short_hash(corpus_fingerprint, *sorted(_item_digest(i) for i in items))
 
 def dataset_diff(before: Iterable[QAItem], after: Iterable[QAItem]) -> dict[str, list[str]]:
     "Item ids added / revised / dropped / unchanged from one version of a dataset to the next."
-    b, a = {i.id: item_digest(i) for i in before}, {i.id: item_digest(i) for i in after}
+    b, a = {i.id: _item_digest(i) for i in before}, {i.id: _item_digest(i) for i in after}
     both = a.keys() & b.keys()
     return {"added": sorted(a.keys() - b.keys()), "revised": sorted(k for k in both if a[k] != b[k]),
             "dropped": sorted(b.keys() - a.keys()), "unchanged": sorted(k for k in both if a[k] == b[k])}

@@ -14,10 +14,9 @@ from fastcore.basics import patch
 from .core import Chunk, UserError, content_chunk_id, make_chunk_id
 
 # %% auto #0
-__all__ = ['DEFAULT_MAX_DOC_MB', 'TEXT_SUFFIXES', 'FORMATS', 'Document', 'CorpusError', 'LoadReport', 'html_to_text',
-           'read_file_document', 'iter_folder', 'question_file_error', 'iter_jsonl', 'iter_json_items',
-           'iter_wiki_paragraphs', 'detect_format', 'load_documents', 'count_tokens', 'chunk_document',
-           'chunk_documents', 'paragraph_chunk_id', 'sample_corpus_path', 'hotpot_chunks', 'hotpot_sample_path']
+__all__ = ['DEFAULT_MAX_DOC_MB', 'FORMATS', 'Document', 'CorpusError', 'LoadReport', 'read_file_document', 'iter_json_items',
+           'detect_format', 'load_documents', 'chunk_document', 'chunk_documents', 'paragraph_chunk_id',
+           'sample_corpus_path', 'hotpot_chunks', 'hotpot_sample_path']
 
 # %% ../nbs/10_corpus.ipynb #ba57bcd1
 @dataclass
@@ -56,7 +55,7 @@ class LoadReport:
 
 # %% ../nbs/10_corpus.ipynb #09b7a114
 DEFAULT_MAX_DOC_MB = 20.0
-TEXT_SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
+_TEXT_SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
                  ".pdf": "pdf"}
 
 class _Skip(Exception):
@@ -97,7 +96,7 @@ def _markdown_title(text: str) -> Optional[str]:
 _HTML_BLOCKS = ("p", "div", "li", "ul", "ol", "pre", "table", "tr", "section", "article", "blockquote",
                 "br", "header", "footer", "main", "nav", "dd", "dt", "figure")
 
-def html_to_text(html: str) -> tuple[str, Optional[str]]:
+def _html_to_text(html: str) -> tuple[str, Optional[str]]:
     "Plain text and <title> of an HTML page; headings become `#` lines, blocks are separated by blank lines."
     from bs4 import BeautifulSoup
     soup = BeautifulSoup(html, "html.parser")
@@ -138,20 +137,20 @@ def read_file_document(path: Union[str, Path], rel: Optional[str] = None,
     "Load one .txt/.md/.html/.htm/.pdf file as a Document (raises _Skip with a reason if it cannot)."
     path = Path(path)
     rel = rel or path.name
-    kind = TEXT_SUFFIXES.get(path.suffix.lower())
+    kind = _TEXT_SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise _Skip(f"unsupported file type '{path.suffix or '(none)'}' (supported: {', '.join(TEXT_SUFFIXES)})")
+        raise _Skip(f"unsupported file type '{path.suffix or '(none)'}' (supported: {', '.join(_TEXT_SUFFIXES)})")
     _check_size(path, int(max_doc_mb * 1e6))
     if kind == "pdf": return _pdf_document(path, rel)
     text = _decode(path.read_bytes())
     title = None
-    if kind == "html": text, title = html_to_text(text)
+    if kind == "html": text, title = _html_to_text(text)
     elif kind == "markdown": title = _markdown_title(text)
     if not text.strip(): raise _Skip("file is empty")
     return Document(rel, title or path.stem, text, {"source": str(path)})
 
 # %% ../nbs/10_corpus.ipynb #f9410aae
-def iter_folder(folder: Union[str, Path], report: LoadReport,
+def _iter_folder(folder: Union[str, Path], report: LoadReport,
                 max_doc_mb: float = DEFAULT_MAX_DOC_MB) -> Iterator[Document]:
     "Documents of every supported file under `folder` (recursively, sorted, hidden files ignored)."
     folder = Path(folder)
@@ -184,7 +183,7 @@ def _record_document(rec: Any, where_id: str, source: str) -> Document:
     "A Document from one JSON record {id?, title?, text, ...}; raises _Skip naming the bad field."
     if not isinstance(rec, dict): raise _Skip(f"expected a JSON object {{id, title?, text}}, got {type(rec).__name__}")
     if "text" not in rec and "question" in rec and ("context" in rec or "paragraphs" in rec):
-        raise question_file_error(source)
+        raise _question_file_error(source)
     if "text" not in rec: raise _Skip("field 'text' is missing")
     text = rec["text"]
     if not isinstance(text, str): raise _Skip(f"field 'text' must be a string, got {type(text).__name__}")
@@ -200,7 +199,7 @@ def _record_document(rec: Any, where_id: str, source: str) -> Document:
     return Document(did, str(title) if title else did, text, meta)
 
 # %% ../nbs/10_corpus.ipynb #7a5c356a
-def question_file_error(source: str) -> "CorpusError":
+def _question_file_error(source: str) -> "CorpusError":
     """The error for a HotpotQA / MuSiQue question file given as a corpus (the Hugging Face layout included): name the
     command that reads it."""
     return CorpusError(
@@ -211,7 +210,7 @@ def question_file_error(source: str) -> "CorpusError":
 
 
 # %% ../nbs/10_corpus.ipynb #c2f0b68e
-def iter_jsonl(path: Union[str, Path], report: LoadReport,
+def _iter_jsonl(path: Union[str, Path], report: LoadReport,
                max_doc_mb: float = DEFAULT_MAX_DOC_MB) -> Iterator[Document]:
     "Documents from a JSONL file, one line at a time; bad lines are reported with their line and field."
     path = Path(path)
@@ -371,7 +370,7 @@ def _paragraphs(key: Any, val: Any, fmt: str) -> Iterator[tuple[Any, Any]]:
     return _hotpot_paragraphs(key, val) if fmt == "hotpotqa" else _musique_paragraphs(val)
 
 # %% ../nbs/10_corpus.ipynb #4e7f441d
-def iter_wiki_paragraphs(path: Union[str, Path], report: LoadReport, fmt: str = "hotpotqa") -> Iterator[Document]:
+def _iter_wiki_paragraphs(path: Union[str, Path], report: LoadReport, fmt: str = "hotpotqa") -> Iterator[Document]:
     "Paragraph documents from a HotpotQA or MuSiQue corpus/question file, streamed item by item."
     path = Path(path)
     seen: set[bytes] = set()
@@ -405,7 +404,7 @@ def _sniff_json(path: Path) -> str:
         raise CorpusError(f"{path}:{e.line or 1}: {e}") from None
     if isinstance(key, str): return "hotpotqa"
     if isinstance(val, dict):
-        if isinstance(val.get("context"), dict): raise question_file_error(str(path))   # the Hugging Face layout
+        if isinstance(val.get("context"), dict): raise _question_file_error(str(path))   # the Hugging Face layout
         if "context" in val: return "hotpotqa"
         if "paragraphs" in val: return "musique"
         if "id" in val and "text" in val: return "records"
@@ -445,7 +444,7 @@ def _counted(docs: Iterator[Document], report: LoadReport, source: Path) -> Iter
         report.documents += 1
         yield d
     if report.documents == 0:
-        why = "; ".join(report.messages()[:5]) or "no files with a supported extension (" + ", ".join(TEXT_SUFFIXES) + ")"
+        why = "; ".join(report.messages()[:5]) or "no files with a supported extension (" + ", ".join(_TEXT_SUFFIXES) + ")"
         more = f" (and {len(report.skipped) - 5} more)" if len(report.skipped) > 5 else ""
         raise CorpusError(f"nothing loadable in {source}: {why}{more}")
 
@@ -460,9 +459,9 @@ def load_documents(source: Union[str, Path], fmt: str = "auto", report: Optional
     kind = detect_format(source) if fmt == "auto" else fmt
     if kind == "folder" and not source.is_dir(): raise CorpusError(f"{source}: --format folder needs a folder")
     if kind != "folder" and source.is_dir(): raise CorpusError(f"{source}: is a folder; use --format folder or auto")
-    if kind == "folder": docs = iter_folder(source, report, max_doc_mb)
-    elif kind == "jsonl": docs = iter_jsonl(source, report, max_doc_mb)
-    elif kind in ("hotpotqa", "musique"): docs = iter_wiki_paragraphs(source, report, kind)
+    if kind == "folder": docs = _iter_folder(source, report, max_doc_mb)
+    elif kind == "jsonl": docs = _iter_jsonl(source, report, max_doc_mb)
+    elif kind in ("hotpotqa", "musique"): docs = _iter_wiki_paragraphs(source, report, kind)
     elif kind == "records": docs = _iter_records_json(source, report)
     else: docs = _iter_single_file(source, report, max_doc_mb)
     return _counted(docs, report, source)
@@ -470,7 +469,7 @@ def load_documents(source: Union[str, Path], fmt: str = "auto", report: Optional
 # %% ../nbs/10_corpus.ipynb #9a51d5fc
 _TOKEN = re.compile(r"\w+|[^\w\s]+")
 
-def count_tokens(text: str) -> int:
+def _count_tokens(text: str) -> int:
     "Cheap token count: runs of word characters plus runs of punctuation (not the model tokenizer)."
     return sum(1 for _ in _TOKEN.finditer(text))
 
@@ -517,7 +516,7 @@ def _blocks(text: str) -> list[_Block]:
             for l in lines[1:]:
                 m = _MD_HEADING.match(l)
                 if m: section = _ANCHOR.sub("", m.group(2)).strip()
-        out.append(_Block(s, e, count_tokens(text[s:e]), section, heading=bool(h) and n == len(lines)))
+        out.append(_Block(s, e, _count_tokens(text[s:e]), section, heading=bool(h) and n == len(lines)))
     return out
 
 # %% ../nbs/10_corpus.ipynb #a7ab1e54
@@ -531,7 +530,7 @@ def _units(text: str, start: int, end: int, max_tokens: int, piece: int) -> list
         s, e = pos, a
         pos = b
         if e <= s: continue
-        n = count_tokens(text[s:e])
+        n = _count_tokens(text[s:e])
         if n <= max_tokens:
             out.append((s, e, n))
             continue
@@ -594,7 +593,7 @@ def _pack_spans(text: str, blocks: list[_Block], target: int, min_t: int, max_t:
     flush()
     if mode == "pack" and len(spans) >= 2:
         (ps, pe, psec), (ls, le, _) = spans[-2], spans[-1]
-        if count_tokens(text[ls:le]) < min_t and count_tokens(text[ps:le]) <= max_t: spans[-2:] = [(ps, le, psec)]
+        if _count_tokens(text[ls:le]) < min_t and _count_tokens(text[ps:le]) <= max_t: spans[-2:] = [(ps, le, psec)]
     return spans
 
 # %% ../nbs/10_corpus.ipynb #4ed7e0ca
@@ -612,7 +611,7 @@ def chunk_document(doc: Document, target_tokens: int = 512, min_tokens: int = 10
     for pos, (s, e, section) in enumerate(spans):
         t = text[s:e]
         meta = {"title": doc.title, "source": doc.meta.get("source"), "position": pos, "char_span": [s, e],
-                "section": section, "tokens": count_tokens(t), **extra}
+                "section": section, "tokens": _count_tokens(t), **extra}
         if page_starts: meta["page"] = bisect_right(page_starts, s)
         yield Chunk(id=content_chunk_id(doc.id, t, seen[t]), doc_id=doc.id, text=t, meta=meta)
         seen[t] += 1

@@ -12,14 +12,11 @@ from typing import Callable, Optional, Sequence
 from .core import Dataset, RunDir, UserError
 
 # %% auto #0
-__all__ = ['query_threads', 'build_demo_index', 'demo_searches', 'stand_in_generator', 'demo_triad', 'demo_bridges',
-           'demo_estimate', 'hotpotqa_sample_path', 'hotpotqa_benchmark', 'demo_setups', 'local_smoke', 'headline',
-           'demo_evaluate', 'demo_paired', 'decision_headline', 'decision_section', 'bars_svg', 'retrieval_section',
-           'demo_page', 'demo_sections', 'demo_reports', 'demo_config', 'run_demo']
+__all__ = ['build_demo_index', 'demo_searches', 'hotpotqa_sample_path', 'headline', 'run_demo']
 
 # %% ../nbs/80_demo.ipynb #badff83c
 @contextlib.contextmanager
-def query_threads(n: int = 1):
+def _query_threads(n: int = 1):
     "Run the block with `n` torch threads (for one-query-at-a-time embedding), then restore the setting."
     import torch
     old = torch.get_num_threads()
@@ -48,13 +45,13 @@ def demo_searches(idx, query: str = "how do I undo the last commit", k: int = 3,
     "Search `query` in the three modes; returns {mode: [chunk ids]}."
     res = {}
     for mode in ("dense", "bm25", "hybrid"):
-        with query_threads(): hits = idx.search(query, k=k, mode=mode)
+        with _query_threads(): hits = idx.search(query, k=k, mode=mode)
         res[mode] = [h.chunk_id for h in hits]
         log(f"[2/6] {mode:>6}: " + " | ".join(f"{h.meta.get('title', h.doc_id)} ({h.score:.2f})" for h in hits))
     return res
 
 # %% ../nbs/80_demo.ipynb #366d1661
-def stand_in_generator(cache_dir=None):
+def _stand_in_generator(cache_dir=None):
     "The `template` LLM, named `template (rule-based stand-in)` in every record it leaves."
     from ragbench.spine import LLMPool
     from ragbench.llm.template import TEMPLATE_MODEL
@@ -63,12 +60,12 @@ def stand_in_generator(cache_dir=None):
     return llm
 
 # %% ../nbs/80_demo.ipynb #87ac4bd5
-def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress: bool = False,
+def _demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress: bool = False,
                log: Callable = print) -> dict:
     """Generate up to `n` TRIAD questions into `out/triad` with `gen_llm` (partners from other pages, so bridges join
     two pages); returns the generation summary."""
     from ragbench.triad import TriadConfig, run_triad
-    with query_threads():
+    with _query_threads():
         gen = run_triad(idx, gen_llm, TriadConfig(n=n, max_seeds=max_seeds, concurrency=2,
                                                 other_documents=True), out / "triad", progress=progress,
                         log=lambda m: None)
@@ -83,7 +80,7 @@ def demo_triad(idx, gen_llm, out: Path, n: int = 2, max_seeds: int = 6, progress
 # %% ../nbs/80_demo.ipynb #demo-bridges
 _VIA = {"shared": "both passages name it", "fallback": "nearest neighbour (no shared name)"}
 
-def demo_bridges(idx, out: Path, n: int = 4, log: Callable = print) -> list[dict]:
+def _demo_bridges(idx, out: Path, n: int = 4, log: Callable = print) -> list[dict]:
     "The bridges TRIAD found (seed and partner titles, the shared topic, why) from `out/triad/seeds.jsonl`."
     from ragbench.core import read_jsonl
     p, res = out / "triad" / "seeds.jsonl", []
@@ -95,12 +92,12 @@ def demo_bridges(idx, out: Path, n: int = 4, log: Callable = print) -> list[dict
         log(f"[3/6] bridge ({s.get('kind')}): {' + '.join(titles)} on '{s.get('bridge_topic')}' ({res[-1]['why']})")
     return res
 
-def demo_estimate(idx, n: int = 100, spec: str = "gemini:gemini-2.5-flash", log: Callable = print) -> dict:
+def _demo_estimate(idx, n: int = 100, spec: str = "gemini:gemini-2.5-flash", log: Callable = print) -> dict:
     """What TRIAD would cost with a real model for `n` questions on this index (calls, tokens, USD), before spending
     anything."""
     from ragbench.triad import TriadConfig
     from ragbench.triad.run import estimate_triad
-    with query_threads(): est = estimate_triad(idx, TriadConfig(n=n), specs={"generate": spec})
+    with _query_threads(): est = estimate_triad(idx, TriadConfig(n=n), specs={"generate": spec})
     t = est["total"]
     cost = "unknown" if t["cost_usd"] is None else f"~{t['cost_usd']:.2f} USD"
     log(f"[3/6] a real run: {n} questions with {spec} would take ~{t['calls']} LLM calls, "
@@ -112,7 +109,7 @@ def hotpotqa_sample_path() -> Path:
     "The 12 HotpotQA questions bundled with the package (original list layout, CC BY-SA 4.0)."
     return Path(str(files("ragbench") / "data" / "hotpotqa_sample.json"))
 
-def hotpotqa_benchmark(out: Path, embedder=None, progress: bool = False, log: Callable = print):
+def _hotpotqa_benchmark(out: Path, embedder=None, progress: bool = False, log: Callable = print):
     "The bundled HotpotQA slice as a dataset (`out/dataset.jsonl`) and its paragraphs as an index (`out/db`)."
     from ragbench.benchmarks import load_static, index_static
     from ragbench.embed import make_embedder
@@ -125,7 +122,7 @@ def hotpotqa_benchmark(out: Path, embedder=None, progress: bool = False, log: Ca
     return ds, idx
 
 # %% ../nbs/80_demo.ipynb #60cf1f54
-def demo_setups(db: Path, llm_spec: Optional[str] = None):
+def _demo_setups(db: Path, llm_spec: Optional[str] = None):
     "Dense top-5 (the baseline) and three variants: BM25, hybrid, dense top-2."
     from ragbench.eval import Setup, variants_of
     base = Setup(name="dense-top5", db=str(db), retrieval="dense", top_k=5, llm=llm_spec)
@@ -134,7 +131,7 @@ def demo_setups(db: Path, llm_spec: Optional[str] = None):
                               {"name": "dense-top2", "top_k": 2}])
 
 # %% ../nbs/80_demo.ipynb #ba05e240
-def local_smoke(llm, log: Callable = print):
+def _local_smoke(llm, log: Callable = print):
     "One structured call to the answering model: proves the LLM loads and its reply parses."
     from ragbench.prompts import render_prompt, get_prompt
     system, prompt = render_prompt("smoke", word="ragbench")
@@ -147,18 +144,18 @@ def headline(summary: dict, metric: str = "recall@k") -> str:
     return " | ".join(f"{s} {metric} {m[metric]['mean']:.2f}" for s, m in summary["setups"].items()
                       if (m.get(metric) or {}).get("mean") is not None)
 
-def demo_evaluate(ds, setups, out_dir: Path, index, llm=None, *, progress: bool = False,
+def _demo_evaluate(ds, setups, out_dir: Path, index, llm=None, *, progress: bool = False,
                   judges: Sequence[str] = ("correctness", "abstention")) -> dict:
     "Score `setups` on `ds` in `index`: retrieval only without `llm`, else answered and judged by `llm` too."
     from ragbench.eval import evaluate
-    with query_threads():
+    with _query_threads():
         return evaluate(ds, setups, out_dir, index_factory=lambda s: index, modes=("retrieved",), judge_llm=llm,
                         llm_factory=lambda spec: llm, judges=judges if llm is not None else (),
                         bertscore=llm is not None,
                         progress=progress)
 
 # %% ../nbs/80_demo.ipynb #0f02f445
-def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[str] = ("recall@k", "mrr"),
+def _demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[str] = ("recall@k", "mrr"),
                 log: Callable = print) -> list[dict]:
     "The paired decision table of the demo's setups against `baseline`, logged and written to `eval_dir/paired.json`."
     from ragbench.core import atomic_write
@@ -170,7 +167,7 @@ def demo_paired(eval_dir: Path, baseline: str = "dense-top5", metrics: Sequence[
     return rows
 
 # %% ../nbs/80_demo.ipynb #7d0b2bde
-def decision_headline(rows: Sequence[dict], n: int) -> str:
+def _decision_headline(rows: Sequence[dict], n: int) -> str:
     """One line over the primary rows: which setups are better or worse than the baseline, or that the questions cannot
     tell."""
     prim = [r for r in rows if r["family"] == "primary"]
@@ -182,11 +179,11 @@ def decision_headline(rows: Sequence[dict], n: int) -> str:
     if said: return f"On {n} questions, against {base} on {metric}: " + ", ".join(said) + "; the rest cannot be told apart" * (len(said) < len(prim)) + "."
     return f"On {n} questions no setup can be told apart from {base} on {metric}: every comparison is uninformative{tail}."
 
-def decision_section(rows: Sequence[dict], n: int) -> str:
+def _decision_section(rows: Sequence[dict], n: int) -> str:
     "The demo page's Decision section: the headline, then one plain sentence per primary row."
     import html
     from ragbench.report.html import decision_table_html
-    return f"<p class='lead'><b>{html.escape(decision_headline(rows, n))}</b></p>" + decision_table_html(rows)
+    return f"<p class='lead'><b>{html.escape(_decision_headline(rows, n))}</b></p>" + decision_table_html(rows)
 
 
 # %% ../nbs/80_demo.ipynb #8991096f
@@ -195,7 +192,7 @@ def _fmt(ci: Optional[dict]) -> str:
     if not ci or ci.get("mean") is None: return "–"
     return f"{ci['mean']:.2f}" + (f" [{ci['lo']:.2f}, {ci['hi']:.2f}]" if ci.get("lo") is not None else "")
 
-def bars_svg(summary: dict, metric: str = "recall@k", width: int = 560) -> str:
+def _bars_svg(summary: dict, metric: str = "recall@k", width: int = 560) -> str:
     "A small static SVG: one bar per setup for `metric`, with its 95% interval as a whisker (no script, no download)."
     rows = [(s, m.get(metric) or {}) for s,
             m in summary["setups"].items() if (m.get(metric) or {}).get("mean") is not None]
@@ -226,7 +223,7 @@ _PAGE_CSS = ("body{font-family:system-ui,sans-serif;max-width:860px;margin:2em a
              "td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}.num{text-align:right;font-variant-numeric:tabular-nums}"
              ".draft{background:#fff4d6;padding:.6em 1em;border-left:4px solid #e0a800}.sub{color:#666;font-size:.9em}")
 
-def retrieval_section(summary: dict, n_questions: int) -> str:
+def _retrieval_section(summary: dict, n_questions: int) -> str:
     "The real measurement of the demo: the four retrieval setups on the human-written HotpotQA questions."
     head = "<tr><th>setup</th><th class='num'>recall@k</th><th class='num'>hit@k</th><th class='num'>MRR</th></tr>"
     rows = "".join(f"<tr><td>{_esc_html(s)}</td>" + "".join(f"<td class='num'>{_fmt(m.get(k))}</td>"
@@ -235,10 +232,10 @@ def retrieval_section(summary: dict, n_questions: int) -> str:
     return (f"<p>{n_questions} human-written HotpotQA questions, each searched among 120 paragraphs (its 2 gold ones and 8 "
             "distractors per question). recall@k: the share of the gold paragraphs in the top k; hit@k: at least one; MRR: how "
             "high the first gold paragraph ranks. Brackets: 95% bootstrap intervals — with 12 questions they are wide, so "
-            "read the ranking, not the second decimal.</p>" + bars_svg(summary) + f"<table>{head}{rows}</table>")
+            "read the ranking, not the second decimal.</p>" + _bars_svg(summary) + f"<table>{head}{rows}</table>")
 
 # %% ../nbs/80_demo.ipynb #9ea35c84
-def demo_page(out: Path, sections: Sequence[tuple[str, str]], title: str = "ragbench demo") -> Path:
+def _demo_page(out: Path, sections: Sequence[tuple[str, str]], title: str = "ragbench demo") -> Path:
     "One self-contained HTML page (`out/report.html`): the sections in order, static figures, no script."
     from ragbench.core import atomic_write, utc_now
     body = "".join(f"<h2>{_esc_html(t)}</h2>{h}" for t, h in sections)
@@ -253,7 +250,7 @@ def _titles(idx, ids) -> str:
     "The titles of chunks `ids`, joined."
     return ", ".join(_esc_html(c.meta.get("title") or c.doc_id) for c in idx.get_many(ids))
 
-def demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, drafts: Sequence, summary: dict,
+def _demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, drafts: Sequence, summary: dict,
                   n_questions: int, query: str = "how do I undo the last commit") -> list[tuple[str, str]]:
     """The demo page's sections: what is real, indexing and search, the bridges, the stand-in's drafts, the cost of a
     real run, retrieval."""
@@ -283,16 +280,16 @@ def demo_sections(idx, searches: dict, gen: dict, bridges: list, est: dict, draf
            "(nbs/tutorials/own_rag.ipynb).</li></ul>")
     return [("What this demo shows", real), ("Indexing and search", search), ("TRIAD: the bridges it finds", br),
             ("What a real run would cost", estimate), ("Retrieval setups on human-written questions",
-                                                       retrieval_section(summary, n_questions)),
+                                                       _retrieval_section(summary, n_questions)),
             ("Next", nxt)]
 
 # %% ../nbs/80_demo.ipynb #84b529a1
-def demo_reports(out: Path, sections: Sequence[tuple[str, str]], log: Callable = print) -> dict:
+def _demo_reports(out: Path, sections: Sequence[tuple[str, str]], log: Callable = print) -> dict:
     "Write the demo's one page, `out/report.html`; returns its path."
-    return {"report": str(demo_page(out, sections, title="ragbench demo: what it measures offline"))}
+    return {"report": str(_demo_page(out, sections, title="ragbench demo: what it measures offline"))}
 
 # %% ../nbs/80_demo.ipynb #fe8b531e
-def demo_config(llm_spec, gen_spec, **params) -> dict:
+def _demo_config(llm_spec, gen_spec, **params) -> dict:
     "The demo's manifest config: the models of each role, the stand-ins named as such."
     from ragbench.llm import redact_spec
     from ragbench.llm.template import TEMPLATE_MODEL
@@ -315,7 +312,7 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     out = Path(out)
     run = RunDir(out)
     t0 = time.monotonic()
-    run.write_manifest(kind="demo", config=demo_config(llm_spec, gen_spec, n_questions=n_questions, max_seeds=max_seeds,
+    run.write_manifest(kind="demo", config=_demo_config(llm_spec, gen_spec, n_questions=n_questions, max_seeds=max_seeds,
                                                        max_docs=max_docs))
     emb = embedder or make_embedder()
     idx = build_demo_index(out, max_docs, embedder=emb, log=log, progress=progress)
@@ -323,24 +320,24 @@ def run_demo(out, llm_spec: Optional[str] = None, n_questions: int = 2, max_seed
     # one client a spec, one cache (19_spine)
     pool = open_run(RunSpec(out=str(out), preflight=False), name="demo").pool
     llm = pool.get(llm_spec)
-    gen_llm = stand_in_generator(out / "cache") if gen_spec in (None, "template") else pool.get(gen_spec)
-    gen = demo_triad(idx, gen_llm, out, n=n_questions, max_seeds=max_seeds, progress=progress, log=log)
-    bridges, est = demo_bridges(idx, out, log=log), demo_estimate(idx, log=log)
-    hds, hidx = hotpotqa_benchmark(out / "hotpotqa", embedder=emb, progress=progress, log=log)
-    if llm is not None: local_smoke(llm, log=log)
+    gen_llm = _stand_in_generator(out / "cache") if gen_spec in (None, "template") else pool.get(gen_spec)
+    gen = _demo_triad(idx, gen_llm, out, n=n_questions, max_seeds=max_seeds, progress=progress, log=log)
+    bridges, est = _demo_bridges(idx, out, log=log), _demo_estimate(idx, log=log)
+    hds, hidx = _hotpotqa_benchmark(out / "hotpotqa", embedder=emb, progress=progress, log=log)
+    if llm is not None: _local_smoke(llm, log=log)
     log(
         f"[5/6] scoring {len(hds)} questions x 4 retrieval setups"
         + ("" if llm is None else f", answered and judged by {llm.spec}")
     )
-    summary = demo_evaluate(hds, demo_setups(out / "hotpotqa" / "db", llm_spec), out / "eval", hidx, llm,
+    summary = _demo_evaluate(hds, _demo_setups(out / "hotpotqa" / "db", llm_spec), out / "eval", hidx, llm,
                             progress=progress)
     log(f"[5/6] {'retrieval' if llm is None else llm.spec + ' answered and judged'} on HotpotQA "
         f"({len(hds)} questions): {headline(summary)} -> {out / 'eval' / 'summary.json'}")
-    prows = demo_paired(out / "eval", log=log)
+    prows = _demo_paired(out / "eval", log=log)
     triad = Dataset.read(out / "triad" / "dataset.jsonl") if (out / "triad" / "dataset.jsonl").exists() else Dataset()
-    sections = [("Decision", decision_section(prows, len(hds)))] + demo_sections(
+    sections = [("Decision", _decision_section(prows, len(hds)))] + _demo_sections(
         idx, searches, gen, bridges, est, [it for it in triad if it.answerable], summary, len(hds))
-    reports = demo_reports(out, sections, log=log)
+    reports = _demo_reports(out, sections, log=log)
     log(f"[6/6] report: {reports['report']} (one page)  ({time.monotonic() - t0:.0f} s in all)")
     return {"index_rows": len(idx), "triad": {k: gen.get(k, 0) for k in ("accepted", "drafts", "attempts",
         "seeds_tried")},

@@ -11,8 +11,7 @@ import numpy as np
 from .core import UserError, package_dir
 
 # %% auto #0
-__all__ = ['DEFAULT_EMBEDDER', 'HashEmbedder', 'EmbedderError', 'default_model_path', 'resolve_model', 'resolve_device',
-           'default_batch_size', 'Embedder', 'make_embedder']
+__all__ = ['DEFAULT_EMBEDDER', 'HashEmbedder', 'EmbedderError', 'default_model_path', 'make_embedder']
 
 # %% ../nbs/02_embed.ipynb #b5c02431
 class HashEmbedder:
@@ -67,7 +66,7 @@ def _cached_model(model: str) -> Optional[tuple[Path, str]]:
     return None
 
 # %% ../nbs/02_embed.ipynb #0e78b5b0
-def resolve_model(model: Optional[str]) -> tuple[Path, str]:
+def _resolve_model(model: Optional[str]) -> tuple[Path, str]:
     "(folder, stable name) of an embedding model given as None/default, a folder, or a cached hub name."
     if model in (None, "", "default", DEFAULT_EMBEDDER, "sentence-transformers/" + DEFAULT_EMBEDDER):
         return default_model_path(), DEFAULT_EMBEDDER
@@ -104,13 +103,13 @@ def _config_dim(path: Path) -> Optional[int]:
 # %% ../nbs/02_embed.ipynb #3a79e0df
 _MODELS: dict = {}
 
-def resolve_device(device: Optional[str] = "auto") -> str:
+def _resolve_device(device: Optional[str] = "auto") -> str:
     "The torch device to embed on: `cuda` when `auto` and a GPU is visible, else `cpu` (or the device named)."
     if device not in (None, "auto"): return device
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"
 
-def default_batch_size(device: str) -> int:
+def _default_batch_size(device: str) -> int:
     "Texts per encode batch: 256 on a GPU (it is idle at 64), 64 on CPU (larger batches only cost memory there)."
     return 256 if str(device).startswith("cuda") else 64
 
@@ -129,22 +128,22 @@ def _load_model(path: Path, device: str):
     return _MODELS[key]
 
 # %% ../nbs/02_embed.ipynb #a9166771
-class Embedder:
+class _Embedder:
     "A sentence-transformers model loaded offline by path: .name, .dim, .encode(texts) -> L2-normalised float32."
     def __init__(self, model: Optional[str] = None, batch_size: Optional[int] = None, device: str = "auto"):
-        self.path, self.name = resolve_model(model)
+        self.path, self.name = _resolve_model(model)
         self._batch_size, self._device, self._dim = batch_size, device, _config_dim(self.path)
 
     @property
     def device(self) -> str:
         "The device it embeds on (`auto` resolved on first use: a GPU when one is visible)."
-        if self._device in (None, "auto"): self._device = resolve_device(self._device)
+        if self._device in (None, "auto"): self._device = _resolve_device(self._device)
         return self._device
 
     @property
     def batch_size(self) -> int:
         "Texts per encode batch (chosen for the device unless given)."
-        return self._batch_size or default_batch_size(self.device)
+        return self._batch_size or _default_batch_size(self.device)
 
     @property
     def spec(self) -> str:
@@ -173,9 +172,9 @@ class Embedder:
     def __repr__(self): return f"Embedder({self.name!r}, dim={self.dim})"
 
 # %% ../nbs/02_embed.ipynb #2f0f8181
-def make_embedder(spec: Union[str, None, Embedder, HashEmbedder] = None, **kw) -> Union[Embedder, HashEmbedder]:
+def make_embedder(spec: Union[str, None, _Embedder, HashEmbedder] = None, **kw) -> Union[_Embedder, HashEmbedder]:
     "An embedder from a spec: None/'default' (bundled MiniLM), 'hash' or 'hash:DIM', a model folder, or a cached name."
     if spec is not None and not isinstance(spec, str): return spec
     if spec and (spec == "hash" or spec.startswith("hash:")):
         return HashEmbedder(int(spec.split(":", 1)[1]) if ":" in spec else 256)
-    return Embedder(spec, **kw)
+    return _Embedder(spec, **kw)

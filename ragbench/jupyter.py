@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 # %% auto #0
-__all__ = ['SERVER_CONFIG', 'encrypt_kernels', 'kernel_config', 'enable_server_extension', 'main']
+__all__ = ['encrypt_kernels', 'kernel_config', 'main']
 
 # %% ../nbs/07_jupyter.ipynb #a8d20ae5
 def encrypt_kernels(config) -> bool:
@@ -44,19 +44,19 @@ def _load_jupyter_server_extension(serverapp) -> None:
     "Nothing to load: the extension only sets the kernel transport."
 
 # %% ../nbs/07_jupyter.ipynb #72cf1bed
-SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {"ragbench.jupyter": True}}}
+_SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {"ragbench.jupyter": True}}}
 
-def enable_server_extension(prefix: Optional[str] = None) -> Path:
+def _enable_server_extension(prefix: Optional[str] = None) -> Path:
     """Write PREFIX/etc/jupyter/jupyter_server_config.d/ragbench.json (PREFIX: this Python's sys.prefix), the file `pip
     install .` places and `pip install -e .` does not."""
     p = Path(prefix or sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "ragbench.json"
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(SERVER_CONFIG, indent=2) + "\n")
+    p.write_text(json.dumps(_SERVER_CONFIG, indent=2) + "\n")
     return p
 
 def main(argv: Optional[list] = None) -> None:
     "`python -m ragbench.jupyter [PREFIX]`: every Jupyter server of this environment loads ragbench's extension."
     argv = sys.argv[1:] if argv is None else argv
-    print(f"wrote {enable_server_extension(argv[0] if argv else None)}: JupyterLab's kernels get encrypted sockets")
+    print(f"wrote {_enable_server_extension(argv[0] if argv else None)}: JupyterLab's kernels get encrypted sockets")
 
 if __name__ == "__main__" and getattr(globals().get("__spec__"), "name", None) == "ragbench.jupyter": main()

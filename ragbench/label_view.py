@@ -12,11 +12,10 @@ from .review import chunk_lookup
 from .widgets import CSS, is_headless, static, styled
 
 # %% auto #0
-__all__ = ['typed_keys', 'label_row_html', 'ShortcutView', 'LabelView', 'label_widget', 'validity_item_html', 'ValidityView',
-           'validity_widget']
+__all__ = ['label_row_html', 'label_widget', 'validity_widget']
 
 # %% ../nbs/63_label_view.ipynb #2758ed97
-def typed_keys(before: str, after: str) -> str:
+def _typed_keys(before: str, after: str) -> str:
     "The keys a shortcut field gained: what `after` adds to `before` (a field that never clears cannot replay keys)."
     return after[len(before):] if after.startswith(before) else after[-1:] if len(after) > len(before) else ""
 
@@ -43,7 +42,7 @@ def label_row_html(queue: LabelQueue, lookup: Callable = lambda ids: {}) -> str:
             f"<details open><summary>contexts ({len(ids)})</summary>{ctx}</details></div>")
 
 # %% ../nbs/63_label_view.ipynb #01710c9d
-class ShortcutView:
+class _ShortcutView:
     """An ipywidgets view of a keyed queue: buttons, a shortcut field (every key of an update is read) and the current
     row."""
     name, keys, placeholder = "view", (), ""                 # CSS name, (key, label) buttons, shortcut hint
@@ -71,14 +70,14 @@ class ShortcutView:
 
     def _on_key(self, change):
         known = self.shortcuts()
-        for k in typed_keys(change["old"], change["new"]).lower():   # several keys can arrive in one update
+        for k in _typed_keys(change["old"], change["new"]).lower():   # several keys can arrive in one update
             if k in known: self.press(k)
 
     def shortcuts(self) -> set[str]: return {k for k, _ in self.keys}
     def render(self) -> str: raise NotImplementedError
     def refresh(self): self.body.value = self.render()
 
-class LabelView(ShortcutView):
+class _LabelView(_ShortcutView):
     "ipywidgets view of a LabelQueue: the row, buttons and a keyboard field (c x f u n p), redrawn after each label."
     name, placeholder = "label", "c x f u n p"
     keys = (("c", "correct"), ("x", "incorrect"), ("f", "faithful"), ("u", "unfaithful"), ("p", "prev"), ("n", "next"))
@@ -90,10 +89,10 @@ def label_widget(queue: LabelQueue, headless: Optional[bool] = None, chunks=None
     "The labelling view, or the current row as static HTML when no live front end can show widgets."
     if headless if headless is not None else is_headless():
         return static(label_row_html(queue, chunk_lookup(None, chunks)))
-    return LabelView(queue, chunks).widget
+    return _LabelView(queue, chunks).widget
 
 # %% ../nbs/63_label_view.ipynb #c19417e8
-def validity_item_html(queue: ValidityQueue, lookup: Callable = lambda ids: {}) -> str:
+def _validity_item_html(queue: ValidityQueue, lookup: Callable = lambda ids: {}) -> str:
     "The current sampled item: progress, question, answer, gold passages and the pending verdicts (not the judge's)."
     it, e, p = queue.current, html.escape, queue.progress()
     texts = lookup(list(it.gold_chunk_ids)) if it.gold_chunk_ids else {}
@@ -109,19 +108,19 @@ def validity_item_html(queue: ValidityQueue, lookup: Callable = lambda ids: {}) 
 
 
 # %% ../nbs/63_label_view.ipynb #b46183d5
-class ValidityView(ShortcutView):
+class _ValidityView(_ShortcutView):
     "ipywidgets view of a ValidityQueue: the item, buttons and a keyboard field (1-4 v s n p), redrawn after each key."
     name, placeholder = "validity", "1-4 v s n p"
     keys = tuple((k, c.replace("_", "-")) for k, c in VALIDITY_KEYS_HELP.items()) + (("v", "all valid"), ("s", "save"),
                                                                                     ("p", "prev"), ("n", "next"))
     def __init__(self, queue: ValidityQueue, chunks=None): super().__init__(queue, chunk_lookup(queue.run_dir, chunks))
-    def render(self) -> str: return validity_item_html(self.q, self.lookup)
+    def render(self) -> str: return _validity_item_html(self.q, self.lookup)
 
 def validity_widget(run_dir, reviewer: str = "anonymous", n: int = 60, seed: int = 0, headless: Optional[bool] = None,
                     chunks=None):
     "The validity view over a run's seeded sample of accepted items, or the current item as static HTML when headless."
     q = ValidityQueue(run_dir, reviewer, n=n, seed=seed)
     if headless if headless is not None else is_headless():
-        return static(validity_item_html(q, chunk_lookup(run_dir, chunks)))
-    return ValidityView(q, chunks).widget
+        return static(_validity_item_html(q, chunk_lookup(run_dir, chunks)))
+    return _ValidityView(q, chunks).widget
 

@@ -13,39 +13,36 @@ from .core import (Identifier, PathComponent, RunDir, UserError, check_name, ide
 from .jupyter import kernel_config
 
 # %% auto #0
-__all__ = ['ALIASES', 'NOTEBOOK_MODULES', 'RUN_DIR_PARAMS', 'RUN_JSON', 'packaged_dir', 'source_dir', 'notebook_dirs',
-           'short_name', 'list_notebooks', 'RunError', 'NotebookFailed', 'find_notebook', 'parse_value',
-           'require_notebook_extra', 'notebook_parameters', 'with_run_dir', 'check_parameters', 'load_state',
-           'save_state', 'process_start', 'resolve_parameters', 'hide_secrets', 'kernel_env', 'tqdm_widget',
-           'ProgressMirror', 'mirror_engine', 'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks']
+__all__ = ['short_name', 'RunError', 'NotebookFailed', 'find_notebook', 'notebook_parameters', 'load_state', 'save_state',
+           'execute', 'run_notebook', 'run_parameters', 'runnable_notebooks']
 
 # %% ../nbs/70_papermill.ipynb #46a6d551
-ALIASES = {"eval": "eval.run", "review": "review_queue", "generate": "triad"}
+_ALIASES = {"eval": "eval.run", "review": "review_queue", "generate": "triad"}
 
-def packaged_dir() -> Path:
+def _packaged_dir() -> Path:
     "The folder of notebooks shipped with the installed package."
     import ragbench
     return Path(ragbench.__file__).parent / "notebooks"
 
-def source_dir() -> Optional[Path]:
+def _source_dir() -> Optional[Path]:
     "The `nbs/` folder of a source checkout (editable install), if there is one."
     import ragbench
     root = Path(ragbench.__file__).resolve().parents[1]
     return root / "nbs" if (root / "settings.ini").exists() and (root / "nbs").is_dir() else None
 
-def notebook_dirs() -> list[Path]:
+def _notebook_dirs() -> list[Path]:
     "Where notebooks are looked up, steps first: packaged steps and stages, then the checkout's."
-    return [d / sub for d in (packaged_dir(), source_dir()) if d is not None for sub in ("steps", ".")]
+    return [d / sub for d in (_packaged_dir(), _source_dir()) if d is not None for sub in ("steps", ".")]
 
 def short_name(path: Union[str, Path]) -> str:
     "A notebook's name without folder, extension and number prefixes: `nbs/30_dora.05_run.ipynb` -> `dora.run`."
     return re.sub(r"\.\d+_", ".", re.sub(r"^\d+[a-z]?_", "", Path(path).stem))
 
 # %% ../nbs/70_papermill.ipynb #8237f405
-def list_notebooks(dirs: Optional[Sequence[Path]] = None) -> dict[str, Path]:
+def _list_notebooks(dirs: Optional[Sequence[Path]] = None) -> dict[str, Path]:
     "Runnable notebooks by name (short name and full stem); earlier folders win (steps over stages)."
     out: dict[str, Path] = {}
-    for d in notebook_dirs() if dirs is None else dirs:
+    for d in _notebook_dirs() if dirs is None else dirs:
         for p in sorted(Path(d).glob("*.ipynb")):
             if p.name.startswith((".", "_")) or (p.stem == "index" and p.parent.name != "steps"): continue
             for n in (short_name(p), p.stem): out.setdefault(n, p)
@@ -58,36 +55,36 @@ class NotebookFailed(RuntimeError):
     "A notebook raised: the message names the cell, the error and the executed notebook (exit status 1)."
 
 def find_notebook(name: Union[str, Path], dirs: Optional[Sequence[Path]] = None) -> Path:
-    "The notebook file for a path, a stage or step name, or `step:NAME` (see `list_notebooks`)."
+    "The notebook file for a path, a stage or step name, or `step:NAME` (see `_list_notebooks`)."
     p = Path(name)
     if p.suffix == ".ipynb" or os.sep in str(name):
         if p.is_file(): return p.resolve()
         raise RunError(f"notebook not found: {p}")
-    nbs, key = list_notebooks(dirs), str(name).removeprefix("step:")
-    for n in (key, ALIASES.get(key, "")):
+    nbs, key = _list_notebooks(dirs), str(name).removeprefix("step:")
+    for n in (key, _ALIASES.get(key, "")):
         if n in nbs: return nbs[n].resolve()
     names = sorted({short_name(v) for v in nbs.values()})
     raise RunError(f"no notebook named '{name}'; known: {', '.join(names) or '(none)'}; or pass a path to a .ipynb file")
 
 # %% ../nbs/70_papermill.ipynb #511e619d
-def parse_value(s: str) -> Any:
+def _parse_value(s: str) -> Any:
     "A command-line parameter value: JSON if it parses, Python's True/False/None, else the string."
     if s in ("True", "False", "None"): return {"True": True, "False": False, "None": None}[s]
     try: return json.loads(s)
     except (json.JSONDecodeError, ValueError): return s
 
 # %% ../nbs/70_papermill.ipynb #1d9505af
-NOTEBOOK_MODULES = ("papermill", "ipykernel", "nbformat")
+_NOTEBOOK_MODULES = ("papermill", "ipykernel", "nbformat")
 
 def _absent(module: str, find) -> bool:
     "Whether `module` cannot be imported (find_spec finds nothing, or raises)."
     try: return find(module) is None
     except (ImportError, ValueError): return True
 
-def require_notebook_extra(find=None) -> None:
+def _require_notebook_extra(find=None) -> None:
     "Raise RunError naming `pip install 'ragbench[notebooks]'` when a module for running notebooks is missing."
     import importlib.util
-    missing = [m for m in NOTEBOOK_MODULES if _absent(m, find or importlib.util.find_spec)]
+    missing = [m for m in _NOTEBOOK_MODULES if _absent(m, find or importlib.util.find_spec)]
     if missing:
         raise RunError(f"running notebooks needs papermill and a Jupyter kernel ({', '.join(missing)} not installed): "
                        f"pip install 'ragbench[notebooks]' (in a source checkout: pip install -e '.[notebooks]')")
@@ -99,7 +96,7 @@ class _Cell(dict):
 
 def notebook_parameters(path: Union[str, Path]) -> dict:
     "The parameters a notebook declares in its `parameters` cell: {name: default as written}."
-    require_notebook_extra()
+    _require_notebook_extra()
     from papermill.translators import PythonTranslator
     nb = json.loads(Path(path).read_text())
     cell = next((c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])), None)
@@ -108,14 +105,14 @@ def notebook_parameters(path: Union[str, Path]) -> dict:
     return {p.name: p.default for p in PythonTranslator.inspect(_Cell(source=src))}
 
 # %% ../nbs/70_papermill.ipynb #146f375f
-RUN_DIR_PARAMS = ("run_dir", "out_dir", "out")
+_RUN_DIR_PARAMS = ("run_dir", "out_dir", "out")
 
-def with_run_dir(params: dict, declared: dict, run_dir: Union[str, Path]) -> dict:
+def _with_run_dir(params: dict, declared: dict, run_dir: Union[str, Path]) -> dict:
     "`params` plus the run directory in the notebook's output-folder parameter (if it declares one not given)."
-    target = next((p for p in RUN_DIR_PARAMS if p in declared), None)
+    target = next((p for p in _RUN_DIR_PARAMS if p in declared), None)
     return {**params, target: str(Path(run_dir).resolve())} if target and target not in params else dict(params)
 
-def check_parameters(params: dict, declared: dict, src: Path, quiet: bool = False) -> None:
+def _check_parameters(params: dict, declared: dict, src: Path, quiet: bool = False) -> None:
     "Refuse a parameter the notebook does not declare; warn when it has no parameters cell."
     unknown = [k for k in params if declared and k not in declared]
     if unknown:
@@ -125,19 +122,19 @@ def check_parameters(params: dict, declared: dict, src: Path, quiet: bool = Fals
               file=sys.stderr)
 
 # %% ../nbs/70_papermill.ipynb #ce4c5301
-RUN_JSON = "run.json"
+_RUN_JSON = "run.json"
 
 def load_state(run: RunDir) -> dict:
     "The run's state (steps by name, their order), empty if new."
-    p = run / RUN_JSON
+    p = run / _RUN_JSON
     return json.loads(p.read_text()) if p.exists() else {"created": utc_now(), "steps": {}, "order": []}
 
 def save_state(run: RunDir, state: dict) -> None:
     "Write run.json atomically."
     state["updated"] = utc_now()
-    run.write(RUN_JSON, state)
+    run.write(_RUN_JSON, state)
 
-def process_start(pid: int) -> Optional[str]:
+def _process_start(pid: int) -> Optional[str]:
     "When process `pid` started (clock ticks since boot, from /proc), or None where /proc cannot tell."
     try: return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError): return None
@@ -153,14 +150,14 @@ def _alive(rec: dict) -> bool:
     pid = rec.get("pid")
     if not pid or rec.get("host") != socket.gethostname() or pid == os.getpid(): return False
     if not process_alive(pid): return False
-    if rec.get("pid_start") is not None and process_start(pid) is not None:
-        return process_start(pid) == rec["pid_start"]
+    if rec.get("pid_start") is not None and _process_start(pid) is not None:
+        return _process_start(pid) == rec["pid_start"]
     # a record without a start time (older runs): is it a ragbench process at all?
     cmd = _cmdline(pid)
     return cmd is None or any(w in cmd for w in ("ragbench", "papermill", "ipykernel"))
 
 # %% ../nbs/70_papermill.ipynb #11b878c1
-def resolve_parameters(key: str, rec: Optional[dict], given: Optional[dict], force: bool,
+def _resolve_parameters(key: str, rec: Optional[dict], given: Optional[dict], force: bool,
                        given_by: Optional[str] = None) -> tuple[dict, bool]:
     "Parameters for this execution and whether it resumes an earlier one; `given_by` names where `given` came from."
     if rec is None or force: return dict(given or {}), False
@@ -183,7 +180,7 @@ def _secret_parts(value: str, shown: str) -> Optional[list]:
     m = re.fullmatch("(.+?)".join(map(re.escape, shown.split("***"))), value, flags=re.S)
     return list(m.groups()) if m else None
 
-def hide_secrets(params: dict) -> tuple[dict, dict]:
+def _hide_secrets(params: dict) -> tuple[dict, dict]:
     "(params with each credential in a string value replaced by a `${VAR}` reference, {VAR: credential})."
     from ragbench.llm import redact_spec
     shown, env = {}, {}
@@ -206,7 +203,7 @@ def hide_secrets(params: dict) -> tuple[dict, dict]:
 
 # %% ../nbs/70_papermill.ipynb #91aa0897
 @contextlib.contextmanager
-def kernel_env(**extra):
+def _kernel_env(**extra):
     "Environment for executed kernels: headless widgets, offline models, plots inline and self-contained."
     env = {"RAGBENCH_HEADLESS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PLOTLY_RENDERER": os.environ.get("PLOTLY_RENDERER", "plotly_mimetype+notebook"), **extra}
@@ -225,7 +222,7 @@ def _kernel_name(path: Path) -> str:
 
 def _check_out(out: Path) -> None:
     "Refuse to write executed notebooks inside the source notebooks folder."
-    src = source_dir()
+    src = _source_dir()
     if src is not None and (out.resolve() == src.resolve() or src.resolve() in out.resolve().parents):
         raise RunError(f"--out {out} is inside {src}: executed notebooks must not go into the source notebooks")
 
@@ -235,7 +232,7 @@ def _plain(html_text: str) -> str:
     import html
     return html.unescape(html_text or "").replace("\u2007", " ").strip()
 
-def tqdm_widget(box: dict, widgets: dict, width: int = 10) -> Optional[dict]:
+def _tqdm_widget(box: dict, widgets: dict, width: int = 10) -> Optional[dict]:
     """{text, done, frac} of a tqdm notebook bar (an HBox of label, progress, status): its line as tqdm draws it in a
     terminal."""
     if box.get("_model_name") != "HBoxModel": return None
@@ -256,7 +253,7 @@ def _is_terminal(f) -> bool:
     except (AttributeError, ValueError): return False
 
 # %% ../nbs/70_papermill.ipynb #ce0a01c0
-class ProgressMirror:
+class _ProgressMirror:
     """Bars on this process's stderr that follow the kernel's tqdm widgets: live tqdm lines on a terminal, plain lines
     in a log."""
     def __init__(self, file=None, live: Optional[bool] = None, step: float = 0.1):
@@ -268,7 +265,7 @@ class ProgressMirror:
     def update(self, widgets: dict) -> None:
         "Bring every mirrored bar up to the widgets' state (called on each widget message)."
         for wid, box in widgets.items():
-            w = None if wid in self.closed else tqdm_widget(box, widgets)
+            w = None if wid in self.closed else _tqdm_widget(box, widgets)
             if w is None: continue
             (self._draw if self.live else self._log)(wid, w)
             if w["done"]: self._close(wid)
@@ -304,8 +301,8 @@ class ProgressMirror:
 
 # %% ../nbs/70_papermill.ipynb #c939c22a
 @functools.cache
-def mirror_engine() -> str:
-    "Register (once) the papermill engine that feeds a `ProgressMirror`; returns its name."
+def _mirror_engine() -> str:
+    "Register (once) the papermill engine that feeds a `_ProgressMirror`; returns its name."
     from papermill.engines import NBClientEngine, papermill_engines
     from papermill.clientwrap import PapermillNotebookClient
     from papermill.log import logger
@@ -342,14 +339,14 @@ def execute(src: Path, output: Path, params: dict, cwd: str, progress: bool = Tr
     """Execute notebook `src` into `output` with papermill in the headless kernel environment (plus `env`), kernel
     progress bars mirrored."""
     import papermill as pm
-    mirror = ProgressMirror() if progress else None
+    mirror = _ProgressMirror() if progress else None
     # papermill's own cell bar only on a terminal: in a log its redraws are a line of carriage returns amid the mirror's lines
     cell_bar = progress and mirror.live
     try:
-        with kernel_env(**(env or {})):
+        with _kernel_env(**(env or {})):
             pm.execute_notebook(str(src), str(output), parameters=params, kernel_name=_kernel_name(src),
                                 language="python",
-                                cwd=cwd, progress_bar=cell_bar, log_output=log_output, engine_name=mirror_engine(),
+                                cwd=cwd, progress_bar=cell_bar, log_output=log_output, engine_name=_mirror_engine(),
                                 mirror=mirror, config=kernel_config())
     finally:
         if mirror is not None: mirror.close()
@@ -365,7 +362,7 @@ def _begin(run: RunDir, state: dict, key: str, notebook, src: Path, params: dict
     rec.update(source=str(src), output=str(output.relative_to(run.path)), parameters=params, status="running",
                cwd=str(Path(cwd or rec.get("cwd") or os.getcwd()).resolve()), pid=os.getpid(),
                host=socket.gethostname(),
-               pid_start=process_start(os.getpid()))
+               pid_start=_process_start(os.getpid()))
     attempt = {"started": utc_now(), "status": "running", "resumed": resumed}
     rec["attempts"].append(attempt)
     state["steps"][key] = rec
@@ -399,14 +396,14 @@ def run_notebook(notebook: Union[str, Path], parameters: Optional[dict] = None, 
     rec = state["steps"].get(key)
     if rec and rec.get("status") == "running" and _alive(rec):
         raise RunError(f"step '{key}' of {run.path} is being run by process {rec['pid']}; wait for it or stop it first")
-    given, secrets = hide_secrets(parameters) if parameters else (parameters, {})      # keys stay out of files
-    params, resumed = resolve_parameters(key, rec, given, force, given_by)
+    given, secrets = _hide_secrets(parameters) if parameters else (parameters, {})      # keys stay out of files
+    params, resumed = _resolve_parameters(key, rec, given, force, given_by)
     if rec and rec.get("status") == "completed" and not force:
         if not quiet: print(f"{key}: already completed in {run.path} (use --force to run it again)", file=sys.stderr)
         return {**rec, "run_dir": str(run.path)}
     declared = notebook_parameters(src)
-    params = with_run_dir(params, declared, run.path)
-    check_parameters(params, declared, src, quiet)
+    params = _with_run_dir(params, declared, run.path)
+    _check_parameters(params, declared, src, quiet)
     rec, attempt = _begin(run, state, key, notebook, src, params, cwd, resumed)
     t0, status, err = time.time(), "failed", None
     try:
@@ -438,12 +435,12 @@ def run_parameters(param: Sequence[tuple[str, str]] = (), raw: Sequence[tuple[st
                           dict): raise RunError(f"{parameters_file}: expected a mapping of parameter names to values")
         params.update({check_name(k, identifier_problem, f"{parameters_file}: parameter", RunError): v for k,
                        v in data.items()})
-    params.update({k: parse_value(v) for k, v in param or ()})
+    params.update({k: _parse_value(v) for k, v in param or ()})
     params.update(dict(raw or ()))
     return params or None
 
 def runnable_notebooks() -> dict[str, Path]:
     "{name: path} of the notebooks with a parameters cell, each under the shortest name that finds it."
-    nbs = list_notebooks()
+    nbs = _list_notebooks()
     return {n: p for n, p in sorted(nbs.items()) if n == min((m for m, q in nbs.items() if q == p),
                                                              key=len) and notebook_parameters(p)}

@@ -13,8 +13,7 @@ from .llm import check_llms
 from .papermill import NotebookFailed, find_notebook, load_state, notebook_parameters, run_notebook, save_state, short_name
 
 # %% auto #0
-__all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'PipelineStep', 'PipelineNames', 'load_pipeline_config', 'pipeline_llms',
-           'step_parameters', 'run_pipeline', 'pipeline_report']
+__all__ = ['STEPS', 'EXAMPLE_PIPELINE', 'ConfigError', 'run_pipeline']
 
 # %% ../nbs/71_pipeline.ipynb #15d4682f
 STEPS = ("index", "triad", "evaluate", "report")   # the built-in steps: notebooks in nbs/steps/
@@ -39,7 +38,7 @@ def _read_yaml(path: Path) -> dict:
     return cfg
 
 # %% ../nbs/71_pipeline.ipynb #0461ba50
-class PipelineStep(BaseModel):
+class _PipelineStep(BaseModel):
     """A step: its `name` becomes a file name in the run directory, its parameters' names are written into its notebook
     as code."""
     model_config = ConfigDict(extra="forbid")
@@ -47,7 +46,7 @@ class PipelineStep(BaseModel):
     notebook: str
     parameters: dict[Identifier, Any] = {}
 
-class PipelineNames(BaseModel):
+class _PipelineNames(BaseModel):
     "The pipeline's own name and its shared parameters, checked as a step's are."
     name: Optional[PathComponent] = None
     parameters: dict[Identifier, Any] = {}
@@ -70,17 +69,17 @@ def _step(s, where: str, base: Path) -> dict:
     if str(nb).endswith(".ipynb") and not Path(nb).is_absolute(): nb = str((base / nb).resolve())
     if not isinstance(s.get("parameters") or {}, dict):
         raise ConfigError(f"{where}: field 'parameters' must be a mapping")
-    return _valid(PipelineStep, {"name": str(s.get("name") or short_name(str(nb).removeprefix("step:"))),
+    return _valid(_PipelineStep, {"name": str(s.get("name") or short_name(str(nb).removeprefix("step:"))),
                                  "notebook": str(nb),
                                  "parameters": dict(s.get("parameters") or {})}, where).model_dump()
 
 def _checked(cfg: dict, where: str, base: Path) -> dict:
     "`cfg` with its steps parsed; its name and every parameter name checked before anything is written."
-    _valid(PipelineNames, {"name": cfg.get("name"), "parameters": dict(cfg.get("parameters") or {})}, where)
+    _valid(_PipelineNames, {"name": cfg.get("name"), "parameters": dict(cfg.get("parameters") or {})}, where)
     return {**cfg, "steps": [_step(s, f"{where}: steps[{i}]", base) for i, s in enumerate(cfg["steps"])]}
 
 # %% ../nbs/71_pipeline.ipynb #b918f54c
-def load_pipeline_config(path: Union[str, Path]) -> dict:
+def _load_pipeline_config(path: Union[str, Path]) -> dict:
     "Read and check a pipeline config: {out, parameters, steps: [{name, notebook, parameters}]}."
     path = Path(path)
     cfg = _read_yaml(path)
@@ -95,13 +94,13 @@ def load_pipeline_config(path: Union[str, Path]) -> dict:
             "name": cfg.get("name")}
 
 # %% ../nbs/71_pipeline.ipynb #ec282e05
-def pipeline_llms(cfg: dict) -> list[str]:
+def _pipeline_llms(cfg: dict) -> list[str]:
     "The LLM specs a pipeline config names: every shared or step parameter whose name ends in `llm`."
     params = [cfg.get("parameters") or {}] + [s.get("parameters") or {} for s in cfg.get("steps", [])]
     return [v for p in params for k, v in p.items() if str(k).endswith("llm") and isinstance(v, str)]
 
 # %% ../nbs/71_pipeline.ipynb #a66735dd
-def step_parameters(step: dict, shared: dict) -> dict:
+def _step_parameters(step: dict, shared: dict) -> dict:
     "The shared parameters the step's notebook declares, then the step's own."
     declared = notebook_parameters(find_notebook(step["notebook"]))
     return {**{k: v for k, v in shared.items() if k in declared}, **step["parameters"]}
@@ -116,8 +115,8 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
     "Run a pipeline's steps in order into one run directory; completed steps are skipped, an interrupted one resumes."
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     cfg = _checked(config, "the pipeline config", Path.cwd()) if isinstance(config,
-        dict) else load_pipeline_config(config)
-    check_llms(pipeline_llms(cfg))                        # keys and servers of every step, before the first step runs
+        dict) else _load_pipeline_config(config)
+    check_llms(_pipeline_llms(cfg))                        # keys and servers of every step, before the first step runs
     run = RunDir(Path(out or cfg.get("out") or Path("runs") / f"pipeline-{time.strftime('%Y%m%d-%H%M%S')}"))
     state = load_state(run)
     state["pipeline"] = {
@@ -134,7 +133,7 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
             log(f"[{i}/{n}] {s['name']}: already completed, skipped")
             recs.append(prev)
             continue
-        params = step_parameters(s, shared)
+        params = _step_parameters(s, shared)
         # a step that stopped (failed or killed) and whose parameters were changed since starts over by itself: the
         # fix of a failed first attempt needs no --force, so the steps that finished are not redone
         redo = force or bool(prev and prev.get("parameters") is not None and prev["parameters"] != params)
@@ -144,18 +143,18 @@ def run_pipeline(config: Union[str, Path, dict], out: Union[str, Path, None] = N
         recs.append(run_notebook(s["notebook"], params, run.path, name=s["name"], force=redo,
                                  progress=progress, quiet=True, given_by=_given_by(config, s)))
         log(f"[{i}/{n}] {s['name']}: done in {time.time() - t0:.1f} s")
-    report = pipeline_report(cfg, shared, run.path)
+    report = _pipeline_report(cfg, shared, run.path)
     log(f"pipeline done: {n} steps in {time.time() - t_all:.1f} s; records in {run.path / 'notebooks'}"
         + (f"; report: {report}" if report else ""))
     return recs
 
 # %% ../nbs/71_pipeline.ipynb #b5d02c28
-def pipeline_report(cfg: dict, shared: dict, run_path: Path) -> Optional[Path]:
+def _pipeline_report(cfg: dict, shared: dict, run_path: Path) -> Optional[Path]:
     """The HTML report a pipeline's report step wrote (its `html` parameter, else RUN/report.html), None if there is
     none."""
     for s in cfg["steps"]:
         if find_notebook(s["notebook"]).stem == "report":
-            p = Path(step_parameters(s, shared).get("html") or run_path / "report.html")
+            p = Path(_step_parameters(s, shared).get("html") or run_path / "report.html")
             if p.exists(): return p
     return None
 

@@ -12,12 +12,11 @@ from pydantic import BaseModel
 from .core import Registry, UserError, read_config_file
 
 # %% auto #0
-__all__ = ['PROMPTS', 'PromptError', 'PromptTemplate', 'template_variables', 'register_prompt', 'get_prompt', 'list_prompts',
-           'render_template', 'render_prompt', 'rendered_from', 'match_rendered', 'override_prompt', 'set_stand_in',
-           'reset_prompts', 'load_prompt_overrides', 'format_chunks', 'parse_chunks', 'SmokeReply']
+__all__ = ['PROMPTS', 'PromptTemplate', 'register_prompt', 'get_prompt', 'list_prompts', 'render_template', 'render_prompt',
+           'rendered_from', 'override_prompt', 'set_stand_in', 'reset_prompts', 'format_chunks', 'parse_chunks']
 
 # %% ../nbs/02_prompts.ipynb #982df458
-class PromptError(UserError):
+class _PromptError(UserError):
     "A prompt cannot be found, rendered or loaded; the message names the template and the problem."
 
 # %% ../nbs/02_prompts.ipynb #5a86b418
@@ -35,37 +34,37 @@ class PromptTemplate:
     @property
     def variables(self) -> list[str]:
         "Placeholder names used by `system` and `template`, in order of first use."
-        return template_variables((self.system or "") + "\n" + self.template, self.name)
+        return _template_variables((self.system or "") + "\n" + self.template, self.name)
 
 # %% ../nbs/02_prompts.ipynb #a8da55d0
-def template_variables(text: str, name: str = "?") -> list[str]:
+def _template_variables(text: str, name: str = "?") -> list[str]:
     "The top-level placeholder names in a str.format template (raises PromptError on bad braces)."
     try: parsed = list(string.Formatter().parse(text))
-    except ValueError as e: raise PromptError(f"prompt '{name}': bad template ({e}); write literal braces as {{{{ and }}}}") from None
+    except ValueError as e: raise _PromptError(f"prompt '{name}': bad template ({e}); write literal braces as {{{{ and }}}}") from None
     out = []
     for _, field, _, _ in parsed:
         if field is None: continue
         if field == "" or field.isdigit():
-            raise PromptError(f"prompt '{name}': positional placeholder '{{{field}}}' not allowed; use names")
+            raise _PromptError(f"prompt '{name}': positional placeholder '{{{field}}}' not allowed; use names")
         base = re.split(r"[.\[]", field, 1)[0]
         if base not in out: out.append(base)
     return out
 
 # %% ../nbs/02_prompts.ipynb #bb278350
-PROMPTS = Registry("prompt", error=PromptError)   # name -> default PromptTemplate
+PROMPTS = Registry("prompt", error=_PromptError)   # name -> default PromptTemplate
 _OVERRIDES: dict[str, dict] = {}
 
 def register_prompt(t: PromptTemplate) -> PromptTemplate:
     "Register (or re-register) a default template under `t.name`; returns it."
     if not isinstance(t, PromptTemplate):
         raise TypeError(f"register_prompt expects a PromptTemplate, got {type(t).__name__}")
-    template_variables((t.system or "") + "\n" + t.template, t.name)
+    _template_variables((t.system or "") + "\n" + t.template, t.name)
     return PROMPTS.register(t.name, t)
 
 def get_prompt(name: str) -> PromptTemplate:
     "The effective template `name`: the registered default with any user override applied."
     if name not in PROMPTS:
-        raise PromptError(f"unknown prompt '{name}'; registered: {', '.join(sorted(PROMPTS)) or '(none)'}")
+        raise _PromptError(f"unknown prompt '{name}'; registered: {', '.join(sorted(PROMPTS)) or '(none)'}")
     ov = _OVERRIDES.get(name)
     return replace(PROMPTS[name], **ov) if ov else PROMPTS[name]
 
@@ -79,13 +78,13 @@ def render_template(t: PromptTemplate, **vars: Any) -> tuple[Optional[str], str]
     name = t.name
     def fill(text, part):
         if text is None: return None
-        missing = [v for v in template_variables(text, name) if v not in vars]
+        missing = [v for v in _template_variables(text, name) if v not in vars]
         if missing:
-            raise PromptError(f"prompt '{name}' ({part}): missing variable '{missing[0]}' "
-                              f"(needs: {', '.join(template_variables(text, name))})")
+            raise _PromptError(f"prompt '{name}' ({part}): missing variable '{missing[0]}' "
+                              f"(needs: {', '.join(_template_variables(text, name))})")
         try: return text.format_map(vars)
         except (AttributeError, IndexError, KeyError) as e:
-            raise PromptError(f"prompt '{name}' ({part}): cannot fill placeholder: {e!r}") from None
+            raise _PromptError(f"prompt '{name}' ({part}): cannot fill placeholder: {e!r}") from None
     system, user = fill(t.system, "system"), fill(t.template, "template")
     _remember(user, t.name, vars)
     return system, user
@@ -111,7 +110,7 @@ def rendered_from(text: str) -> Optional[tuple[str, dict]]:
     """`(prompt name, inputs)` that rendered user text `text`: as noted in this process, else as a registered template
     reads it."""
     with _RENDERED_LOCK: found = _RENDERED.get(_text_key(text))
-    return found or match_rendered(text)
+    return found or _match_rendered(text)
 
 @functools.lru_cache(maxsize=1024)
 def _template_regex(template: str) -> Optional[re.Pattern]:
@@ -130,7 +129,7 @@ def _template_regex(template: str) -> Optional[re.Pattern]:
 
 def _literal_size(t: PromptTemplate) -> int: return sum(len(lit) for lit, *_ in string.Formatter().parse(t.template))
 
-def match_rendered(text: str) -> Optional[tuple[str, dict]]:
+def _match_rendered(text: str) -> Optional[tuple[str, dict]]:
     """`(name, inputs as text)` of the registered prompt whose effective template renders `text` (most literal text
     first)."""
     for t in sorted((get_prompt(n) for n in PROMPTS), key=_literal_size, reverse=True):
@@ -144,10 +143,10 @@ def override_prompt(name: str, template: Optional[str] = None, system: Optional[
     "Override the user `template` and/or `system` text of prompt `name` (may precede its registration)."
     ov = dict(_OVERRIDES.get(name, {}))
     if template is not None:
-        template_variables(template, name)
+        _template_variables(template, name)
         ov["template"] = template
     if system is not None:
-        template_variables(system, name)
+        _template_variables(system, name)
         ov["system"] = system
     if ov: _OVERRIDES[name] = ov
 
@@ -168,30 +167,30 @@ _OVERRIDE_KEYS = {"system", "template"}
 
 def _read_mapping(path: Path) -> dict:
     "Parse one YAML/JSON overrides file into a dict."
-    data = read_config_file(path, PromptError)
+    data = read_config_file(path, _PromptError)
     if data is None: return {}
     if not isinstance(data, dict):
-        raise PromptError(f"{path}: expected a mapping {{name: {{system, template}}}}, got {type(data).__name__}")
+        raise _PromptError(f"{path}: expected a mapping {{name: {{system, template}}}}, got {type(data).__name__}")
     return data
 
-def load_prompt_overrides(path) -> list[str]:
+def _load_prompt_overrides(path) -> list[str]:
     "Apply overrides from a YAML/JSON file or a folder of them; returns the names overridden."
     path = Path(path)
-    if not path.exists(): raise PromptError(f"{path}: no such file or folder")
+    if not path.exists(): raise _PromptError(f"{path}: no such file or folder")
     files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".yaml", ".yml",
                                                                      ".json")) if path.is_dir() else [path]
     staged = []
     for f in files:
         for name, spec in _read_mapping(f).items():
             if not isinstance(spec, dict):
-                raise PromptError(f"{f}: prompt '{name}': expected a mapping with system/template")
+                raise _PromptError(f"{f}: prompt '{name}': expected a mapping with system/template")
             bad = set(spec) - _OVERRIDE_KEYS
             if bad:
-                raise PromptError(f"{f}: prompt '{name}': unknown key '{sorted(bad)[0]}' (allowed: system, template)")
+                raise _PromptError(f"{f}: prompt '{name}': unknown key '{sorted(bad)[0]}' (allowed: system, template)")
             for k, v in spec.items():
                 if v is not None and not isinstance(v, str):
-                    raise PromptError(f"{f}: prompt '{name}': field '{k}' must be text")
-                if v is not None: template_variables(v, name)
+                    raise _PromptError(f"{f}: prompt '{name}': field '{k}' must be text")
+                if v is not None: _template_variables(v, name)
             staged.append((str(name), spec))
     for name, spec in staged: override_prompt(name, template=spec.get("template"), system=spec.get("system"))
     return [n for n, _ in staged]
@@ -204,7 +203,7 @@ def _chunk_fields(c) -> tuple[str, str, str]:
     if isinstance(c, (tuple, list)):
         if len(c) == 2: return str(c[0]), "", str(c[1])
         if len(c) == 3: return str(c[0]), str(c[1] or ""), str(c[2])
-        raise PromptError(f"chunk tuple must be (id, text) or (id, title, text), got {len(c)} items")
+        raise _PromptError(f"chunk tuple must be (id, text) or (id, title, text), got {len(c)} items")
     meta = getattr(c, "meta", None) or {}
     return str(c.id), str(meta.get("title") or ""), str(c.text)
 
@@ -226,7 +225,7 @@ def parse_chunks(text: str) -> list[tuple[str, str, str]]:
             for i, t, body in _CHUNK_RE.findall(text)]
 
 # %% ../nbs/02_prompts.ipynb #434c12d9
-class SmokeReply(BaseModel):
+class _SmokeReply(BaseModel):
     "Output of the `smoke` prompt."
     ok: bool
     echo: str
@@ -235,5 +234,5 @@ register_prompt(PromptTemplate(
     name="smoke",
     system="You are a test assistant. You reply with JSON only.",
     template='The word is: {word}\nReply with the JSON object {{"ok": true, "echo": "{word}"}}.',
-    output=SmokeReply,
+    output=_SmokeReply,
     description="Checks that a backend returns schema-valid JSON."))

@@ -15,24 +15,22 @@ from .core import (Chunk, Context, Attempt, Review, QAItem, Dataset, RunDir, Run
 from .eval.calibration import rubric_agreement
 
 # %% auto #0
-__all__ = ['REVIEWS', 'INSPECTED', 'SEEDED', 'SOURCES', 'HELD', 'REVIEW_LOCK', 'SHORTCUTS', 'FILTERS', 'OPEN_QUEUES',
-           'load_items', 'review_of', 'apply_decisions', 'apply_reviews', 'review_lock', 'reviewed_split',
-           'write_reviewed', 'run_index_spec', 'run_index_dir', 'index_lookup', 'lazy_index_lookup', 'chunk_lookup',
-           'resolve_run_dir', 'ReviewQueue', 'check_edit', 'review_row', 'reload_open_queues', 'failed_checks', 'ratio',
-           'accept_reject_stats', 'judge_scores', 'calibration_pair', 'JudgeCalibration']
+__all__ = ['REVIEWS', 'INSPECTED', 'SEEDED', 'SHORTCUTS', 'load_items', 'review_of', 'apply_reviews', 'write_reviewed',
+           'run_index_spec', 'chunk_lookup', 'ReviewQueue', 'reload_open_queues', 'failed_checks', 'ratio',
+           'accept_reject_stats', 'judge_scores', 'JudgeCalibration']
 
 # %% ../nbs/60_review.ipynb #ef7c7d4c
 REVIEWS = "reviews.jsonl"
 INSPECTED = "inspected.jsonl"       # items a person generated from a bridge in the inspector (ragbench.widgets)
 SEEDED = "seeded.jsonl"             # items a person generated from ticked seeds (ragbench.widgets.generate_from_seeds)
-SOURCES = ("dataset.jsonl", "rejected.jsonl", INSPECTED, SEEDED)
-HELD = ("overflow.jsonl", "duplicates.jsonl")   # the run's other items: in the queue once a person decided them
+_SOURCES = ("dataset.jsonl", "rejected.jsonl", INSPECTED, SEEDED)
+_HELD = ("overflow.jsonl", "duplicates.jsonl")   # the run's other items: in the queue once a person decided them
 
-def load_items(run_dir, sources: Sequence[str] = SOURCES, held: Optional[Sequence[str]] = None) -> list[QAItem]:
+def load_items(run_dir, sources: Sequence[str] = _SOURCES, held: Optional[Sequence[str]] = None) -> list[QAItem]:
     """The items of a run's `sources`, then those of its `held` files (default: HELD with the default sources) that
     reviews.jsonl decides; the first occurrence of an id wins."""
     run, out, seen = RunDir(run_dir), [], set()
-    held = (HELD if tuple(sources) == SOURCES else ()) if held is None else tuple(held)
+    held = (_HELD if tuple(sources) == _SOURCES else ()) if held is None else tuple(held)
     decided = {r["item_id"] for r in run.read(REVIEWS)} if held else set()
     for name in (*sources, *held):
         for it in run.read(name, QAItem):
@@ -47,7 +45,7 @@ def review_of(row: dict) -> Review:
     return Review(**{k: row[k] for k in Review.model_fields if k in row and row[k] is not None})
 
 # %% ../nbs/60_review.ipynb #ec477cf6
-def apply_decisions(item: QAItem, rows: Sequence[dict]) -> QAItem:
+def _apply_decisions(item: QAItem, rows: Sequence[dict]) -> QAItem:
     "`item` with its review rows appended, its status from the latest decision and its edits applied."
     if not rows: return item
     upd = {"review": list(item.review) + [review_of(r) for r in rows],
@@ -60,19 +58,19 @@ def apply_decisions(item: QAItem, rows: Sequence[dict]) -> QAItem:
 
 # %% ../nbs/60_review.ipynb #3ba3f620
 def apply_reviews(items: Iterable[QAItem], reviews: Iterable[dict]) -> list[QAItem]:
-    "Items with their reviews applied, in order (see `apply_decisions`)."
+    "Items with their reviews applied, in order (see `_apply_decisions`)."
     by_item: dict[str, list[dict]] = {}
     for r in reviews: by_item.setdefault(r["item_id"], []).append(r)
-    return [apply_decisions(it, by_item.get(it.id, [])) for it in items]
+    return [_apply_decisions(it, by_item.get(it.id, [])) for it in items]
 
 # %% ../nbs/60_review.ipynb #de925f7f
-REVIEW_LOCK = ".reviews.lock"
+_REVIEW_LOCK = ".reviews.lock"
 
 @contextmanager
-def review_lock(run_dir, wait: float = 30.0):
+def _review_lock(run_dir, wait: float = 30.0):
     """Hold the lock on a run's review files (reviews.jsonl, the reviewed datasets), waiting up to `wait` s while
     another queue or kernel writes them."""
-    lock, end = RunLock(run_dir, REVIEW_LOCK, label=f"the review files of {run_dir}"), time.monotonic() + wait
+    lock, end = RunLock(run_dir, _REVIEW_LOCK, label=f"the review files of {run_dir}"), time.monotonic() + wait
     while True:
         try:
             lock.acquire()
@@ -84,7 +82,7 @@ def review_lock(run_dir, wait: float = 30.0):
     finally: lock.release()
 
 # %% ../nbs/60_review.ipynb #a7c1e0d2
-def reviewed_split(items: Sequence[QAItem], reviews: Sequence[dict]) -> tuple[list[QAItem], list[QAItem]]:
+def _reviewed_split(items: Sequence[QAItem], reviews: Sequence[dict]) -> tuple[list[QAItem], list[QAItem]]:
     "The items with their reviews applied: (accepted ones, a stand-in's drafts included; the rest)."
     done = apply_reviews(items, reviews)
     return [it for it in done if it.status in ("accepted",
@@ -94,19 +92,19 @@ def reviewed_split(items: Sequence[QAItem], reviews: Sequence[dict]) -> tuple[li
 def _write_reviewed(run: RunDir, sources, held, out: str, rejected_out: str) -> tuple[dict, list[QAItem], list[dict]]:
     "Regenerate the reviewed datasets from the files (the caller holds the review lock); (counts, items, reviews) read."
     items, reviews = load_items(run.path, sources, held), run.read(REVIEWS)
-    kept, dropped = reviewed_split(items, reviews)
+    kept, dropped = _reviewed_split(items, reviews)
     Dataset(kept).write(run / out)
     Dataset(dropped).write(run / rejected_out)
     known = {it.id for it in items}
     return ({"accepted": len(kept), "rejected": len(dropped), "reviewed": len({r["item_id"] for r in reviews} & known),
              "unknown_item_reviews": sum(r["item_id"] not in known for r in reviews)}, items, reviews)
 
-def write_reviewed(run_dir, *, sources: Sequence[str] = SOURCES, held: Optional[Sequence[str]] = None,
+def write_reviewed(run_dir, *, sources: Sequence[str] = _SOURCES, held: Optional[Sequence[str]] = None,
                    out: str = "dataset.reviewed.jsonl", rejected_out: str = "rejected.reviewed.jsonl") -> dict:
     """Regenerate the reviewed dataset from every item the run holds and all of reviews.jsonl: accepted items to `out`,
     rejected ones to `rejected_out`, atomically."""
     run = RunDir(run_dir)
-    with review_lock(run.path): return _write_reviewed(run, sources, held, out, rejected_out)[0]
+    with _review_lock(run.path): return _write_reviewed(run, sources, held, out, rejected_out)[0]
 
 # %% ../nbs/60_review.ipynb #a446a852
 def run_index_spec(run_dir) -> Optional[dict]:
@@ -121,13 +119,13 @@ def run_index_spec(run_dir) -> Optional[dict]:
         c in (idx.get("columns") or {}).items() if c} or None,
             "embedder": idx.get("embedder")}
 
-def run_index_dir(run_dir) -> Optional[Path]:
+def _run_index_dir(run_dir) -> Optional[Path]:
     "The LanceDB folder a run was built on: RUN/db, else the `db` in its manifest (if that folder exists)."
     spec = run_index_spec(run_dir)
     return spec["db"] if spec else None
 
 # %% ../nbs/60_review.ipynb #4e64d561
-def index_lookup(index) -> Callable[[Sequence[str]], dict]:
+def _index_lookup(index) -> Callable[[Sequence[str]], dict]:
     "ids -> {id: Chunk} through an index's `get_many` (ids it does not hold are left out)."
     def lookup(ids):
         try: return {c.id: c for c in index.get_many(list(ids))}
@@ -140,7 +138,7 @@ def _get_or_none(index, chunk_id) -> list[Chunk]:
     except KeyError: return []
 
 # %% ../nbs/60_review.ipynb #5520b992
-def lazy_index_lookup(db_dir, table: str = "chunks", columns: Optional[dict] = None,
+def _lazy_index_lookup(db_dir, table: str = "chunks", columns: Optional[dict] = None,
                       embedder: Optional[str] = None) -> Callable[[Sequence[str]], dict]:
     """An `index_lookup` over table `table` of the LanceDB folder `db_dir` (a user's table read through `columns`),
     opened on the first call."""
@@ -148,7 +146,7 @@ def lazy_index_lookup(db_dir, table: str = "chunks", columns: Optional[dict] = N
     def lookup(ids):
         if not opened:
             from ragbench.index import ChunkIndex
-            opened.append(index_lookup(ChunkIndex.open(db_dir, table=table, columns=columns, embedder=embedder)))
+            opened.append(_index_lookup(ChunkIndex.open(db_dir, table=table, columns=columns, embedder=embedder)))
         return opened[0](ids)
     return lookup
 
@@ -159,14 +157,14 @@ def chunk_lookup(run_dir=None, chunks=None) -> Callable[[Sequence[str]], dict]:
         if (Path(run_dir) / "chunks.jsonl").exists():
             chunks = {c.id: c for c in read_jsonl(Path(run_dir) / "chunks.jsonl", Chunk)}
         elif (spec := run_index_spec(run_dir)) is not None:
-            return lazy_index_lookup(spec["db"], spec["table"], spec["columns"], spec["embedder"])
+            return _lazy_index_lookup(spec["db"], spec["table"], spec["columns"], spec["embedder"])
     if chunks is None: return lambda ids: {}
     if isinstance(chunks, dict): return lambda ids: {i: chunks[i] for i in ids if i in chunks}
-    if hasattr(chunks, "get_many"): return index_lookup(chunks)
+    if hasattr(chunks, "get_many"): return _index_lookup(chunks)
     return lambda ids: {c.id: c for c in chunks(list(ids))}
 
 # %% ../nbs/60_review.ipynb #04577057
-def resolve_run_dir(run_dir, start=None) -> Path:
+def _resolve_run_dir(run_dir, start=None) -> Path:
     """A relative `run_dir` from the working directory, else from its nearest parent holding it (a notebook in nbs/
     finds runs/ of the repo); FileNotFoundError names where it looked."""
     p = Path(run_dir).expanduser()
@@ -187,21 +185,21 @@ def resolve_run_dir(run_dir, start=None) -> Path:
 # %% ../nbs/60_review.ipynb #6a143042
 SHORTCUTS = {"a": "accept", "r": "reject", "e": "edit", "n": "next", "j": "next", "p": "prev", "k": "prev",
              "u": "next_undecided"}
-FILTERS = ("kind", "verdict", "failed_check", "decision", "answerable")
-OPEN_QUEUES = weakref.WeakSet()        # the queues open in this process: items generated into their run appear in them
+_FILTERS = ("kind", "verdict", "failed_check", "decision", "answerable")
+_OPEN_QUEUES = weakref.WeakSet()        # the queues open in this process: items generated into their run appear in them
 
 # %% ../nbs/60_review.ipynb #8a554b75
 class ReviewQueue:
     "The items of a run directory, the filters, the current item, and the human decisions (appended to reviews.jsonl)."
-    def __init__(self, run_dir, reviewer: str = "anonymous", *, chunks=None, sources: Sequence[str] = SOURCES,
+    def __init__(self, run_dir, reviewer: str = "anonymous", *, chunks=None, sources: Sequence[str] = _SOURCES,
                  held: Optional[Sequence[str]] = None, advance: bool = True, sync: bool = True):
         # a relative path from the working folder or a parent; never created
-        self.run = RunDir(resolve_run_dir(run_dir))
+        self.run = RunDir(_resolve_run_dir(run_dir))
         self.reviewer, self.sources, self.advance, self.sync = reviewer, tuple(sources), advance, sync
-        self.held = (HELD if self.sources == SOURCES else ()) if held is None else tuple(held)
+        self.held = (_HELD if self.sources == _SOURCES else ()) if held is None else tuple(held)
         self.items = load_items(self.run.path, self.sources, self.held)
         self.by_id = {it.id: it for it in self.items}
-        OPEN_QUEUES.add(self)
+        _OPEN_QUEUES.add(self)
         self.reviews: list[dict] = self.run.read(REVIEWS)
         self.chunks = chunk_lookup(self.run.path, chunks)
         self.filters: dict = {}
@@ -242,7 +240,7 @@ class ReviewQueue:
         return r["decision"] if r else None
 
 # %% ../nbs/60_review.ipynb #30706da9
-def check_edit(item: QAItem, question: Optional[str], answer: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+def _check_edit(item: QAItem, question: Optional[str], answer: Optional[str]) -> tuple[Optional[str], Optional[str]]:
     "The (question, answer) an edit changes (None: unchanged); raises ValueError for an empty or impossible edit."
     question = (question or "").strip() or None
     answer = (answer or "").strip() or None
@@ -255,7 +253,7 @@ def check_edit(item: QAItem, question: Optional[str], answer: Optional[str]) -> 
     return question, answer
 
 # %% ../nbs/60_review.ipynb #fa68d77b
-def review_row(item: QAItem, decision: str, reviewer: str, note: str = "", question: Optional[str] = None,
+def _review_row(item: QAItem, decision: str, reviewer: str, note: str = "", question: Optional[str] = None,
                answer: Optional[str] = None, scores: Optional[dict] = None) -> dict:
     "The reviews.jsonl row of one decision on `item`."
     if decision not in ("accept", "reject", "edit"):
@@ -276,10 +274,10 @@ def decide(self: ReviewQueue, decision: str, *, note: str = "", question: Option
     is regenerated from the files."""
     it = self.by_id[item] if item else self.current
     if it is None: raise IndexError(f"nothing to decide: {self.empty_reason}")
-    if decision == "edit": question, answer = check_edit(it, question, answer)
+    if decision == "edit": question, answer = _check_edit(it, question, answer)
     else: question = answer = None
-    row = review_row(it, decision, self.reviewer, note, question, answer, scores)
-    with review_lock(self.run.path):
+    row = _review_row(it, decision, self.reviewer, note, question, answer, scores)
+    with _review_lock(self.run.path):
         self.run.append(REVIEWS, row)
         if self.sync: _, items, reviews = _write_reviewed(self.run, self.sources, self.held, "dataset.reviewed.jsonl",
                                                            "rejected.reviewed.jsonl")
@@ -318,7 +316,7 @@ def reload_open_queues(run_dir, but: Optional[ReviewQueue] = None) -> list[str]:
     """Reload every queue open on `run_dir` in this process (but `but`), after items were generated into it or decided;
     the new item ids."""
     path = Path(run_dir).resolve()
-    return [i for q in list(OPEN_QUEUES) if q is not but and q.run.path.resolve() == path for i in q.reload()]
+    return [i for q in list(_OPEN_QUEUES) if q is not but and q.run.path.resolve() == path for i in q.reload()]
 
 # %% ../nbs/60_review.ipynb #1259a28a
 @patch
@@ -338,7 +336,7 @@ def edit(self: ReviewQueue, question: Optional[str] = None, answer: Optional[str
 @patch
 def reviewed_item(self: ReviewQueue, item_id: str) -> QAItem:
     "The item with its reviews applied (what the reviewed dataset holds)."
-    return apply_decisions(self.by_id[item_id], [r for r in self.reviews if r["item_id"] == item_id])
+    return _apply_decisions(self.by_id[item_id], [r for r in self.reviews if r["item_id"] == item_id])
 
 # %% ../nbs/60_review.ipynb #cbada9c0
 @patch
@@ -408,8 +406,8 @@ def matches(self: ReviewQueue, it: QAItem, kind=None, verdict=None, failed_check
 def filter(self: ReviewQueue, **filters) -> ReviewQueue:
     """Keep the items matching every given filter (see FILTERS; None or 'all' = any); stays on the current item if it
     matches."""
-    bad = set(filters) - set(FILTERS)
-    if bad: raise TypeError(f"unknown filter {sorted(bad)[0]!r}; filters: {', '.join(FILTERS)}")
+    bad = set(filters) - set(_FILTERS)
+    if bad: raise TypeError(f"unknown filter {sorted(bad)[0]!r}; filters: {', '.join(_FILTERS)}")
     cur = self.current.id if self.current else None
     self.filters = {k: v for k, v in filters.items() if v is not None and v not in ("", "all")}
     self.order = [it.id for it in self.items if self.matches(it, **self.filters)]
@@ -485,7 +483,7 @@ def judge_scores(item: QAItem) -> dict[str, int]:
     return {k: v for k, v in j.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 # %% ../nbs/60_review.ipynb #73fcc2d6
-def calibration_pair(item: QAItem, row: dict) -> dict:
+def _calibration_pair(item: QAItem, row: dict) -> dict:
     "One judge-vs-human pair: the item's verdict and rubric scores beside the human decision and scores."
     return {"item_id": item.id, "kind": item.kind, "judge_accept": item.status == "accepted",
             "human_accept": row["decision"] in ("accept", "edit"), "judge_scores": judge_scores(item),
@@ -500,10 +498,10 @@ class JudgeCalibration:
     def from_items(cls, items: Iterable[QAItem], reviews: Iterable[dict]) -> JudgeCalibration:
         "Pair each reviewed (not pending) item with its latest human decision."
         latest = {r["item_id"]: r for r in reviews}
-        return cls([calibration_pair(it, latest[it.id]) for it in items if it.id in latest and it.status != "pending"])
+        return cls([_calibration_pair(it, latest[it.id]) for it in items if it.id in latest and it.status != "pending"])
 
     @classmethod
-    def from_run(cls, run_dir, sources: Sequence[str] = SOURCES) -> JudgeCalibration:
+    def from_run(cls, run_dir, sources: Sequence[str] = _SOURCES) -> JudgeCalibration:
         "Calibration from a run directory's items and reviews.jsonl."
         return cls.from_items(load_items(run_dir, sources), RunDir(run_dir).read(REVIEWS))
 

@@ -10,8 +10,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['MODES', 'METRIC_ORDER', 'HEADLINE_METRICS', 'proportion_ci', 'tango_ci', 'paired_test', 'decide', 'simulated_power',
-           'n_for_power', 'human_mean_ci', 'ppi_mean_ci', 'ppi_paired_ci', 'mean_ci', 'mean_table', 'resample_weights',
+__all__ = ['MODES', 'HEADLINE_METRICS', 'proportion_ci', 'paired_test', 'decide', 'simulated_power', 'n_for_power',
+           'human_mean_ci', 'ppi_mean_ci', 'ppi_paired_ci', 'mean_ci', 'mean_table', 'resample_weights',
            'resample_means', 'metric_key', 'split_metric', 'order_metrics']
 
 # %% ../nbs/06_stats.ipynb #3d0b5fa9
@@ -49,7 +49,7 @@ def _tango_z(b: float, c: float, n: int, d0: float, cc: float = _SCC) -> float:
     num = math.copysign(max(abs(num) - cc, 0.0), num)
     return num / math.sqrt(var) if var > 0 else 0.0
 
-def tango_ci(b: float, c: float, n: int, *, alpha: float = 0.05) -> tuple[float, float]:
+def _tango_ci(b: float, c: float, n: int, *, alpha: float = 0.05) -> tuple[float, float]:
     "Tango's continuity-corrected score interval of a paired difference P(+) - P(-) from b plus and c minus of n pairs."
     z, est = _z(1 - alpha / 2), (b - c) / n
     def bound(inside, lo, hi):
@@ -123,7 +123,7 @@ def paired_test(x: Sequence[float], y: Sequence[float], *, alpha: float = 0.05) 
         p = _sign_flip_p(d, masks=masks)
     else:
         b, c = float(np.clip(d, 0, None).sum()), float(np.clip(-d, 0, None).sum())
-        (lo, hi), p = tango_ci(b, c, n, alpha=alpha), _tango_p(b, c, n)
+        (lo, hi), p = _tango_ci(b, c, n, alpha=alpha), _tango_p(b, c, n)
     lo, hi = (None if math.isinf(lo) else lo), (None if math.isinf(hi) else hi)
     return {"n": n, "diff": float(d.mean()), "lo": lo, "hi": hi, "p": p, "test": test}
 
@@ -286,7 +286,7 @@ def split_metric(key: str) -> tuple[str, str]:
     return (mode or "retrieved", base)
 
 # %% ../nbs/06_stats.ipynb #48e6938a
-METRIC_ORDER = ("correct", "correct_score", "answer_correctness", "semantic_similarity", "faithful", "faithful_score",
+_METRIC_ORDER = ("correct", "correct_score", "answer_correctness", "semantic_similarity", "faithful", "faithful_score",
                 "yes_no_correct", "keypoint_complete",
                 "keypoint_hallucinated", "keypoint_irrelevant", "rubric_comprehensiveness", "rubric_relevance",
                 "rubric_groundedness", "rubric_verbosity", "rubric_composition", "rubric_clarity", "rubric_alignment",
@@ -300,9 +300,9 @@ def _order_key(key: str) -> tuple:
     mode, base = split_metric(key)
     mi = MODES.index(mode) if mode in MODES else len(MODES)
     fam, at, k = base.partition("@")
-    if base in METRIC_ORDER: return (mi, METRIC_ORDER.index(base), 0, "")
-    if at and f"{fam}@k" in METRIC_ORDER: return (mi, METRIC_ORDER.index(f"{fam}@k"), 1, k.zfill(6))
-    return (mi, len(METRIC_ORDER), 0, base)
+    if base in _METRIC_ORDER: return (mi, _METRIC_ORDER.index(base), 0, "")
+    if at and f"{fam}@k" in _METRIC_ORDER: return (mi, _METRIC_ORDER.index(f"{fam}@k"), 1, k.zfill(6))
+    return (mi, len(_METRIC_ORDER), 0, base)
 
 def order_metrics(names: Iterable[str]) -> list[str]:
     """Metric keys in reading order: per mode (retrieved, oracle, unanswerable), judges, answer overlap, retrieval,

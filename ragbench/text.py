@@ -9,12 +9,11 @@ from collections import Counter
 from typing import Iterable, Sequence
 
 # %% auto #0
-__all__ = ['STOPWORDS', 'MONTHS', 'WEEKDAYS', 'NOT_NAMES', 'NUMBER_WORDS', 'words', 'content_words', 'split_sentences',
-           'list_items', 'opening_words', 'not_a_name', 'clean_name', 'candidate_names', 'mentions', 'ranked_names',
-           'stem', 'ngrams', 'jaccard', 'extract_numbers', 'extract_quantities', 'has_number']
+__all__ = ['words', 'content_words', 'split_sentences', 'list_items', 'opening_words', 'not_a_name', 'candidate_names',
+           'mentions', 'stem', 'ngrams', 'jaccard', 'extract_numbers', 'extract_quantities', 'has_number']
 
 # %% ../nbs/01_text.ipynb #77cc2e42
-STOPWORDS = frozenset("""a an the and or but nor if then else so than as of to in on at by for with from into onto
+_STOPWORDS = frozenset("""a an the and or but nor if then else so than as of to in on at by for with from into onto
 upon over under about above below up down out off through during before after until while since because although
 though unless whether against between among within without toward towards via per again further once here there
 when where why how what which who whom whose this that these those it its itself is are was were be been being am
@@ -30,7 +29,7 @@ def words(text: str) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     "Words of `text` without stopwords."
-    return [w for w in words(text) if w not in STOPWORDS]
+    return [w for w in words(text) if w not in _STOPWORDS]
 
 # %% ../nbs/01_text.ipynb #218ef4ee
 _ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|no|fig|eq|resp|incl)|(?<!\w)[A-Za-z])\.", re.I)
@@ -68,14 +67,14 @@ def opening_words(text: str, n: int = 8) -> str:
     return " ".join(ws).rstrip(".,;:!?")
 
 # %% ../nbs/01_text.ipynb #a6ba84cd
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-NOT_NAMES = frozenset(MONTHS + WEEKDAYS)
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_NOT_NAMES = frozenset(_MONTHS + _WEEKDAYS)
 
 def not_a_name(word: str) -> bool:
     "Whether a capitalised `word` is a stopword (*The*, *However*), a month or a weekday rather than part of a name."
-    return word in NOT_NAMES or (word[:1] + word[1:].lower() == word and word.lower() in STOPWORDS)
+    return word in _NOT_NAMES or (word[:1] + word[1:].lower() == word and word.lower() in _STOPWORDS)
 
 # %% ../nbs/01_text.ipynb #a2411ace
 _SPAN_RE = re.compile(
@@ -83,7 +82,7 @@ _SPAN_RE = re.compile(
 )
 _OPENER_RE = re.compile(r"(?:\A|[.!?:;][\"'”’)\]]*\s+|\n|\s[-–—]\s+)[\s\"'“‘(\[*#>•-]*")
 
-def clean_name(s: str) -> str:
+def _clean_name(s: str) -> str:
     "A name without punctuation at its ends or a trailing possessive."
     s = s.strip().strip(".,;:()\"'’")
     return re.sub(r"['’]s$", "", s)
@@ -98,7 +97,7 @@ def _pieces(ws: list[str]) -> list[list[str]]:
     out, cur = [], []
     for i, w in enumerate(ws):
         cur.append(w)
-        if w.endswith(".") and i + 1 < len(ws) and not_a_name(clean_name(ws[i + 1])):
+        if w.endswith(".") and i + 1 < len(ws) and not_a_name(_clean_name(ws[i + 1])):
             out.append(cur)
             cur = []
     return out + ([cur] if cur else [])
@@ -110,7 +109,7 @@ def _spans(text: str) -> list[tuple[list[str], bool]]:
     for m in _SPAN_RE.finditer(text):
         for i, ws in enumerate(_pieces(m.group(0).split())):
             opener = i > 0 or m.start() in starts
-            while ws and (not_a_name(clean_name(ws[0])) or ws[0][0].islower()):
+            while ws and (not_a_name(_clean_name(ws[0])) or ws[0][0].islower()):
                 ws.pop(0)
                 opener = False
             if ws: out.append((ws, opener))
@@ -118,8 +117,8 @@ def _spans(text: str) -> list[tuple[list[str], bool]]:
 
 def _seen_mid_sentence(spans: list, title: str) -> set[str]:
     "Capitalised words of `spans` that do not open a sentence, and the words of `title`."
-    seen = {clean_name(w) for w in title.split()}
-    for ws, opener in spans: seen.update(clean_name(w) for w in ws[1 if opener else 0:])
+    seen = {_clean_name(w) for w in title.split()}
+    for ws, opener in spans: seen.update(_clean_name(w) for w in ws[1 if opener else 0:])
     return seen
 
 # %% ../nbs/01_text.ipynb #a5bdf862
@@ -130,12 +129,12 @@ def candidate_names(text: str, title: str = "", parts: bool = True) -> list[str]
     spans = _spans(text or "")
     seen = _seen_mid_sentence(spans, t)
     for ws, opener in spans:
-        lone = opener and _sentence_case(clean_name(ws[0])) and clean_name(ws[0]) not in seen
+        lone = opener and _sentence_case(_clean_name(ws[0])) and _clean_name(ws[0]) not in seen
         if lone and len(ws) == 1: continue            # a sentence opener, not a name: Use, Start, Edited
-        span = clean_name(" ".join(ws))
+        span = _clean_name(" ".join(ws))
         if len(span) >= 2 and not not_a_name(span): names.append(span)
         if parts:
-            names += [w for w in map(clean_name,
+            names += [w for w in map(_clean_name,
                                      ws[1 if lone else 0:]) if len(w) >= 4 and w[0].isupper() and not not_a_name(w)]
     return list(dict.fromkeys(names))
 
@@ -157,7 +156,7 @@ def mentions(text: str, name: str) -> bool:
     return False
 
 # %% ../nbs/01_text.ipynb #1d7808df
-def ranked_names(texts: Sequence[str], titles: Sequence[str] = ()) -> list[str]:
+def _ranked_names(texts: Sequence[str], titles: Sequence[str] = ()) -> list[str]:
     "Names of `texts` (with their `titles`): shared by two or more texts first, then the titles, then the rest."
     titles = list(titles) + [""] * (len(texts) - len(titles))
     per = [candidate_names(x, t, parts=False) for x, t in zip(texts, titles)]
@@ -187,13 +186,13 @@ def jaccard(a: set, b: set) -> float:
 
 # %% ../nbs/01_text.ipynb #47d8aa2e
 _NUM_RE = re.compile(r"(?<![\w.])(?:v(?=\d))?([-+]?\d+(?:[.,:/]\d+)*%?)")
-_MONTH_OF = {m[:3].lower(): m.lower() for m in MONTHS}
+_MONTH_OF = {m[:3].lower(): m.lower() for m in _MONTHS}
 _MONTH_RE = re.compile(
     r"\b(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
     r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+\d",
     re.I,
 )
-NUMBER_WORDS = frozenset("""zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
+_NUMBER_WORDS = frozenset("""zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
 sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion
 trillion dozen half once twice""".split())
 
@@ -213,4 +212,4 @@ def extract_quantities(text: str) -> set[str]:
 
 def has_number(text: str) -> bool:
     "Whether `text` states a number, in digits or in words."
-    return bool(_NUM_RE.search(text or "")) or any(w in NUMBER_WORDS for w in words(text))
+    return bool(_NUM_RE.search(text or "")) or any(w in _NUMBER_WORDS for w in words(text))

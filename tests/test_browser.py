@@ -143,7 +143,8 @@ def test_seed_picker_ticks_become_triad_seeds(browser, lab, index, tmp_path, sho
         page.close()
     # the ticks are in RUN/seeds.txt, the file `ragbench triad --seeds-file` reads, and TRIAD plans exactly those seeds
     from ragbench.triad import read_seeds_file
-    from ragbench.triad import TriadConfig, pick_seeds
+    from ragbench.triad import TriadConfig
+    from ragbench.triad.config import pick_seeds
     ids = wait_for(lambda: len(read_seeds_file(str(run / "seeds.txt"), index)) == 2 and read_seeds_file(str(run / "seeds.txt"), index),
                    30, "two seeds in seeds.txt")
     hits = index.search("ORIG_HEAD rebase", k=5, mode="hybrid")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragbench.cli import COMMANDS, command_names, main, resolve_command
+from ragbench.cli import COMMANDS, command_names, main, _resolve_command
 from ragbench.commands.options import command_parser, parse_command
 
 BEFORE = json.loads((Path(__file__).parent / "cli_flags_before.json").read_text())
@@ -85,7 +85,7 @@ CHANGED_REQUIRED = {
 # --config FILE; the flags of the snapshot keep their names and keywords
 def _config_flags(name: str) -> dict:
     "Option string -> dest of the flags a command's config model adds (unset unless given)."
-    acts = command_parser(resolve_command(name))._actions
+    acts = command_parser(_resolve_command(name))._actions
     return {f: a.dest for a in acts if a.default is argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)
             for f in a.option_strings}
 
@@ -112,7 +112,7 @@ CHANGED_DEFAULTS = {
 
 
 def parser_of(name: str) -> argparse.ArgumentParser:
-    return command_parser(resolve_command(name), f"ragbench {name}")
+    return command_parser(_resolve_command(name), f"ragbench {name}")
 
 
 def as_old(name: str, kwargs: dict) -> dict:
@@ -161,7 +161,7 @@ def test_defaults_as_before(name):
     old = BEFORE[name]
     required = [x for a in old["actions"] if a["required"] for x in (a["flags"] + [old["parsed"][a["dest"]]] if a["flags"]
                                                                       else [old["parsed"][a["dest"]]])]
-    got = as_old(name, parse_command(resolve_command(name), [str(x) for x in required]))
+    got = as_old(name, parse_command(_resolve_command(name), [str(x) for x in required]))
     for a in old["actions"]:
         if a["required"]: continue
         want = CHANGED_DEFAULTS.get((name, a["dest"]), a["default"])
@@ -172,7 +172,7 @@ def test_defaults_as_before(name):
 @pytest.mark.parametrize("name", list(BEFORE))
 def test_every_old_flag_parses_to_the_same_value(name):
     "An argv using every option with a non-default value parses to exactly what the old parser made of it."
-    got = as_old(name, parse_command(resolve_command(name), BEFORE[name]["argv"]))
+    got = as_old(name, parse_command(_resolve_command(name), BEFORE[name]["argv"]))
     assert got == BEFORE[name]["parsed"]
 
 
@@ -217,7 +217,7 @@ TABLE = [
 
 @pytest.mark.parametrize("name,argv,expected", TABLE)
 def test_command_lines_parse_to_keyword_arguments(name, argv, expected):
-    got = parse_command(resolve_command(name), argv)
+    got = parse_command(_resolve_command(name), argv)
     assert {k: got[k] for k in expected} == expected
 
 
@@ -225,7 +225,7 @@ def test_command_lines_parse_to_keyword_arguments(name, argv, expected):
 def test_help_works(name, capsys):
     assert main([name, "--help"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: ragbench {name}") and resolve_command(name).__doc__.split()[0] in out
+    assert out.startswith(f"usage: ragbench {name}") and _resolve_command(name).__doc__.split()[0] in out
 
 
 def test_usage_error_exits_2(capsys):

@@ -71,11 +71,11 @@ def test_queue_of_a_cli_run_shows_chunk_texts(cli_run):
 def test_queue_of_a_run_over_your_own_table(own_run):
     "Fix: on the user's own table (own column names) the queue raised IndexSchemaError; the manifest's mapping is used."
     from ragbench.review import ReviewQueue
-    from ragbench.widgets import ReviewQueueView
+    from ragbench.widgets.queue import _ReviewQueueView
     q = ReviewQueue(own_run)
     ctx = [ch for it in q.items for _, ch in q.contexts(it)]
     assert ctx and all(ch is not None and ch.id.startswith("row-") and ch.text for ch in ctx)
-    assert "not found" not in ReviewQueueView(q).body.value
+    assert "not found" not in _ReviewQueueView(q).body.value
 
 
 def test_review_notebook_takes_a_columns_mapping(own_run, tmp_path):
@@ -124,7 +124,8 @@ def test_no_decision_is_lost_across_kernels_and_cli(tmp_path):
     from ragbench.index import ChunkIndex
     from ragbench.llm import make_llm
     from ragbench.review import ReviewQueue, write_reviewed
-    from ragbench.widgets import SeedPicker, generate_from_seeds, seed_records_of, seeds_result_html
+    from ragbench.widgets import SeedPicker, generate_from_seeds
+    from ragbench.widgets.seeds import seed_records_of, _seeds_result_html
     index = ChunkIndex.build(tmp_path / "db", chunk_documents(load_documents(sample_corpus_path())), embedder="hash:256",
                              progress=False)
     triad = ("triad", "--db", "db", "--out", "runs/triad", "--llm", "fake", "--n", "4", "--seed", "1")
@@ -140,7 +141,7 @@ def test_no_decision_is_lost_across_kernels_and_cli(tmp_path):
     made = [i for n in ("dataset.jsonl", "overflow.jsonl") for i in Dataset.read(run / n) if i.meta.get("seed_id") in new]
     G = [i.id for i in made]
     assert len(G) >= 4, G
-    said = re.search(r"items? in <code>([^<]+)</code>", seeds_result_html(res))[1]   # where the widget says they are
+    said = re.search(r"items? in <code>([^<]+)</code>", _seeds_result_html(res))[1]   # where the widget says they are
     assert set(G) <= {i.id for i in Dataset.read(Path(said))}, said
 
     q1 = ReviewQueue(run, reviewer="ana")                                            # the first kernel

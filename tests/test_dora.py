@@ -9,7 +9,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 
 from ragbench.core import Chunk, Dataset, QAItem
 from ragbench.dora.styles import get_style, Style, register_style, list_styles
-from ragbench.dora.gates import run_checks, gate, span_f1, numeric_consistency, context_recall, context_precision, qa_relevance
+from ragbench.dora.gates import run_checks, gate, span_f1, _numeric_consistency, context_recall, context_precision, qa_relevance
 from ragbench.text import split_sentences
 from ragbench.dora import run_dora, load_config, DoraConfig
 from ragbench.cli import main
@@ -58,8 +58,8 @@ def test_hard_checks(style, question, answer, cited, failed):
 def test_metrics_literal():
     texts = [t for _, t in EV]
     assert span_f1("older than 2 weeks", texts) == 1.0 and span_f1("bananas ripen in the sun", texts) < 0.3
-    assert numeric_consistency("2 weeks", texts) == 1.0 and numeric_consistency("3 weeks", texts) == 0.0
-    assert numeric_consistency("no numbers", texts) == 1.0
+    assert _numeric_consistency("2 weeks", texts) == 1.0 and _numeric_consistency("3 weeks", texts) == 0.0
+    assert _numeric_consistency("no numbers", texts) == 1.0
     two = "Unreachable objects older than 2 weeks are pruned. With --aggressive git gc optimizes more thoroughly."
     assert context_recall(two, texts) == 1.0 and context_precision(two, texts) == 1.0
     assert context_precision("Unreachable objects older than 2 weeks are pruned.", texts) == 0.5

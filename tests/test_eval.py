@@ -19,12 +19,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from ragbench.core import Dataset, QAItem, Context, Chunk, RunDir
-from ragbench.eval.metrics import (precision_at_k, recall_at_k, hit_at_k, mrr, ndcg_at_k, retrieval_metrics,
-                                   exact_match, token_f1, rouge_l_recall, bertscore_recall, default_bertscore_model,
+from ragbench.eval.metrics import (precision_at_k, _recall_at_k, _hit_at_k, mrr, _ndcg_at_k, retrieval_metrics,
+                                   exact_match, token_f1, rouge_l_recall, bertscore_recall, _default_bertscore_model,
                                    answer_metrics, yes_no)
-from ragbench.stats import mean_ci, proportion_ci, tango_ci
+from ragbench.stats import mean_ci, proportion_ci, _tango_ci
 from ragbench.eval import Setup, SetupError, load_setups
-from ragbench.eval import evaluate, summarize, compare, export_ragas, EvalError, metric_names
+from ragbench.eval import evaluate, summarize, compare, export_ragas, EvalError
+from ragbench.eval.scores import metric_names
 from ragbench.benchmarks import load_static, index_static, missing_gold
 from ragbench.cli import main
 
@@ -61,8 +62,8 @@ def test_retrieval_metrics_match_ranx():
     rq = Qrels({q: {d: 1 for d in qrels[q]} for q in keep})
     rr = Run({q: {d: float(len(runs[q]) - i) for i, d in enumerate(runs[q])} for q in keep})
     ours = {
-        "precision@{k}": precision_at_k, "recall@{k}": recall_at_k, "hit_rate@{k}": hit_at_k,
-        "ndcg@{k}": ndcg_at_k, "mrr@{k}": lambda r, g, k: mrr(r, g, k),
+        "precision@{k}": precision_at_k, "recall@{k}": _recall_at_k, "hit_rate@{k}": _hit_at_k,
+        "ndcg@{k}": _ndcg_at_k, "mrr@{k}": lambda r, g, k: mrr(r, g, k),
     }
     for k in (1, 3, 5, 10):
         names = [n.format(k=k) for n in ours]
@@ -74,7 +75,7 @@ def test_retrieval_metrics_match_ranx():
     np.testing.assert_allclose([mrr(runs[q], qrels[q]) for q in keep], ref, rtol=0, atol=1e-9)
     # a query with no retrieved chunk scores 0 (not None); a query without gold ids is not applicable
     empty = [q for q in qrels if not runs[q]]
-    assert empty and all(recall_at_k([], qrels[q], 5) == 0.0 for q in empty)
+    assert empty and all(_recall_at_k([], qrels[q], 5) == 0.0 for q in empty)
     assert all(v is None for v in retrieval_metrics(["d1"], [], top_k=5).values())
 
 
@@ -135,7 +136,7 @@ def test_bertscore_recall_matches_bert_score():
     preds = ["Arthur's Magazine was first.", "Paris", "No, because it opened later.", "the Seine"]
     golds = ["Arthur's Magazine", "Paris is the capital", "no", "The Seine river"]
     mine = bertscore_recall(preds, golds)
-    _, r, _ = score(preds, golds, model_type=default_bertscore_model(), num_layers=6, batch_size=64)
+    _, r, _ = score(preds, golds, model_type=_default_bertscore_model(), num_layers=6, batch_size=64)
     np.testing.assert_allclose(mine, r.numpy().astype(float), rtol=0, atol=1e-9)
     assert bertscore_recall(["", "x"], ["a", ""]) == [0.0, 0.0]
 
@@ -165,7 +166,7 @@ def test_stats_agree_with_evalstats_where_both_compute_the_same_quantity():
     for b, c, n in ((0, 4, 12), (3, 1, 12), (5, 0, 30), (0, 0, 12), (7, 2, 40), (12, 0, 12)):
         a = np.r_[np.ones(b), np.zeros(c), np.zeros(n - b - c)]
         z = np.r_[np.zeros(b), np.ones(c), np.zeros(n - b - c)]
-        assert np.allclose(tango_ci(b, c, n), tango_scc_paired_ci(a, z, 0.05, c=0.25), atol=1e-7), (b, c, n)
+        assert np.allclose(_tango_ci(b, c, n), tango_scc_paired_ci(a, z, 0.05, c=0.25), atol=1e-7), (b, c, n)
     for k, n in ((0, 8), (3, 8), (59, 60), (30, 30)):
         ours = proportion_ci(k, n, method="wilson")
         assert np.allclose((ours["lo"], ours["hi"]), wilson_ci(k, n, 0.05), atol=1e-9), (k, n)
@@ -178,10 +179,10 @@ def test_stats_agree_with_evalstats_where_both_compute_the_same_quantity():
 def static_env(tmp_path_factory):
     "15 HotpotQA and 15 MuSiQue questions, each with a paragraph index built with all-MiniLM-L6-v2."
     import torch
-    from ragbench.embed import Embedder
+    from ragbench.embed import _Embedder
     torch.set_num_threads(1)  # on a busy 2-core machine two torch threads contend: 1 thread is ~7x faster per query
     root = tmp_path_factory.mktemp("static")
-    emb = Embedder()
+    emb = _Embedder()
     env = {"root": root, "emb": emb}
     for name, path, fmt in (("hotpot", HOTPOT, "hotpotqa"), ("musique", MUSIQUE, "musique")):
         ds = load_static(path, fmt, limit=N_Q)
@@ -475,7 +476,7 @@ def _claims_judge(req):
         return {"faithful": False, "claims": [{"claim": "a", "supported": True}, {"claim": "b", "supported": True},
                                                {"claim": "c", "supported": False}], "reason": "c is not in the context"}
     if req.stage == "eval_rubric":
-        from ragbench.eval import RUBRIC_DIMENSIONS
+        from ragbench.eval.judges import RUBRIC_DIMENSIONS
         return {**dict.fromkeys(RUBRIC_DIMENSIONS, 4), "groundedness": 2, "reason": "one list item is not in the evidence"}
     if req.stage == "eval_answer": return {"answer": "git stash and git bisect"}
     return None
@@ -507,7 +508,9 @@ def test_dora_calibration_end_to_end(tmp_path):
     "queue's scores -> the calibration table, in the report of a DoRA evaluation."
     from sklearn.metrics import cohen_kappa_score
     from ragbench.testing import FakeLLM
-    from ragbench.eval import RUBRIC_DIMENSIONS, sample_for_review, judge_sample, load_calibration
+    from ragbench.eval import load_calibration
+    from ragbench.eval.judges import RUBRIC_DIMENSIONS
+    from ragbench.eval.calibration import _sample_for_review, _judge_sample
     from ragbench.widgets import ReviewQueue
     from ragbench.report import build_report
     from ragbench.testing.demo import demo_eval_dir
@@ -515,12 +518,12 @@ def test_dora_calibration_end_to_end(tmp_path):
     items = [QAItem(id=f"dq-{i:02d}", method="dora", kind=s, style=s, question=f"question {i}?", answer=f"answer {i}")
              for i, s in enumerate(["find", "explain", "generate"] * 4)]
     run.write("dataset.jsonl", "".join(it.to_json() + "\n" for it in items))
-    sample = sample_for_review(run.path, per_style=2)
+    sample = _sample_for_review(run.path, per_style=2)
     assert sorted(Counter(it.style for it in sample).values()) == [2, 2, 2]
     judged = {it.id: 2 + i % 3 for i, it in enumerate(sample)}           # the judge's groundedness: 2, 3, 4, ...
     judge = FakeLLM(lambda req: {**dict.fromkeys(RUBRIC_DIMENSIONS, 4),
                                  "groundedness": judged[next(i for i in judged if f"Question: question {int(i[3:])}?" in req.prompt)]})
-    rows = judge_sample(run.path, judge)
+    rows = _judge_sample(run.path, judge)
     assert len(rows) == 6 and all(len(r["scores"]) == 7 for r in rows)
     queue = ReviewQueue(run.path, "ann", sources=("calibration_sample.jsonl",), sync=False)
     human = {}
@@ -687,7 +690,8 @@ def test_hugging_face_export(tiny, tmp_path):
     "Before: no export with a fixed schema; `Dataset.write('x.parquet')` types a column by its data, so files differ."
     try: import datasets                                                    # a dev requirement (settings.ini): fail loudly, never skip
     except ImportError: pytest.fail("the Hugging Face export is tested with `datasets`: pip install datasets")
-    from ragbench.eval import export_hf, read_hf, to_hf
+    from ragbench.eval import export_hf, read_hf
+    from ragbench.eval.export import _to_hf
     a = Dataset([it for it in tiny["ds"] if it.method == "triad"])          # no style, no difficulty anywhere
     b = Dataset([it for it in tiny["ds"] if it.method == "dora"])           # styles set
     export_hf(a, tmp_path / "a.parquet"); export_hf(b, tmp_path / "b.parquet")
@@ -696,7 +700,7 @@ def test_hugging_face_export(tiny, tmp_path):
     assert hf.num_rows == len(a) + len(b) and set(hf.column_names) == set(QAItem.model_fields)
     assert json.loads(hf[1]["meta"]) == {"variant_of": "q1", "partial_chunk_id": "c0"} and hf[1]["unanswerable_kind"] == "context"
     assert [it.model_dump() for it in read_hf(tmp_path / "a.parquet")] == [it.model_dump() for it in a]
-    assert to_hf(b).num_rows == 2 and to_hf(b).features == hf.features
+    assert _to_hf(b).num_rows == 2 and _to_hf(b).features == hf.features
 
 
 def test_answers_file_scored_at_the_ids_it_lists(tmp_path):

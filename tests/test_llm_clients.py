@@ -10,7 +10,8 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
-from ragbench.llm import CallMeter, LLMConfigError, LLMError, LLMParseError, arun, is_loopback, make_llm, task_usage
+from ragbench.llm import CallMeter, LLMConfigError, LLMError, LLMParseError, arun, make_llm, task_usage
+from ragbench.llm.backends import is_loopback
 from ragbench.prompts import format_chunks, get_prompt, render_prompt
 from ragbench.testing import FakeLLMServer
 

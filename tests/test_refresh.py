@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from ragbench.cli import main
 from ragbench.core import QAItem, read_jsonl
 from ragbench.corpus import Document, chunk_documents
-from ragbench.triad.refresh import item_chunk_ids
+from ragbench.triad.refresh import _item_chunk_ids
 
 GITDOCS = ROOT.parent / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
 N_DOCS, N = 30, 8
@@ -77,7 +77,7 @@ def scenario(tmp_path_factory):
     _write(src, v1)
     new = {c.id: c for c in _chunks(src)}
     gone = set(old) - set(new)
-    expected_stale = {it.id for it in items if set(item_chunk_ids(it)) & gone}
+    expected_stale = {it.id for it in items if set(_item_chunk_ids(it)) & gone}
     expected_embedded = len({c.text for i, c in new.items() if i not in old} - {c.text for c in old.values()})
     return dict(tmp=tmp, src=src, db=db, run=run, items=items, old=old, new=new, gone=gone, edited=edited,
                 deleted=deleted, expected_stale=expected_stale, expected_embedded=expected_embedded)

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from ragbench.report import ChromeNotFound, build_report, export_png, find_chrome, load_eval, metric_by_type
+from ragbench.report import ChromeNotFound, build_report, export_png, load_eval
+from ragbench.report.png import find_chrome
+from ragbench.report.figures import _metric_by_type
 from ragbench.testing.demo import demo_eval_dir, demo_generation_dir
 from ragbench.cli import main
 
@@ -103,7 +105,7 @@ def test_png_export_of_one_figure(run_dirs, tmp_path):
     require_chrome()
     eval_dir, _ = run_dirs
     summary, scores = load_eval(eval_dir)
-    p = export_png(metric_by_type(summary, "correct", scores), tmp_path / "correct_by_type.png", width=900, height=500)
+    p = export_png(_metric_by_type(summary, "correct", scores), tmp_path / "correct_by_type.png", width=900, height=500)
     data = p.read_bytes()
     assert png_size(data) == (900, 500)
     assert len(data) > 20_000                              # a drawn chart, not an empty canvas
@@ -190,7 +192,8 @@ def test_acceptance_by_type_from_a_real_triad_run(tmp_path):
     " not only the hand-made demo summary."
     from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
     from ragbench.index import ChunkIndex
-    from ragbench.report import acceptance_by_type, shows_something
+    from ragbench.report import acceptance_by_type
+    from ragbench.report.figures import _shows_something
     db = tmp_path / "db"
     ChunkIndex.build(db, chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
     gen = tmp_path / "gen"
@@ -202,7 +205,7 @@ def test_acceptance_by_type_from_a_real_triad_run(tmp_path):
     assert list(fig.data[0].x) == [t for t in fig.data[0].x if t in decided] and set(fig.data[0].x) == set(decided)
     assert list(fig.data[0].text) == [f"{decided[t]['accepted']:g}/{decided[t]['accepted'] + decided[t]['rejected']:g}"
                                       for t in fig.data[0].x]
-    assert shows_something(fig)
+    assert _shows_something(fig)
 
 
 def test_report_takes_its_options_from_a_config_file(run_dirs, tmp_path, capsys):

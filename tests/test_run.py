@@ -7,8 +7,8 @@ import nbformat
 import pytest
 
 from ragbench.core import Dataset
-from ragbench.papermill import RunError, find_notebook, load_state, notebook_parameters, run_notebook, with_run_dir
-from ragbench.pipeline import load_pipeline_config
+from ragbench.papermill import RunError, find_notebook, load_state, notebook_parameters, run_notebook, _with_run_dir
+from ragbench.pipeline import _load_pipeline_config
 from ragbench.testing.demo import demo_run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def test_pipeline_runs_steps_in_order_and_shows_progress(tmp_path):
     cfg = tmp_path / "pipe.yaml"
     cfg.write_text("parameters: {n: 7, llm: fake}\nsteps:\n  - 10_make.ipynb\n"
                    "  - {name: use, notebook: 20_use.ipynb, parameters: {scale: 3}}\n")
-    assert [s["name"] for s in load_pipeline_config(cfg)["steps"]] == ["make", "use"]
+    assert [s["name"] for s in _load_pipeline_config(cfg)["steps"]] == ["make", "use"]
     proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "pipeline", str(cfg), "--out", str(tmp_path / "r"),
                            "--no-progress"], env=ENV, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -194,7 +194,7 @@ def test_run_a_step_by_name_makes_a_dataset(tmp_path):
 
 def test_output_folder_parameter_gets_the_run_dir_whatever_its_name(tmp_path):
     "A notebook whose output-folder parameter is `out` (like 80_demo) writes into --out, not a temporary folder."
-    assert with_run_dir({}, notebook_parameters(find_notebook("80_demo")), tmp_path) == {"out": str(tmp_path.resolve())}
+    assert _with_run_dir({}, notebook_parameters(find_notebook("80_demo")), tmp_path) == {"out": str(tmp_path.resolve())}
     nb = write_notebook(tmp_path / "demo_like.ipynb", "out = None\nn = 2",
                         "import os, tempfile\nfrom pathlib import Path\nPath(out or tempfile.mkdtemp(), 'made.txt').write_text(str(n))")
     proc = subprocess.run(RUN + [str(nb), "--out", str(tmp_path / "r"), "--no-progress"], env=ENV, capture_output=True,

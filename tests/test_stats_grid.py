@@ -12,7 +12,7 @@ from ragbench.stats import decide, paired_test, ppi_mean_ci, ppi_paired_ci, prop
 from ragbench.eval.ppi import simulate_judged
 
 R = 2000
-NS, LABELS = (12, 30, 100), (8, 15, 30)
+NS, _LABELS = (12, 30, 100), (8, 15, 30)
 SCORES = Path(__file__).parent / "data" / "demo_retrieval_scores.jsonl"   # the demo's real per-item retrieval scores
 
 
@@ -77,7 +77,7 @@ def test_equivalence_keeps_its_level():
         assert np.mean([decide(t["lo"], t["hi"], margin=0.10) == "equivalent" for t in ts]) <= 0.06
 
 
-@pytest.mark.parametrize("labels", LABELS)
+@pytest.mark.parametrize("labels", _LABELS)
 def test_ppi_mean_and_paired_difference_cover_with_few_labels(labels):
     rng = np.random.default_rng(labels)
     for n in NS:
@@ -97,7 +97,7 @@ def test_ppi_mean_and_paired_difference_cover_with_few_labels(labels):
 @pytest.mark.parametrize("p", (0.5, 0.8, 0.98))
 def test_every_proportion_covers_and_is_never_zero_width(p):
     rng = np.random.default_rng(int(p * 100))
-    for n in (*LABELS, 60):
+    for n in (*_LABELS, 60):
         k = rng.binomial(n, p, R)
         cis = [proportion_ci(int(x), n) for x in k]
         assert np.mean([c["lo"] <= p <= c["hi"] for c in cis]) >= 0.93, (n, p)

@@ -21,9 +21,11 @@ from ragbench.corpus import hotpot_chunks, sample_corpus_path
 from ragbench.llm import LLMError, make_llm
 from ragbench.prompts import parse_chunks
 from ragbench.text import candidate_names, mentions
-from ragbench.triad import (CRITERIA, BridgeConfig, SeedPlan, TriadConfig, draft_item, find_bridge, precheck_passes,
-                            process_seed, run_triad, validate)
-from ragbench.triad.judge import bridge_terms, judge_prompt, leaks_bridge, sufficiency_prompts
+from ragbench.triad import BridgeConfig, SeedPlan, TriadConfig, draft_item, find_bridge, run_triad, validate
+from ragbench.triad.judge import CRITERIA
+from ragbench.triad.bridge import precheck_passes
+from ragbench.triad.run import _process_seed
+from ragbench.triad.judge import _bridge_terms, judge_prompt, _leaks_bridge, _sufficiency_prompts
 from ragbench.triad.write import QAPair, generation_prompt
 from ragbench.cli import main
 
@@ -239,7 +241,7 @@ def test_boilerplate_names_never_bridge_and_partners_can_come_from_other_documen
 def test_accepted_at_once_end_to_end(index, lilu):
     s = Script()
     cfg = TriadConfig(types=["comparison"], neighbours_k=30, binary_share=0.0)
-    rec, keep, drop = process_seed(SeedPlan(seed_id=lilu[0].id, kind="comparison", binary=False), index, fake(s), cfg)
+    rec, keep, drop = _process_seed(SeedPlan(seed_id=lilu[0].id, kind="comparison", binary=False), index, fake(s), cfg)
     item = keep[0]
     assert rec["outcome"] == "accepted" and item.status == "accepted" and len(item.attempts) == 1
     assert item.attempts[0].sufficiency == [False, False] and item.attempts[0].judge["multi_hop"] is True
@@ -297,8 +299,8 @@ def test_approving_reasons_are_not_vetoed(lilu):
 
 def test_judge_reply_puts_each_reason_before_its_verdict():
     "issue 10 #2: the judge's schema asks, for each criterion, its reason first and then its verdict."
-    from ragbench.triad import JudgeVerdict
-    keys = list(JudgeVerdict.model_json_schema()["properties"])
+    from ragbench.triad.judge import _JudgeVerdict
+    keys = list(_JudgeVerdict.model_json_schema()["properties"])
     assert all(keys.index(f"{c}_reason") + 1 == keys.index(c) for c in CRITERIA), keys
     assert "reason" not in keys                        # no single free-text reason to second-guess
 
@@ -329,9 +331,9 @@ def test_both_prompts_carry_the_type_rule_and_the_new_criteria(lilu):
 def test_bridge_terms_flag_the_entity_not_common_words():
     "issue 10 #3: 'United' of the bridge 'United States' must not block a question about United Airlines."
     texts = ["The airline moved its hub within the United States.", "United Airlines is based in Chicago."]
-    assert bridge_terms("United States", texts) == ["United States"]
-    assert leaks_bridge("Which airline is based in the city where United Airlines was founded?", "United States", texts) is None
-    assert leaks_bridge("Which airline is based in the United States?", "United States", texts) == "United States"
+    assert _bridge_terms("United States", texts) == ["United States"]
+    assert _leaks_bridge("Which airline is based in the city where United Airlines was founded?", "United States", texts) is None
+    assert _leaks_bridge("Which airline is based in the United States?", "United States", texts) == "United States"
 
 
 def test_composition_leaking_bridge_rejected(lilu):
@@ -372,7 +374,7 @@ def test_each_group_is_judged_in_its_own_call_seeing_only_its_passages(lilu):
     asked = [r.prompt for r in s.requests if r.stage == "triad.sufficiency"]
     assert it.status == "accepted" and len(asked) == 2
     assert [[c.id in p for c in lilu] for p in asked] == [[True, False], [False, True]]
-    assert [[c.id in p for c in lilu] for _, p in sufficiency_prompts("Q?", list(lilu))] == [[True, False], [False, True]]
+    assert [[c.id in p for c in lilu] for _, p in _sufficiency_prompts("Q?", list(lilu))] == [[True, False], [False, True]]
 
 
 def test_unparseable_judge_counted_retried_never_accepted(lilu):
@@ -648,8 +650,8 @@ def test_plan_numbers_become_the_target_per_type(git_index, tmp_path):
         assert sorted(i["kind"] for i in items) == ["comparison", "composition", "composition", "composition"], [i["kind"] for i in items]
         c = json.loads((out / "manifest.json").read_text())["config"]
         assert c["n_per_type"] == {"composition": 3, "comparison": 1} and c["types"] == ["composition", "comparison"]
-        from ragbench.commands.triad import plan_targets
-        assert plan_targets(tmp_path / "all.json") == {t: row["n_needed"] for t in ("comparison", "intersection", "composition")}
+        from ragbench.commands.triad import _plan_targets
+        assert _plan_targets(tmp_path / "all.json") == {t: row["n_needed"] for t in ("comparison", "intersection", "composition")}
         assert triad_cli(["--db", str(git_index.db_dir), "--out", str(tmp_path / "both"), "--llm", llm, "--n", "2",
                           "--n-from-plan", str(tmp_path / "kinds.json")]) == 2
         (tmp_path / "styles.json").write_text(json.dumps([{**row, "group": "summarize"}]))

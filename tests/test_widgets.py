@@ -14,8 +14,10 @@ from ragbench.core import Dataset, RunDir
 from ragbench.eval.calibration import rubric_agreement, weighted_kappa
 from ragbench.review import JudgeCalibration, ReviewQueue, accept_reject_stats, write_reviewed
 from ragbench.testing.demo import demo_chunks, demo_run_dir
-from ragbench.widgets import (BridgeInspector, BridgeInspectorView, ReviewQueueView, SeedPicker, SeedPickerView, add_to_run,
-                              calibration_widget, review_widget, triad_planner)
+from ragbench.widgets import BridgeInspector, SeedPicker, calibration_widget, review_widget, triad_planner
+from ragbench.widgets.bridge import _BridgeInspectorView, _add_to_run
+from ragbench.widgets.queue import _ReviewQueueView
+from ragbench.widgets.seeds import _SeedPickerView
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +80,7 @@ def test_seed_picker_on_a_real_index(index, tmp_path):
 def test_seed_picker_ticks_reach_the_triad_command(index, tmp_path):
     "Fix: ticks in the widget were never saved. Now each tick lands in RUN/seeds.txt and `ragbench triad --seeds-file` uses it."
     run = tmp_path / "run"
-    view = SeedPickerView(SeedPicker(index, k=4, run_dir=run))
+    view = _SeedPickerView(SeedPicker(index, k=4, run_dir=run))
     view.query.value = "ORIG_HEAD"
     view.results.children[0].children[0].value = True            # tick the first hit, as a click would
     ticked = view.p.results[0].chunk_id
@@ -129,7 +131,7 @@ def test_bridge_inspector_choice_and_overrides(index):
 def test_bridge_view_starts_on_the_chosen_neighbour(index):
     "Fix: the neighbour dropdown started blank."
     ids = doc_ids()
-    view = BridgeInspectorView(BridgeInspector(index, ids["git-rebase"], k=4))
+    view = _BridgeInspectorView(BridgeInspector(index, ids["git-rebase"], k=4))
     assert view.neighbour.value == ids["git-reset"] and view.neighbour.label.startswith("▶ git-reset §1")
     view.neighbour.value = next(v for _, v in view.neighbour.options if v != ids["git-reset"])
     assert view.bi.overridden and "(overridden)" in view.view.value
@@ -145,7 +147,7 @@ def test_bridge_inspector_generates_into_the_run(index, tmp_path):
     bi = BridgeInspector(index, ids["git-rebase"], k=3, planner=triad_planner(index, llm, cfg))
     assert bi.why.startswith("TRIAD bridge via") and bi.neighbour_id == ids["git-reset"]
     run = tmp_path / "run"
-    view = BridgeInspectorView(bi, run_dir=run, llms=llm, cfg=cfg)
+    view = _BridgeInspectorView(bi, run_dir=run, llms=llm, cfg=cfg)
     view.kind.value = "intersection"
     view.generate.click()
     assert "validator: accepted" in view.result.value and "inspected.jsonl" in view.result.value
@@ -157,7 +159,7 @@ def test_bridge_inspector_generates_into_the_run(index, tmp_path):
     assert [i.answerable for i in items] == [True, False]            # the unanswerable variant rides along
     assert any(c.relevant is False for c in main.contexts)           # contexts labelled
     assert main.id in {i.id for i in ReviewQueue(run).items}
-    again = add_to_run(bi, run, llm, cfg, kind="intersection")          # the same configuration twice: no duplicate
+    again = _add_to_run(bi, run, llm, cfg, kind="intersection")          # the same configuration twice: no duplicate
     assert again.id == main.id and len(Dataset.read(run / "inspected.jsonl").items) == len(items)
     # a resumed TRIAD run rewrites dataset.jsonl from its own journal: the inspected items live apart, still reviewed
     (run / "dataset.jsonl").write_text("")
@@ -224,7 +226,7 @@ def test_unanswerable_item_keeps_its_abstention(run):
     q.edit(question="A sharper question?")
     got = {i.id: i for i in Dataset.read(run / "dataset.reviewed.jsonl")}[ds.items[0].id]
     assert (got.answerable, got.answer, got.question) == (False, "The contexts do not say.", "A sharper question?")
-    view = ReviewQueueView(ReviewQueue(run))
+    view = _ReviewQueueView(ReviewQueue(run))
     view.q.goto(0); view.refresh()
     assert view.answer.disabled                                      # the view locks the field
 
@@ -236,7 +238,7 @@ def test_chunk_texts_from_the_run_index(run, tmp_path):
     ChunkIndex.build(run / "db", demo_chunks(), embedder="hash:64", progress=False)
     q = ReviewQueue(run)
     assert all(ch is not None and ch.text for _, ch in q.contexts())
-    assert "not found" not in ReviewQueueView(q).body.value
+    assert "not found" not in _ReviewQueueView(q).body.value
     run2 = demo_run_dir(tmp_path / "run2"); (run2 / "chunks.jsonl").unlink()      # the manifest names the index instead
     RunDir(run2).write_manifest(corpus={"db": str(run / "db"), "table": "chunks"})
     assert all(ch is not None for _, ch in ReviewQueue(run2).contexts())
@@ -244,7 +246,7 @@ def test_chunk_texts_from_the_run_index(run, tmp_path):
 
 def test_view_is_compact_and_calibration_is_live(run):
     "Target: question, answer, action bar and gold chunks first; others collapsed; table; calibration after each decision."
-    v = ReviewQueueView(ReviewQueue(run, reviewer="cy"))
+    v = _ReviewQueueView(ReviewQueue(run, reviewer="cy"))
     kids = list(v.widget.children)
     order = [kids.index(x) for x in (v.table, v.actions, v.edit_box, v.calibration)]
     assert order == sorted(order)                                   # table, then the action bar, before the chunks

@@ -15,16 +15,15 @@ from ..eval.paired import (equivalence_margins, gate_failures, gate_margins, pai
 from .options import options_model, read_options
 
 # %% auto #0
-__all__ = ['NEED_TWO_DIRS', 'TWO_SETUPS_NOTE', 'gated_metrics', 'report_gate', 'CompareOptions', 'paired_gate', 'compare_command',
-           'print_comparison', 'print_plan', 'PlanOptions', 'plan_command']
+__all__ = ['CompareOptions', 'compare_command', 'PlanOptions', 'plan_command']
 
 # %% ../../nbs/90_commands.07_compare.ipynb #de6df1e4
-def gated_metrics(eval_dir, metrics: Optional[str], margins: dict) -> Optional[list[str]]:
+def _gated_metrics(eval_dir, metrics: Optional[str], margins: dict) -> Optional[list[str]]:
     "The metrics to pair: those named (comma-separated), plus every gated one (None: the default)."
     chosen = [m.strip() for m in (metrics or "").split(",") if m.strip()]
     return (chosen + [m for m in margins if chosen and m not in chosen]) or None
 
-def report_gate(rows: list[dict], margins: dict, baseline: Optional[str], allow_uninformative: bool = False) -> int:
+def _report_gate(rows: list[dict], margins: dict, baseline: Optional[str], allow_uninformative: bool = False) -> int:
     "Say which setups fail the --fail-if-worse gate (stderr) or that it passed; the exit status (1: failed)."
     failed = gate_failures(rows, margins, allow_uninformative)
     for r in failed:
@@ -76,18 +75,18 @@ def _file_primary(setups_file) -> list[str]:
     return [spec] if isinstance(spec, str) else list(spec or [])
 
 # %% ../../nbs/90_commands.07_compare.ipynb #447388bc
-def paired_gate(eval_dir, o: CompareOptions) -> int:
+def _paired_gate(eval_dir, o: CompareOptions) -> int:
     "The paired comparison of one evaluation's setups, printed (and written as JSON); the gate's exit status."
     gate = gate_margins(o.fail_if_worse, o.setups)
-    rows = paired_rows_of(eval_dir, o.baseline, metrics=gated_metrics(eval_dir, o.metrics or o.metric, gate),
+    rows = paired_rows_of(eval_dir, o.baseline, metrics=_gated_metrics(eval_dir, o.metrics or o.metric, gate),
                              primary=_csv(o.primary) or _file_primary(o.setups) or None,
                              margins=equivalence_margins(o.equivalence_margin, o.setups, gate), detect=o.detect,
                              by=_csv(o.by), all_pairs=o.all_pairs, alpha=o.alpha, power=o.power, seed=o.seed)
     print(paired_table(rows, o.alpha))
     if o.json_file: atomic_write(o.json_file, json.dumps(rows, indent=2, default=float))
-    return report_gate(rows, gate, o.baseline, o.allow_uninformative)
+    return _report_gate(rows, gate, o.baseline, o.allow_uninformative)
 
-NEED_TWO_DIRS = "give two evaluation folders (ranking agreement) or --baseline NAME EVAL_DIR (paired comparison)"
+_NEED_TWO_DIRS = "give two evaluation folders (ranking agreement) or --baseline NAME EVAL_DIR (paired comparison)"
 
 @options_model(CompareOptions)
 def compare_command(
@@ -105,18 +104,18 @@ def compare_command(
     o = read_options(CompareOptions, config, options)[0]
     if o.baseline is not None or o.all_pairs:
         if dir_b is not None: raise UserError("--baseline pairs the setups of one evaluation folder: give one EVAL_DIR")
-        return paired_gate(dir_a, o)
-    if dir_b is None: raise UserError(NEED_TWO_DIRS)
+        return _paired_gate(dir_a, o)
+    if dir_b is None: raise UserError(_NEED_TWO_DIRS)
     if o.fail_if_worse or o.setups: raise UserError("--fail-if-worse and --setups need --baseline NAME")
     return _ranking(dir_a, dir_b, o)
 
 # %% ../../nbs/90_commands.07_compare.ipynb #06fcd72e
-TWO_SETUPS_NOTE = (
+_TWO_SETUPS_NOTE = (
     "note: with 2 setups tau can only be +1 (same order) or -1 (swapped); it says whether the two "
     "datasets order them alike, not how strongly they agree: compare 3 or more setups for an informative tau"
 )
 
-def print_comparison(c: dict) -> None:
+def _print_comparison(c: dict) -> None:
     "The comparison as a small table: each setup's mean and rank in A and B, then tau with its interval."
     w = max(len(s) for s in c["setups"] + ["setup"])
     ra, rb = c["a"]["ranking"], c["b"]["ranking"]
@@ -135,18 +134,18 @@ def print_comparison(c: dict) -> None:
         f"Kendall tau = {tau}{ci} (p = {c['p_value'] if c['p_value'] is None else round(c['p_value'], 4)},"
         f" {c['n_boot_valid']} valid resamples)"
     )
-    if len(c["setups"]) < 3: print(TWO_SETUPS_NOTE)
+    if len(c["setups"]) < 3: print(_TWO_SETUPS_NOTE)
 
 def _ranking(dir_a: str, dir_b: str, o: CompareOptions) -> int:
     """Rank the setups two evaluation folders share (e.g. a generated and a static dataset): Kendall tau with a
     bootstrap interval, printed (and written as JSON)."""
     c = compare(dir_a, dir_b, metric=o.metric or "recall@5", n_boot=o.n_boot, seed=o.seed)
-    print_comparison(c)
+    _print_comparison(c)
     if o.json_file: atomic_write(o.json_file, json.dumps(c, indent=2))
     return 0
 
 # %% ../../nbs/90_commands.07_compare.ipynb #c33685ab
-def print_plan(rows: list[dict], d: float, metric: str, alpha: float, power: float) -> None:
+def _print_plan(rows: list[dict], d: float, metric: str, alpha: float, power: float) -> None:
     "The plan's table: per group the test, the questions needed and the simulated power at the pilot's n (or at --n)."
     print(f"to detect a difference of {d:g} in {metric} at {power:.0%} power (the paired test that runs, simulated; alpha = {alpha:g}):")
     print(f"{'group':<16} {'test':<13} {'n needed':>9} {'n pilot':>8} {'power at n':>10}  source")
@@ -186,5 +185,5 @@ def plan_command(
     the test that runs; with --pilot, the power the pilot had."""
     o = read_options(PlanOptions, config, options)[0]
     rows = plan_questions(**o.model_dump(exclude={"json_file"}))     # by '' (none) and None alike: no groups
-    print_plan(rows, o.d, o.metric, o.alpha, o.power)
+    _print_plan(rows, o.d, o.metric, o.alpha, o.power)
     if o.json_file: atomic_write(o.json_file, json.dumps(rows, indent=2))

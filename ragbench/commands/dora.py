@@ -17,7 +17,7 @@ from ..dora.styles import StyleError, load_styles
 from .options import RunOptions, options_model, read_options
 
 # %% auto #0
-__all__ = ['dora_options', 'DoraOptions', 'dora_runs', 'dora_command', 'llm_stop_status', 'finish_splits']
+__all__ = ['dora_command', 'finish_splits']
 
 # %% ../../nbs/90_commands.04_dora.ipynb #4429b326
 def _check_split_options(split: Optional[str], test_docs: Optional[str], test_fraction: Optional[float]) -> None:
@@ -33,7 +33,7 @@ def _check_split_options(split: Optional[str], test_docs: Optional[str], test_fr
         raise UserError(f"--test-fraction must be between 0 and 1, got {test_fraction}")
 
 # %% ../../nbs/90_commands.04_dora.ipynb #b9b84222
-def dora_options(config: Optional[str], styles_file: Optional[str], styles: Optional[str], split: Optional[str],
+def _dora_options(config: Optional[str], styles_file: Optional[str], styles: Optional[str], split: Optional[str],
                  test_docs: Optional[str], test_fraction: Optional[float] = None, **overrides) -> DoraConfig:
     "The run's DoraConfig from the command-line options (styles file registered first); bad options raise UserError."
     _check_split_options(split, test_docs, test_fraction)
@@ -63,7 +63,7 @@ def _print_notes(warnings: Sequence[str]) -> None:
     for w in warnings: print(f"note: {w}", file=sys.stderr)
 
 # %% ../../nbs/90_commands.04_dora.ipynb #0df24b81
-class DoraOptions(RunOptions):
+class _DoraOptions(RunOptions):
     "The run flags of `ragbench dora`; its other DoraConfig settings come from --config and one generated flag each."
     per_style: int = Field(description="accepted items wanted per style (per split)")
     styles: Optional[str] = Field(None, description="comma-separated styles (default: the five built-in ones)")
@@ -97,7 +97,7 @@ class DoraOptions(RunOptions):
     workers: Optional[int] = Field(None, description="tasks run at once (default 4)")
     progress: bool = Field(True, description="a progress bar")
 
-def dora_runs(run, cfg: DoraConfig, o: DoraOptions) -> int:
+def _dora_runs(run, cfg: DoraConfig, o: _DoraOptions) -> int:
     "Generate on an opened run: one dataset, or the train and test splits with their leak check; the exit status."
     (doc_chunks, test_ids), index, out = run.inputs, run.index, run.out
     kw = dict(embed=(lambda texts: index.embedder.encode(list(texts))) if o.embed else None, progress=run.progress,
@@ -113,7 +113,7 @@ def dora_runs(run, cfg: DoraConfig, o: DoraOptions) -> int:
     return finish_splits(out, tr, te, index, embed=kw["embed"], ngram_at=o.leak_ngram, cosine_at=o.leak_cosine)
 
 # %% ../../nbs/90_commands.04_dora.ipynb #b38dcdfd
-@options_model(DoraOptions, config=DoraConfig)
+@options_model(_DoraOptions, config=DoraConfig)
 def dora_command(
     *,
     config: Optional[str] = None,  # YAML/JSON file of DoraConfig settings
@@ -122,13 +122,13 @@ def dora_command(
 ) -> int:
     """Generate DoRA intent-style QA (find, explain, summarize, generate, provide) with evidence bundles, quality gates,
     dedup, quotas and leak-checked splits."""
-    o, rest = read_options(DoraOptions, None, options)
-    cfg = dora_options(config, o.styles_file, o.styles, o.split, o.test_docs, o.test_fraction, per_style=o.per_style,
+    o, rest = read_options(_DoraOptions, None, options)
+    cfg = _dora_options(config, o.styles_file, o.styles, o.split, o.test_docs, o.test_fraction, per_style=o.per_style,
                        seed=o.seed,
                        overgen=o.overgen, entailment=o.entailment, prefilter=o.prefilter, workers=o.workers, **rest)
     run = open_run(o.spec(by_role(o.llm, judge=o.judge_llm, test=o.test_llm), progress=o.progress), name="dora",
                    check=lambda index: dora_inputs(index, o.docs, o.test_docs), in_flight=cfg.workers)
-    return dora_runs(run, cfg, o)
+    return _dora_runs(run, cfg, o)
 
 # %% ../../nbs/90_commands.04_dora.ipynb #38aacb49
 def _split_runs(index, llms: tuple, cfg: DoraConfig, out: Path, docs: tuple, max_calls: Optional[int],
@@ -146,9 +146,9 @@ def _single_run(index, gen, judge, cfg: DoraConfig, out: Path, max_calls: Option
     _print_summary(r.summary)
     _print_notes(r.summary["warnings"])
     print(f"wrote {out / 'dataset.jsonl'} and {out / 'summary.json'}")
-    return llm_stop_status(r.summary)
+    return _llm_stop_status(r.summary)
 
-def llm_stop_status(summary: dict) -> int:
+def _llm_stop_status(summary: dict) -> int:
     "1 (said on stderr) when the runner stopped the run because its LLM kept failing, as TRIAD does; else 0."
     stop = str(summary.get("stop_reason") or "")
     if not stop.startswith(LLM_FAILING): return 0

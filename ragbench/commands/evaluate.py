@@ -16,14 +16,14 @@ from ..eval.setups import load_setups, setups_file_option
 from .options import RAY_HELP, options_model, read_options
 
 # %% auto #0
-__all__ = ['mapping_note', 'report_inputs', 'report_failures', 'EvaluateOptions', 'cutoffs', 'evaluate_command']
+__all__ = ['EvaluateOptions', 'cutoffs', 'evaluate_command']
 
 # %% ../../nbs/90_commands.06_evaluate.ipynb #8c0a3466
 def _say(msg: str) -> None: print(f"ragbench evaluate: {msg}", file=sys.stderr)
 
 def _listed(xs: Sequence[str], n: int = 20) -> str: return ", ".join(xs[:n]) + (" ..." if len(xs) > n else "")
 
-def mapping_note(name: str, m: dict) -> str:
+def _mapping_note(name: str, m: dict) -> str:
     "What the retrieval metrics of a setup mean when some of its contexts did not map to a chunk of the index."
     n = sum(m.values())
     return (
@@ -33,7 +33,7 @@ def mapping_note(name: str, m: dict) -> str:
         "(doc_hit@k / doc_recall@k score it by document)"
     )
 
-def report_inputs(summary: dict) -> None:
+def _report_inputs(summary: dict) -> None:
     "Say on stderr what was left out: answers for unknown items, missing answers, items without gold chunk ids."
     for name, ids in summary.get("unknown_answer_ids", {}).items():
         if ids: _say(f"setup '{name}': {len(ids)} answer(s) for unknown item ids skipped: {_listed(ids)}")
@@ -43,14 +43,14 @@ def report_inputs(summary: dict) -> None:
     if ng.get("n"):
         _say(f"{ng['n']} answerable item(s) have no gold chunk ids, so no retrieval scores: {_listed(ng['lines'])}")
     for name, m in (summary.get("context_mapping") or {}).items():
-        if m.get("unmapped") or m.get("document"): _say(mapping_note(name, m))
+        if m.get("unmapped") or m.get("document"): _say(_mapping_note(name, m))
     na = max((sum(v for k,
                   v in per.items() if k.startswith("retrieved: context-unanswerable"))
               for per in (summary.get("not_applicable") or {}).values()), default=0)
     if na and "unanswerable" not in summary.get("modes", []):
         _say(f"{na} context-unanswerable item(s) are not applicable in the retrieved mode; add --modes retrieved,unanswerable to score their abstention")
 
-def report_failures(summary: dict) -> int:
+def _report_failures(summary: dict) -> int:
     "Say on stderr which rows failed or why the run stopped; the exit status (1 if incomplete, else 0)."
     errors = {s: n for s, n in (summary.get("errors") or {}).items() if n}
     if errors:
@@ -153,7 +153,7 @@ def evaluate_command(
                        ks=cutoffs(o.ks),
                        batch_size=o.batch_size, parallel_batches=o.parallel_batches, max_calls=o.max_calls,
                        progress=not o.quiet, ray=o.ray, **kw)
-    report_inputs(summary)
+    _report_inputs(summary)
     print(format_summary(summary))
     print(f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(o.out) / 'scores.jsonl'}, {Path(o.out) / 'summary.json'}")
-    return report_failures(summary)
+    return _report_failures(summary)

@@ -13,7 +13,7 @@ from ..stats import MODES
 from .options import options_model, read_options
 
 # %% auto #0
-__all__ = ['ExportRagasOptions', 'print_export', 'export_ragas_command']
+__all__ = ['ExportRagasOptions', 'export_ragas_command']
 
 # %% ../../nbs/90_commands.09_export.ipynb #e32812dd
 class ExportRagasOptions(BaseModel):
@@ -32,7 +32,7 @@ class ExportRagasOptions(BaseModel):
     mode: Literal[MODES] = Field("retrieved", description="which mode's answers to include")
     with_ids: bool = Field(False, description="add an item_id column")
 
-def print_export(path, ds: Dataset) -> None:
+def _print_export(path, ds: Dataset) -> None:
     "The file written and how many unanswerable items it leaves out, on stdout."
     print(f"wrote {path}")
     n = sum(not it.answerable for it in ds)
@@ -53,4 +53,4 @@ def export_ragas_command(
     ds = export_dataset(o.dataset)
     idx = open_index(o.db, o.table, embedder=o.embedder, columns=o.column, fts=False)
     path = export_ragas(ds, o.out, index=idx, scores_dir=o.scores, setup=o.setup, mode=o.mode, include_ids=o.with_ids)
-    print_export(path, ds)
+    _print_export(path, ds)

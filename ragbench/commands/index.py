@@ -18,12 +18,10 @@ from ..scale.cluster import ray_address
 from .options import RAY_HELP, options_model, read_options
 
 # %% auto #0
-__all__ = ['build_index', 'print_index_summary', 'IndexOptions', 'index_command', 'search_queries', 'hit_json', 'print_hits',
-           'print_search', 'SearchOptions', 'search_command', 'doctor_llm', 'doctor_storage', 'DoctorOptions',
-           'doctor_command']
+__all__ = ['IndexOptions', 'index_command', 'SearchOptions', 'search_command', 'doctor_command']
 
 # %% ../../nbs/90_commands.02_index.ipynb #4b832d6f
-def build_index(source, o: IndexOptions, emb, report: Optional[LoadReport] = None) -> ChunkIndex:
+def _build_index(source, o: IndexOptions, emb, report: Optional[LoadReport] = None) -> ChunkIndex:
     """Load, chunk and embed `source` into the table the options `o` name: in this process, or on the Ray cluster
     `ray_address(o.ray)` names."""
     chunking = o.model_dump(include={"target_tokens", "min_tokens", "max_tokens", "overlap", "mode"})
@@ -43,7 +41,7 @@ def build_index(source, o: IndexOptions, emb, report: Optional[LoadReport] = Non
     idx.ensure_vector_index(o.vector_index_min_rows)       # a table that reached the size now
     return idx
 
-def print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: LoadReport) -> None:
+def _print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: LoadReport) -> None:
     "What an index build did, on stdout."
     st = idx.last_build
     print(f"indexed {source}: {report.documents} documents -> {st['chunks']} chunks "
@@ -111,12 +109,12 @@ def index_command(
     o, report = read_options(IndexOptions, config, options)[0], LoadReport()
     try:
         emb = make_embedder(o.embedder)
-        idx = build_index(source, o, emb, report)
+        idx = _build_index(source, o, emb, report)
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
-    print_index_summary(source, o.db, o.table, idx, emb, report)
+    _print_index_summary(source, o.db, o.table, idx, emb, report)
 
 # %% ../../nbs/90_commands.02_index.ipynb #6fd734bb
-def search_queries(query: Optional[str], queries: Optional[str]) -> list[str]:
+def _search_queries(query: Optional[str], queries: Optional[str]) -> list[str]:
     "The queries to run: the one given and the non-blank lines of the --queries file ('-': stdin)."
     out = [query] if query else []
     if queries:
@@ -126,11 +124,11 @@ def search_queries(query: Optional[str], queries: Optional[str]) -> list[str]:
     if not out: raise UserError("give a query, or --queries FILE (one query a line; '-' reads stdin)")
     return out
 
-def hit_json(h: Hit) -> dict:
+def _hit_json(h: Hit) -> dict:
     "A hit as `--json` prints it."
     return {"chunk_id": h.chunk_id, "doc_id": h.doc_id, "text": h.text, "score": round(h.score, 6)}
 
-def print_hits(hits: list[Hit]) -> None:
+def _print_hits(hits: list[Hit]) -> None:
     "Hits as numbered lines with a snippet."
     for i, h in enumerate(hits, 1):
         where = " / ".join(str(x) for x in (h.meta.get("title"), h.meta.get("section")) if x)
@@ -138,16 +136,16 @@ def print_hits(hits: list[Hit]) -> None:
         print(f"{i}. {h.score:.4f}  {h.chunk_id}  {where}\n   {snippet[:200]}{'...' if len(snippet) > 200 else ''}")
     if not hits: print("no hits")
 
-def print_search(found: list[tuple[str, list[Hit]]], as_json: bool = False, titled: bool = False) -> None:
+def _print_search(found: list[tuple[str, list[Hit]]], as_json: bool = False, titled: bool = False) -> None:
     "The hits of each (query, hits) on stdout: numbered lines, or JSON; `titled`: under `## QUERY`, or {query, hits}."
     if as_json:
-        res = ([hit_json(h) for h in found[0][1]] if not titled else
-               [{"query": q, "hits": [hit_json(h) for h in hits]} for q, hits in found])
+        res = ([_hit_json(h) for h in found[0][1]] if not titled else
+               [{"query": q, "hits": [_hit_json(h) for h in hits]} for q, hits in found])
         print(json.dumps(res, ensure_ascii=False, indent=2))
         return
     for q, hits in found:
         if titled: print(f"\n## {q}")
-        print_hits(hits)
+        _print_hits(hits)
 
 # %% ../../nbs/90_commands.02_index.ipynb #894396b9
 class SearchOptions(BaseModel):
@@ -178,9 +176,9 @@ def search_command(
     o = read_options(SearchOptions, config, options)[0]
     if o.k < 1: raise UserError(f"-k must be at least 1 (got {o.k})")
     idx = open_index(o.db, o.table, embedder=o.embedder, columns=o.column, fts=o.mode != "dense")
-    try: found = [(q, idx.search(q, k=o.k, mode=o.mode)) for q in search_queries(query, o.queries)]
+    try: found = [(q, idx.search(q, k=o.k, mode=o.mode)) for q in _search_queries(query, o.queries)]
     except (IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e
-    print_search(found, o.as_json, titled=o.queries is not None)
+    _print_search(found, o.as_json, titled=o.queries is not None)
 
 # %% ../../nbs/90_commands.02_index.ipynb #bd88043d
 _STORE_KEYS = {"s3": ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
@@ -188,7 +186,7 @@ _STORE_KEYS = {"s3": ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKE
                "gs": ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_SERVICE_ACCOUNT"), "az": ("AZURE_STORAGE_ACCOUNT_KEY",
                    "AZURE_STORAGE_SAS_TOKEN")}
 
-def doctor_llm(spec: str, timeout: float = 3.0) -> list[tuple[bool, str]]:
+def _doctor_llm(spec: str, timeout: float = 3.0) -> list[tuple[bool, str]]:
     "(ok, line) for an LLM spec: its key in the environment, then its server (a TCP connect; no request is sent)."
     from ragbench.llm import endpoint_problem, key_problem, llm_endpoint
     shown = redact_spec(spec)
@@ -198,7 +196,7 @@ def doctor_llm(spec: str, timeout: float = 3.0) -> list[tuple[bool, str]]:
     why = endpoint_problem(spec, timeout)
     return [(why is None, f"LLM {shown}: {why or f'key found, server {redact_spec(url)} accepts connections'}")]
 
-def doctor_storage(db: str, table: str = "chunks") -> list[tuple[bool, str]]:
+def _doctor_storage(db: str, table: str = "chunks") -> list[tuple[bool, str]]:
     "(ok, line) for the storage of `db` (folder, or credentials in the environment) and for `table` with its sidecar."
     from ragbench.index import db_location, is_local, read_stored_text, sidecar_path
     out = []
@@ -233,7 +231,7 @@ def doctor_storage(db: str, table: str = "chunks") -> list[tuple[bool, str]]:
     return out
 
 # %% ../../nbs/90_commands.02_index.ipynb #1c25382b
-class DoctorOptions(BaseModel):
+class _DoctorOptions(BaseModel):
     "The options of `ragbench doctor`."
     model_config = ConfigDict(extra="forbid")
     llm: Annotated[list[str], {"metavar": "SPEC"}] = Field((),
@@ -242,15 +240,15 @@ class DoctorOptions(BaseModel):
     table: PathComponent = Field("chunks", description="table name")
     timeout: float = Field(3.0, gt=0, description="seconds a server has to accept a connection")
 
-@options_model(DoctorOptions)
+@options_model(_DoctorOptions)
 def doctor_command(**options) -> int:
     """Check what runs need before they start: LLM keys and servers (no request is sent), storage credentials, the table
     and its sidecar; exit 1 when something is wrong."""
     from ragbench.llm import KEY_ENVS
-    o = read_options(DoctorOptions, None, options)[0]
+    o = read_options(_DoctorOptions, None, options)[0]
     checks = [(True, "API keys set: " + (", ".join(k for k in KEY_ENVS if os.environ.get(k)) or "none"))]
-    for s in o.llm: checks += doctor_llm(s, o.timeout)
-    if o.db: checks += doctor_storage(o.db, o.table)
+    for s in o.llm: checks += _doctor_llm(s, o.timeout)
+    if o.db: checks += _doctor_storage(o.db, o.table)
     if not o.llm and not o.db: checks.append((True, "nothing else to check: give --llm SPEC and/or --db DB"))
     for good, line in checks: print(f"{'ok     ' if good else 'PROBLEM'}  {line}")
     bad = sum(not g for g, _ in checks)

@@ -15,10 +15,10 @@ from .dora import finish_splits
 from .options import options_model, read_options
 
 # %% auto #0
-__all__ = ['print_refresh', 'RefreshOptions', 'refresh_command']
+__all__ = ['RefreshOptions', 'refresh_command']
 
 # %% ../../nbs/90_commands.05_refresh.ipynb #5471fe0e
-def print_refresh(s: dict, run: Path) -> None:
+def _print_refresh(s: dict, run: Path) -> None:
     "What the refresh did, on stdout."
     c = s["card"]
     d = c["diff"]
@@ -33,7 +33,7 @@ def print_refresh(s: dict, run: Path) -> None:
 def _shown(s: dict, out: Path) -> int:
     "Print a refresh's estimate as JSON, or what it did (nothing when it stopped on its budget: it said so)."
     if "estimate" in s: print(json.dumps(s["estimate"], indent=2))
-    elif "card" in s: print_refresh(s, out)
+    elif "card" in s: _print_refresh(s, out)
     return 0
 
 # %% ../../nbs/90_commands.05_refresh.ipynb #f93c5bdc
@@ -51,7 +51,7 @@ def _refresh_splits(out: Path, m: dict, o: RefreshOptions) -> int:
             est[half] = s["estimate"]
             continue
         if "card" not in s: return 0                                  # stopped (budget): it said so; re-run to continue
-        print_refresh(s, out / half)
+        _print_refresh(s, out / half)
         done[half] = s["llm"].get("calls", 0)
         run.write_manifest(split_refresh=done)
     if estimate:

@@ -14,7 +14,7 @@ from ..pipeline import EXAMPLE_PIPELINE, ConfigError, run_pipeline
 from .options import options_model, read_options
 
 # %% auto #0
-__all__ = ['RunNotebookOptions', 'print_runnable', 'run_and_report', 'run_command', 'PipelineOptions', 'pipeline_command']
+__all__ = ['RunNotebookOptions', 'run_command', 'pipeline_command']
 
 # %% ../../nbs/90_commands.11_run.ipynb #dc953f8c
 class RunNotebookOptions(BaseModel):
@@ -36,12 +36,12 @@ class RunNotebookOptions(BaseModel):
     listing: Annotated[bool, "--list"] = Field(
         False, description="list the runnable notebooks (with a parameters cell)")
 
-def print_runnable() -> int:
+def _print_runnable() -> int:
     "List the runnable notebooks on stdout (`ragbench run --list`); the exit status, 0."
     for n, p in runnable_notebooks().items(): print(f"{n:<20} {p}")
     return 0
 
-def run_and_report(notebook: str, o: RunNotebookOptions) -> int:
+def _run_and_report(notebook: str, o: RunNotebookOptions) -> int:
     "Run `notebook` with the options `o`, saying where its executed copy is; the exit status (1: a cell failed)."
     try: rec = run_notebook(notebook, run_parameters(o.param, o.raw, o.parameters_file), o.out, name=o.name,
                             force=o.force, cwd=o.cwd, progress=o.progress, log_output=o.log_output)
@@ -61,9 +61,9 @@ def run_command(
     """Execute a stage or pipeline-step notebook (by name) or your own notebook with papermill into a run directory;
     re-running an interrupted run resumes it."""
     o = read_options(RunNotebookOptions, config, options)[0]
-    if o.listing: return print_runnable()
+    if o.listing: return _print_runnable()
     if not notebook: raise RunError("a notebook is required (see ragbench run --list)")
-    return run_and_report(notebook, o)
+    return _run_and_report(notebook, o)
 
 # %% ../../nbs/90_commands.11_run.ipynb #d166b5e0
 def _pipeline_status(config, out, **kw) -> int:
@@ -74,7 +74,7 @@ def _pipeline_status(config, out, **kw) -> int:
         return 1
     return 0
 
-class PipelineOptions(BaseModel):
+class _PipelineOptions(BaseModel):
     "The options of `ragbench pipeline`: flags, or keyword arguments of `pipeline_command`."
     model_config = ConfigDict(extra="forbid")
     example: bool = Field(False, description="print an example config and exit")
@@ -86,14 +86,14 @@ class PipelineOptions(BaseModel):
                                description="run the steps that take it on a Ray cluster: 'local', 'auto' or HOST:PORT "
                                                  "(pip install -e \".[ray]\")")
 
-@options_model(PipelineOptions)
+@options_model(_PipelineOptions)
 def pipeline_command(
     config: Optional[str] = None,  # pipeline config (YAML)
     **options,  # every field of PipelineOptions, one flag each
 ) -> int:
     """Run the steps of a YAML pipeline config, each a papermill-executed notebook, into one run directory; re-running
     resumes."""
-    o = read_options(PipelineOptions, None, options)[0]
+    o = read_options(_PipelineOptions, None, options)[0]
     if o.example: print(EXAMPLE_PIPELINE, end="")
     elif not config: raise ConfigError("a config file is required (ragbench pipeline --example prints one)")
     else: return _pipeline_status(config, o.out, force=o.force, progress=o.progress, ray=o.ray)

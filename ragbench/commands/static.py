@@ -12,7 +12,7 @@ from ..benchmarks import STATIC_FORMATS, index_static, load_static, missing_gold
 from .options import options_model, read_options
 
 # %% auto #0
-__all__ = ['StaticOptions', 'static_index', 'print_static', 'static_command']
+__all__ = ['StaticOptions', 'static_command']
 
 # %% ../../nbs/90_commands.13_static.ipynb #e3c68d97
 class StaticOptions(BaseModel):
@@ -27,13 +27,13 @@ class StaticOptions(BaseModel):
     limit: Optional[int] = Field(None, description="first N questions only (indexes only their paragraphs)")
     quiet: bool = Field(False, description="no progress bar")
 
-def static_index(file, ds: Dataset, o: StaticOptions):
+def _static_index(file, ds: Dataset, o: StaticOptions):
     "The paragraph index of `o.corpus`, else of `file` (with `o.limit` and no corpus: only the paragraphs of `ds`)."
     only = {c.chunk_id for it in ds for c in it.contexts} if (o.limit and not o.corpus) else None
     return index_static(o.corpus or file, o.fmt, o.db, table=o.table, embedder=o.embedder, only_ids=only,
                         progress=not o.quiet, corpus=bool(o.corpus))
 
-def print_static(ds: Dataset, idx, missing: list[str], o: StaticOptions) -> None:
+def _print_static(ds: Dataset, idx, missing: list[str], o: StaticOptions) -> None:
     "What `ragbench static` wrote, on stdout; a warning on stderr for gold chunk ids the table does not hold."
     card = ds.card()
     print(f"{len(ds)} {o.fmt} questions -> {o.out}; kinds {card['kind']}; binary {card['binary'].get(True, 0)}; "
@@ -54,7 +54,7 @@ def static_command(
     mode) if the table is empty."""
     o = read_options(StaticOptions, config, options)[0]
     ds = load_static(file, o.fmt, o.limit)
-    idx = static_index(file, ds, o)
+    idx = _static_index(file, ds, o)
     missing = missing_gold(ds, idx)
     ds.write(o.out)
-    print_static(ds, idx, missing, o)
+    _print_static(ds, idx, missing, o)

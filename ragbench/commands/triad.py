@@ -18,8 +18,7 @@ from ..triad.run import NEVER_PARSES, TriadMethod, estimate_triad, run_triad, tr
 from .options import RunOptions, changed, options_model, read_options
 
 # %% auto #0
-__all__ = ['plan_targets', 'TriadOptions', 'triad_command', 'CheckOptions', 'check_command', 'QualifyOptions', 'qualify_judge',
-           'print_qualify', 'qualify_command']
+__all__ = ['triad_command', 'check_command', 'QualifyOptions', 'qualify_command']
 
 # %% ../../nbs/90_commands.03_triad.ipynb #269311bf
 def _print_summary(s: dict, out: Path) -> None:
@@ -93,15 +92,15 @@ def _remove_unstarted(out: Path) -> bool:
     shutil.rmtree(out, ignore_errors=True)
     return True
 
-def _command_config(config: Optional[str], options: dict) -> tuple[TriadOptions, TriadConfig]:
+def _command_config(config: Optional[str], options: dict) -> tuple[_TriadOptions, TriadConfig]:
     """The command's run flags and TriadConfig: --config (its `n` counts as --n), then --n or --n-from-plan, the run
     flags changed from their defaults, every other option."""
-    o, options = read_options(TriadOptions, None, options)
+    o, options = read_options(_TriadOptions, None, options)
     # the file read first: an unknown key is named
     n_in_file = bool(config) and "n" in triad_config(config).model_fields_set
     if (o.n is None and not n_in_file) == (o.n_from_plan is None):
         raise UserError("give --n N (accepted questions wanted; or n: in --config) or --n-from-plan PLAN.json, one of them")
-    if o.n_from_plan: options = {**options, "n_per_type": plan_targets(o.n_from_plan)}
+    if o.n_from_plan: options = {**options, "n_per_type": _plan_targets(o.n_from_plan)}
     flags = changed(o, ("n", "max_seeds", "types", "binary_share", "seed", "n_chunks", "concurrency"))
     if "types" in flags: flags["types"] = comma_items(flags["types"])
     return o, triad_config(config, defaults={"concurrency": o.concurrency}, **flags, **options)
@@ -113,7 +112,7 @@ def _run_opened(run, fresh: bool, **kw) -> RunResult:
         if fresh: _remove_unstarted(run.out)
         raise
 
-def plan_targets(path: Union[str, Path]) -> dict[str, int]:
+def _plan_targets(path: Union[str, Path]) -> dict[str, int]:
     "Accepted questions wanted per type from a `ragbench plan --json` file (its `n_needed` per question-type group)."
     p = Path(path)
     if not p.exists(): raise UserError(f"{p}: no such plan file (write one with: ragbench plan --d D --json {p})")
@@ -129,7 +128,7 @@ def plan_targets(path: Union[str, Path]) -> dict[str, int]:
     return {r["group"]: int(r["n_needed"]) for r in rows}
 
 # %% ../../nbs/90_commands.03_triad.ipynb #780de683
-class TriadOptions(RunOptions):
+class _TriadOptions(RunOptions):
     "The run flags of `ragbench triad`; its other TriadConfig settings come from --config and one generated flag each."
     n: Optional[int] = Field(None, description="accepted questions wanted (or --n-from-plan)")
     n_from_plan: Annotated[Optional[str], {"metavar": "PLAN.json"}] = Field(
@@ -147,7 +146,7 @@ class TriadOptions(RunOptions):
     concurrency: int = Field(8, description="LLM requests in flight (1.5 x as many seeds)")
     n_chunks: int = Field(2, description="chunks per question (2..4)")
 
-@options_model(TriadOptions, config=TriadConfig, skip=("seeds",))
+@options_model(_TriadOptions, config=TriadConfig, skip=("seeds",))
 def triad_command(
     *,
     config: Optional[str] = None,  # YAML/JSON file of TriadConfig settings (the flags given override it)
@@ -168,7 +167,7 @@ def triad_command(
     return _report_stop(result.summary, run.inputs)
 
 # %% ../../nbs/90_commands.03_triad.ipynb #ecd1a626
-class CheckOptions(BaseModel):
+class _CheckOptions(BaseModel):
     "The options of `ragbench check`: flags, a `--config FILE`, or keyword arguments of `check_command`."
     model_config = ConfigDict(extra="forbid")
     db: str = Field(description="LanceDB folder of the corpus")
@@ -182,7 +181,7 @@ class CheckOptions(BaseModel):
     judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm, else the run's own)")
     max_calls: Optional[int] = Field(None, ge=0, description="hard limit on LLM calls for the checks, across resumes")
 
-@options_model(CheckOptions)
+@options_model(_CheckOptions)
 def check_command(
     run: str,  # a TRIAD run directory
     *,
@@ -191,7 +190,7 @@ def check_command(
     **options,  # every field of CheckOptions, one flag each
 ) -> int:
     "Check a run's items against the whole corpus: answer uniqueness, gold completeness, closed-book answerability."
-    s = checks_of_run(Path(run), read_options(CheckOptions, config, options)[0])
+    s = checks_of_run(Path(run), read_options(_CheckOptions, config, options)[0])
     print(json.dumps(s["by_type"], indent=2))
     print(f"checks {s['stop_reason']}; LLM: {s['llm'].get('calls', 0)} calls", file=sys.stderr)
     return 0
@@ -231,12 +230,12 @@ class QualifyOptions(BaseModel):
     n: Optional[int] = Field(None, description="cases to run (the first N, stratified by kind; default: all 345)")
     concurrency: int = Field(8, description="LLM requests in flight")
 
-def qualify_judge(spec: str, out, concurrency: int = 8):
+def _qualify_judge(spec: str, out, concurrency: int = 8):
     "The judge LLM of `spec`, its replies cached in `out`/cache; a bad spec raises UserError."
     from ragbench.spine import LLMPool
     return LLMPool(Path(out) / "cache", concurrency).get(spec)        # as every run makes its LLMs (19_spine)
 
-def print_qualify(s: dict, out) -> None:
+def _print_qualify(s: dict, out) -> None:
     "A qualification on stdout: the metrics table, the string baseline's verdict, the cases and calls, the verdict."
     print(_table(s["metrics"]))
     print(f"string baseline (no model): {s['baseline']['verdict']}")
@@ -254,6 +253,6 @@ def qualify_command(
     "Qualify a judge model: TRIAD's checks on questions with known right verdicts, against a no-model string baseline."
     o = read_options(QualifyOptions, config, options)[0]
     cases = load_qualify_set(n=o.n)
-    s = run_qualify(qualify_judge(o.judge_llm, o.out, o.concurrency), o.out, cases=cases)
-    print_qualify(s, o.out)
+    s = run_qualify(_qualify_judge(o.judge_llm, o.out, o.concurrency), o.out, cases=cases)
+    _print_qualify(s, o.out)
     return 0

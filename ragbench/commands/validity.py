@@ -12,7 +12,7 @@ from ..eval.validity import (CRITERIA, next_to_validate, read_validity, record_v
 from .options import options_model, read_options
 
 # %% auto #0
-__all__ = ['record_verdicts', 'print_validity', 'ValidityOptions', 'validity_command']
+__all__ = ['ValidityOptions', 'validity_command']
 
 # %% ../../nbs/90_commands.08_validity.ipynb #b212d8ab
 def _verdict(text: str) -> tuple[str, bool]:
@@ -24,12 +24,12 @@ def _verdict(text: str) -> tuple[str, bool]:
         raise UserError(f"verdict '{text}': write CRITERION=yes or CRITERION=no (criteria: {', '.join(CRITERIA)})")
     return name, truth[v.lower()]
 
-def record_verdicts(run_dir, item: str, reviewer: str, verdicts: Sequence[str]) -> None:
+def _record_verdicts(run_dir, item: str, reviewer: str, verdicts: Sequence[str]) -> None:
     "Record a reviewer's verdicts (`CRITERION=yes/no`) on one accepted item and say what was recorded."
     row = record_validity(run_dir, item, reviewer, **dict(_verdict(v) for v in verdicts))
     print(f"recorded {row['item_id']}: " + ", ".join(f"{c}={'yes' if row[c] else 'no'}" for c in CRITERIA if c in row))
 
-def print_validity(run_dir, t, n: int, seed: int) -> None:
+def _print_validity(run_dir, t, n: int, seed: int) -> None:
     "How much of the seeded sample is validated (and the next item), then judge, human and PPI shares per criterion."
     nxt, done = next_to_validate(run_dir, n, seed), read_validity(run_dir)
     full = sum(not set(CRITERIA) - set(done.get(it.id, {})) for it in validity_sample(run_dir, n, seed))
@@ -71,7 +71,7 @@ def validity_command(
     """The share of a run's accepted items that are truly valid, per criterion, from human verdicts on a random sample
     (PPI)."""
     o = read_options(ValidityOptions, config, options)[0]
-    if o.record: record_verdicts(run_dir, o.record, o.reviewer, o.verdict or [])
+    if o.record: _record_verdicts(run_dir, o.record, o.reviewer, o.verdict or [])
     t = validity_estimates(run_dir)
-    print_validity(run_dir, t, o.n, o.seed)
+    _print_validity(run_dir, t, o.n, o.seed)
     if o.json_file: atomic_write(o.json_file, t.to_json(orient="records", indent=2))

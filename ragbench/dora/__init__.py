@@ -6,15 +6,8 @@
 __all__ = []
 
 # %% ../../nbs/30_dora.ipynb #77c7d4bf
-from .styles import (BUILTIN_STYLES, BUNDLE_DIMS, METRICS, DoraQA, Style, StyleError, get_style,
-                                  list_styles,
-                                  load_styles, register_style, render_generation, style_from_dict, update_style)
-from .evidence import (AnswerVerdict, Bundle, CrossEncoderEntailment, EvidenceConfig, LexicalEntailment,
-                                    LLMEntailment, PrefilterVerdict, lexical_answer_verdict, lexical_entailment,
-                                    make_entailment, select_bundle)
-from .gates import CHECKS, GateError, GateResult, gate, grounding_metrics, quality_score, register_check, run_checks
-from .splits import (SFT_SYSTEM, construction_warnings, dataset_card, export_sft, leakage_check,
-                                  pick_test_docs,
-                                  read_doc_list, split_docs)
-from .run import (DEFAULT_STYLES, DoraConfig, DoraMethod, DoraRun, dedup_items, dora_fake_rules,
-                               load_config, run_dora, select_quota, write_splits)
+from .styles import StyleError, get_style, list_styles, load_styles, register_style
+from .evidence import EvidenceConfig, make_entailment, select_bundle
+from .gates import CHECKS, GateError, gate, register_check, run_checks
+from .splits import export_sft, leakage_check, read_doc_list, split_docs
+from .run import DoraConfig, DoraMethod, DoraRun, load_config, run_dora

@@ -17,10 +17,8 @@ from .styles import BUNDLE_DIMS, Style, get_style
 
 # %% auto #0
 __all__ = ['Label', 'answer_units', 'evidence_pairs', 'normalize_text', 'answer_core', 'lexical_entailment', 'AnswerVerdict',
-           'answer_windows', 'lexical_answer_verdict', 'EntailmentVerdict', 'PrefilterVerdict', 'LexicalEntailment',
-           'complete_all', 'LLMEntailment', 'qa_statement', 'CrossEncoderEntailment', 'make_entailment',
-           'hybrid_scores', 'EvidenceConfig', 'Candidate', 'seed_candidates', 'prefilter', 'candidate_bundles',
-           'BundleScore', 'bundle_value', 'Bundle', 'score_bundles', 'select_bundle']
+           'lexical_answer_verdict', 'LexicalEntailment', 'LLMEntailment', 'make_entailment', 'EvidenceConfig',
+           'Candidate', 'prefilter', 'bundle_value', 'select_bundle']
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #a54f3ecf
 def answer_units(answer: str) -> list[str]:
@@ -80,7 +78,7 @@ def _holds(sentence: str, core: str, a_stems: set, a_nums: set) -> bool:
     if core and core in normalize_text(sentence): return True
     return bool(a_stems) and len(a_stems & _stems(sentence)) / len(a_stems) >= 0.75 and not a_nums - extract_quantities(sentence)
 
-def answer_windows(answer: str, evidence) -> list[str]:
+def _answer_windows(answer: str, evidence) -> list[str]:
     "Each evidence sentence that states the answer, joined with the sentence before it."
     core, a_stems, a_nums = answer_core(answer), {stem(w) for w in content_words(answer)}, extract_quantities(answer)
     out = []
@@ -92,7 +90,7 @@ def answer_windows(answer: str, evidence) -> list[str]:
 # %% ../../nbs/30_dora.02_evidence.ipynb #40b1b300
 def lexical_answer_verdict(question: str, answer: str, evidence, answers_at: float = 0.5) -> AnswerVerdict:
     "Offline answer check: the answer must stand in an evidence sentence that carries most of the question's own words."
-    wins = answer_windows(answer, evidence)
+    wins = _answer_windows(answer, evidence)
     if not wins:
         lab, _ = lexical_entailment("\n".join(t for _, t in evidence_pairs(evidence)), answer)
         return AnswerVerdict(verdict="contradicted" if lab == "contradiction" else "unsupported",
@@ -104,7 +102,7 @@ def lexical_answer_verdict(question: str, answer: str, evidence, answers_at: flo
                          reason=f"the answer stands in a sentence with {share:.0%} of the question's own words")
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #7addbe68
-class EntailmentVerdict(BaseModel):
+class _EntailmentVerdict(BaseModel):
     "Structured output of the entailment judge."
     label: Label
 
@@ -117,7 +115,7 @@ register_prompt(PromptTemplate(
               "- \"contradiction\": the evidence states something incompatible with it (another value, the opposite).\n"
               "- \"neutral\": the evidence neither supports nor contradicts it.\n"
               'Reply with JSON: {{"label": "entailment" | "neutral" | "contradiction"}}'),
-    output=EntailmentVerdict,
+    output=_EntailmentVerdict,
     description="DoRA sentence-level entailment of an answer claim by its evidence bundle."))
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #88cabdaf
@@ -137,7 +135,7 @@ register_prompt(PromptTemplate(
     description="DoRA answer check: does a (verbatim) answer answer its question, by the evidence?"))
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #ef637928
-class PrefilterVerdict(BaseModel):
+class _PrefilterVerdict(BaseModel):
     "Structured output of the prefilter judge: is a candidate relevant to the seed passage, and does it add to it?"
     relevance: Literal["same_subject", "related", "unrelated"]
     adds_information: bool
@@ -160,7 +158,7 @@ register_prompt(PromptTemplate(
               "- adds_information: true if the candidate states facts the seed does not; false if it repeats the seed or "
               "adds nothing an answer could use.\n"
               'Reply with JSON: {{"relevance": "same_subject" | "related" | "unrelated", "adds_information": true | false}}'),
-    output=PrefilterVerdict,
+    output=_PrefilterVerdict,
     description="DoRA prefilter: is a candidate passage relevant to the seed and complementary to it?"))
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #12e4b69f
@@ -191,7 +189,7 @@ def _raise_budget(results: list) -> None:
     for r in results:
         if isinstance(r, BudgetExceeded): raise r
 
-def complete_all(llm, prompts: Sequence[str], schema=None, *, system: Optional[str] = None, stage: str = "default",
+def _complete_all(llm, prompts: Sequence[str], schema=None, *, system: Optional[str] = None, stage: str = "default",
                  workers: int = 8) -> list:
     "`llm.complete` over `prompts` on a few threads; exceptions are returned in place."
     def one(p):
@@ -208,7 +206,7 @@ def _ask(llm, name: str, fields: list[dict], schema, stage: str) -> list:
     "Prompt `name` rendered with each of `fields`, sent to `llm`; the replies that parsed as `schema`, else None."
     if not fields: return []
     system = render_prompt(name, **fields[0])[0]
-    res = complete_all(llm, [render_prompt(name, **f)[1] for f in fields], schema, system=system, stage=stage)
+    res = _complete_all(llm, [render_prompt(name, **f)[1] for f in fields], schema, system=system, stage=stage)
     _raise_budget(res)
     return [r if isinstance(r, schema) else None for r in res]
 
@@ -224,13 +222,13 @@ class LLMEntailment:
         fields = [{"evidence": p[0][: self.max_premise_chars], "claim": p[1],
                    "question": (p[2] if len(p) > 2 else None) or "(none given)"}
                   for p in pairs]
-        return [r.label if r else None for r in _ask(self.llm, "dora_entailment", fields, EntailmentVerdict,
+        return [r.label if r else None for r in _ask(self.llm, "dora_entailment", fields, _EntailmentVerdict,
                                                      self.stage)]
 
     def relevance(self, seed: str, passages: Sequence[str]) -> list[float]:
         "How relevant to the seed, and complementary to it, each passage is (a failed call: 0.5)."
         fields = [{"seed": seed[: self.max_premise_chars], "candidate": p[: self.max_premise_chars]} for p in passages]
-        return [r.score if r else 0.5 for r in _ask(self.llm, "dora_prefilter", fields, PrefilterVerdict,
+        return [r.score if r else 0.5 for r in _ask(self.llm, "dora_prefilter", fields, _PrefilterVerdict,
                                                     "dora_prefilter")]
 
     def answer_verdicts(self, items: Iterable[tuple]) -> list[Optional[AnswerVerdict]]:
@@ -242,14 +240,14 @@ class LLMEntailment:
     def __repr__(self): return f"LLMEntailment({getattr(self.llm, 'spec', '?')!r})"
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #dc6a9557
-def qa_statement(question: str, answer: str) -> str:
+def _qa_statement(question: str, answer: str) -> str:
     "The question and its answer as one statement, for an NLI model."
     return f'The answer to the question "{question.strip()}" is: {answer.strip()}'
 
 _NLI_VERDICT = {"entailment": "answers", "contradiction": "contradicted", "neutral": "does_not_answer"}
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #3a9b1475
-class CrossEncoderEntailment:
+class _CrossEncoderEntailment:
     "A user's own NLI cross-encoder loaded by path (sentence-transformers CrossEncoder), or any `model` with `predict`."
     name = "cross-encoder"
     def __init__(self, path: Optional[str] = None, model=None,
@@ -279,23 +277,23 @@ class CrossEncoderEntailment:
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #fa5a2fa0
 @patch
-def labels(self: CrossEncoderEntailment, pairs: Iterable[tuple]) -> list[Optional[str]]:
+def labels(self: _CrossEncoderEntailment, pairs: Iterable[tuple]) -> list[Optional[str]]:
     "Arg-max NLI label of each (premise, hypothesis) pair."
     return [max(p, key=p.get) for p in self._probs(list(pairs))]
 
 @patch
-def relevance(self: CrossEncoderEntailment, seed: str, passages: Sequence[str]) -> list[float]:
+def relevance(self: _CrossEncoderEntailment, seed: str, passages: Sequence[str]) -> list[float]:
     "1 - P(neutral) of (passage, seed): how much the passage bears on the seed."
     return [1.0 - p.get("neutral", 0.0) for p in self._probs([(x, seed) for x in passages])]
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #1b45e478
 @patch
-def answer_verdicts(self: CrossEncoderEntailment, items: Iterable[tuple]) -> list[Optional[AnswerVerdict]]:
+def answer_verdicts(self: _CrossEncoderEntailment, items: Iterable[tuple]) -> list[Optional[AnswerVerdict]]:
     "NLI of (evidence, 'the answer to Q is A') for each (evidence, question, answer)."
-    pairs = [("\n".join(t for _, t in evidence_pairs(ev)), qa_statement(q, a)) for ev, q, a in items]
+    pairs = [("\n".join(t for _, t in evidence_pairs(ev)), _qa_statement(q, a)) for ev, q, a in items]
     return [AnswerVerdict(verdict=_NLI_VERDICT[l], reason=f"NLI label {l}") for l in self.labels(pairs)]
 
-CrossEncoderEntailment.__repr__ = lambda self: f"CrossEncoderEntailment({self.path!r})"
+_CrossEncoderEntailment.__repr__ = lambda self: f"CrossEncoderEntailment({self.path!r})"
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #a968be72
 def make_entailment(spec: Union[str, Any, None] = "auto", llm=None):
@@ -308,11 +306,11 @@ def make_entailment(spec: Union[str, Any, None] = "auto", llm=None):
     if spec == "llm":
         if llm is None: raise ValueError("entailment 'llm' needs a judge LLM")
         return LLMEntailment(llm)
-    if spec.startswith("cross-encoder:"): return CrossEncoderEntailment(spec.split(":", 1)[1])
+    if spec.startswith("cross-encoder:"): return _CrossEncoderEntailment(spec.split(":", 1)[1])
     raise ValueError(f"unknown entailment scorer {spec!r}; use lexical, llm, auto or cross-encoder:PATH")
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #4b5a04a3
-def hybrid_scores(index, query: str, k: int, w_dense: float = 0.7, w_bm25: float = 0.3,
+def _hybrid_scores(index, query: str, k: int, w_dense: float = 0.7, w_bm25: float = 0.3,
                   doc_id: Optional[str] = None) -> dict[str, float]:
     "chunk_id -> fused dense+BM25 score of the index's top-`k` hits (restricted to `doc_id` if given)."
     keep = lambda hs: [h for h in hs if doc_id is None or h.doc_id == doc_id]
@@ -344,12 +342,12 @@ class Candidate(BaseModel):
     score: float = 0.0
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #6b410528
-def seed_candidates(index, seed: Chunk, doc_chunks: Optional[Sequence[Chunk]] = None,
+def _seed_candidates(index, seed: Chunk, doc_chunks: Optional[Sequence[Chunk]] = None,
                     cfg: Optional[EvidenceConfig] = None) -> list[Candidate]:
     "Chunks of the seed's document ranked by fused dense+BM25 retrieval with the seed text as query (seed first)."
     cfg = cfg or EvidenceConfig()
     query = seed.text[: cfg.query_chars].strip() or seed.id
-    fused = hybrid_scores(index, query, cfg.n_candidates, cfg.w_dense, cfg.w_bm25, doc_id=seed.doc_id)
+    fused = _hybrid_scores(index, query, cfg.n_candidates, cfg.w_dense, cfg.w_bm25, doc_id=seed.doc_id)
     pool = list(doc_chunks) if doc_chunks is not None else index.get_many([c for c in fused if c != seed.id])
     by_id = {c.id: c for c in pool if c.doc_id == seed.doc_id}
     by_id.pop(seed.id, None)
@@ -380,7 +378,7 @@ def prefilter(style: Union[str, Style], candidates: list[Candidate], scorer=None
     return keep
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #a3997053
-def candidate_bundles(style: Union[str, Style], kept: list[Candidate], anchor: Optional[str] = None,
+def _candidate_bundles(style: Union[str, Style], kept: list[Candidate], anchor: Optional[str] = None,
                       cfg: Optional[EvidenceConfig] = None, max_enum: int = 5000) -> list[tuple[list[str], float]]:
     "Up to `style.max_bundles` (chunk_ids, prior) bundles of size min(k, pool), containing `anchor` if multi-chunk."
     st, cfg = get_style(style), cfg or EvidenceConfig()
@@ -398,7 +396,7 @@ def candidate_bundles(style: Union[str, Style], kept: list[Candidate], anchor: O
     return sorted(out, key=lambda x: -x[1])[: st.max_bundles]
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #02d8af37
-class BundleScore(BaseModel):
+class _BundleScore(BaseModel):
     "Structured output of the bundle scorer (1-5 each)."
     completeness: int = Field(ge=1, le=5)
     complementarity: int = Field(ge=1, le=5)
@@ -415,18 +413,18 @@ register_prompt(PromptTemplate(
               "- coherence: its chunks are about one subject and read well together;\n"
               "- task_fit: it suits the {style} style ({description}).\n"
               'Reply with JSON: {{"completeness": 1-5, "complementarity": 1-5, "coherence": 1-5, "task_fit": 1-5}}'),
-    output=BundleScore,
+    output=_BundleScore,
     description="DoRA bundle scorer: rates a candidate evidence bundle for a style."))
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #518a679a
-def bundle_value(score: BundleScore, weights: Optional[dict] = None) -> float:
+def bundle_value(score: _BundleScore, weights: Optional[dict] = None) -> float:
     "Weighted mean of the four ratings mapped from 1..5 to 0..1."
     w = weights or {d: 1.0 for d in BUNDLE_DIMS}
     tot = sum(w.get(d, 0.0) for d in BUNDLE_DIMS)
     return (sum(w.get(d, 0.0) * getattr(score, d) for d in BUNDLE_DIMS) / tot - 1) / 4
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #40da8260
-class Bundle(BaseModel):
+class _Bundle(BaseModel):
     "The evidence chosen for one (seed, style): chunk ids, scores of every bundle considered, or why none."
     style: str
     seed_id: str
@@ -444,13 +442,13 @@ class Bundle(BaseModel):
         return bool(self.chunk_ids)
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #3f88bf7f
-def score_bundles(style: Union[str, Style], bundles: list[list[Chunk]], llm,
-                  stage: str = "dora_bundle") -> list[Optional[BundleScore]]:
+def _score_bundles(style: Union[str, Style], bundles: list[list[Chunk]], llm,
+                  stage: str = "dora_bundle") -> list[Optional[_BundleScore]]:
     "LLM ratings of each bundle (concurrently); a failed call gives None."
     st = get_style(style)
     fields = [{"style": st.name, "description": st.description, "n": len(b),
                "chunks": format_chunks(b)} for b in bundles]
-    return _ask(llm, "dora_bundle_score", fields, BundleScore, stage)
+    return _ask(llm, "dora_bundle_score", fields, _BundleScore, stage)
 
 # %% ../../nbs/30_dora.02_evidence.ipynb #e55712a2
 def _considered(st: Style, bundles: list, scores: list) -> list[dict]:
@@ -461,18 +459,18 @@ def _considered(st: Style, bundles: list, scores: list) -> list[dict]:
 
 def select_bundle(style: Union[str, Style], seed: Chunk, index, *, llm=None,
                   doc_chunks: Optional[Sequence[Chunk]] = None,
-                  scorer=None, cfg: Optional[EvidenceConfig] = None) -> Bundle:
+                  scorer=None, cfg: Optional[EvidenceConfig] = None) -> _Bundle:
     "Pick the evidence bundle for `seed` and `style`: candidates -> prefilter -> bounded bundles -> LLM scorer."
     st, cfg = get_style(style), cfg or EvidenceConfig()
-    b = Bundle(style=st.name, seed_id=seed.id, doc_id=seed.doc_id)
-    cands = seed_candidates(index, seed, doc_chunks, cfg)
+    b = _Bundle(style=st.name, seed_id=seed.id, doc_id=seed.doc_id)
+    cands = _seed_candidates(index, seed, doc_chunks, cfg)
     kept = prefilter(st, cands, scorer, cfg)
     b.n_candidates, b.n_kept = len(cands), len(kept)
     if not kept: return b.model_copy(update={"reason": "no_number_in_evidence" if st.needs_number else "no_candidates"})
-    bundles = candidate_bundles(st, kept, anchor=seed.id, cfg=cfg)
+    bundles = _candidate_bundles(st, kept, anchor=seed.id, cfg=cfg)
     if not bundles: return b.model_copy(update={"reason": "too_few_chunks"})
     by_id, ask = {c.chunk.id: c.chunk for c in kept}, llm is not None and len(bundles) > 1
-    scores = score_bundles(st, [[by_id[i] for i in ids] for ids, _ in bundles], llm) if ask else [None] * len(bundles)
+    scores = _score_bundles(st, [[by_id[i] for i in ids] for ids, _ in bundles], llm) if ask else [None] * len(bundles)
     b.considered = _considered(st, bundles, scores)
     best = max(b.considered, key=lambda d: (d["value"] if d["value"] is not None else -1.0, d["prior"]))
     b.chunk_ids, b.value = best["chunk_ids"], best["value"]

@@ -15,13 +15,9 @@ from .evidence import (AnswerVerdict, answer_core, answer_units, evidence_pairs,
                                     lexical_entailment, normalize_text)
 
 # %% auto #0
-__all__ = ['CHECKS', 'context_recall', 'context_precision', 'register_check', 'check_non_empty', 'check_no_doc_reference',
-           'check_not_a_question', 'check_max_words', 'check_verbatim', 'check_numbers_in_evidence', 'check_has_number',
-           'check_answer_not_in_question', 'check_sentences', 'check_numbered_list', 'check_question_mark', 'supports',
-           'check_citations', 'GateError', 'run_checks', 'entailment_score', 'token_f1', 'best_span_f1', 'span_f1',
-           'numeric_consistency', 'context_recall_proxy', 'context_precision_proxy', 'qa_relevance',
-           'entailment_claims', 'lexical_labels', 'grounding_metrics', 'quality_score', 'GateResult', 'check_answer',
-           'gate', 'guaranteed_quality', 'tau_binds']
+__all__ = ['CHECKS', 'context_recall', 'context_precision', 'register_check', 'supports', 'GateError', 'run_checks', 'token_f1',
+           'span_f1', 'context_recall_proxy', 'context_precision_proxy', 'qa_relevance', 'entailment_claims',
+           'GateResult', 'gate']
 
 # %% ../../nbs/30_dora.03_gates.ipynb #7e7b829d
 # name -> fn(question, answer, cited, evidence, **params) -> None | message
@@ -34,7 +30,7 @@ def register_check(name: str, fn: Callable[..., Optional[str]] = None):
 
 # %% ../../nbs/30_dora.03_gates.ipynb #280e4a60
 @register_check("non_empty")
-def check_non_empty(question, answer, cited, evidence, min_question_words: int = 3):
+def _check_non_empty(question, answer, cited, evidence, min_question_words: int = 3):
     "Question and answer are present (the question has at least a few words)."
     if not (answer or "").strip(): return "empty answer"
     if len(words(question)) < min_question_words: return f"question has fewer than {min_question_words} words"
@@ -51,7 +47,7 @@ _DOC_REF = re.compile(
 
 # %% ../../nbs/30_dora.03_gates.ipynb #5b3596b9
 @register_check("no_doc_reference")
-def check_no_doc_reference(question, answer, cited, evidence, pattern: Optional[str] = None):
+def _check_no_doc_reference(question, answer, cited, evidence, pattern: Optional[str] = None):
     "Neither question nor answer refers to 'the text', 'the document', 'the passage' and the like."
     rx = re.compile(pattern, re.I) if pattern else _DOC_REF
     for part, text in (("question", question), ("answer", answer)):
@@ -60,20 +56,20 @@ def check_no_doc_reference(question, answer, cited, evidence, pattern: Optional[
 
 # %% ../../nbs/30_dora.03_gates.ipynb #6be60bad
 @register_check("not_a_question")
-def check_not_a_question(question, answer, cited, evidence):
+def _check_not_a_question(question, answer, cited, evidence):
     "The answer is a statement: no unit of it ends with a question mark."
     if any(u.rstrip(" \"')").endswith("?") for u in answer_units(answer or "")):
         return "answer is phrased as a question"
 
 # %% ../../nbs/30_dora.03_gates.ipynb #ddc9f94f
 @register_check("max_words")
-def check_max_words(question, answer, cited, evidence, max: int = 20):
+def _check_max_words(question, answer, cited, evidence, max: int = 20):
     "The answer is short."
     n = len((answer or "").split())
     if n > max: return f"answer has {n} words (max {max})"
 
 @register_check("verbatim")
-def check_verbatim(question, answer, cited, evidence):
+def _check_verbatim(question, answer, cited, evidence):
     "The answer occurs word for word (case, quotes and spacing aside) in one evidence chunk."
     core = answer_core(answer)
     if not core or not any(core in normalize_text(t) for _, t in evidence_pairs(evidence)):
@@ -81,7 +77,7 @@ def check_verbatim(question, answer, cited, evidence):
 
 # %% ../../nbs/30_dora.03_gates.ipynb #9cf52a61
 @register_check("numbers_in_evidence")
-def check_numbers_in_evidence(question, answer, cited, evidence):
+def _check_numbers_in_evidence(question, answer, cited, evidence):
     "Every number and date of the answer appears in the evidence."
     ev = set().union(*[extract_quantities(t) for _, t in evidence_pairs(evidence)] or [set()])
     missing = sorted(extract_quantities(answer) - ev)
@@ -89,32 +85,32 @@ def check_numbers_in_evidence(question, answer, cited, evidence):
 
 # %% ../../nbs/30_dora.03_gates.ipynb #967ac8b5
 @register_check("has_number")
-def check_has_number(question, answer, cited, evidence):
+def _check_has_number(question, answer, cited, evidence):
     "The answer states a number (digits or number words)."
     if not has_number(answer): return "answer has no number"
 
 @register_check("answer_not_in_question")
-def check_answer_not_in_question(question, answer, cited, evidence, min_chars: int = 3):
+def _check_answer_not_in_question(question, answer, cited, evidence, min_chars: int = 3):
     "The question does not give its answer away."
     core = answer_core(answer)
     if len(core) >= min_chars and core in normalize_text(question): return "question contains the answer"
 
 # %% ../../nbs/30_dora.03_gates.ipynb #9a423b9a
 @register_check("sentences")
-def check_sentences(question, answer, cited, evidence, min: int = 1, max: int = 99):
+def _check_sentences(question, answer, cited, evidence, min: int = 1, max: int = 99):
     "The answer has between `min` and `max` sentences."
     n = len(split_sentences(answer or ""))
     if not min <= n <= max: return f"answer has {n} sentence(s), wants {min}-{max}"
 
 @register_check("numbered_list")
-def check_numbered_list(question, answer, cited, evidence, min: int = 3, max: int = 6):
+def _check_numbered_list(question, answer, cited, evidence, min: int = 3, max: int = 6):
     "The answer is a numbered list of `min` to `max` items."
     n = len(list_items(answer or ""))
     if not min <= n <= max: return f"answer has {n} numbered item(s), wants {min}-{max}"
 
 # %% ../../nbs/30_dora.03_gates.ipynb #32ae8a48
 @register_check("question_mark")
-def check_question_mark(question, answer, cited, evidence):
+def _check_question_mark(question, answer, cited, evidence):
     "The question ends with a question mark (optional check)."
     if not (question or "").rstrip().endswith("?"): return "question does not end with '?'"
 
@@ -137,7 +133,7 @@ def supports(answer: str, text: str, support_at: float = 0.4) -> bool:
 
 # %% ../../nbs/30_dora.03_gates.ipynb #1ba68a3d
 @register_check("citations")
-def check_citations(question, answer, cited, evidence, min: int = 2, strict: bool = False, support_at: float = 0.4):
+def _check_citations(question, answer, cited, evidence, min: int = 2, strict: bool = False, support_at: float = 0.4):
     """The answer cites at least `min` distinct evidence chunks that each support part of it (with `strict`, no other
     ids)."""
     texts = dict(evidence_pairs(evidence))
@@ -167,7 +163,7 @@ def run_checks(checks: dict[str, dict], question: str, answer: str, cited: Seque
     return out
 
 # %% ../../nbs/30_dora.03_gates.ipynb #36a6fa57
-def entailment_score(labels: Sequence[Optional[str]], contradiction_penalty: float = 1.0) -> Optional[float]:
+def _entailment_score(labels: Sequence[Optional[str]], contradiction_penalty: float = 1.0) -> Optional[float]:
     """(entailed - penalty * contradicted) / judged claims, in [-1, 1]: contradictions pull Q_s down; None if none
     judged."""
     judged = [l for l in labels if l is not None]
@@ -190,7 +186,7 @@ def token_f1(pred: Sequence[str], gold: Sequence[str]) -> float:
     return 2 * p * r / (p + r)
 
 # %% ../../nbs/30_dora.03_gates.ipynb #c2448929
-def best_span_f1(unit: str, evidence_texts: Sequence[str]) -> float:
+def _best_span_f1(unit: str, evidence_texts: Sequence[str]) -> float:
     "The best token F1 of `unit` against any window of the same length in the evidence."
     u = _f1_tokens(unit)
     if not u: return 0.0
@@ -206,10 +202,10 @@ def best_span_f1(unit: str, evidence_texts: Sequence[str]) -> float:
 def span_f1(answer: str, evidence_texts: Sequence[str]) -> float:
     "Mean over answer claims of their best span F1 in the evidence."
     units = answer_units(answer)
-    return sum(best_span_f1(u, evidence_texts) for u in units) / len(units) if units else 0.0
+    return sum(_best_span_f1(u, evidence_texts) for u in units) / len(units) if units else 0.0
 
 # %% ../../nbs/30_dora.03_gates.ipynb #4e1761bb
-def numeric_consistency(answer: str, evidence_texts: Sequence[str]) -> float:
+def _numeric_consistency(answer: str, evidence_texts: Sequence[str]) -> float:
     "Share of the answer's numbers and dates that appear in the evidence (1.0 when it has none)."
     qa = extract_quantities(answer)
     if not qa: return 1.0
@@ -261,21 +257,21 @@ def entailment_claims(answer: str, evidence, max_units: int = 6) -> list[tuple[s
         (u, "entailment" if answer_core(u) and answer_core(u) in ev else None) for u in answer_units(answer)[:max_units]
     ]
 
-def lexical_labels(answer: str, evidence) -> list[str]:
+def _lexical_labels(answer: str, evidence) -> list[str]:
     "Entailment labels of the answer's claims by the offline judge (verbatim claims preset)."
     premise = "\n".join(t for _, t in evidence_pairs(evidence))
     return [lab or lexical_entailment(premise, u)[0] for u, lab in entailment_claims(answer, evidence)]
 
 # %% ../../nbs/30_dora.03_gates.ipynb #1dedf687
-def grounding_metrics(weights: dict[str, float], question: str, answer: str, evidence,
+def _grounding_metrics(weights: dict[str, float], question: str, answer: str, evidence,
                       labels: Optional[Sequence] = None,
                       embed: Optional[Callable] = None, contradiction_penalty: float = 1.0) -> dict[str,
                           Optional[float]]:
     "The metrics named in `weights` (weight > 0) for this item; entailment uses `labels` or the offline judge."
     texts, weights = [t for _, t in evidence_pairs(evidence)], current_metric_names(weights)
-    fns = {"entailment": lambda: entailment_score(labels if labels is not None else lexical_labels(answer, evidence),
+    fns = {"entailment": lambda: _entailment_score(labels if labels is not None else _lexical_labels(answer, evidence),
                                                   contradiction_penalty),
-           "span_f1": lambda: span_f1(answer, texts), "numeric": lambda: numeric_consistency(answer, texts),
+           "span_f1": lambda: span_f1(answer, texts), "numeric": lambda: _numeric_consistency(answer, texts),
            "context_recall_proxy": lambda: context_recall_proxy(answer, texts),
            "context_precision_proxy": lambda: context_precision_proxy(answer, texts),
            "qa_relevance": lambda: qa_relevance(question, answer, embed)}
@@ -285,7 +281,7 @@ def grounding_metrics(weights: dict[str, float], question: str, answer: str, evi
     return {m: v if v is None or m == "entailment" else round(v, 4) for m, v in out.items()}
 
 # %% ../../nbs/30_dora.03_gates.ipynb #ff1f83be
-def quality_score(metrics: dict[str, Optional[float]], weights: dict[str, float]) -> float:
+def _quality_score(metrics: dict[str, Optional[float]], weights: dict[str, float]) -> float:
     "Q_s: weighted mean of the available metrics (None ones drop out), floored at 0; 0 when none is available."
     metrics, weights = current_metric_names(metrics), current_metric_names(weights)
     avail = {m: v for m, v in metrics.items() if v is not None and weights.get(m, 0) > 0}
@@ -304,7 +300,7 @@ class GateResult(BaseModel):
     answer_verdict: Optional[dict] = None
 
 # %% ../../nbs/30_dora.03_gates.ipynb #aeb04dfc
-def check_answer(st: Style, question: str, answer: str, evidence,
+def _check_answer(st: Style, question: str, answer: str, evidence,
                  verdict: Optional[AnswerVerdict]) -> Optional[AnswerVerdict]:
     "The answer check of a style that has one: the judge's `verdict`, else the offline one (None: no check)."
     if not st.answer_check or not (answer or "").strip(): return None
@@ -318,19 +314,19 @@ def gate(style: Union[str, Style], question: str, answer: str, cited: Sequence[s
     tau_s."""
     st = get_style(style)
     failures = run_checks(st.checks, question, answer, cited, evidence)
-    verdict = None if failures else check_answer(st, question, answer, evidence, answer_verdict)
+    verdict = None if failures else _check_answer(st, question, answer, evidence, answer_verdict)
     if verdict is not None:
         if verdict.verdict != "answers": failures["answers_question"] = f"{verdict.verdict}: {verdict.reason}"
         if labels is None and len(answer_units(answer)) <= 1: labels = [verdict.label]
-    metrics = grounding_metrics(st.weights, question, answer, evidence, labels, embed,
+    metrics = _grounding_metrics(st.weights, question, answer, evidence, labels, embed,
                                 contradiction_penalty) if (answer or "").strip() else {}
-    score = quality_score(metrics, st.weights) if metrics else 0.0
+    score = _quality_score(metrics, st.weights) if metrics else 0.0
     if not failures and score < st.tau: failures["quality"] = f"Q={score:.2f} < tau={st.tau:.2f}"
     return GateResult(passed=not failures, failed_check=next(iter(failures), None), failures=failures, metrics=metrics,
                       score=score, tau=st.tau, answer_verdict=verdict.model_dump() if verdict else None)
 
 # %% ../../nbs/30_dora.03_gates.ipynb #b898d2be
-def guaranteed_quality(style: Union[str, Style]) -> float:
+def _guaranteed_quality(style: Union[str, Style]) -> float:
     """The Q_s every answer that passes the style's hard checks and answer check reaches (numeric and entailment then
     fixed at 1): tau_s binds only above it."""
     st = get_style(style)
@@ -339,6 +335,6 @@ def guaranteed_quality(style: Union[str, Style]) -> float:
     w = {m: x for m, x in st.weights.items() if x > 0}
     return round(sum(w[m] * fixed.get(m, 0.0) for m in w) / sum(w.values()), 4)
 
-def tau_binds(style: Union[str, Style]) -> bool:
+def _tau_binds(style: Union[str, Style]) -> bool:
     "Whether the style's threshold can reject an answer that passes its checks."
-    return get_style(style).tau > guaranteed_quality(style)
+    return get_style(style).tau > _guaranteed_quality(style)

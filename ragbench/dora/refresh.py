@@ -18,11 +18,7 @@ from .splits import dataset_card
 from .run import DoraConfig, DoraMethod, DoraRun, dedup_items, dora_task, group_by_doc, run_styles, seed_order
 
 # %% auto #0
-__all__ = ['evidence_map', 'remap_evidence', 'item_result', 'dropped_item', 'regate', 'recheck_item', 'split_doc_chunks',
-           'run_documents', 'replacement_styles', 'replacement_seeds', 'repeats', 'as_replacement', 'areplace',
-           'refresh_items', 'refreshed_dataset', 'areplace_all', 'refresh_summary', 'write_refreshed', 'refresh_method',
-           'arefresh_dora_run', 'refresh_dora_run', 'estimate_dora_refresh', 'split_halves', 'read_refresh_run',
-           'dora_run_config', 'dora_llm_specs', 'dora_refresh_estimate', 'dora_refresh', 'half_result']
+__all__ = ['evidence_map', 'remap_evidence', 'repeats', 'areplace', 'read_refresh_run', 'dora_refresh', 'half_result']
 
 # %% ../../nbs/31_dora.refresh.ipynb #a6dcd9db
 def evidence_map(it: QAItem, fates: dict) -> dict[str, str]:
@@ -38,18 +34,18 @@ def remap_evidence(it: QAItem, ids: dict) -> QAItem:
                                      [])]}})
 
 # %% ../../nbs/31_dora.refresh.ipynb #cb8aa899
-def item_result(it: QAItem, outcome: str, keep: Sequence[QAItem] = (), drop: Sequence[QAItem] = (),
+def _item_result(it: QAItem, outcome: str, keep: Sequence[QAItem] = (), drop: Sequence[QAItem] = (),
                 **record) -> TaskResult:
     "The journal entry of one refreshed item."
     return TaskResult(task_id=f"item:{it.id}", position=0, outcome=outcome, items=list(keep), rejected=list(drop),
                       record={"item_id": it.id, **record})
 
-def dropped_item(it: QAItem, reasons: list[str], **more) -> TaskResult:
+def _dropped_item(it: QAItem, reasons: list[str], **more) -> TaskResult:
     "The item dropped (status rejected), its audit trail saying why."
-    return item_result(it, "dropped", drop=[with_refresh_event(it.model_copy(update={"status": "rejected"}),
+    return _item_result(it, "dropped", drop=[with_refresh_event(it.model_copy(update={"status": "rejected"}),
                                                                refresh_event("dropped", reasons, **more))])
 
-def regate(it: QAItem, method: DoraMethod) -> tuple[QAItem, object]:
+def _regate(it: QAItem, method: DoraMethod) -> tuple[QAItem, object]:
     """The item gated again by DoRA's checks against the text its evidence ids name now: (the item with the new attempt,
     the GateResult)."""
     evidence = [(i, method.by_id[i].text) for i in it.gold_chunk_ids]
@@ -62,26 +58,26 @@ def regate(it: QAItem, method: DoraMethod) -> tuple[QAItem, object]:
                                  "meta": {**it.meta, "quality": res.score}}), res
 
 # %% ../../nbs/31_dora.refresh.ipynb #6a1360ef
-def recheck_item(it: QAItem, fates: dict, st: dict, method: DoraMethod) -> TaskResult:
+def _recheck_item(it: QAItem, fates: dict, st: dict, method: DoraMethod) -> TaskResult:
     """Refresh one item whose evidence text changed: kept (renamed to the new chunk ids) or dropped, the audit trail
     saying why."""
     ids = evidence_map(it, fates)
     moved = remap_evidence(it, ids)
     if len(set(moved.gold_chunk_ids)) < len(moved.gold_chunk_ids):
-        return dropped_item(it, st["reasons"], why="two evidence chunks now map to one")
+        return _dropped_item(it, st["reasons"], why="two evidence chunks now map to one")
     missing = [i for i in moved.gold_chunk_ids if i not in method.by_id]
     if missing:
-        return dropped_item(it, st["reasons"],
+        return _dropped_item(it, st["reasons"],
                             why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
-    checked, res = regate(moved, method)
+    checked, res = _regate(moved, method)
     ev = dict(score=res.score, tau=res.tau, renamed=ids)
     if res.passed:
-        return item_result(it, "kept", keep=[with_refresh_event(checked, refresh_event("kept", st["reasons"], **ev))])
-    return item_result(it, "dropped", drop=[with_refresh_event(checked, refresh_event("dropped", st["reasons"],
+        return _item_result(it, "kept", keep=[with_refresh_event(checked, refresh_event("kept", st["reasons"], **ev))])
+    return _item_result(it, "dropped", drop=[with_refresh_event(checked, refresh_event("dropped", st["reasons"],
         why=res.failed_check, **ev))])
 
 # %% ../../nbs/31_dora.refresh.ipynb #09127848
-def split_doc_chunks(doc_chunks: dict, split: Optional[str], own_docs: set, other_docs: set) -> dict:
+def _split_doc_chunks(doc_chunks: dict, split: Optional[str], own_docs: set, other_docs: set) -> dict:
     """The documents a refresh of a `split` run may draw from: all (no split), its own (test) or all but the test run's
     (train)."""
     if split is None: return doc_chunks
@@ -96,7 +92,7 @@ def _docs_of(run: Path) -> set:
     ]
     return {str(i.meta.get("doc_id")) for i in its if i.meta.get("doc_id") is not None}
 
-def run_documents(run: Path, split: Optional[str]) -> tuple[set, set]:
+def _run_documents(run: Path, split: Optional[str]) -> tuple[set, set]:
     "(this run's documents, the other split's documents); a train run whose test run is not beside it raises UserError."
     if split != "train": return _docs_of(run), set()
     other = run.parent / "test"
@@ -106,11 +102,11 @@ def run_documents(run: Path, split: Optional[str]) -> tuple[set, set]:
     return _docs_of(run), _docs_of(other)
 
 # %% ../../nbs/31_dora.refresh.ipynb #6e7846e3
-def replacement_styles(dropped: Sequence[QAItem]) -> list[str]:
+def _replacement_styles(dropped: Sequence[QAItem]) -> list[str]:
     "The style of every slot dropped items leave, in a fixed order."
     return sorted(i.style for i in dropped)
 
-def replacement_seeds(style: str, method: DoraMethod, new_ids: set) -> list[Chunk]:
+def _replacement_seeds(style: str, method: DoraMethod, new_ids: set) -> list[Chunk]:
     "The new chunks a `style` task may start from, in DoRA's seeded round-robin order over their documents."
     docs = {d: cs for d, cs in method.doc_chunks.items() if any(c.id in new_ids for c in cs)}
     return [c for c in seed_order(method.styles[style], docs, method.cfg.seed) if c.id in new_ids]
@@ -122,7 +118,7 @@ def repeats(item: QAItem, kept: Sequence[QAItem], method: DoraMethod) -> Optiona
     return next((a for a, (b, _) in dup.items() if b == item.id), None)
 
 # %% ../../nbs/31_dora.refresh.ipynb #f1749283
-def as_replacement(r: TaskResult, tid: str, k: int, seed: Chunk, kept: Sequence[QAItem],
+def _as_replacement(r: TaskResult, tid: str, k: int, seed: Chunk, kept: Sequence[QAItem],
                    method: DoraMethod) -> TaskResult:
     """A DoRA task's result as the journal entry of slot `k`: its accepted item with an `added` event, or rejected as a
     repeat."""
@@ -150,14 +146,14 @@ async def areplace(style: str, k: int, seeds: list[Chunk], used: set, tr: TaskRu
         r = tr.results.get(tid)
         if r is None:
             task = dora_task(style, seed, k, 0, method.split, getattr(method.llm, "spec", ""))
-            r = as_replacement(await method.run_task(task, index), tid, k, seed, kept, method)
+            r = _as_replacement(await method.run_task(task, index), tid, k, seed, kept, method)
             tr.commit(r)
         if r.items:
             kept += r.items
             return
 
 # %% ../../nbs/31_dora.refresh.ipynb #2d2c6bf1
-async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod, tr: TaskRun) -> tuple[dict,
+async def _refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod, tr: TaskRun) -> tuple[dict,
     Optional[str]]:
     """Every stale item: drops and renames (no call), then the re-gates as tasks of the runner; ({task id: TaskResult},
     stop reason)."""
@@ -167,16 +163,16 @@ async def refresh_items(items: Sequence[QAItem], plan: dict, method: DoraMethod,
         if tid in tr.results or st["action"] in ("none", "recheck"): continue
         moved = with_refresh_event(remap_evidence(it, evidence_map(it, fates)), refresh_event("remapped",
             st["reasons"]))
-        tr.commit(dropped_item(it, st["reasons"]) if st["action"] == "drop" else item_result(it, "remapped",
+        tr.commit(_dropped_item(it, st["reasons"]) if st["action"] == "drop" else _item_result(it, "remapped",
             keep=[moved]))
     async def one(t: Task) -> TaskResult:
         it = by_id[t.id.removeprefix("item:")]
-        return await asyncio.to_thread(recheck_item, it, fates, plan["stale"][it.id], method)
+        return await asyncio.to_thread(_recheck_item, it, fates, plan["stale"][it.id], method)
     stale = [it for it in items if plan["stale"][it.id]["action"] == "recheck"]
     stop = await tr.run([Task(id=f"item:{it.id}", position=i) for i, it in enumerate(stale)], one)
     return dict(tr.results), stop
 
-def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequence[TaskResult]) -> tuple[list[QAItem],
+def _refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequence[TaskResult]) -> tuple[list[QAItem],
     list[QAItem]]:
     "The refreshed dataset (item order kept, replacements at the end) and the dropped items."
     data, dropped = [], []
@@ -190,21 +186,21 @@ def refreshed_dataset(items: Sequence[QAItem], results: dict, replacements: Sequ
     return data + [i for r in replacements for i in r.items], dropped
 
 # %% ../../nbs/31_dora.refresh.ipynb #f78a387f
-async def areplace_all(items: Sequence[QAItem], results: dict, plan: dict, method: DoraMethod, index,
+async def _areplace_all(items: Sequence[QAItem], results: dict, plan: dict, method: DoraMethod, index,
                       tr: TaskRun) -> None:
     "Fill every slot dropped items left, style by style, from the new chunks."
-    kept, _ = refreshed_dataset(items, results, [])
+    kept, _ = _refreshed_dataset(items, results, [])
     used, seeds, new_ids = set(), {}, set(plan["new_ids"])
-    for k, style in enumerate(replacement_styles([r.rejected[0] for r in results.values() if r.outcome == "dropped"])):
+    for k, style in enumerate(_replacement_styles([r.rejected[0] for r in results.values() if r.outcome == "dropped"])):
         if style not in method.styles: continue
-        if style not in seeds: seeds[style] = replacement_seeds(style, method, new_ids)
+        if style not in seeds: seeds[style] = _replacement_seeds(style, method, new_ids)
         await areplace(style, k, seeds[style], used, tr, method, index, kept, math.ceil(method.cfg.overgen))
 
-def refresh_summary(rid: str, plan: dict, journal: dict, meter: CallMeter, stop: Optional[str]) -> dict:
+def _refresh_summary(rid: str, plan: dict, journal: dict, meter: CallMeter, stop: Optional[str]) -> dict:
     "What the refresh did: the stale items and why, the outcomes, the replacements and the calls."
     results = {k: v for k, v in journal.items() if k.startswith("item:")}
     repl = sorted((v for k, v in journal.items() if k.startswith("replace:")), key=lambda r: r.position)
-    slots = len(replacement_styles([r.rejected[0] for r in results.values() if r.outcome == "dropped"]))
+    slots = len(_replacement_styles([r.rejected[0] for r in results.values() if r.outcome == "dropped"]))
     return {"refresh": rid, "method": "dora", "stop_reason": stop or "done",
             "table_version": {"before": plan["old_version"], "now": plan["version"]},
             "stale": {k: v for k, v in plan["stale"].items() if v["action"] != "none"},
@@ -214,12 +210,12 @@ def refresh_summary(rid: str, plan: dict, journal: dict, meter: CallMeter, stop:
             "llm": meter.totals(), "usage_by_stage": meter.by_stage()}
 
 # %% ../../nbs/31_dora.refresh.ipynb #e253e97a
-def write_refreshed(run: RunDir, m: dict, items: list[QAItem], summary: dict, journal: dict, fp_now: str,
+def _write_refreshed(run: RunDir, m: dict, items: list[QAItem], summary: dict, journal: dict, fp_now: str,
                     method: DoraMethod) -> dict:
     "Write the refreshed dataset, the dropped items, card.json, dataset_card.json and the manifest; returns the card."
     results = {k: v for k, v in journal.items() if k.startswith("item:")}
     repl = sorted((v for k, v in journal.items() if k.startswith("replace:")), key=lambda r: r.position)
-    data, gone = refreshed_dataset(items, results, repl)
+    data, gone = _refreshed_dataset(items, results, repl)
     card = refresh_card(items, data, m.get("refreshed_corpus_fingerprint") or m.get("corpus_fingerprint") or "", fp_now,
                         summary["llm"], summary["outcomes"])
     atomic_write(run / "dataset.jsonl", "".join(i.to_json() + "\n" for i in data))
@@ -236,16 +232,16 @@ def write_refreshed(run: RunDir, m: dict, items: list[QAItem], summary: dict, jo
     return card
 
 # %% ../../nbs/31_dora.refresh.ipynb #ac1d5922
-def refresh_method(run: Path, index, llms: dict, cfg: DoraConfig, split: Optional[str],
+def _refresh_method(run: Path, index, llms: dict, cfg: DoraConfig, split: Optional[str],
                    embed: Optional[Callable]) -> DoraMethod:
     """The DoraMethod of a refresh: the run's settings over the documents its split may draw from in the index as it is
     now."""
-    own, other = run_documents(run, split)
-    doc_chunks = split_doc_chunks(group_by_doc(index.iter_chunks()), split, own, other)
+    own, other = _run_documents(run, split)
+    doc_chunks = _split_doc_chunks(group_by_doc(index.iter_chunks()), split, own, other)
     try: return DoraMethod(llms["generate"], llms.get("judge"), cfg, doc_chunks, index=index, embed=embed, split=split)
     except StyleError as e: raise UserError(f"{run}: {e} (register the run's styles file first)") from e
 
-async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embed: Optional[Callable] = None,
+async def _arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embed: Optional[Callable] = None,
                             max_calls: Optional[int] = None, max_usd: Optional[float] = None, log=None) -> dict:
     """Refresh a DoRA run against the index as it is now (resumable); returns the refresh summary (also in
     refresh/<id>.json)."""
@@ -255,27 +251,27 @@ async def arefresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, *, embe
                   in_flight=cfg.workers) as opened, opened.tasks() as tr:   # the run's lock (19_spine)
         m = run.manifest()
         rid, items = refresh_snapshot(run)
-        method = refresh_method(run.path, index, llms, cfg, (m.get("config") or {}).get("split"), embed)
+        method = _refresh_method(run.path, index, llms, cfg, (m.get("config") or {}).get("split"), embed)
         plan = refresh_plan(items, index, run_version(m, index))
         meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         journal = tr.open_journal(f"refresh/{rid}.jsonl")
         try:
-            results, stop = await refresh_items(items, plan, method, tr)
-            if stop is None: await areplace_all(items, results, plan, method, index, tr)
+            results, stop = await _refresh_items(items, plan, method, tr)
+            if stop is None: await _areplace_all(items, results, plan, method, index, tr)
         except BudgetExceeded as e: stop = f"budget spent ({e})"
-        summary = refresh_summary(rid, plan, journal, meter, stop)
+        summary = _refresh_summary(rid, plan, journal, meter, stop)
         run.write(f"refresh/{rid}.json", summary)
         if stop:
             log(f"ragbench refresh: stopped: {stop}; re-run the same command to continue")
             return summary
-        return {**summary, "card": write_refreshed(run, m, items, summary, journal, index_fingerprint(index), method)}
+        return {**summary, "card": _write_refreshed(run, m, items, summary, journal, index_fingerprint(index), method)}
 
-def refresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, **kw) -> dict:
-    "Sync wrapper of `arefresh_dora_run`."
-    return arun(arefresh_dora_run(run_dir, index, llms, cfg, **kw))
+def _refresh_dora_run(run_dir, index, llms: dict, cfg: DoraConfig, **kw) -> dict:
+    "Sync wrapper of `_arefresh_dora_run`."
+    return arun(_arefresh_dora_run(run_dir, index, llms, cfg, **kw))
 
 # %% ../../nbs/31_dora.refresh.ipynb #40ec6979
-def estimate_dora_refresh(items: Sequence[QAItem], plan: dict, cfg: DoraConfig, run_summary: dict) -> dict:
+def _estimate_dora_refresh(items: Sequence[QAItem], plan: dict, cfg: DoraConfig, run_summary: dict) -> dict:
     """Calls a DoRA refresh is expected to send (low, expected, high): gating stale items again and filling the slots;
     no call is made."""
     styles = run_styles(cfg)
@@ -295,7 +291,7 @@ def estimate_dora_refresh(items: Sequence[QAItem], plan: dict, cfg: DoraConfig, 
             "calls_per_accepted_used": per_acc}
 
 # %% ../../nbs/31_dora.refresh.ipynb #6cd0649e
-def split_halves(run: Path) -> Optional[tuple[Path, Path]]:
+def _split_halves(run: Path) -> Optional[tuple[Path, Path]]:
     "The (train, test) folders of a DoRA train/test run, or None for any other run."
     halves = run / "train", run / "test"
     return halves if all((h / "manifest.json").exists() and (h / "dataset.jsonl").exists() for h in halves) else None
@@ -307,16 +303,16 @@ def read_refresh_run(run: Path) -> dict:
         raise UserError(f"{run}: not a run directory (no manifest.json and dataset.jsonl; make one with ragbench triad or ragbench dora)")
     m = json.loads((run / "manifest.json").read_text())
     if m.get("kind") in ("triad", "dora"): return m
-    if split_halves(run): return {**m, "kind": "dora-splits"}
+    if _split_halves(run): return {**m, "kind": "dora-splits"}
     raise UserError(f"{run} holds a {m.get('kind') or 'unknown'} run; refresh re-checks TRIAD and DoRA runs")
 
-def dora_run_config(out: Path, manifest: dict, **update) -> DoraConfig:
+def _dora_run_config(out: Path, manifest: dict, **update) -> DoraConfig:
     "The DoraConfig a DoRA run's manifest records (with `update`); one that holds none raises UserError."
     rec = {k: v for k, v in (manifest.get("config") or {}).items() if k in DoraConfig.model_fields}
     try: return DoraConfig(**{**rec, **update})
     except Exception as e: raise UserError(f"{out / 'manifest.json'}: its config is not a DoRA config ({e})") from None
 
-def dora_llm_specs(m: dict, llm: Optional[str], judge_llm: Optional[str]) -> dict:
+def _dora_llm_specs(m: dict, llm: Optional[str], judge_llm: Optional[str]) -> dict:
     "{role: spec}: the flags, else the run's own models."
     models = m.get("models") or {}
     gen = llm or models.get("generate")
@@ -324,22 +320,22 @@ def dora_llm_specs(m: dict, llm: Optional[str], judge_llm: Optional[str]) -> dic
     return {"generate": gen, "judge": judge_llm or (llm if llm else models.get("judge")) or gen}
 
 # %% ../../nbs/31_dora.refresh.ipynb #9ef5dfe8
-def dora_refresh_estimate(out: Path, manifest: dict, index, cfg: DoraConfig) -> dict:
+def _dora_refresh_estimate(out: Path, manifest: dict, index, cfg: DoraConfig) -> dict:
     "What a refresh of the DoRA run in `out` against `index` is expected to find stale and spend (sends nothing)."
     items = list(read_jsonl(out / "dataset.jsonl", QAItem))
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
-    return estimate_dora_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, s)
+    return _estimate_dora_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg, s)
 
 def dora_refresh(out: Path, m: dict, o: Any) -> dict:
     "Refresh one DoRA run with options `o` (or estimate it: {'estimate': ...}); the summary, with `card` when done."
     from ragbench.index import open_index
-    cfg = dora_run_config(out, m, workers=o.concurrency)
-    specs = dora_llm_specs(m, o.llm, o.judge_llm)
+    cfg = _dora_run_config(out, m, workers=o.concurrency)
+    specs = _dora_llm_specs(m, o.llm, o.judge_llm)
     index = open_index(o.db, o.table, run_dir=out, save=False)
-    if o.estimate: return {"estimate": dora_refresh_estimate(out, m, index, cfg)}
+    if o.estimate: return {"estimate": _dora_refresh_estimate(out, m, index, cfg)}
     llms = LLMPool(cache_dir=out / "cache", concurrency=o.concurrency).by_role(specs)
     embed = lambda texts: index.embedder.encode(list(texts))
-    try: return refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=o.max_calls, max_usd=o.max_usd)
+    try: return _refresh_dora_run(out, index, llms, cfg, embed=embed, max_calls=o.max_calls, max_usd=o.max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
 
 def half_result(half: Path) -> DoraRun:

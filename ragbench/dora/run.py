@@ -27,17 +27,16 @@ from .gates import GateResult, entailment_claims, gate, run_checks
 from .splits import construction_warnings, dataset_card, export_sft, leakage_check, pick_test_docs, read_doc_list, split_docs
 
 # %% auto #0
-__all__ = ['DEFAULT_STYLES', 'DoraRun', 'DoraConfig', 'load_config', 'run_styles', 'group_by_doc', 'seed_order', 'dora_task',
-           'dedup_items', 'select_quota', 'DoraMethod', 'Decision', 'run_dora', 'dora_fake_rules', 'dora_inputs',
-           'split_warnings', 'write_splits']
+__all__ = ['DoraRun', 'DoraConfig', 'load_config', 'run_styles', 'group_by_doc', 'seed_order', 'dora_task', 'dedup_items',
+           'DoraMethod', 'Decision', 'run_dora', 'dora_inputs', 'write_splits']
 
 # %% ../../nbs/30_dora.05_run.ipynb #b0721522
-DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
+_DEFAULT_STYLES = ("find", "explain", "summarize", "generate", "provide")
 
 class DoraConfig(BaseModel):
     "All settings of a DoRA run."
     model_config = ConfigDict(extra="forbid")
-    styles: list[str] = Field(default_factory=lambda: list(DEFAULT_STYLES))
+    styles: list[str] = Field(default_factory=lambda: list(_DEFAULT_STYLES))
     per_style: int = Field(5, ge=0)
     overgen: float = Field(3.0, ge=1.0)              # candidates planned per wanted item
     max_rounds: int = Field(2, ge=1)                  # top-up rounds for styles still short after dedup
@@ -168,7 +167,7 @@ def _round_robin(pool: list[QAItem], n: int, per_doc: Counter, max_per_doc: Opti
     return got
 
 # %% ../../nbs/30_dora.05_run.ipynb #f14f2d4a
-def select_quota(items: Sequence[QAItem], quotas: dict[str, int], max_per_doc: Optional[int] = None,
+def _select_quota(items: Sequence[QAItem], quotas: dict[str, int], max_per_doc: Optional[int] = None,
                  max_per_doc_style: Optional[int] = None) -> tuple[list[QAItem], list[QAItem]]:
     "(selected, not selected): exactly quotas[style] items per style when available, round-robin over documents."
     per_doc, selected = Counter(), []
@@ -380,7 +379,7 @@ def decide(self: DoraMethod, results: Sequence[TaskResult]) -> Decision:
     kept, dropped = dedup_items(
         [i for r in results for i in r.items], self.cfg.dedup_jaccard, self.embed, self.cfg.dedup_cosine
     )
-    selected, rest = select_quota(
+    selected, rest = _select_quota(
         kept, {s: self.cfg.per_style for s in self.cfg.styles}, self.cfg.max_per_doc, self.cfg.max_per_doc_style
     )
     d = Decision(selected=selected, rest=rest, dropped=dropped)
@@ -514,14 +513,14 @@ def _adds(ctx) -> bool:
     "Whether a dora_prefilter prompt's candidate adds three or more content words to its seed."
     return len(_qset(ctx.inputs.get("candidate", "")) - _qset(ctx.inputs.get("seed", ""))) >= 3
 
-def dora_fake_rules() -> dict:
+def _dora_fake_rules() -> dict:
     "The stand-in rules of DoRA's judge prompts, `{prompt name: {field: rule(ctx)}}` (generation: `GEN_STAND_IN`)."
     return {"dora_entailment": {"label": _claim_label}, "dora_prefilter": {"relevance": _relevance,
         "adds_information": _adds},
             "dora_answer_check": {"verdict": lambda ctx: _answer_check(ctx).verdict,
                                   "reason": lambda ctx: _answer_check(ctx).reason}}
 
-for _name, _rules in dora_fake_rules().items(): set_stand_in(_name, _rules)
+for _name, _rules in _dora_fake_rules().items(): set_stand_in(_name, _rules)
 
 # %% ../../nbs/30_dora.05_run.ipynb #fc2b87c3
 def dora_inputs(index, docs: Optional[str] = None, test_docs: Optional[str] = None) -> tuple:
@@ -538,7 +537,7 @@ def dora_inputs(index, docs: Optional[str] = None, test_docs: Optional[str] = No
     return doc_chunks, test_ids
 
 # %% ../../nbs/30_dora.05_run.ipynb #a5b86ed7
-def split_warnings(train: DoraRun, test: DoraRun) -> list[str]:
+def _split_warnings(train: DoraRun, test: DoraRun) -> list[str]:
     "The caveats of a train/test run: those of each split, and one generator for both."
     tm, sm = train.summary["models"], test.summary["models"]
     ws = construction_warnings(tm["generate"], tm["judge"], sm["generate"], split=True)
@@ -556,7 +555,7 @@ def write_splits(out: Union[str, Path], train: DoraRun, test: DoraRun, index, em
     texts = {c.id: c for c in index.get_many(sorted({i for it in train.items + test.items for i in it.gold_chunk_ids}))}
     leak = leakage_check(train.items, test.items, texts, embed=embed, ngram_at=ngram_at, cosine_at=cosine_at)
     run.write("leakage.json", leak)
-    ws = split_warnings(train, test)
+    ws = _split_warnings(train, test)
     card = export_sft(train.items, texts, out / "sft", test_items=test.items, leakage=leak, warnings=ws)
     same_gen = train.summary["models"].get("generate") == test.summary["models"].get("generate")
     summary = {"train": train.summary, "test": test.summary, "leakage_passed": leak["passed"],

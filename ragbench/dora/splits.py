@@ -14,8 +14,7 @@ from ..core import Chunk, QAItem, atomic_write, utc_now
 from ..text import jaccard, ngrams, words
 
 # %% auto #0
-__all__ = ['SFT_SYSTEM', 'read_doc_list', 'split_docs', 'pick_test_docs', 'leakage_check', 'model_family',
-           'construction_warnings', 'context_text', 'sft_example', 'hf_row', 'dataset_card', 'card_markdown',
+__all__ = ['read_doc_list', 'split_docs', 'pick_test_docs', 'leakage_check', 'construction_warnings', 'dataset_card',
            'export_sft']
 
 # %% ../../nbs/30_dora.04_splits.ipynb #c89c8353
@@ -143,7 +142,7 @@ _FAMILIES = {"gpt": "gpt", "chatgpt": "gpt", "o": "gpt", "davinci": "gpt", "clau
              "mistral": "mistral", "mixtral": "mistral", "ministral": "mistral", "codestral": "mistral",
              "deepseek": "deepseek", "phi": "phi", "command": "command", "smollm": "smollm"}
 
-def model_family(spec: Optional[str]) -> str:
+def _model_family(spec: Optional[str]) -> str:
     """The model family of an LLM spec: the model name's leading word ('gemini:gemini-2.5-flash' and
     'gemini:gemini-2.5-pro' are both 'gemini'; 'openai:URL@qwen2.5' is 'qwen')."""
     s = str(spec or "").strip().lower()
@@ -159,12 +158,12 @@ def construction_warnings(generator: str, judge: str, test_generator: Optional[s
                           split: bool = False) -> list[str]:
     """Plain-language caveats when the judge is of the generator's model family, or a train/test split has one generator
     family."""
-    out, fam = [], model_family(generator)
-    if model_family(judge) == fam:
+    out, fam = [], _model_family(generator)
+    if _model_family(judge) == fam:
         same = f"the generator's own model ({generator})" if judge == generator else f"of the generator's model family ({fam}: {judge})"
         out.append(f"The judge is {same}: its verdicts may favour its own writing. "
                    "The DoRA paper judges with a different model family; pass --judge-llm.")
-    if split and (test_generator is None or model_family(test_generator) == fam):
+    if split and (test_generator is None or _model_family(test_generator) == fam):
         who = (f"the same generator ({generator})" if test_generator in (None, generator)
                else f"the same generator family ({fam}: {generator}, {test_generator})")
         out.append(f"Train and test were written by {who}: scores on test may reward imitating its style. "
@@ -172,10 +171,10 @@ def construction_warnings(generator: str, judge: str, test_generator: Optional[s
     return out
 
 # %% ../../nbs/30_dora.04_splits.ipynb #29ff2684
-SFT_SYSTEM = ("Answer the question using only the context. If the context does not contain the answer, "
+_SFT_SYSTEM = ("Answer the question using only the context. If the context does not contain the answer, "
               "say that you do not have enough context.")
 
-def context_text(chunks: Sequence) -> str:
+def _context_text(chunks: Sequence) -> str:
     "Evidence chunks as numbered passages: `[1] title` then the text."
     out = []
     for i, c in enumerate(chunks, 1):
@@ -184,21 +183,21 @@ def context_text(chunks: Sequence) -> str:
     return "\n\n".join(out)
 
 # %% ../../nbs/30_dora.04_splits.ipynb #dd150b51
-def sft_example(item: QAItem, texts: dict, system: str = SFT_SYSTEM) -> Optional[dict]:
+def _sft_example(item: QAItem, texts: dict, system: str = _SFT_SYSTEM) -> Optional[dict]:
     "One chat example (question + evidence context -> answer), or None if an evidence chunk is missing."
     if not item.gold_chunk_ids or any(c not in texts for c in item.gold_chunk_ids): return None
-    user = f"Context:\n{context_text([texts[c] for c in item.gold_chunk_ids])}\n\nQuestion: {item.question}"
+    user = f"Context:\n{_context_text([texts[c] for c in item.gold_chunk_ids])}\n\nQuestion: {item.question}"
     return {"id": item.id, "style": item.style,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user},
                          {"role": "assistant", "content": item.answer}]}
 
 # %% ../../nbs/30_dora.04_splits.ipynb #c50ddce4
-def hf_row(item: QAItem, texts: dict, system: str = SFT_SYSTEM) -> Optional[dict]:
+def _hf_row(item: QAItem, texts: dict, system: str = _SFT_SYSTEM) -> Optional[dict]:
     "A flat row for the HF folder: id, style, question, answer, context, gold chunk ids, document, generator, messages."
-    ex = sft_example(item, texts, system)
+    ex = _sft_example(item, texts, system)
     if ex is None: return None
     return {"id": item.id, "style": item.style, "question": item.question, "answer": item.answer,
-            "context": context_text([texts[c] for c in item.gold_chunk_ids]),
+            "context": _context_text([texts[c] for c in item.gold_chunk_ids]),
             "gold_chunk_ids": list(item.gold_chunk_ids),
             "doc_id": str(item.meta.get("doc_id") or ""), "split": item.split or "",
             "generator": item.models.get("generate", ""),
@@ -225,7 +224,7 @@ def _card_header(card: dict, files: dict[str, str]) -> list[str]:
             "  data_files:",
             *[f"  - split: {s}\n    path: {p}" for s, p in files.items()], "---", ""]
 
-def card_markdown(card: dict, files: dict[str, str]) -> str:
+def _card_markdown(card: dict, files: dict[str, str]) -> str:
     "README.md of the HF folder: YAML header naming the data files, then counts, models, caveats, leakage and fields."
     splits, sp = list(files), card["splits"]
     styles = sorted({st for s in sp.values() for st in s["styles"]})
@@ -252,21 +251,21 @@ def _jsonl(rows: Iterable[dict]) -> str: return "".join(json.dumps(r, ensure_asc
 
 def export_sft(train_items: Sequence[QAItem], texts: dict, out_dir: Union[str, Path], *,
                test_items: Sequence[QAItem] = (),
-               leakage: Optional[dict] = None, system: str = SFT_SYSTEM, name: str = "ragbench-dora",
+               leakage: Optional[dict] = None, system: str = _SFT_SYSTEM, name: str = "ragbench-dora",
                warnings: Sequence[str] = ()) -> dict:
     "Write train.chat.jsonl, the HF folder (data/*.jsonl + README.md) and dataset_card.json; returns the card."
     out = Path(out_dir)
-    atomic_write(out / "train.chat.jsonl", _jsonl(e for e in (sft_example(it, texts,
+    atomic_write(out / "train.chat.jsonl", _jsonl(e for e in (_sft_example(it, texts,
         system) for it in train_items) if e is not None))
     splits = {"train": list(train_items), **({"test": list(test_items)} if test_items else {})}
     files, skipped = {}, {}
     for s, items in splits.items():
-        rows = [r for r in (hf_row(it, texts, system) for it in items) if r is not None]
+        rows = [r for r in (_hf_row(it, texts, system) for it in items) if r is not None]
         skipped[s], files[s] = len(items) - len(rows), f"data/{s}.jsonl"
         atomic_write(out / "hf" / files[s], _jsonl(rows))
     card = dataset_card(splits, leakage, name, warnings)
     card["files"] = {"chat": "train.chat.jsonl", **{f"hf_{s}": f"hf/{p}" for s, p in files.items()}}
     card["skipped_missing_context"] = skipped
-    atomic_write(out / "hf" / "README.md", card_markdown(card, files))
+    atomic_write(out / "hf" / "README.md", _card_markdown(card, files))
     atomic_write(out / "dataset_card.json", json.dumps(card, indent=2, ensure_ascii=False))
     return card

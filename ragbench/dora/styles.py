@@ -17,19 +17,17 @@ from ..prompts import PromptTemplate, format_chunks, get_prompt, parse_chunks, r
 from ..text import split_sentences
 
 # %% auto #0
-__all__ = ['METRICS', 'LEGACY_METRICS', 'BUNDLE_DIMS', 'GEN_SYSTEM', 'GEN_WRAPPER', 'MULTI_DIRECTIVE', 'GEN_STAND_IN',
-           'BUILTIN_STYLES', 'current_metric_names', 'StyleError', 'Style', 'DoraQA', 'literal_braces', 'template_item',
-           'register_style', 'get_style', 'list_styles', 'tuned_style', 'update_style', 'generation_template',
-           'render_generation', 'style_from_dict', 'load_styles']
+__all__ = ['METRICS', 'BUNDLE_DIMS', 'GEN_STAND_IN', 'current_metric_names', 'StyleError', 'Style', 'DoraQA', 'register_style',
+           'get_style', 'list_styles', 'tuned_style', 'update_style', 'render_generation', 'load_styles']
 
 # %% ../../nbs/30_dora.01_styles.ipynb #1742e668
 METRICS = ("entailment", "span_f1", "numeric", "context_recall_proxy", "context_precision_proxy", "qa_relevance")
 # before: the word-overlap proxies carried RAGAS's names; old style files and runs still use them
-LEGACY_METRICS = {"context_recall": "context_recall_proxy", "context_precision": "context_precision_proxy"}
+_LEGACY_METRICS = {"context_recall": "context_recall_proxy", "context_precision": "context_precision_proxy"}
 
 def current_metric_names(weights: dict) -> dict:
     "Weights keyed by today's metric names (the legacy RAGAS-like names of the word-overlap proxies renamed)."
-    return {LEGACY_METRICS.get(m, m): w for m, w in weights.items()}
+    return {_LEGACY_METRICS.get(m, m): w for m, w in weights.items()}
 BUNDLE_DIMS = ("completeness", "complementarity", "coherence", "task_fit")
 
 class StyleError(UserError):
@@ -103,11 +101,11 @@ class DoraQA(BaseModel):
     answer: str
     cited_chunk_ids: list[str] = Field(default_factory=list)
 
-GEN_SYSTEM = ("You write question-answer pairs that test assistants answering from a specialist document collection. "
+_GEN_SYSTEM = ("You write question-answer pairs that test assistants answering from a specialist document collection. "
               "You use only the evidence you are given and reply with one JSON object.")
 
 # %% ../../nbs/30_dora.01_styles.ipynb #e1b88f35
-GEN_WRAPPER = """Answer style: {style}
+_GEN_WRAPPER = """Answer style: {style}
 Write one question of this style and its reference answer, using only the evidence below.
 
 {contract}
@@ -123,14 +121,14 @@ Evidence:
 Reply with JSON: {{"question": "...", "answer": "...", "cited_chunk_ids": ["chunk id", ...]}}"""
 
 # %% ../../nbs/30_dora.01_styles.ipynb #76f7bd1d
-MULTI_DIRECTIVE = (
+_MULTI_DIRECTIVE = (
     "- Draw on at least {min_cite} different chunks, cite every chunk you use, and weave their facts into one "
     "answer rather than separate mini-answers.\n"
 )
 
 
 # %% ../../nbs/30_dora.01_styles.ipynb #1161da9f
-def literal_braces(text: str, keep=("k", "min_cite")) -> str:
+def _literal_braces(text: str, keep=("k", "min_cite")) -> str:
     "Escape the braces of `text` for `str.format`, except the placeholders named in `keep`."
     text = text.replace("{", "{{").replace("}", "}}")
     for k in keep: text = text.replace("{{" + k + "}}", "{" + k + "}")
@@ -208,7 +206,7 @@ def _long_form(style: str, chunks) -> dict:
 
 # %% ../../nbs/30_dora.01_styles.ipynb #7b1fd5f7
 @lru_cache(maxsize=512)
-def template_item(style: str, chunks: tuple) -> Optional[dict]:
+def _template_item(style: str, chunks: tuple) -> Optional[dict]:
     "The stand-in's DoRA item in `style` over `chunks` (`(id, title, text)` tuples); None without chunks."
     if not chunks: return None
     made = _cloze_find(chunks) if style == "find" else _cloze_provide(chunks) if style == "provide" else None
@@ -217,9 +215,9 @@ def template_item(style: str, chunks: tuple) -> Optional[dict]:
                      "cited_chunk_ids": [chunks[0][0]]})
 
 def _gen_field(name: str):
-    "A stand-in rule: field `name` of `template_item` for the style and chunks the generation prompt was rendered with."
+    "A stand-in rule: field `name` of `_template_item` for the style and chunks the generation prompt was rendered with."
     def rule(ctx):
-        it = template_item(ctx.inputs.get("style", ""), tuple(parse_chunks(ctx.inputs.get("chunks", ""))))
+        it = _template_item(ctx.inputs.get("style", ""), tuple(parse_chunks(ctx.inputs.get("chunks", ""))))
         return DEFER if it is None else (list(it[name]) if isinstance(it[name], list) else it[name])
     return rule
 
@@ -235,8 +233,8 @@ def register_style(style: Style, *, prompt: bool = True) -> Style:
     _STYLES.register(style.name, style)
     if prompt:
         register_prompt(PromptTemplate(
-            name=style.prompt_name, system=GEN_SYSTEM, output=DoraQA,
-            template=GEN_WRAPPER.replace("{contract}", literal_braces(style.template)),
+            name=style.prompt_name, system=_GEN_SYSTEM, output=DoraQA,
+            template=_GEN_WRAPPER.replace("{contract}", _literal_braces(style.template)),
             description=f"DoRA generation, style '{style.name}': {style.description}", stand_in=GEN_STAND_IN))
     return style
 
@@ -345,27 +343,27 @@ _GENERATE = Style(
              "context_precision_proxy": 0.1, "qa_relevance": 0.15}, tau=0.5)
 
 # %% ../../nbs/30_dora.01_styles.ipynb #a181cb3e
-BUILTIN_STYLES = [_FIND, _EXPLAIN, _SUMMARIZE, _GENERATE, _PROVIDE]
-for _s in BUILTIN_STYLES: register_style(_s)
+_BUILTIN_STYLES = [_FIND, _EXPLAIN, _SUMMARIZE, _GENERATE, _PROVIDE]
+for _s in _BUILTIN_STYLES: register_style(_s)
 
 # %% ../../nbs/30_dora.01_styles.ipynb #ac843fdc
-def generation_template(st: Style) -> PromptTemplate:
+def _generation_template(st: Style) -> PromptTemplate:
     """The generation prompt of `st`: the registered one (user override applied), or the same with a tuned copy's own
     contract."""
     t, registered = get_prompt(st.prompt_name), _STYLES.get(st.name)
     if registered is None or registered.template == st.template: return t
-    return replace(t, template=GEN_WRAPPER.replace("{contract}", literal_braces(st.template)))
+    return replace(t, template=_GEN_WRAPPER.replace("{contract}", _literal_braces(st.template)))
 
 def render_generation(style: Union[str, Style], chunks: list) -> tuple[Optional[str], str]:
     "(system, user) text of the generation prompt of `style` over the evidence `chunks`."
     st = get_style(style)
     min_cite = min(st.min_k, len(chunks)) if st.multi_chunk else 1
-    multi = MULTI_DIRECTIVE.format(min_cite=min_cite) if st.multi_chunk else ""
-    return render_template(generation_template(st), style=st.name, chunks=format_chunks(chunks), multi=multi,
+    multi = _MULTI_DIRECTIVE.format(min_cite=min_cite) if st.multi_chunk else ""
+    return render_template(_generation_template(st), style=st.name, chunks=format_chunks(chunks), multi=multi,
                            k=len(chunks), min_cite=min_cite)
 
 # %% ../../nbs/30_dora.01_styles.ipynb #4afe0872
-def style_from_dict(d: dict, where: str = "<dict>") -> Style:
+def _style_from_dict(d: dict, where: str = "<dict>") -> Style:
     "Build a Style from a mapping; `base: NAME` starts from a registered style and merges the fields given."
     if not isinstance(d, dict): raise StyleError(f"{where}: a style must be a mapping, got {type(d).__name__}")
     d = dict(d)
@@ -385,7 +383,7 @@ def load_styles(path: Union[str, Path]) -> list[str]:
     if isinstance(data, dict) and "styles" in data: data = data["styles"]
     if isinstance(data, dict): data = [{"name": k, **(v or {})} for k, v in data.items()]
     if not isinstance(data, list): raise StyleError(f"{path}: expected a list of styles or a mapping name -> style")
-    built = [style_from_dict(d, f"{path}: style #{i + 1}" + (f" '{d.get('name')}'" if isinstance(d, dict) else ""))
+    built = [_style_from_dict(d, f"{path}: style #{i + 1}" + (f" '{d.get('name')}'" if isinstance(d, dict) else ""))
              for i, d in enumerate(data)]
     for s in built: register_style(s)
     return [s.name for s in built]

@@ -6,22 +6,13 @@
 __all__ = []
 
 # %% ../../nbs/40_eval.ipynb #d2d9ee03
-from .metrics import (DEFAULT_KS, exact_match, hit_at_k, mrr, ndcg_at_k, precision_at_k, recall_at_k,
-                                   retrieval_metrics, answer_metrics, token_f1, token_recall, rouge_l_recall,
-                                   bertscore_recall)
-from .judges import (JUDGES, JUDGE_METRICS, Judge, JudgedAnswer, Verdicts, judge, LONG_FORM_STYLES,
-                                  RUBRIC_DIMENSIONS, RubricScores, ajudge,
-                                  ajudge_answer, claim_f1, claim_support, correctness_prompt)
-from .systems import EndpointBackend, FunctionBackend, RagSystem, map_context, map_contexts
-from .setups import (NOT_APPLICABLE, ExternalAnswer, Setup, SetupError, build_context, check_setups,
-                                  load_setups,
-                                  read_answers, setups_from_dict, unanswerable_kind, variants_of, vary)
-from .scores import (DIMENSIONS, EvalError, latest_rows, load_scores, metric_names, read_scores, summarize,
-                                  summary_frame)
-from .inputs import EvalInputs, eval_folder, newest_eval, read_inputs
-from .run import evaluate, format_summary, score_batch, judge_noise, estimate_evaluation
+from .metrics import exact_match, mrr, precision_at_k, retrieval_metrics, answer_metrics, token_f1
+from .judges import JUDGES, judge, ajudge_answer, claim_f1, claim_support
+from .systems import EndpointBackend, FunctionBackend, RagSystem
+from .setups import Setup, SetupError, load_setups, read_answers, variants_of
+from .scores import EvalError, load_scores, read_scores, summarize, summary_frame
+from .inputs import eval_folder, newest_eval, read_inputs
+from .run import evaluate, format_summary, judge_noise, estimate_evaluation
 from .compare import compare
-from .export import RAGAS_COLUMNS, export_hf, export_ragas, hf_schema, ragas_rows, read_hf, to_hf
-from .calibration import (calibration_frame, calibration_table, judge_sample, load_calibration,
-                                       rubric_agreement,
-                                       sample_for_review, stratified_sample, weighted_kappa)
+from .export import RAGAS_COLUMNS, export_hf, export_ragas, ragas_rows, read_hf
+from .calibration import load_calibration, rubric_agreement, stratified_sample

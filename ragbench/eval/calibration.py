@@ -14,12 +14,10 @@ from .setups import chunks_in_index
 from ..prompts import format_chunks
 
 # %% auto #0
-__all__ = ['SAMPLE_FILE', 'JUDGE_FILE', 'REVIEWS_FILE', 'stratified_sample', 'sample_for_review', 'ajudge_item_rubric',
-           'ajudge_sample', 'judge_sample', 'weighted_kappa', 'rubric_agreement', 'human_scores', 'calibration_table',
-           'load_calibration', 'calibration_frame']
+__all__ = ['JUDGE_FILE', 'stratified_sample', 'weighted_kappa', 'rubric_agreement', 'human_scores', 'load_calibration']
 
 # %% ../../nbs/40_eval.10_calibration.ipynb #95c6ff71
-SAMPLE_FILE, JUDGE_FILE, REVIEWS_FILE = "calibration_sample.jsonl", "rubric_judge.jsonl", "reviews.jsonl"
+_SAMPLE_FILE, JUDGE_FILE, _REVIEWS_FILE = "calibration_sample.jsonl", "rubric_judge.jsonl", "reviews.jsonl"
 
 def stratified_sample(items: Sequence[QAItem], per_stratum: int = 10, by: Union[str, Callable] = "style",
                       seed: int = 0) -> list[QAItem]:
@@ -32,19 +30,19 @@ def stratified_sample(items: Sequence[QAItem], per_stratum: int = 10, by: Union[
     return [items[i] for i in sorted(keep)]
 
 # %% ../../nbs/40_eval.10_calibration.ipynb #86f4fe98
-def sample_for_review(run_dir, per_style: int = 10, seed: int = 0, dataset: str = "dataset.jsonl") -> list[QAItem]:
+def _sample_for_review(run_dir, per_style: int = 10, seed: int = 0, dataset: str = "dataset.jsonl") -> list[QAItem]:
     """Draw the human sample of a run's dataset (per style) into RUN/calibration_sample.jsonl; an existing sample is
     kept."""
     run = RunDir(run_dir)
-    if (run / SAMPLE_FILE).exists(): return run.read(SAMPLE_FILE, QAItem)
+    if (run / _SAMPLE_FILE).exists(): return run.read(_SAMPLE_FILE, QAItem)
     items = run.read(dataset, QAItem)
     if not items: raise UserError(f"{run / dataset}: no items to sample")
     sample = stratified_sample(items, per_style, "style", seed)
-    run.write(SAMPLE_FILE, "".join(it.to_json() + "\n" for it in sample))
+    run.write(_SAMPLE_FILE, "".join(it.to_json() + "\n" for it in sample))
     return sample
 
 # %% ../../nbs/40_eval.10_calibration.ipynb #de7e604a
-async def ajudge_item_rubric(llm, item: QAItem, index=None) -> dict:
+async def _ajudge_item_rubric(llm, item: QAItem, index=None) -> dict:
     "The rubric judge's row for one item: {item_id, style, kind, scores {dimension: 1-5}, reason} or {item_id, error}."
     chunks = chunks_in_index(index, item.gold_chunk_ids) if index is not None and item.gold_chunk_ids else []
     r, err = await ajudge(llm, "eval_rubric", **rubric_vars(item.question, item.answer,
@@ -53,22 +51,22 @@ async def ajudge_item_rubric(llm, item: QAItem, index=None) -> dict:
     row = {"item_id": item.id, "style": item.style, "kind": item.kind, "judge": getattr(llm, "spec", None)}
     return {**row, "error": err} if r is None else {**row, "scores": r.scores(), "reason": r.reason}
 
-async def ajudge_sample(run_dir, llm, index=None, concurrency: int = 8) -> list[dict]:
+async def _ajudge_sample(run_dir, llm, index=None, concurrency: int = 8) -> list[dict]:
     """Rubric-judge every item of RUN/calibration_sample.jsonl not judged yet; returns all rows of
     RUN/rubric_judge.jsonl."""
     run = RunDir(run_dir)
     done = {r["item_id"] for r in run.read(JUDGE_FILE) if "scores" in r}
-    todo = [it for it in run.read(SAMPLE_FILE, QAItem) if it.id not in done]
+    todo = [it for it in run.read(_SAMPLE_FILE, QAItem) if it.id not in done]
     slots = asyncio.Semaphore(concurrency)
     async def one(it):
-        async with slots: run.append(JUDGE_FILE, await ajudge_item_rubric(llm, it, index))
+        async with slots: run.append(JUDGE_FILE, await _ajudge_item_rubric(llm, it, index))
     await asyncio.gather(*(one(it) for it in todo))
     return run.read(JUDGE_FILE)
 
-def judge_sample(run_dir, llm, index=None, concurrency: int = 8) -> list[dict]:
-    "Sync wrapper of `ajudge_sample` (works in Jupyter too)."
+def _judge_sample(run_dir, llm, index=None, concurrency: int = 8) -> list[dict]:
+    "Sync wrapper of `_ajudge_sample` (works in Jupyter too)."
     from ragbench.llm import arun
-    return arun(ajudge_sample(run_dir, llm, index, concurrency))
+    return arun(_ajudge_sample(run_dir, llm, index, concurrency))
 
 # %% ../../nbs/40_eval.10_calibration.ipynb #7bbd69c9
 def weighted_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)) -> Optional[float]:
@@ -108,7 +106,7 @@ def human_scores(reviews: Iterable[dict]) -> dict[str, dict[str, int]]:
     return {iid: {d: int(sum(vs) / len(vs) + 0.5) for d, vs in dims.items()} for iid, dims in per_item.items()}
 
 # %% ../../nbs/40_eval.10_calibration.ipynb #cd1d7418
-def calibration_table(judge_rows: Iterable[dict], reviews: Iterable[dict], by: Optional[str] = None) -> list[dict]:
+def _calibration_table(judge_rows: Iterable[dict], reviews: Iterable[dict], by: Optional[str] = None) -> list[dict]:
     """One row per rubric dimension (and value of `by`, e.g. 'style'): n, kappa_w, within_1, mad over items scored by
     both."""
     judged = {r["item_id"]: r for r in judge_rows if r.get("scores")}
@@ -126,10 +124,10 @@ def load_calibration(run_dir, by: Optional[str] = None) -> Optional[list[dict]]:
     """The calibration table of a run directory (RUN/rubric_judge.jsonl + RUN/reviews.jsonl); None until both exist and
     overlap."""
     run = RunDir(run_dir) if Path(run_dir).is_dir() else None
-    if run is None or not (run / JUDGE_FILE).exists() or not (run / REVIEWS_FILE).exists(): return None
-    return calibration_table(run.read(JUDGE_FILE), run.read(REVIEWS_FILE), by) or None
+    if run is None or not (run / JUDGE_FILE).exists() or not (run / _REVIEWS_FILE).exists(): return None
+    return _calibration_table(run.read(JUDGE_FILE), run.read(_REVIEWS_FILE), by) or None
 
-def calibration_frame(table: Sequence[dict]):
+def _calibration_frame(table: Sequence[dict]):
     "The calibration table as a pandas DataFrame."
     import pandas as pd
     return pd.DataFrame(list(table))

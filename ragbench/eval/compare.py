@@ -13,7 +13,7 @@ from .scores import EvalError, read_scores
 from ..stats import resample_means, resample_weights, split_metric
 
 # %% auto #0
-__all__ = ['scored_versions', 'configured_order', 'compare']
+__all__ = ['configured_order', 'compare']
 
 # %% ../../nbs/40_eval.08_compare.ipynb #f249c7f1
 def _metric_matrix(rows: Sequence[dict], metric: str, where: str = "") -> tuple[list[str], list[str], np.ndarray]:
@@ -52,7 +52,7 @@ def _boot_taus(xa: np.ndarray, xb: np.ndarray, n_boot: int, seed: int) -> list[f
     return taus
 
 # %% ../../nbs/40_eval.08_compare.ipynb #ade1ec0c
-def scored_versions(dir_a, dir_b) -> dict:
+def _scored_versions(dir_a, dir_b) -> dict:
     "The dataset version each evaluation folder scored (its manifest's), and whether they are the same."
     v = [
         json.loads(p.read_text()).get("dataset_version") if (p := Path(d) / "manifest.json").exists() else None
@@ -99,4 +99,4 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
             "a": {"dir": str(dir_a), "n_items": len(ia), "means": means_a, "ranking": _ranking(means_a)},
             "b": {"dir": str(dir_b), "n_items": len(ib), "means": means_b, "ranking": _ranking(means_b)},
             "kendall_tau": nan(tau), "p_value": nan(p), "lo": lo, "hi": hi, "alpha": alpha,
-            "n_boot": n_boot, "n_boot_valid": len(taus), "dataset_version": scored_versions(dir_a, dir_b)}
+            "n_boot": n_boot, "n_boot_valid": len(taus), "dataset_version": _scored_versions(dir_a, dir_b)}

@@ -13,8 +13,7 @@ from .setups import NOT_APPLICABLE, chunks_in_index
 from ..stats import MODES
 
 # %% auto #0
-__all__ = ['RAGAS_COLUMNS', 'HF_JSON_FIELDS', 'ragas_rows', 'export_dataset', 'export_ragas', 'hf_schema', 'hf_record',
-           'item_from_hf', 'hf_table', 'export_hf', 'read_hf', 'to_hf']
+__all__ = ['RAGAS_COLUMNS', 'ragas_rows', 'export_dataset', 'export_ragas', 'export_hf', 'read_hf']
 
 # %% ../../nbs/40_eval.09_export.ipynb #020fc077
 RAGAS_COLUMNS = ("user_input", "reference", "reference_contexts", "retrieved_contexts", "response")
@@ -77,7 +76,7 @@ def export_ragas(dataset: Union[Dataset, str, Path], out: Union[str, Path], *, i
 
 
 # %% ../../nbs/40_eval.09_export.ipynb #cad8b238
-def hf_schema():
+def _hf_schema():
     "The fixed pyarrow schema of `export_hf` (one column per QAItem field)."
     import pyarrow as pa
     s, b = pa.string(), pa.bool_()
@@ -89,29 +88,29 @@ def hf_schema():
              "attempts": pa.list_(attempt), "review": pa.list_(review)}
     return pa.schema([(f, types.get(f, s)) for f in QAItem.model_fields])
 
-HF_JSON_FIELDS = ("models", "usage", "meta")
+_HF_JSON_FIELDS = ("models", "usage", "meta")
 
 # %% ../../nbs/40_eval.09_export.ipynb #1a485344
-def hf_record(item: QAItem) -> dict:
+def _hf_record(item: QAItem) -> dict:
     "One item as a flat record of the fixed schema (free-form dicts as JSON strings)."
     d = item.model_dump(mode="json")
-    for f in HF_JSON_FIELDS: d[f] = json.dumps(d[f], ensure_ascii=False)
+    for f in _HF_JSON_FIELDS: d[f] = json.dumps(d[f], ensure_ascii=False)
     for a in d["attempts"]: a["judge"] = None if a["judge"] is None else json.dumps(a["judge"], ensure_ascii=False)
     return d
 
-def item_from_hf(row: dict) -> QAItem:
-    "The QAItem of a flat record (the inverse of `hf_record`)."
+def _item_from_hf(row: dict) -> QAItem:
+    "The QAItem of a flat record (the inverse of `_hf_record`)."
     d = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()}
-    for f in HF_JSON_FIELDS: d[f] = json.loads(d[f]) if isinstance(d.get(f), str) else (d.get(f) or {})
+    for f in _HF_JSON_FIELDS: d[f] = json.loads(d[f]) if isinstance(d.get(f), str) else (d.get(f) or {})
     d["attempts"] = [{**a,
                       "judge": json.loads(a["judge"]) if a.get("judge") else None} for a in d.get("attempts") or []]
     return QAItem.model_validate(d)
 
 # %% ../../nbs/40_eval.09_export.ipynb #13635790
-def hf_table(dataset: Union[Dataset, Sequence[QAItem]]):
+def _hf_table(dataset: Union[Dataset, Sequence[QAItem]]):
     "The items as a pyarrow Table of the fixed schema."
     import pyarrow as pa
-    return pa.Table.from_pylist([hf_record(it) for it in dataset], schema=hf_schema())
+    return pa.Table.from_pylist([_hf_record(it) for it in dataset], schema=_hf_schema())
 
 def export_hf(dataset: Union[Dataset, str, Path], out: Union[str, Path]) -> Path:
     """Write a dataset as a flattened Parquet with a fixed schema (loadable with `datasets.load_dataset('parquet',
@@ -121,7 +120,7 @@ def export_hf(dataset: Union[Dataset, str, Path], out: Union[str, Path]) -> Path
     if out.suffix != ".parquet":
         raise EvalError(f"the Hugging Face export is Parquet: --out must end in .parquet, got {out.name}")
     buf = io.BytesIO()
-    pq.write_table(hf_table(export_dataset(dataset)), buf)
+    pq.write_table(_hf_table(export_dataset(dataset)), buf)
     return atomic_write(out, buf.getvalue())
 
 # %% ../../nbs/40_eval.09_export.ipynb #b678d107
@@ -130,13 +129,13 @@ def read_hf(path: Union[str, Path]) -> Dataset:
     import pyarrow.parquet as pq
     out = []
     for i, row in enumerate(pq.read_table(path).to_pylist(), 1):
-        try: out.append(item_from_hf(row))
+        try: out.append(_item_from_hf(row))
         except ValueError as e: raise RecordError(f"{path}:row {i}: {e}") from None
     return Dataset(out)
 
-def to_hf(dataset: Union[Dataset, Sequence[QAItem], str, Path]):
+def _to_hf(dataset: Union[Dataset, Sequence[QAItem], str, Path]):
     "The dataset as a Hugging Face `datasets.Dataset` of the fixed schema (needs `pip install datasets`)."
     try: import datasets
     except ImportError: raise UserError("to_hf needs the PyPI package datasets: pip install datasets") from None
     ds = dataset if isinstance(dataset, (Dataset, list, tuple)) else export_dataset(dataset)
-    return datasets.Dataset(hf_table(ds))
+    return datasets.Dataset(_hf_table(ds))

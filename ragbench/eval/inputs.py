@@ -17,8 +17,8 @@ from .scores import EvalError
 from ..stats import MODES
 
 # %% auto #0
-__all__ = ['GOLD_WARN_SHARE', 'dataset_fingerprint', 'with_columns', 'items_without_gold', 'eval_folder', 'newest_eval',
-           'index_key', 'check_gold_in_index', 'with_table', 'EvalInputs', 'read_inputs']
+__all__ = ['dataset_fingerprint', 'with_columns', 'items_without_gold', 'eval_folder', 'newest_eval', 'index_key',
+           'check_gold_in_index', 'with_table', 'read_inputs']
 
 # %% ../../nbs/40_eval.06_inputs.ipynb #fe38a55d
 def dataset_fingerprint(ds: Dataset) -> str:
@@ -168,7 +168,7 @@ def _open_indexes(setups: Sequence[Setup], index_factory: Optional[Callable]) ->
 def index_key(s: Setup) -> tuple: return (s.db, s.table, s.embedder, json.dumps(s.columns, sort_keys=True))
 
 # %% ../../nbs/40_eval.06_inputs.ipynb #goldidx1
-GOLD_WARN_SHARE = 0.5   # below this share of the dataset's gold ids in a setup's index, evaluate warns
+_GOLD_WARN_SHARE = 0.5   # below this share of the dataset's gold ids in a setup's index, evaluate warns
 
 def _gold_share(ds: Dataset, index) -> tuple[int, int, list[str]]:
     "(found, total, a few missing) of the dataset's gold chunk ids in `index` (total 0: nothing to check)."
@@ -182,7 +182,7 @@ def check_gold_in_index(ds: Dataset, setups: Sequence[Setup], indexes: dict) -> 
     GOLD_WARN_SHARE."""
     for key, index in indexes.items():
         found, total, missing = _gold_share(ds, index)
-        if not total or found >= GOLD_WARN_SHARE * total: continue
+        if not total or found >= _GOLD_WARN_SHARE * total: continue
         names = ", ".join(s.name for s in setups if index_key(s) == key)
         where = f"table '{key[1]}' of {key[0]}"
         msg = (f"{found} of the dataset's {total} gold chunk ids are in {where} (setups: {names}; missing e.g. "
@@ -198,7 +198,7 @@ def with_table(setups: Sequence[Setup], table: Optional[str]) -> list:
 
 # %% ../../nbs/40_eval.06_inputs.ipynb #c22f0d00
 @dataclass
-class EvalInputs:
+class _EvalInputs:
     """What an evaluation reads and checks before it writes anything: the dataset, its setups, the user's answers, the
     indexes."""
     dataset: Any                                       # as given: a Dataset or its path
@@ -220,10 +220,10 @@ class EvalInputs:
                            unknown_answer_ids=self.unknown, max_calls=max_calls)
 
 def read_inputs(dataset, setups, out, *, db=None, modes: Sequence[str] = ("retrieved",), judges: Sequence[str] = JUDGES,
-                index_factory: Optional[Callable] = None) -> EvalInputs:
+                index_factory: Optional[Callable] = None) -> _EvalInputs:
     "Read and check the dataset, setups, answers files, the folder `out` and the indexes, before anything is written."
     ds, setups = _read_dataset(dataset), _validate(setups, modes, judges)
     if index_factory is None: setups = check_setups(setups, db)
     external, unknown = _read_external(setups, ds)
     _check_out(Path(out), ds, setups)
-    return EvalInputs(dataset, ds, setups, external, unknown, _open_indexes(setups, index_factory))
+    return _EvalInputs(dataset, ds, setups, external, unknown, _open_indexes(setups, index_factory))

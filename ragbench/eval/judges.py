@@ -14,10 +14,9 @@ from ..core import Registry
 from ..prompts import PromptTemplate, register_prompt, render_prompt, get_prompt
 
 # %% auto #0
-__all__ = ['LONG_FORM_STYLES', 'JUDGE_SYSTEM', 'RUBRIC_DIMENSIONS', 'JUDGES', 'JUDGE_METRICS', 'ClaimCheck', 'ReferenceClaim',
-           'Correctness', 'Faithfulness', 'Keypoints', 'KeypointVerdict', 'KeypointVerdicts', 'Abstention',
-           'claim_support', 'claim_f1', 'correctness_prompt', 'RubricScores', 'rubric_vars', 'repeat_system', 'ajudge',
-           'keypoint_shares', 'JudgedAnswer', 'Judge', 'judge', 'Verdicts', 'ajudge_answer']
+__all__ = ['RUBRIC_DIMENSIONS', 'JUDGES', 'JUDGE_METRICS', 'ClaimCheck', 'ReferenceClaim', 'Keypoints', 'Abstention',
+           'claim_support', 'claim_f1', 'rubric_vars', 'ajudge', 'keypoint_shares', 'JudgedAnswer', 'Judge', 'judge',
+           'ajudge_answer']
 
 # %% ../../nbs/40_eval.02_judges.ipynb #5d24dd08
 class ClaimCheck(BaseModel):
@@ -31,14 +30,14 @@ class ReferenceClaim(BaseModel):
     covered: bool
 
 # %% ../../nbs/40_eval.02_judges.ipynb #04db9e74
-class Correctness(BaseModel):
+class _Correctness(BaseModel):
     "Verdict of the answer-correctness judge: a binary decision and the claims behind the continuous score."
     correct: bool
     answer_claims: list[ClaimCheck] = Field(default_factory=list)
     reference_claims: list[ReferenceClaim] = Field(default_factory=list)
     reason: str = ""
 
-class Faithfulness(BaseModel):
+class _Faithfulness(BaseModel):
     "Verdict of the faithfulness judge: a binary decision and each claim of the answer checked against the context."
     faithful: bool
     claims: list[ClaimCheck] = Field(default_factory=list)
@@ -49,14 +48,14 @@ class Keypoints(BaseModel):
     "Key points extracted from a reference answer."
     keypoints: list[str]
 
-class KeypointVerdict(BaseModel):
+class _KeypointVerdict(BaseModel):
     "The label of one key point for one answer."
     keypoint: str
     verdict: Literal["complete", "hallucinated", "irrelevant"]
 
-class KeypointVerdicts(BaseModel):
+class _KeypointVerdicts(BaseModel):
     "Labels of all key points, in the order given."
-    verdicts: list[KeypointVerdict]
+    verdicts: list[_KeypointVerdict]
 
 class Abstention(BaseModel):
     "Verdict of the abstention judge."
@@ -77,19 +76,19 @@ def claim_f1(answer_claims: Sequence[ClaimCheck], reference_claims: Sequence[Ref
     return tp / (tp + (fp + fn) / 2) if tp + fp + fn else None
 
 # %% ../../nbs/40_eval.02_judges.ipynb #80d7cf24
-LONG_FORM_STYLES = ("explain", "summarize", "generate")
+_LONG_FORM_STYLES = ("explain", "summarize", "generate")
 _LONG_FORM_SHAPE = {
     "explain": "an explanation (how or why): it is correct when it gives the reasons or mechanism of the reference",
     "summarize": "a summary: it is correct when it covers the main points, names and figures of the reference",
     "generate": "a list: it is correct when most items of the reference's list appear in it, in any order and wording",
 }
 
-def correctness_prompt(style: Optional[str]) -> str:
+def _correctness_prompt(style: Optional[str]) -> str:
     "Name of the correctness prompt for an item of `style`: long-form for explain / summarize / generate, else factoid."
-    return "eval_correctness_longform" if style in LONG_FORM_STYLES else "eval_correctness"
+    return "eval_correctness_longform" if style in _LONG_FORM_STYLES else "eval_correctness"
 
 # %% ../../nbs/40_eval.02_judges.ipynb #a9439cc8
-JUDGE_SYSTEM = "You are a careful, strict evaluator of question-answering systems. You reply with JSON only."
+_JUDGE_SYSTEM = "You are a careful, strict evaluator of question-answering systems. You reply with JSON only."
 _CLAIMS_RULE = (
     "Also list the claims you checked: each factual claim of the answer with whether the reference supports it "
     "(answer_claims), and each claim of the reference with whether the answer covers it (reference_claims).\n\n"
@@ -100,7 +99,7 @@ _CORRECTNESS_REPLY = (
 )
 
 register_prompt(PromptTemplate(
-    name="eval_correctness", system=JUDGE_SYSTEM, output=Correctness,
+    name="eval_correctness", system=_JUDGE_SYSTEM, output=_Correctness,
     description="Answer correctness against the reference answer (short factual answers).",
     template=(
         "Decide whether an answer to a question is correct, using the reference answer as the truth.\n\n"
@@ -113,7 +112,7 @@ register_prompt(PromptTemplate(
         "- For a yes/no question only the yes or no matters.\n\n" + _CLAIMS_RULE + _CORRECTNESS_REPLY)))
 
 register_prompt(PromptTemplate(
-    name="eval_correctness_longform", system=JUDGE_SYSTEM, output=Correctness,
+    name="eval_correctness_longform", system=_JUDGE_SYSTEM, output=_Correctness,
     description="Answer correctness against the reference answer (long-form: explain, summarize, generate a list).",
     template=(
         "Decide whether a long-form answer to a question is correct, using the reference answer as the truth.\n\n"
@@ -127,7 +126,7 @@ register_prompt(PromptTemplate(
 
 # %% ../../nbs/40_eval.02_judges.ipynb #6d6a196e
 register_prompt(PromptTemplate(
-    name="eval_faithfulness", system=JUDGE_SYSTEM, output=Faithfulness,
+    name="eval_faithfulness", system=_JUDGE_SYSTEM, output=_Faithfulness,
     description="Is every claim of the answer supported by the context the system saw?",
     template=(
         "Below is the context a system was given, a question and the system's answer.\n\n"
@@ -140,7 +139,7 @@ register_prompt(PromptTemplate(
         '"reason": "one short sentence naming any unsupported claim"}}')))
 
 register_prompt(PromptTemplate(
-    name="eval_keypoints_extract", system=JUDGE_SYSTEM, output=Keypoints,
+    name="eval_keypoints_extract", system=_JUDGE_SYSTEM, output=Keypoints,
     description="Split a reference answer into the key points a good answer must contain.",
     template=(
         "Question: {question}\nReference answer: {reference}\n\n"
@@ -151,7 +150,7 @@ register_prompt(PromptTemplate(
 
 # %% ../../nbs/40_eval.02_judges.ipynb #6e7a12ad
 register_prompt(PromptTemplate(
-    name="eval_keypoints_judge", system=JUDGE_SYSTEM, output=KeypointVerdicts,
+    name="eval_keypoints_judge", system=_JUDGE_SYSTEM, output=_KeypointVerdicts,
     description="Label each key point complete / hallucinated / irrelevant for an answer.",
     template=(
         "Question: {question}\nKey points of the reference answer:\n{keypoints}\n\nAnswer to grade: {answer}\n\n"
@@ -163,7 +162,7 @@ register_prompt(PromptTemplate(
         "with exactly one entry per key point.")))
 
 register_prompt(PromptTemplate(
-    name="eval_abstention", system=JUDGE_SYSTEM, output=Abstention,
+    name="eval_abstention", system=_JUDGE_SYSTEM, output=Abstention,
     description="Did the system decline to answer (on items it cannot answer)?",
     template=(
         "Question: {question}\nSystem answer: {answer}\n\n"
@@ -176,7 +175,7 @@ register_prompt(PromptTemplate(
 RUBRIC_DIMENSIONS = ("comprehensiveness", "relevance", "groundedness", "verbosity", "composition", "clarity",
                      "alignment")
 
-class RubricScores(BaseModel):
+class _RubricScores(BaseModel):
     "The rubric judge's 1–5 scores on DoRA's seven dimensions, and one sentence of reasons."
     comprehensiveness: int = Field(ge=1, le=5)
     relevance: int = Field(ge=1, le=5)
@@ -197,7 +196,7 @@ _STYLE_INTENT = {"find": "find one exact fact", "provide": "get an exact figure 
                  "generate": "get a list of items"}
 
 register_prompt(PromptTemplate(
-    name="eval_rubric", system=JUDGE_SYSTEM, output=RubricScores,
+    name="eval_rubric", system=_JUDGE_SYSTEM, output=_RubricScores,
     description="DoRA's seven-dimension 1-5 rubric for one answer, given the evidence it should rest on.",
     template=(
         "Score an answer to a user's question on seven dimensions, each from 1 (poor) to 5 (excellent).\n\n"
@@ -223,7 +222,7 @@ def rubric_vars(question: str, answer: str, evidence: Optional[str], style: Opti
             else ""}
 
 # %% ../../nbs/40_eval.02_judges.ipynb #e59b1841
-def repeat_system(system: Optional[str], repeat: int) -> Optional[str]:
+def _repeat_system(system: Optional[str], repeat: int) -> Optional[str]:
     """The system text of repeat `repeat` of a judge call: unchanged for the first ask (0), else with a note naming the
     repeat."""
     if not repeat: return system
@@ -235,14 +234,14 @@ async def ajudge(llm, prompt: str, *, repeat: int = 0, **vars) -> tuple[Optional
     from ragbench.llm import LLMParseError
     system, user = render_prompt(prompt, **vars)
     try:
-        return await llm.acomplete(user, schema=get_prompt(prompt).output, system=repeat_system(system, repeat),
+        return await llm.acomplete(user, schema=get_prompt(prompt).output, system=_repeat_system(system, repeat),
                                    stage=prompt), None
     except LLMParseError as e:
         return None, f"{type(e).__name__}: {e}"[:500]
 
 
 # %% ../../nbs/40_eval.02_judges.ipynb #691cfb2b
-def keypoint_shares(keypoints: Sequence[str], verdicts: KeypointVerdicts) -> Optional[dict[str, float]]:
+def keypoint_shares(keypoints: Sequence[str], verdicts: _KeypointVerdicts) -> Optional[dict[str, float]]:
     """Shares of complete / hallucinated / irrelevant key points; None if the verdicts do not match the key points one
     to one."""
     if not keypoints or len(verdicts.verdicts) != len(keypoints): return None
@@ -287,7 +286,7 @@ class _JudgeMetrics(Mapping):
 
 JUDGE_METRICS = _JudgeMetrics()
 
-class Verdicts:
+class _Verdicts:
     "What the judges of one answer found: metrics (None until judged), failed judge names, verdict details."
     def __init__(self):
         self.metrics = {m: None for j in JUDGES for m in JUDGE_METRICS[j]}
@@ -300,8 +299,8 @@ class Verdicts:
 
 # %% ../../nbs/40_eval.02_judges.ipynb #0371656d
 @judge("correctness", ("correct", "correct_score"))
-async def _correctness(llm, v: Verdicts, a: JudgedAnswer):
-    prompt = correctness_prompt(a.style)
+async def _correctness(llm, v: _Verdicts, a: JudgedAnswer):
+    prompt = _correctness_prompt(a.style)
     extra = {"shape": _LONG_FORM_SHAPE[a.style]} if prompt.endswith("longform") else {}
     r, err = await ajudge(llm, prompt, repeat=a.repeat, question=a.question, reference=a.reference, answer=a.answer,
                           **extra)
@@ -310,7 +309,7 @@ async def _correctness(llm, v: Verdicts, a: JudgedAnswer):
     v.details["correctness"] = {**r.model_dump(), "rubric": prompt}
 
 @judge("faithfulness", ("faithful", "faithful_score"), applies=lambda a: not a.expect_abstain and a.context is not None)
-async def _faithfulness(llm, v: Verdicts, a: JudgedAnswer):
+async def _faithfulness(llm, v: _Verdicts, a: JudgedAnswer):
     r, err = await ajudge(llm, "eval_faithfulness", repeat=a.repeat, context=a.context, question=a.question,
                           answer=a.answer)
     if r is None: return v.fail("faithfulness", err)
@@ -319,7 +318,7 @@ async def _faithfulness(llm, v: Verdicts, a: JudgedAnswer):
 
 # %% ../../nbs/40_eval.02_judges.ipynb #a16c66d1
 @judge("keypoints", ("keypoint_complete", "keypoint_hallucinated", "keypoint_irrelevant"))
-async def _keypoints(llm, v: Verdicts, a: JudgedAnswer):
+async def _keypoints(llm, v: _Verdicts, a: JudgedAnswer):
     cache, key = a.keypoint_cache, a.cache_key
     kps = cache.get(key) if (cache is not None and key) else None
     if kps is None:
@@ -339,7 +338,7 @@ async def _keypoints(llm, v: Verdicts, a: JudgedAnswer):
 
 # %% ../../nbs/40_eval.02_judges.ipynb #72b5edac
 @judge("abstention", ("abstained",), applies=lambda a: a.expect_abstain)
-async def _abstention(llm, v: Verdicts, a: JudgedAnswer):
+async def _abstention(llm, v: _Verdicts, a: JudgedAnswer):
     r, err = await ajudge(llm, "eval_abstention", repeat=a.repeat, question=a.question, answer=a.answer)
     if r is None: return v.fail("abstention", err)
     v.metrics["abstained"] = float(r.abstained)
@@ -347,7 +346,7 @@ async def _abstention(llm, v: Verdicts, a: JudgedAnswer):
 
 @judge("rubric", tuple(f"rubric_{d}" for d in RUBRIC_DIMENSIONS),
        applies=lambda a: not a.expect_abstain and bool(a.style))
-async def _rubric(llm, v: Verdicts, a: JudgedAnswer):
+async def _rubric(llm, v: _Verdicts, a: JudgedAnswer):
     r, err = await ajudge(llm, "eval_rubric", repeat=a.repeat, **rubric_vars(a.question, a.answer, a.context, a.style,
         a.reference))
     if r is None: return v.fail("rubric", err)
@@ -360,6 +359,6 @@ async def ajudge_answer(llm, *, judges: Sequence[str] = JUDGES, **answer) -> tup
     unknown = set(judges) - set(JUDGES)
     if unknown: raise ValueError(f"unknown judge(s) {sorted(unknown)}; known: {', '.join(JUDGES)}")
     a = JudgedAnswer(**answer)
-    v = Verdicts()
+    v = _Verdicts()
     await asyncio.gather(*(JUDGES[j].run(llm, v, a) for j in JUDGES if j in judges and JUDGES[j].applies(a)))
     return v.metrics, sorted(v.failures), v.details

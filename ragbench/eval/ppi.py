@@ -15,9 +15,7 @@ from fastcore.basics import patch
 
 
 # %% auto #0
-__all__ = ['LABELS', 'LABEL_KEYS', 'MOVE_KEYS', 'PPI_KEYS', 'mean_estimates', 'simulate_judged', 'row_key', 'stratified_order',
-           'label_candidates', 'read_labels', 'LabelQueue', 'ppi_rows', 'ppi_paired_rows', 'setup_order',
-           'ppi_estimates']
+__all__ = ['LABEL_KEYS', 'MOVE_KEYS', 'mean_estimates', 'simulate_judged', 'row_key', 'LabelQueue', 'ppi_estimates']
 
 # %% ../../nbs/42_eval.ppi.ipynb #29f49f25
 def mean_estimates(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float],
@@ -43,7 +41,7 @@ def simulate_judged(rng: np.random.Generator, n: int, *, p: float = 0.6, sensiti
 # %% ../../nbs/42_eval.ppi.ipynb #e9bd41fe
 def row_key(r: dict) -> tuple: return (r["item_id"], r["setup"], r.get("mode", "retrieved"))
 
-def stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kind"), seed: int = 0) -> list[dict]:
+def _stratified_order(rows: Sequence[dict], *, by: Sequence[str] = ("setup", "kind"), seed: int = 0) -> list[dict]:
     """The rows in an order whose every prefix is a random sample stratified by `by`, in proportion to each stratum's
     size."""
     rng = np.random.default_rng(seed)
@@ -64,7 +62,7 @@ def _shared_order(rows: Sequence[dict], *, by: Sequence[str] = ("kind",), seed: 
     of a comparison share the labelled items."""
     per_item: dict[str, list[dict]] = {}
     for r in rows: per_item.setdefault(r["item_id"], []).append(r)
-    firsts = stratified_order([{**v[0], "setup": ""} for v in per_item.values()], by=by, seed=seed)
+    firsts = _stratified_order([{**v[0], "setup": ""} for v in per_item.values()], by=by, seed=seed)
     return [r for f in firsts for r in sorted(per_item[f["item_id"]], key=lambda r: str(r["setup"]))]
 
 def _labels_needed(n_setups: int, *, half_width: float = 0.15, disagreement: float = 0.2, alpha: float = 0.05) -> int:
@@ -74,18 +72,18 @@ def _labels_needed(n_setups: int, *, half_width: float = 0.15, disagreement: flo
     items = max(8, math.ceil((norm.ppf(1 - alpha / 2) * math.sqrt(disagreement) / half_width) ** 2))
     return items * max(1, n_setups)
 
-def label_candidates(rows: Sequence[dict], metric: str = "correct", mode: str = "retrieved") -> list[dict]:
+def _label_candidates(rows: Sequence[dict], metric: str = "correct", mode: str = "retrieved") -> list[dict]:
     "The score rows of `mode` whose judge metric has a value (those the labels are compared with)."
     return [r for r in rows if r.get("mode", "retrieved") == mode and (r.get("metrics") or {}).get(metric) is not None]
 
 # %% ../../nbs/42_eval.ppi.ipynb #e17f4a78
-LABELS = "labels.jsonl"
+_LABELS = "labels.jsonl"
 LABEL_KEYS = {"c": ("correct", True), "x": ("correct", False), "f": ("faithful", True), "u": ("faithful", False)}
 MOVE_KEYS = {"n": "next", "j": "next", "p": "prev", "k": "prev"}
 
-def read_labels(eval_dir: Union[str, Path]) -> dict[tuple, dict]:
+def _read_labels(eval_dir: Union[str, Path]) -> dict[tuple, dict]:
     "{(item, setup, mode): {field: latest label}} from EVAL_DIR/labels.jsonl (empty when there is none)."
-    p, out = Path(eval_dir) / LABELS, {}
+    p, out = Path(eval_dir) / _LABELS, {}
     for r in (read_jsonl(p) if p.exists() else []):
         out.setdefault(row_key(r), {}).update({k: r[k] for k in ("correct", "faithful") if r.get(k) is not None})
     return out
@@ -98,11 +96,11 @@ class LabelQueue:
                  by: Sequence[str] = ("kind",),
                  seed: int = 0, metric: str = "correct", mode: str = "retrieved"):
         self.run, self.labeller = RunDir(eval_dir), labeller
-        cands = label_candidates(read_scores(eval_dir), metric, mode)
+        cands = _label_candidates(read_scores(eval_dir), metric, mode)
         self.proposed = _labels_needed(len({r["setup"] for r in cands}))
         self.rows = _shared_order(cands, by=by, seed=seed)[:n or self.proposed]
         if not self.rows: raise EvalError(f"{eval_dir}: no rows with a '{metric}' judge score to label")
-        self.labels = read_labels(eval_dir)
+        self.labels = _read_labels(eval_dir)
         self.pos = next((i for i, r in enumerate(self.rows) if "correct" not in self.labels.get(row_key(r), {})), 0)
 
     def __len__(self): return len(self.rows)
@@ -116,7 +114,7 @@ class LabelQueue:
         r = self.current
         rec = {"item_id": r["item_id"], "setup": r["setup"], "mode": r.get("mode", "retrieved"),
                **{k: bool(v) for k, v in fields.items()}, "by": self.labeller, "at": utc_now()}
-        self.run.append(LABELS, rec)
+        self.run.append(_LABELS, rec)
         self.labels.setdefault(row_key(r), {}).update({k: rec[k] for k in fields})
         if "correct" in fields: self.goto(self.pos + 1)
         return rec
@@ -146,17 +144,17 @@ def progress(self: LabelQueue) -> dict:
     return {"labelled": done, "total": len(self.rows), "position": self.pos}
 
 # %% ../../nbs/42_eval.ppi.ipynb #a3ecfed4
-PPI_KEYS = ("setup", "metric", "n_all", "n_labelled", "judge", "judge_lo", "judge_hi", "human", "human_lo", "human_hi",
+_PPI_KEYS = ("setup", "metric", "n_all", "n_labelled", "judge", "judge_lo", "judge_hi", "human", "human_lo", "human_hi",
             "ppi", "ppi_lo", "ppi_hi", "ppi_method", "ppi_why", "bias", "bias_lo", "bias_hi")
 
-def ppi_rows(rows: Sequence[dict], labels: dict[tuple, dict], *, metric: str = "correct", label: Optional[str] = None,
+def _ppi_rows(rows: Sequence[dict], labels: dict[tuple, dict], *, metric: str = "correct", label: Optional[str] = None,
              mode: str = "retrieved", alpha: float = 0.05) -> list[dict]:
     """Per setup: judge-only, human-only and PPI estimates of `metric`'s mean with intervals, and the judge's bias, from
     `labels`."""
     label = label or metric
     out = []
     for s in dict.fromkeys(r["setup"] for r in rows):
-        mine = [r for r in label_candidates(rows, metric, mode) if r["setup"] == s]
+        mine = [r for r in _label_candidates(rows, metric, mode) if r["setup"] == s]
         lab = [(float(labels[row_key(r)][label]),
                 float(r["metrics"][metric])) for r in mine if label in labels.get(row_key(r), {})]
         rest = [float(r["metrics"][metric]) for r in mine if label not in labels.get(row_key(r), {})]
@@ -172,9 +170,9 @@ def ppi_rows(rows: Sequence[dict], labels: dict[tuple, dict], *, metric: str = "
 def _arm(rows: Sequence[dict], labels: dict, setup: str, metric: str, label: str, mode: str) -> dict[str, tuple]:
     "{item: (judge score, human label or None)} of one setup's judged rows."
     return {r["item_id"]: (float(r["metrics"][metric]), labels.get(row_key(r), {}).get(label))
-            for r in label_candidates(rows, metric, mode) if r["setup"] == setup}
+            for r in _label_candidates(rows, metric, mode) if r["setup"] == setup}
 
-def ppi_paired_rows(rows: Sequence[dict], labels: dict[tuple, dict], baseline: str, *, metric: str = "correct",
+def _ppi_paired_rows(rows: Sequence[dict], labels: dict[tuple, dict], baseline: str, *, metric: str = "correct",
                     label: Optional[str] = None, mode: str = "retrieved", alpha: float = 0.05) -> list[dict]:
     """Per setup against `baseline`: the PPI-corrected paired difference of `metric` on their shared items, labelled in
     both arms."""
@@ -195,7 +193,7 @@ def ppi_paired_rows(rows: Sequence[dict], labels: dict[tuple, dict], baseline: s
     return out
 
 # %% ../../nbs/42_eval.ppi.ipynb #bfe8a816
-def setup_order(eval_dir: Union[str, Path]) -> list[str]:
+def _setup_order(eval_dir: Union[str, Path]) -> list[str]:
     "The setups in the order the evaluation was given them (its summary.json); [] when it has none yet."
     p = Path(eval_dir) / "summary.json"
     return list(json.loads(p.read_text()).get("setups", {})) if p.exists() else []
@@ -206,7 +204,7 @@ def ppi_estimates(eval_dir: Union[str, Path], *, metric: str = "correct", label:
     """The corrected scores of an evaluation folder (its scores.jsonl and labels.jsonl) as a DataFrame (columns
     PPI_KEYS)."""
     import pandas as pd
-    rows = ppi_rows(read_scores(eval_dir), read_labels(eval_dir), metric=metric, label=label, mode=mode, alpha=alpha)
-    order = setup_order(eval_dir)
+    rows = _ppi_rows(read_scores(eval_dir), _read_labels(eval_dir), metric=metric, label=label, mode=mode, alpha=alpha)
+    order = _setup_order(eval_dir)
     rows.sort(key=lambda r: order.index(r["setup"]) if r["setup"] in order else len(order))
-    return pd.DataFrame(rows, columns=list(PPI_KEYS))
+    return pd.DataFrame(rows, columns=list(_PPI_KEYS))

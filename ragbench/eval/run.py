@@ -26,12 +26,11 @@ from .scores import EvalError, metric_names, row_key, latest_rows, summarize, re
 from .inputs import read_inputs, items_without_gold, index_key, check_gold_in_index, with_columns, with_table
 
 # %% auto #0
-__all__ = ['RETRIEVAL_ONLY', 'SYSTEM_RETRIEVES', 'REPEAT_SAMPLE', 'expects_abstention', 'relevant_chunk_ids', 'Scoring',
-           'score_batch', 'judge_consistency', 'judge_noise', 'score_plan', 'EvalSettings', 'eval_settings', 'evaluate',
+__all__ = ['REPEAT_SAMPLE', 'relevant_chunk_ids', 'judge_consistency', 'judge_noise', 'score_plan', 'evaluate',
            'estimate_evaluation', 'format_summary', 'metric_notes', 'answers_setup', 'comma_list']
 
 # %% ../../nbs/40_eval.07_run.ipynb #c565fb5c
-def expects_abstention(item: QAItem, mode: str) -> bool:
+def _expects_abstention(item: QAItem, mode: str) -> bool:
     "True when the right behaviour is to abstain (unanswerable item or unanswerable mode)."
     return mode == "unanswerable" or not item.answerable
 
@@ -69,7 +68,7 @@ async def _answer(llm, item: QAItem, ctx: SetupContext, setup: Setup) -> str:
     except LLMParseError as e: return (e.raw or "").strip()
 
 # %% ../../nbs/40_eval.07_run.ipynb #0498e22b
-RETRIEVAL_ONLY = NOT_APPLICABLE + "retrieval-only setup (no answering LLM)"
+_RETRIEVAL_ONLY = NOT_APPLICABLE + "retrieval-only setup (no answering LLM)"
 
 def _contexts(items: Sequence[QAItem], setup: Setup, mode: str, index, external: Optional[dict],
               llm) -> tuple[list[SetupContext], list[Optional[str]]]:
@@ -83,7 +82,7 @@ def _contexts(items: Sequence[QAItem], setup: Setup, mode: str, index, external:
             ctxs.append(c)
             answers.append(a.answer)
         elif llm is None and mode != "retrieved":
-            ctxs.append(SetupContext(skipped=RETRIEVAL_ONLY))
+            ctxs.append(SetupContext(skipped=_RETRIEVAL_ONLY))
             answers.append(None)
         else:
             ctxs.append(build_context(it, setup, mode, index))
@@ -91,7 +90,7 @@ def _contexts(items: Sequence[QAItem], setup: Setup, mode: str, index, external:
     return ctxs, answers
 
 # %% ../../nbs/40_eval.07_run.ipynb #sys-ask01
-SYSTEM_RETRIEVES = NOT_APPLICABLE + "the user's system retrieves for itself (retrieved mode only)"
+_SYSTEM_RETRIEVES = NOT_APPLICABLE + "the user's system retrieves for itself (retrieved mode only)"
 
 def _system_context(reply: dict, index, threshold: float) -> tuple[SetupContext, list[dict], list[str]]:
     "(SetupContext, per-context mappings, ranked document ids) of one reply of the user's system."
@@ -111,7 +110,7 @@ async def _ask_system(items: Sequence[QAItem], setup: Setup, mode: str, index, s
     import asyncio
     ctxs, answers, maps, errors = [], [None] * len(items), [None] * len(items), [None] * len(items)
     for it in items:
-        if mode != "retrieved": ctxs.append(SetupContext(skipped=SYSTEM_RETRIEVES))
+        if mode != "retrieved": ctxs.append(SetupContext(skipped=_SYSTEM_RETRIEVES))
         elif unanswerable_kind(it) == "context": ctxs.append(build_context(it, setup, mode, index))
         else: ctxs.append(None)
     ask = [i for i, c in enumerate(ctxs) if c is None]
@@ -179,7 +178,7 @@ def _judged_metrics(metrics: dict, judges: Sequence[str]) -> dict:
 
 # %% ../../nbs/40_eval.07_run.ipynb #da0e2403
 @dataclass
-class Scoring:
+class _Scoring:
     "How a row is scored besides retrieval: the judges, the text metrics' model and cutoffs, and the judges' re-asks."
     judges: Sequence[str] = field(default_factory=lambda: JUDGES)
     bertscore: bool = True
@@ -191,12 +190,12 @@ class Scoring:
     keypoint_cache: Optional[dict] = None              # key points extracted once per item, shared by the setups
 
 # %% ../../nbs/40_eval.07_run.ipynb #02c2a6d0
-async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index=None, llm=None, judge_llm=None,
-                      external: Optional[dict] = None, system=None, scoring: Optional[Scoring] = None) -> list[dict]:
+async def _score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index=None, llm=None, judge_llm=None,
+                      external: Optional[dict] = None, system=None, scoring: Optional[_Scoring] = None) -> list[dict]:
     """Score `items` for one setup and mode as `scoring` says (`system`: the user's RAG to ask); returns their
     scores.jsonl rows."""
     import asyncio
-    sc = scoring or Scoring()
+    sc = scoring or _Scoring()
     judges, bertscore, bertscore_model, ks = sc.judges, sc.bertscore, sc.bertscore_model, sc.ks
     similarity, repeats, repeat_ids, keypoint_cache = sc.similarity, sc.repeats, sc.repeat_ids, sc.keypoint_cache
     maps: list = [None] * len(items)
@@ -212,14 +211,14 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
     mets = [dict.fromkeys(metric_names(ks)) for _ in items]
     if mode == "retrieved": _retrieval_metrics(items, ctxs, maps, mets, scored, setup, index, ks)
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
-    _text_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)], bertscore,
+    _text_metrics(items, answers, mets, [i for i in answered if not _expects_abstention(items[i], mode)], bertscore,
                   bertscore_model)
     fails, details, again = [[] for _ in items], [{} for _ in items], {}
     if judge_llm is not None and judges:
         async def one(i, r=0):
             it = items[i]
             return await _guarded(ajudge_answer(judge_llm, question=it.question, reference=it.answer, answer=answers[i],
-                                                context=ctxs[i].text, expect_abstain=expects_abstention(it, mode),
+                                                context=ctxs[i].text, expect_abstain=_expects_abstention(it, mode),
                                                 judges=judges,
                                                 style=it.style, keypoint_cache=keypoint_cache, cache_key=it.id,
                                                 repeat=r))
@@ -232,7 +231,7 @@ async def score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index
                 fails[i], details[i] = res[1], res[2]
         if repeats: again = await _reasks(one, [i for i in answered if not errors[i] and items[i].id in repeat_ids],
                                           repeats)
-        _correctness_metrics(items, answers, mets, [i for i in answered if not expects_abstention(items[i], mode)],
+        _correctness_metrics(items, answers, mets, [i for i in answered if not _expects_abstention(items[i], mode)],
                              similarity)
     rows = [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details,
                                   errors)]
@@ -250,7 +249,7 @@ def _retrieval_metrics(items, ctxs, maps, mets, scored, setup: Setup, index, ks)
                                                   relevant_chunk_ids(items[i]), top_k=setup.top_k, ks=ks))
         if maps[i] is not None: mets[i].update(_doc_metrics(items[i], maps[i]["doc_ids"], index, setup.top_k))
 
-def _repeats_record(mets: dict, fails, details, asks: list, sc: Scoring) -> dict:
+def _repeats_record(mets: dict, fails, details, asks: list, sc: _Scoring) -> dict:
     "A row's `judge_repeats`: its first ask and the re-asks, each with the judged metrics only."
     first = {"repeat": 0, "metrics": _judged_metrics(mets, sc.judges), "failures": fails, "details": details, "error": None}
     return {"repeats": sc.repeats, "asks": [first, *({**a, "metrics": _judged_metrics(a["metrics"], sc.judges)} for a in asks)]}
@@ -377,7 +376,7 @@ def _llm_specs(setups: Sequence[Setup], default_llm: Optional[str], judge_llm, l
     specs |= {judge_llm} if isinstance(judge_llm, str) else set()
     return {} if llm_factory is not None else {f"llm{i}": s for i, s in enumerate(sorted(specs - {None}))}
 
-class EvalSettings(BaseModel):
+class _EvalSettings(BaseModel):
     "How `evaluate` scores, as its keyword arguments: modes, judges, text metrics, batching, budget, judge re-asks."
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     modes: Sequence[str] = ("retrieved",)
@@ -395,10 +394,10 @@ class EvalSettings(BaseModel):
     judge_repeats: int = 0                                           # re-asks of the judges on a sample of items
     judge_repeat_sample: int = REPEAT_SAMPLE
 
-def eval_settings(settings: dict) -> EvalSettings:
+def _eval_settings(settings: dict) -> _EvalSettings:
     "`settings` checked: an unknown or ill-typed one is an EvalError naming it."
     from pydantic import ValidationError
-    try: s = EvalSettings(**settings)
+    try: s = _EvalSettings(**settings)
     except ValidationError as e:
         raise EvalError("evaluate: " + "; ".join(f"{loc}: {msg}" for loc, msg in validation_problems(e))) from None
     if s.judge_repeats < 0 or s.judge_repeat_sample < 1:
@@ -414,7 +413,7 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     """Score every item x setup x mode into DIR/scores.jsonl (resumable, locked) and write DIR/summary.json; the RunResult
     reads like the summary. `settings`: the fields of `EvalSettings` (modes, judges, bertscore, judge_repeats ...)."""
     from ragbench.llm import arun, task_usage
-    o = eval_settings(settings)
+    o = _eval_settings(settings)
     modes, judges, seed, max_calls, judge_repeats = o.modes, o.judges, o.seed, o.max_calls, o.judge_repeats
     inp = read_inputs(dataset, setups, out_dir, db=db, modes=modes, judges=judges, index_factory=index_factory)
     ds, setups, external, unknown, indexes, out = inp.ds, inp.setups, inp.external, inp.unknown, inp.indexes, Path(out_dir)
@@ -435,10 +434,10 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                 if not r.get("error") and not _needs_repeats(r, repeat_ids, recs, judge_repeats)}
         plan = [(s, mode, _todo(ds, s, mode, done, external)) for s in setups for mode in modes]
         systems = {s.name: _system(s, out / "cache", meter) for s in setups if s.calls_system}
-        scoring = Scoring(judges=judges, bertscore=o.bertscore, bertscore_model=o.bertscore_model, ks=o.ks,
+        scoring = _Scoring(judges=judges, bertscore=o.bertscore, bertscore_model=o.bertscore_model, ks=o.ks,
                           similarity=similarity, repeats=judge_repeats, repeat_ids=repeat_ids, keypoint_cache={})
         def score(items, s, mode):
-            return score_batch(items, s, mode, index=indexes.get(index_key(s)),
+            return _score_batch(items, s, mode, index=indexes.get(index_key(s)),
                                llm=None if s.external or s.calls_system else llms.get(s.llm or default_llm),
                                judge_llm=judge, external=external.get(s.name), system=systems.get(s.name),
                                scoring=scoring)
@@ -489,7 +488,7 @@ def _text_models(bertscore: bool, bertscore_model: Optional[str], similarity) ->
 def _row_judges(item: QAItem, mode: str, context: Optional[str], judges: Sequence[str]) -> list[str]:
     "The judges that fit a row of `item` in `mode` (each one call; key points also extract once per item)."
     from ragbench.eval.judges import JudgedAnswer
-    a = JudgedAnswer(item.question, item.answer, "", context, expects_abstention(item, mode), item.style)
+    a = JudgedAnswer(item.question, item.answer, "", context, _expects_abstention(item, mode), item.style)
     return [j for j in JUDGES if j in judges and JUDGES[j].applies(a)]
 
 def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict,
@@ -497,7 +496,7 @@ def _row_context(it: QAItem, s: Setup, mode: str, index, external: dict,
     """(context, whether an answer is expected) of a row to score, as `score_batch` would build it (None: the user's
     system answers)."""
     if s.calls_system:
-        if mode != "retrieved": return SetupContext(skipped=SYSTEM_RETRIEVES), False
+        if mode != "retrieved": return SetupContext(skipped=_SYSTEM_RETRIEVES), False
         return (build_context(it, s, mode, index), False) if unanswerable_kind(it) == "context" else (None, True)
     ctx = _contexts([it], s, mode, index, external.get(s.name), llm)[0][0]
     return ctx, ctx.skipped is None and (s.external or llm is not None)
@@ -507,7 +506,7 @@ def estimate_evaluation(dataset, setups, out_dir, *, db=None, judge_llm=None, de
                         index_factory: Optional[Callable] = None, **settings) -> dict:
     """The LLM calls `evaluate` with these arguments is expected to send (at most), per kind and judge; sends and writes
     nothing."""
-    o = eval_settings(settings)
+    o = _eval_settings(settings)
     modes, judges, seed, judge_repeats, judge_repeat_sample = o.modes, o.judges, o.seed, o.judge_repeats, o.judge_repeat_sample
     inp = read_inputs(dataset, setups, out_dir, db=db, modes=modes, judges=judges, index_factory=index_factory)
     ds, setups, external, indexes, out = inp.ds, inp.setups, inp.external, inp.indexes, Path(out_dir)

@@ -16,23 +16,22 @@ from .systems import MAPPINGS
 from ..stats import HEADLINE_METRICS, MODES, mean_table, metric_key, order_metrics
 
 # %% auto #0
-__all__ = ['DIMENSIONS', 'ANSWER_METRICS', 'CORRECTNESS_METRICS', 'EvalError', 'metric_names', 'row_key', 'latest_rows',
-           'summarize', 'read_scores', 'load_scores', 'summary_frame']
+__all__ = ['EvalError', 'metric_names', 'row_key', 'latest_rows', 'summarize', 'read_scores', 'load_scores', 'summary_frame']
 
 # %% ../../nbs/40_eval.05_scores.ipynb #5d8919e2
 class EvalError(UserError):
     "Bad input to an evaluation (empty dataset, unknown setup, incompatible run directory...)."
 
-DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "unanswerable_kind", "retrieval_hit")
-ANSWER_METRICS = ("exact_match", "token_f1", "token_recall", "rouge_l_recall", "bertscore_recall", "length_ratio",
+_DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "unanswerable_kind", "retrieval_hit")
+_ANSWER_METRICS = ("exact_match", "token_f1", "token_recall", "rouge_l_recall", "bertscore_recall", "length_ratio",
                   "yes_no_correct")
 # RAGAS's graded correctness and its similarity part
-CORRECTNESS_METRICS = ("answer_correctness", "semantic_similarity")
+_CORRECTNESS_METRICS = ("answer_correctness", "semantic_similarity")
 
 def metric_names(ks: Sequence[int] = DEFAULT_KS) -> list[str]:
     "Every metric a row carries, in a stable order."
     return (list(retrieval_metrics([], [], top_k=1, ks=ks)) + list(relevant_retrieval_metrics([], [], top_k=1, ks=ks))
-            + list(ANSWER_METRICS) + [m for j in JUDGES for m in JUDGE_METRICS[j]] + list(CORRECTNESS_METRICS))
+            + list(_ANSWER_METRICS) + [m for j in JUDGES for m in JUDGE_METRICS[j]] + list(_CORRECTNESS_METRICS))
 
 # %% ../../nbs/40_eval.05_scores.ipynb #62d2ff7c
 def row_key(r: dict) -> tuple: return (r["item_id"], r["setup"], r["mode"])
@@ -89,7 +88,7 @@ def _breakdowns(out: dict, s: str, rs: list[dict], names, dimensions) -> None:
 
 # %% ../../nbs/40_eval.05_scores.ipynb #a3a2196d
 def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None,
-              dimensions: Sequence[str] = DIMENSIONS) -> dict:
+              dimensions: Sequence[str] = _DIMENSIONS) -> dict:
     "summary.json content from scores rows: per-setup and per-breakdown bootstrap means, failures, precision ceilings."
     rows = latest_rows(rows)
     order = list(setups or []) + sorted({r["setup"] for r in rows} - set(setups or []))

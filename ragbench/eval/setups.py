@@ -14,16 +14,15 @@ from ..stats import MODES
 from ..prompts import PromptTemplate, register_prompt, render_prompt, get_prompt, format_chunks
 
 # %% auto #0
-__all__ = ['RETRIEVAL_MODES', 'NOT_ENOUGH_CONTEXT', 'ANSWER_FORMS', 'NOT_APPLICABLE', 'SetupError', 'Setup', 'vary',
-           'variants_of', 'setups_from_dict', 'load_setups', 'setups_file_option', 'RagAnswer', 'answer_form',
+__all__ = ['NOT_APPLICABLE', 'SetupError', 'Setup', 'variants_of', 'load_setups', 'setups_file_option', 'answer_form',
            'table_names', 'check_setups', 'SetupContext', 'chunks_in_index', 'unanswerable_kind', 'build_context',
-           'agenerate_answer', 'ExternalAnswer', 'read_answers', 'listed_top_k', 'external_context']
+           'agenerate_answer', 'read_answers', 'listed_top_k', 'external_context']
 
 # %% ../../nbs/40_eval.04_setups.ipynb #bffc073a
 class SetupError(UserError):
     "A bad setup or setups file; the message names the file, the setup and the field."
 
-RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
+_RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
 
 # %% ../../nbs/40_eval.04_setups.ipynb #09b78b33
 class Setup(BaseModel):
@@ -81,7 +80,7 @@ class Setup(BaseModel):
         return self.answers is not None
 
 # %% ../../nbs/40_eval.04_setups.ipynb #8f22e0df
-def vary(baseline: Setup, name: str, **changes) -> Setup:
+def _vary(baseline: Setup, name: str, **changes) -> Setup:
     "A copy of `baseline` named `name` with `changes` applied (validated like any setup)."
     try: return Setup.model_validate({**baseline.model_dump(), **changes, "name": name})
     except ValidationError as e: raise SetupError(f"variant '{name}' of '{baseline.name}': {_describe(e)}") from None
@@ -92,7 +91,7 @@ def variants_of(baseline: Setup, variants: Sequence[dict]) -> list[Setup]:
     for i, v in enumerate(variants):
         if not isinstance(v, dict) or not v.get("name"):
             raise SetupError(f"variants[{i}]: needs a 'name' and the fields to change")
-        out.append(vary(baseline, **v))
+        out.append(_vary(baseline, **v))
     _check_unique(out)
     return out
 
@@ -114,7 +113,7 @@ def _parse_file(path: Path) -> Any:
     "Parse a YAML, TOML or JSON setups file."
     return read_config_file(path, SetupError)
 
-def setups_from_dict(data: Any, *, where: str = "<setups>", base_dir: Optional[Path] = None) -> list[Setup]:
+def _setups_from_dict(data: Any, *, where: str = "<setups>", base_dir: Optional[Path] = None) -> list[Setup]:
     "Setups from a parsed setups file (a list of setups, or a mapping with defaults/baseline/variants/setups)."
     if isinstance(data, list): data = {"setups": data}
     if not isinstance(data, dict):
@@ -157,7 +156,7 @@ def load_setups(path: Union[str, Path]) -> list[Setup]:
     "Setups from a YAML/TOML/JSON file (see above); errors name the file, the setup and the field."
     path = Path(path)
     if not path.exists(): raise SetupError(f"{path}: setups file not found")
-    return setups_from_dict(_parse_file(path), where=str(path), base_dir=path.parent)
+    return _setups_from_dict(_parse_file(path), where=str(path), base_dir=path.parent)
 
 def setups_file_option(path: Union[str, Path], key: str) -> Any:
     "A top-level option of a setups file (e.g. 'judge_llm'), or None."
@@ -165,13 +164,13 @@ def setups_file_option(path: Union[str, Path], key: str) -> Any:
     return data.get(key) if isinstance(data, dict) else None
 
 # %% ../../nbs/40_eval.04_setups.ipynb #cd8b6f69
-NOT_ENOUGH_CONTEXT = "The context does not contain enough information to answer."
+_NOT_ENOUGH_CONTEXT = "The context does not contain enough information to answer."
 
-class RagAnswer(BaseModel):
+class _RagAnswer(BaseModel):
     "Output of the built-in RAG answer prompt (non-empty, so schema-constrained local models must write one)."
     answer: str = Field(min_length=1)
 
-ANSWER_FORMS = {
+_ANSWER_FORMS = {
     None: ("Give the shortest complete answer: a name, date, number or short phrase when that is what is asked; "
            "for a yes/no question start with yes or no."),
     "find": "Give the exact fact asked for, as the shortest phrase that states it (a name, value, option or date).",
@@ -186,16 +185,16 @@ ANSWER_FORMS = {
 def answer_form(style: Optional[str]) -> str:
     """What kind of answer the answering prompt asks for: the shortest one for short-answer items (TRIAD, find,
     provide), a complete one of the right kind for explain / summarize / generate."""
-    return ANSWER_FORMS.get(style, ANSWER_FORMS[None])
+    return _ANSWER_FORMS.get(style, _ANSWER_FORMS[None])
 
 register_prompt(PromptTemplate(
-    name="rag_answer", output=RagAnswer,
+    name="rag_answer", output=_RagAnswer,
     system="You answer questions using only the context you are given. You reply with JSON only.",
     description="The grounded answer prompt of the built-in minimal RAG.",
     template=(
         "Context:\n{context}\n\nQuestion: {question}\n\n"
         "Answer the question using only the context above. {answer_form} "
-        "If the context does not contain what is needed, answer exactly: \"" + NOT_ENOUGH_CONTEXT + "\"\n\n"
+        "If the context does not contain what is needed, answer exactly: \"" + _NOT_ENOUGH_CONTEXT + "\"\n\n"
         'Reply as {{"answer": "..."}}')))
 
 # %% ../../nbs/40_eval.04_setups.ipynb #d74f7f73
@@ -350,7 +349,7 @@ async def agenerate_answer(llm, question: str, ctx: SetupContext, prompt: str = 
     return str(getattr(r, "answer", r)).strip()
 
 # %% ../../nbs/40_eval.04_setups.ipynb #986734f4
-class ExternalAnswer(BaseModel):
+class _ExternalAnswer(BaseModel):
     "One answer produced by the user's own RAG system."
     model_config = ConfigDict(extra="ignore")
     item_id: str
@@ -365,7 +364,7 @@ def read_answers(path: Union[str, Path], item_ids: Optional[set] = None) -> tupl
     path = Path(path)
     if not path.exists(): raise SetupError(f"answers file not found: {path}")
     out, unknown, first = {}, [], {}
-    for n, a in enumerate(read_jsonl(path, ExternalAnswer), 1):
+    for n, a in enumerate(read_jsonl(path, _ExternalAnswer), 1):
         if item_ids is not None and a.item_id not in item_ids:
             if a.item_id not in unknown: unknown.append(a.item_id)
             continue
@@ -383,12 +382,12 @@ def listed_top_k(path: Union[str, Path], default: int = 5) -> int:
     file."""
     if not Path(path).exists(): return default
     n = max(
-        (max(len(a.retrieved_chunk_ids), len(a.retrieved_contexts or ())) for a in read_jsonl(path, ExternalAnswer)),
+        (max(len(a.retrieved_chunk_ids), len(a.retrieved_contexts or ())) for a in read_jsonl(path, _ExternalAnswer)),
         default=0,
     )
     return n or default
 
-def external_context(a: ExternalAnswer, index=None) -> SetupContext:
+def external_context(a: _ExternalAnswer, index=None) -> SetupContext:
     "The SetupContext of a user's answer: its ids, and chunk texts from the file or (if given) the index."
     if a.retrieved_contexts is not None:
         ids = list(a.retrieved_chunk_ids)

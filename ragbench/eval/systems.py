@@ -14,7 +14,7 @@ from ..llm.errors import LLMConfigError, ProviderError
 # %% auto #0
 __all__ = ['MAPPINGS', 'json_path', 'context_record', 'system_reply', 'header_values', 'check_headers', 'EndpointBackend',
            'resolve_function', 'function_name', 'as_async', 'FunctionBackend', 'RagSystem', 'existing_chunks',
-           'map_context', 'map_contexts', 'mapping_counts']
+           'map_contexts', 'mapping_counts']
 
 # %% ../../nbs/40_eval.03_systems.ipynb #5750e44d
 def json_path(obj: Any, path: str) -> Any:
@@ -232,7 +232,7 @@ def existing_chunks(index, ids: Sequence[str]) -> dict:
         except KeyError: pass
     return out
 
-def map_context(rec: dict, index, threshold: float = 0.6, known: Optional[dict] = None, k: int = 8) -> dict:
+def _map_context(rec: dict, index, threshold: float = 0.6, known: Optional[dict] = None, k: int = 8) -> dict:
     """Map one returned context to chunks of `index`: `how` is id | exact | overlap | document | unmapped, with
     `chunk_ids` and `doc_ids`."""
     known = known if known is not None else existing_chunks(index, [rec.get("id"), rec.get("text")])
@@ -273,7 +273,7 @@ def map_contexts(records: Sequence[dict], index, threshold: float = 0.6) -> tupl
         known = existing_chunks(index, [x for r in records for x in (r.get("id"),
                                                                      r.get("text")) if x and len(x) < 200
                                         and not x.strip().count(" ")])
-        maps = [map_context(r, index, threshold, known) for r in records]
+        maps = [_map_context(r, index, threshold, known) for r in records]
     ids, docs = [], []
     for i, mp in enumerate(maps):
         ids += mp["chunk_ids"] or [f"unmapped-{i}"]

@@ -13,31 +13,30 @@ from ..stats import human_mean_ci
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['VALIDITY', 'CRITERIA', 'JUDGE_CRITERION', 'VALIDITY_KEYS_HELP', 'VALIDITY_KEYS', 'accepted_items', 'judge_verdicts',
-           'sample_order', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate', 'ValidityQueue',
-           'validity_rows', 'validity_estimates', 'simulate_validity']
+__all__ = ['CRITERIA', 'VALIDITY_KEYS_HELP', 'read_validity', 'record_validity', 'validity_sample', 'next_to_validate',
+           'ValidityQueue', 'validity_rows', 'validity_estimates']
 
 # %% ../../nbs/43_eval.validity.ipynb #3cf8ccf5
-VALIDITY = "validity.jsonl"
+_VALIDITY = "validity.jsonl"
 CRITERIA = ("answerable", "correct", "multi_hop", "unambiguous")
-JUDGE_CRITERION = {"answerable": "quality", "correct": "quality", "multi_hop": "multi_hop",
+_JUDGE_CRITERION = {"answerable": "quality", "correct": "quality", "multi_hop": "multi_hop",
                    "unambiguous": "unambiguous"}
 
-def accepted_items(run_dir: Union[str, Path], name: str = "dataset.jsonl") -> list[QAItem]:
+def _accepted_items(run_dir: Union[str, Path], name: str = "dataset.jsonl") -> list[QAItem]:
     "The accepted items of a run directory's dataset file."
     p = Path(run_dir) / name
     if not p.exists(): raise UserError(f"{p}: no such dataset file (a TRIAD run directory has dataset.jsonl)")
     return [it for it in read_jsonl(p, QAItem) if it.status == "accepted"]
 
-def judge_verdicts(item: QAItem) -> dict[str, Optional[bool]]:
+def _judge_verdicts(item: QAItem) -> dict[str, Optional[bool]]:
     """The judge's verdict per validity criterion on the item's accepted attempt (else its last judged one); None where
     it gave none."""
     judged = [a for a in item.attempts if a.judge]
     att = next((a for a in reversed(judged) if a.accepted), judged[-1] if judged else None)
     j = att.judge if att else {}
-    return {c: (bool(j[JUDGE_CRITERION[c]]) if j.get(JUDGE_CRITERION[c]) is not None else None) for c in CRITERIA}
+    return {c: (bool(j[_JUDGE_CRITERION[c]]) if j.get(_JUDGE_CRITERION[c]) is not None else None) for c in CRITERIA}
 
-def sample_order(items: Sequence[QAItem], seed: int = 0) -> list[QAItem]:
+def _sample_order(items: Sequence[QAItem], seed: int = 0) -> list[QAItem]:
     "The items in a seeded random order (independent of file order): every prefix is a simple random sample."
     ordered = sorted(items, key=lambda it: it.id)
     return [ordered[i] for i in np.random.default_rng(seed).permutation(len(ordered))]
@@ -46,7 +45,7 @@ def sample_order(items: Sequence[QAItem], seed: int = 0) -> list[QAItem]:
 # %% ../../nbs/43_eval.validity.ipynb #0ea493b4
 def read_validity(run_dir: Union[str, Path]) -> dict[str, dict[str, bool]]:
     "{item id: {criterion: latest human verdict}} from RUN_DIR/validity.jsonl (empty when there is none)."
-    p, out = Path(run_dir) / VALIDITY, {}
+    p, out = Path(run_dir) / _VALIDITY, {}
     for r in (read_jsonl(p) if p.exists() else []):
         out.setdefault(r["item_id"], {}).update({c: bool(r[c]) for c in CRITERIA if r.get(c) is not None})
     return out
@@ -59,18 +58,18 @@ def record_validity(run_dir: Union[str, Path], item_id: str, reviewer: str = "an
     if not verdicts: raise UserError(f"no verdict given for item '{item_id}' (criteria: {', '.join(CRITERIA)})")
     nonbool = [c for c, v in verdicts.items() if not isinstance(v, (bool, np.bool_))]
     if nonbool: raise UserError(f"verdict '{nonbool[0]}' must be true or false, got {verdicts[nonbool[0]]!r}")
-    if item_id not in {it.id for it in accepted_items(run_dir)}:
+    if item_id not in {it.id for it in _accepted_items(run_dir)}:
         raise UserError(
             f"{Path(run_dir) / 'dataset.jsonl'}: no accepted item '{item_id}' (validity is judged on accepted items)"
         )
     row = {"item_id": item_id, **{c: bool(v) for c, v in verdicts.items()}, "by": reviewer, "note": note,
            "at": utc_now()}
-    RunDir(run_dir).append(VALIDITY, row)
+    RunDir(run_dir).append(_VALIDITY, row)
     return row
 
 def validity_sample(run_dir: Union[str, Path], n: int = 60, seed: int = 0) -> list[QAItem]:
     "The first n accepted items of the seeded random order: the sample a reviewer labels."
-    return sample_order(accepted_items(run_dir), seed)[:n]
+    return _sample_order(_accepted_items(run_dir), seed)[:n]
 
 def next_to_validate(run_dir: Union[str, Path], n: int = 60, seed: int = 0) -> Optional[QAItem]:
     "The first sampled item still missing a verdict on some criterion (None when the sample is done): resume here."
@@ -149,7 +148,7 @@ def progress(self: ValidityQueue) -> dict:
     return {"position": self.pos, "total": len(self.items), "validated": full}
 
 # %% ../../nbs/43_eval.validity.ipynb #734dfadb
-VALIDITY_KEYS = ("criterion", "n_accepted", "n_labelled", "judge", "human", "human_lo", "human_hi",
+_VALIDITY_KEYS = ("criterion", "n_accepted", "n_labelled", "judge", "human", "human_lo", "human_hi",
                  "ppi", "ppi_lo", "ppi_hi", "ppi_why", "bias", "bias_lo", "bias_hi")
 
 def validity_rows(items: Sequence[QAItem], labels: dict[str, dict[str, bool]], alpha: float = 0.05) -> list[dict]:
@@ -157,7 +156,7 @@ def validity_rows(items: Sequence[QAItem], labels: dict[str, dict[str, bool]], a
     intervals and the judge's bias."""
     out = []
     for c in CRITERIA:
-        pred = {it.id: judge_verdicts(it)[c] for it in items}
+        pred = {it.id: _judge_verdicts(it)[c] for it in items}
         lab = [i for i in pred if c in labels.get(i, {})]
         y = [float(labels[i][c]) for i in lab]
         if all(v is not None for v in pred.values()):
@@ -171,22 +170,22 @@ def validity_rows(items: Sequence[QAItem], labels: dict[str, dict[str, bool]], a
             e = est.get(k) or {}
             row.update({k: e.get("mean"), f"{k}_lo": e.get("lo"), f"{k}_hi": e.get("hi")})
         row["ppi_why"] = (est.get("ppi") or {}).get("why")
-        out.append({k: row.get(k) for k in VALIDITY_KEYS})
+        out.append({k: row.get(k) for k in _VALIDITY_KEYS})
     return out
 
 def validity_estimates(run_dir: Union[str, Path], alpha: float = 0.05):
     """The validity table of a run directory (accepted items of dataset.jsonl, human verdicts of validity.jsonl) as a
     DataFrame."""
     import pandas as pd
-    items, labels = accepted_items(run_dir), read_validity(run_dir)
+    items, labels = _accepted_items(run_dir), read_validity(run_dir)
     if not items: raise UserError(f"{Path(run_dir) / 'dataset.jsonl'}: no accepted items to estimate validity on")
     unknown = sorted(set(labels) - {it.id for it in items})
     if unknown:
-        raise UserError(f"{Path(run_dir) / VALIDITY}: item '{unknown[0]}' is not an accepted item of dataset.jsonl")
-    return pd.DataFrame(validity_rows(items, labels, alpha), columns=list(VALIDITY_KEYS))
+        raise UserError(f"{Path(run_dir) / _VALIDITY}: item '{unknown[0]}' is not an accepted item of dataset.jsonl")
+    return pd.DataFrame(validity_rows(items, labels, alpha), columns=list(_VALIDITY_KEYS))
 
 # %% ../../nbs/43_eval.validity.ipynb #15540e69
-def simulate_validity(rng: np.random.Generator, n_items: int = 400, n_labels: int = 60, valid: float = 0.8,
+def _simulate_validity(rng: np.random.Generator, n_items: int = 400, n_labels: int = 60, valid: float = 0.8,
                       alpha: float = 0.05, biased_sample: bool = False) -> dict:
     """One simulated accepted set (judge says yes to all, true share `valid` of population): (truth, PPI interval, human
     interval)."""

@@ -18,12 +18,9 @@ from ..core import (QAItem, as_draft, RunDir, RunLock, UserError, append_jsonl, 
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['MAX_LLM_ERRORS', 'LLM_FAILING', 'Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key',
-           'capped_counts', 'frontier_and_total', 'frontier', 'counted_total', 'PlanOrderTally', 'Selection',
-           'select_first_n', 'GenerationMethod', 'StopRun', 'LocalExecutor', 'config_diff', 'recorded_run',
-           'check_resume', 'index_fingerprint', 'llm_failed', 'failure_text', 'LLMErrorStreak', 'budget_stops',
-           'TaskRun', 'run_summary', 'drafts_of_stand_in', 'known_spent', 'restore_spent', 'arun_generation',
-           'run_generation', 'QuestionReply', 'OneChunkQuestions']
+__all__ = ['LLM_FAILING', 'Task', 'counts_towards', 'TaskResult', 'TaskJournal', 'result_group', 'question_key', 'frontier',
+           'Selection', 'GenerationMethod', 'StopRun', 'LocalExecutor', 'check_resume', 'index_fingerprint', 'TaskRun',
+           'run_summary', 'arun_generation', 'run_generation', 'OneChunkQuestions']
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
@@ -97,7 +94,7 @@ def _walk_step(r: TaskResult, got: dict, asked: set, quotas: Optional[dict[str, 
     asked.update(new)
     return fits, grouped, added, repeats, new
 
-def capped_counts(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None):
+def _capped_counts(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None):
     """In plan order: each result, whether it fits (its group's quota not yet met), the capped total so far, and its
     items that repeat an earlier task's question."""
     got, total, asked = {}, 0, set()
@@ -106,27 +103,27 @@ def capped_counts(results: Iterable[TaskResult], quotas: Optional[dict[str, int]
         total += added
         yield r, fits, total, repeats
 
-def frontier_and_total(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str,
+def _frontier_and_total(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str,
     int]] = None) -> tuple[Optional[int], int]:
     """In one walk: the frontier (see `frontier`) and the items counted so far (quotas capped, repeated questions not
     counted)."""
     front, total = None, 0
-    for r, _, total, _ in capped_counts(results, quotas):
+    for r, _, total, _ in _capped_counts(results, quotas):
         if front is None and n is not None and total >= n: front = r.position
     return front, total
 
 def frontier(results: Iterable[TaskResult], n: Optional[int], quotas: Optional[dict[str, int]] = None) -> Optional[int]:
     """Position of the task that brings the accepted count to `n` (with `quotas`: every type to its quota), in plan
     order (None: not reached)."""
-    return frontier_and_total(results, n, quotas)[0]
+    return _frontier_and_total(results, n, quotas)[0]
 
 # %% ../../nbs/17_gen.base.ipynb #9618cd4d
-def counted_total(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None) -> int:
+def _counted_total(results: Iterable[TaskResult], quotas: Optional[dict[str, int]] = None) -> int:
     "Items counted towards the target so far (quotas capped, repeated questions not counted)."
-    return frontier_and_total(results, None, quotas)[1]
+    return _frontier_and_total(results, None, quotas)[1]
 
 # %% ../../nbs/17_gen.base.ipynb #e803aee6
-class PlanOrderTally:
+class _PlanOrderTally:
     """The walk of `capped_counts` kept up to date as results arrive: a result behind the last one walked rewinds only
     the steps after it, so a commit costs about the number of tasks in flight, not the run's length."""
     def __init__(self, quotas: Optional[dict[str, int]] = None, results: Iterable[TaskResult] = ()):
@@ -137,7 +134,7 @@ class PlanOrderTally:
 
     @property
     def total(self) -> int:
-        "Items counted so far (as `counted_total`)."
+        "Items counted so far (as `_counted_total`)."
         return self.totals[-1] if self.totals else 0
 
     def frontier(self, n: Optional[int]) -> Optional[int]:
@@ -177,12 +174,12 @@ class Selection(BaseModel):
     overflow: list[QAItem] = Field(default_factory=list)
     duplicates: list[QAItem] = Field(default_factory=list)
 
-def select_first_n(results: Sequence[TaskResult], n: Optional[int], quotas: Optional[dict[str,
+def _select_first_n(results: Sequence[TaskResult], n: Optional[int], quotas: Optional[dict[str,
     int]] = None) -> Selection:
     """Items of the first tasks by position until `n` are accepted (with `quotas`: per type); later accepted items go to
     overflow, repeated questions to duplicates."""
     sel, before = Selection(), 0
-    for r, fits, total, repeats in capped_counts(results, quotas):
+    for r, fits, total, repeats in _capped_counts(results, quotas):
         sel.rejected += r.rejected
         again = {i.id for i in repeats}
         sel.duplicates += repeats
@@ -225,7 +222,7 @@ class GenerationMethod:
 
     def select(self, results: Sequence[TaskResult]) -> Selection:
         "The dataset, rejected and overflow items (default: first `target` accepted in plan order, `quotas` per type)."
-        return select_first_n(results, self.target, self.quotas)
+        return _select_first_n(results, self.target, self.quotas)
 
     def views(self, results: Sequence[TaskResult], selection: Selection) -> dict[str, Any]:
         "Extra files for the run directory: {file name: list of JSON records or a dict}."
@@ -281,17 +278,17 @@ class LocalExecutor:
         return stop
 
 # %% ../../nbs/17_gen.base.ipynb #73755387
-def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+def _config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     "The options that differ between two config dicts, as `name: old -> new` lines (nested keys dotted)."
     out = []
     for k in sorted(set(old) | set(new), key=str):
         a, b = old.get(k, "<unset>"), new.get(k, "<unset>")
-        if isinstance(a, dict) and isinstance(b, dict): out += config_diff(a, b, f"{prefix}{k}.")
+        if isinstance(a, dict) and isinstance(b, dict): out += _config_diff(a, b, f"{prefix}{k}.")
         elif a != b: out.append(f"{prefix}{k}: {a!r} -> {b!r}")
     return out
 
 # %% ../../nbs/17_gen.base.ipynb #213f239b
-def recorded_run(results: Iterable[TaskResult]) -> Optional[dict]:
+def _recorded_run(results: Iterable[TaskResult]) -> Optional[dict]:
     "The kind, corpus and options the task journal records (its last line that has them), or None."
     rs = [r for r in results if r.run]
     return max(rs, key=lambda r: r.at).run if rs else None
@@ -301,7 +298,7 @@ def check_resume(run: RunDir, kind: str, fingerprint: str, config: dict, results
     manifest, else the task journal)."""
     m, results = run.manifest(), list(results)
     if not m.get("kind") and results:
-        m = recorded_run(results)
+        m = _recorded_run(results)
         if m is None:
             raise UserError(f"{run.path}: manifest.json is missing and tasks.jsonl does not record the options of its {len(results)} "
                             "finished task(s), so resuming could mix items; restore manifest.json or use another output directory")
@@ -311,7 +308,7 @@ def check_resume(run: RunDir, kind: str, fingerprint: str, config: dict, results
     if m.get("corpus_fingerprint") not in (None, fingerprint):
         raise UserError(f"{run.path} was generated from another corpus ({m['corpus_fingerprint']}, now {fingerprint}); "
                         "use another output directory")
-    diff = config_diff(m.get("config") or {}, config)
+    diff = _config_diff(m.get("config") or {}, config)
     if diff:
         raise UserError(f"{run.path} was generated with other options, so resuming would mix items: {'; '.join(diff)}. "
                         "Re-run with the original options or use another output directory")
@@ -327,17 +324,17 @@ def index_fingerprint(index) -> str:
 from ..llm import BudgetExceeded, CallMeter, counting, task_usage
 
 # %% ../../nbs/17_gen.base.ipynb #d87fc893
-MAX_LLM_ERRORS = 8            # tasks in a row that failed on their LLM before the runner stops the run
+_MAX_LLM_ERRORS = 8            # tasks in a row that failed on their LLM before the runner stops the run
 LLM_FAILING = "the LLM failed on"   # how that stop reason starts
 
-def llm_failed(r: TaskResult) -> bool:
+def _llm_failed(r: TaskResult) -> bool:
     """Whether task `r` failed on its LLM: an `error` outcome, or calls that all failed (no reply came back, even after
     retries)."""
     if r.outcome == "error": return True
     u = r.usage or {}
     return bool(u.get("failures")) and (u.get("calls") or 0) <= (u.get("retries") or 0) + u["failures"]
 
-def failure_text(r: TaskResult) -> str:
+def _failure_text(r: TaskResult) -> str:
     """The error a failed task recorded: its own, else the first an item's attempt records (a method that keeps failed
     candidates)."""
     if r.error: return r.error
@@ -346,21 +343,21 @@ def failure_text(r: TaskResult) -> str:
             if (a.judge or {}).get("error"): return f"{a.failed_check}: {a.judge['error']}"
     return f"outcome {r.outcome}"
 
-class LLMErrorStreak:
+class _LLMErrorStreak:
     """Tasks that failed on their LLM in a row, in commit order; `add` raises StopRun when `limit` is reached (None:
     never)."""
-    def __init__(self, limit: Optional[int] = MAX_LLM_ERRORS): self.limit, self.n, self.example = limit, 0, None
+    def __init__(self, limit: Optional[int] = _MAX_LLM_ERRORS): self.limit, self.n, self.example = limit, 0, None
     def add(self, r: TaskResult) -> None:
         "Count a finished task: an LLM failure extends the streak, anything else ends it."
-        if not llm_failed(r):
+        if not _llm_failed(r):
             self.n, self.example = 0, None
             return
-        self.n, self.example = self.n + 1, self.example or failure_text(r)
+        self.n, self.example = self.n + 1, self.example or _failure_text(r)
         if self.limit and self.n >= self.limit:
             raise StopRun(f"{LLM_FAILING} {self.n} tasks in a row, e.g. {self.example}"[:600])
 
 # %% ../../nbs/17_gen.base.ipynb #taskrun1
-def budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Task], Awaitable[TaskResult]]:
+def _budget_stops(work: Callable[[Task], Awaitable[TaskResult]]) -> Callable[[Task], Awaitable[TaskResult]]:
     """`work` with a spent budget turned into a draining StopRun (the running tasks finish; this one is redone on
     resume)."""
     async def guarded(t: Task) -> TaskResult:
@@ -374,8 +371,8 @@ class TaskRun:
     # the meter counts every LLM call of the run; the default executor runs `in_flight` tasks at once in this process;
     # the run stops after `max_llm_errors` tasks in a row failed on their LLM
     def __init__(self, path: Union[str, Path], journal: Optional[str] = "tasks.jsonl", executor=None,
-                 max_llm_errors: Optional[int] = MAX_LLM_ERRORS, in_flight: int = 8, lock: Optional[RunLock] = None):
-        self.path, self.journal_name, self.streak = Path(path), journal, LLMErrorStreak(max_llm_errors)
+                 max_llm_errors: Optional[int] = _MAX_LLM_ERRORS, in_flight: int = 8, lock: Optional[RunLock] = None):
+        self.path, self.journal_name, self.streak = Path(path), journal, _LLMErrorStreak(max_llm_errors)
         # a lock given is held by the caller (an attached run): the runner neither takes nor releases it
         self.lock, self._own_lock = lock or RunLock(self.path), lock is None
         self.executor = executor or LocalExecutor(in_flight)
@@ -442,7 +439,7 @@ async def run(self: TaskRun, tasks: Sequence[Task], work: Callable[[Task], Await
     async def counted(t: Task) -> TaskResult:     # the meter travels with the work (a Ray worker lacks our context)
         if meter is None: return await work(t)
         with counting(meter): return await work(t)
-    return await self.executor.run(todo, budget_stops(counted), committed, wanted or (lambda t: True))
+    return await self.executor.run(todo, _budget_stops(counted), committed, wanted or (lambda t: True))
 
 # %% ../../nbs/17_gen.base.ipynb #cf416cb7
 def _write_views(run: RunDir, method: GenerationMethod, results: dict) -> Selection:
@@ -506,9 +503,9 @@ async def _run_one(method: GenerationMethod, task: Task, index) -> TaskResult:
     u = usage.totals()
     for it in r.items + r.rejected:
         if not it.usage: it.usage = u
-    return drafts_of_stand_in(r.model_copy(update={"usage": u}))
+    return _drafts_of_stand_in(r.model_copy(update={"usage": u}))
 
-def drafts_of_stand_in(r: TaskResult) -> TaskResult:
+def _drafts_of_stand_in(r: TaskResult) -> TaskResult:
     """A task result whose items the stand-in wrote or judged: its items are drafts and its outcome `draft`, never
     accepted."""
     items = [as_draft(i) for i in r.items]
@@ -518,7 +515,7 @@ def drafts_of_stand_in(r: TaskResult) -> TaskResult:
                                            "outcome": "draft"} if r.record.get("outcome") == "accepted" else r.record})
 
 # %% ../../nbs/17_gen.base.ipynb #5348b7f8
-def known_spent(results: Iterable[TaskResult], manifest: dict) -> tuple[int, str]:
+def _known_spent(results: Iterable[TaskResult], manifest: dict) -> tuple[int, str]:
     "The most calls the run's other records prove were sent, and which record proves it (a lower bound on the meter)."
     rs = list(results)
     bounds = {"the finished tasks' usage (tasks.jsonl)": sum(int((r.usage or {}).get("calls") or 0) for r in rs),
@@ -528,11 +525,11 @@ def known_spent(results: Iterable[TaskResult], manifest: dict) -> tuple[int, str
     why = max(bounds, key=bounds.get)
     return bounds[why], why
 
-def restore_spent(meter, results: Iterable[TaskResult], log: Callable[[str], None],
+def _restore_spent(meter, results: Iterable[TaskResult], log: Callable[[str], None],
                   manifest: Optional[dict] = None) -> int:
     """Make the meter count at least the calls the task journal and the manifest say were sent (a damaged `calls.jsonl`
     gives no budget back)."""
-    spent, why = known_spent(results, manifest or {})
+    spent, why = _known_spent(results, manifest or {})
     missing = spent - meter.totals()["calls"]
     if missing <= 0: return 0
     meter.restore(missing, f"calls.jsonl counts fewer calls than {why}")
@@ -554,9 +551,9 @@ async def arun_generation(method: GenerationMethod, index, run_dir, *, max_calls
         check_resume(run, method.name, fp, cfg, results.values())
         stamp = {"kind": method.name, "corpus_fingerprint": fp, "config": cfg}
         meter = method.meter = tr.open_meter("calls.jsonl", max_calls=max_calls, max_usd=max_usd)   # the whole run's
-        restore_spent(meter, results.values(), log, run.manifest())
+        _restore_spent(meter, results.values(), log, run.manifest())
         run.write_manifest(kind=method.name, corpus_fingerprint=fp, config=cfg, models=method.models())
-        tally = PlanOrderTally(method.quotas, results.values())
+        tally = _PlanOrderTally(method.quotas, results.values())
         front, last_views = [tally.frontier(method.target)], [time.monotonic()]
         bar = _progress_bar(method, results, progress)
         def commit(r: TaskResult) -> None:
@@ -603,7 +600,7 @@ class _Bar:
     def __init__(self, method, results, enabled):
         from tqdm.auto import tqdm
         self.target = method.target
-        done = min(counted_total(results.values(), method.quotas), self.target) if self.target else len(results)
+        done = min(_counted_total(results.values(), method.quotas), self.target) if self.target else len(results)
         self.bar = tqdm(total=self.target, initial=done, unit="q" if self.target else "task",
                         desc=f"{method.name}: {'accepted' if self.target else 'tasks'}", disable=not enabled,
                         file=sys.stderr)
@@ -618,7 +615,7 @@ def _progress_bar(method, results, enabled: bool) -> _Bar:
     return _Bar(method, results, enabled)
 
 # %% ../../nbs/17_gen.base.ipynb #48fb8fef
-class QuestionReply(BaseModel):
+class _QuestionReply(BaseModel):
     "A question about a passage and its short answer."
     question: str
     answer: str
@@ -638,7 +635,7 @@ class OneChunkQuestions(GenerationMethod):
         chunk = await asyncio.to_thread(index.get, task.payload["chunk_id"])
         qa = await self.llm.acomplete(
             f"Write one question answered by this passage.\n\n{format_chunks([chunk])}",
-            QuestionReply,
+            _QuestionReply,
             stage="one-chunk.generate",
         )
         ok = qa.question.strip().endswith("?")

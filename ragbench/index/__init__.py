@@ -6,15 +6,12 @@
 __all__ = []
 
 # %% ../../nbs/11_index.ipynb #fba3e8c4
-from .storage import (StorageError, batched, connect_db, db_exists, db_location, is_local,
-                                    mask_credentials,
-                                    read_stored_text, storage_errors, storage_failure, storage_guarded, storage_status,
-                                    table_lock, table_names, write_stored_text)
-from .columns import (DEFAULT_COLUMNS, ROLES, IndexSchemaError, detect_columns, detected_line,
-                                    parse_columns,
-                                    read_sidecar, resolve_columns, sidecar_path)
-from .build import (VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, IdHashes, PendingRows, chunk_table,
-                                  id_hashes, limit_malloc_arenas, local_io_threads, vector_index_params)
-from .read import Hit, check_vectors, stored_vs_embedded
-from .versions import Produced, StoredRows, StoredTexts, changes_line
+from .storage import (StorageError, db_exists, db_location, is_local, mask_credentials,
+                                    read_stored_text, storage_failure, table_lock)
+from .columns import (DEFAULT_COLUMNS, IndexSchemaError, detect_columns, parse_columns, read_sidecar,
+                                    sidecar_path)
+from .build import (VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, IdHashes, chunk_table, id_hashes,
+                                  limit_malloc_arenas)
+from .read import Hit
+from .versions import changes_line
 from .search import SEARCH_MODES, fuse_hybrid, minmax, open_index, save_index_mapping

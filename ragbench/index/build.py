@@ -18,8 +18,8 @@ from .storage import (batched, connect_db, db_exists, db_location, is_local, sto
 from .columns import DEFAULT_COLUMNS, IndexSchemaError, read_sidecar, sidecar_path
 
 # %% auto #0
-__all__ = ['VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS', 'ChunkIndex', 'limit_malloc_arenas', 'local_io_threads', 'chunk_table',
-           'id_hashes', 'IdHashes', 'vector_index_params', 'PendingRows']
+__all__ = ['VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS', 'ChunkIndex', 'limit_malloc_arenas', 'chunk_table', 'id_hashes', 'IdHashes',
+           'PendingRows']
 
 # %% ../../nbs/11_index.03_build.ipynb #300a9945
 class ChunkIndex:
@@ -76,7 +76,7 @@ def limit_malloc_arenas(n: int = _MALLOC_ARENAS) -> bool:
 _LOCAL_IO_THREADS = 2
 
 @contextlib.contextmanager
-def local_io_threads(db_dir, n: int = _LOCAL_IO_THREADS):
+def _local_io_threads(db_dir, n: int = _LOCAL_IO_THREADS):
     """Within the block LanceDB reads a local table with `n` IO threads; a user's LANCE_IO_THREADS, or an object store,
     is left as it is."""
     if "LANCE_IO_THREADS" in os.environ or not is_local(db_dir):
@@ -123,7 +123,7 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
         raise IndexSchemaError(f"no chunks to index; nothing was created in {db_dir}")
     if is_local(db_dir): db_dir.mkdir(parents=True, exist_ok=True)
     with storage_errors(db_dir, table), table_lock(db_dir,
-                                                   table), (local_io_threads(db_dir) if tune
+                                                   table), (_local_io_threads(db_dir) if tune
                                                                     else contextlib.nullcontext()):
         idx = cls.create_or_open(db_dir, table, emb)
         kw = dict(batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows,
@@ -271,7 +271,7 @@ def remove_duplicates(self: ChunkIndex) -> int:
     return len(extra)
 
 # %% ../../nbs/11_index.03_build.ipynb #a5868993
-def vector_index_params(n_rows: int, dim: int) -> dict:
+def _vector_index_params(n_rows: int, dim: int) -> dict:
     """IVF-PQ build settings for `n_rows` vectors of `dim` floats, and the search settings (probes, exact re-ranking)
     that keep recall@10 near exact."""
     partitions = int(min(max(round(n_rows ** 0.5), 16), 4096))           # about sqrt(rows) lists, as LanceDB advises
@@ -289,7 +289,7 @@ def vector_index(self: ChunkIndex) -> Optional[dict]:
         vcol = self.columns["vector"]
         has = any(list(i.columns) == [vcol] and not i.index_type.upper().startswith(("FTS", "BTREE", "BITMAP", "LABEL"))
                   for i in self.tbl.list_indices())
-        self._ann = vector_index_params(len(self), self.dim) if has else None
+        self._ann = _vector_index_params(len(self), self.dim) if has else None
     return self._ann
 
 @patch
@@ -302,7 +302,7 @@ def ensure_vector_index(self: ChunkIndex, min_rows: Optional[int] = VECTOR_INDEX
     if self.vector_index() is not None:
         stats = self.tbl.index_stats(f"{self.columns['vector']}_idx")
         if stats is None or stats.num_unindexed_rows * 10 < n: return False
-    p = vector_index_params(n, self.dim)
+    p = _vector_index_params(n, self.dim)
     (log or (lambda m: print(m, file=sys.stderr)))(
         f"ragbench: building a vector index (IVF-PQ, {p['num_partitions']} partitions) on {n} rows of table"
         f" '{self.table_name}'"

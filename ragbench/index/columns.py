@@ -11,7 +11,7 @@ from ..core import UserError
 from .storage import db_location, is_local, read_stored_text
 
 # %% auto #0
-__all__ = ['ROLES', 'DEFAULT_COLUMNS', 'IndexSchemaError', 'sidecar_path', 'read_sidecar', 'detect_columns', 'resolve_columns',
+__all__ = ['DEFAULT_COLUMNS', 'IndexSchemaError', 'sidecar_path', 'read_sidecar', 'detect_columns', 'resolve_columns',
            'detected_line', 'parse_columns']
 
 # %% ../../nbs/11_index.02_columns.ipynb #565a43ac
@@ -19,8 +19,8 @@ class IndexSchemaError(UserError):
     "A LanceDB table is missing, or lacks the columns / vector size ragbench needs (the message says which)."
 
 # %% ../../nbs/11_index.02_columns.ipynb #c973d910
-ROLES = ("id", "text", "vector", "doc_id", "meta")
-DEFAULT_COLUMNS = {r: r for r in ROLES}
+_ROLES = ("id", "text", "vector", "doc_id", "meta")
+DEFAULT_COLUMNS = {r: r for r in _ROLES}
 
 def sidecar_path(db_dir: Union[str, Path], table: str) -> Union[Path, str]:
     "Path (or object-store URI) of the JSON file that records how a ragbench table was built."
@@ -58,7 +58,7 @@ def detect_columns(schema, columns: Optional[dict] = None) -> tuple[dict, dict, 
     """(mapping, {role: column detected}, problems) for the roles `columns` leaves out: its own name, else one obvious
     name (vector: the only vector column)."""
     names, m, picked, problems = list(schema.names), dict(columns or {}), {}, []
-    for role in ROLES:
+    for role in _ROLES:
         if role in m: continue
         if role in names:
             m[role] = role
@@ -84,8 +84,8 @@ def resolve_columns(table: str, schema, columns: Optional[dict] = None) -> tuple
     names every role missing or ambiguous."""
     import pyarrow as pa
     columns = dict(columns or {})
-    unknown = sorted(set(columns) - set(ROLES))
-    if unknown: raise IndexSchemaError(f"unknown column role(s) {unknown}; the roles are {', '.join(ROLES)}")
+    unknown = sorted(set(columns) - set(_ROLES))
+    if unknown: raise IndexSchemaError(f"unknown column role(s) {unknown}; the roles are {', '.join(_ROLES)}")
     names = list(schema.names)
     problems = [f"table '{table}' has no column '{c}' (the {r} column)" for r, c in columns.items() if c not in names]
     m, picked, more = detect_columns(schema, {r: c for r, c in columns.items() if c in names})
@@ -119,7 +119,7 @@ def parse_columns(items: Union[Iterable[str], dict, None]) -> dict:
     if isinstance(items, dict): return {k: v for k, v in items.items() if v}
     out = {}
     for it in items or []:
-        if "=" not in it: raise UserError(f"--column expects ROLE=NAME (roles: {', '.join(ROLES)}), got {it!r}")
+        if "=" not in it: raise UserError(f"--column expects ROLE=NAME (roles: {', '.join(_ROLES)}), got {it!r}")
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out

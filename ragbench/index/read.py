@@ -18,7 +18,7 @@ from .columns import IndexSchemaError, detect_columns, read_sidecar, resolve_col
 from .build import ChunkIndex
 
 # %% auto #0
-__all__ = ['Hit', 'stored_vs_embedded', 'check_vectors']
+__all__ = ['Hit']
 
 # %% ../../nbs/11_index.04_read.ipynb #c813828d
 @dataclass
@@ -34,7 +34,7 @@ class Hit:
 # %% ../../nbs/11_index.04_read.ipynb #80983abf
 _VECTOR_CHECK_ROWS, _VECTOR_CHECK_MIN_COSINE = 8, 0.3   # rows re-embedded when a table's vectors are not ragbench's own
 
-def stored_vs_embedded(tbl, columns: dict, emb, n: int = _VECTOR_CHECK_ROWS) -> Optional[float]:
+def _stored_vs_embedded(tbl, columns: dict, emb, n: int = _VECTOR_CHECK_ROWS) -> Optional[float]:
     """Median cosine between `n` rows' stored vectors and their texts embedded by `emb` (same model: near 1), or None
     without text."""
     rows = [
@@ -48,10 +48,10 @@ def stored_vs_embedded(tbl, columns: dict, emb, n: int = _VECTOR_CHECK_ROWS) -> 
     norms = np.linalg.norm(stored, axis=1) * np.linalg.norm(fresh, axis=1)
     return float(np.median(np.where(norms > 0, (stored * fresh).sum(1) / np.where(norms > 0, norms, 1), 0.0)))
 
-def check_vectors(table: str, tbl, columns: dict, emb) -> None:
+def _check_vectors(table: str, tbl, columns: dict, emb) -> None:
     """Refuse an embedder whose vectors of the table's own texts are unlike the stored ones (another model: search would
     be silently wrong)."""
-    cos = stored_vs_embedded(tbl, columns, emb)
+    cos = _stored_vs_embedded(tbl, columns, emb)
     if cos is not None and cos < _VECTOR_CHECK_MIN_COSINE:
         raise IndexSchemaError(
             f"table '{table}': the vectors in column '{columns['vector']}' look made by another model than embedder "
@@ -86,7 +86,7 @@ def open(cls: ChunkIndex, db_dir: Union[str, Path], table: str = "chunks", embed
             raise IndexSchemaError(f"table '{table}' stores {dim}-dimensional vectors in column '{cols['vector']}' but "
                                    f"embedder '{emb.name}' makes {emb.dim}-dimensional ones; pass the embedder the "
                                    f"table was built with (embedder=... / --embedder ...)")
-        if side is None or side["embedder"]["name"] != emb.name: check_vectors(table, tbl, cols, emb)
+        if side is None or side["embedder"]["name"] != emb.name: _check_vectors(table, tbl, cols, emb)
         idx = cls(db_dir, table, tbl, emb, cols, dim, dense_weight)
         idx.detected = detect_columns(tbl.schema, {r: c for r,
                                                    c in (columns or {}).items() if c in tbl.schema.names})[1]

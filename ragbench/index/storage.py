@@ -11,8 +11,8 @@ from ..core import RunFailure, RunLock, UserError, atomic_write
 
 # %% auto #0
 __all__ = ['is_local', 'db_location', 'db_exists', 'read_stored_text', 'write_stored_text', 'table_lock', 'StorageError',
-           'mask_credentials', 'storage_status', 'storage_failure', 'storage_errors', 'storage_guarded', 'connect_db',
-           'table_names', 'batched']
+           'mask_credentials', 'storage_failure', 'storage_errors', 'storage_guarded', 'connect_db', 'table_names',
+           'batched']
 
 # %% ../../nbs/11_index.01_storage.ipynb #dc171c16
 def is_local(db_dir: Union[str, Path]) -> bool:
@@ -85,7 +85,7 @@ _CONNECTION = (("failed to resolve region", "no region set"), ("connection reset
                ("error sending request", "connection failed"), ("network_connection", "connection failed"),
                ("timed out", "timed out"), ("timeout", "timed out"))
 
-def storage_status(text: str) -> Optional[str]:
+def _storage_status(text: str) -> Optional[str]:
     """What the storage answered, read from a LanceDB / pyarrow / object_store message ('HTTP 403 AccessDenied', 'HTTP
     500', 'connection reset', 'no region set'), or None."""
     code = m[1] if (m := re.search(r"<Code>(\w+)</Code>", text)) else None
@@ -131,7 +131,7 @@ def _as_storage_error(e: BaseException, db=None, table=None) -> Optional[Storage
     if not (panic or isinstance(e, (OSError, RuntimeError, ValueError))): return None
     text = str(e)
     if not (panic or any(t in text for t in _STORAGE_MARKS)) or any(t in text for t in _LEFT_TO_CLI): return None
-    status, low = storage_status(text), text.lower()
+    status, low = _storage_status(text), text.lower()
     io = any(t in text for t in ("LanceError(IO)", "Failed to connect to namespace", "AWS Error", "Generic S3 error"))
     damaged = status is None and (panic or any(t in low for t in _DAMAGE))
     if status is None and not damaged and not io: return None

@@ -16,7 +16,7 @@ from .columns import IndexSchemaError, read_sidecar, sidecar_path
 from .build import VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, IdHashes, PendingRows, id_hashes
 
 # %% auto #0
-__all__ = ['StoredRows', 'StoredTexts', 'Produced', 'changes_line']
+__all__ = ['changes_line']
 
 # %% ../../nbs/11_index.05_versions.ipynb #c99772cf
 def _in_source(row_source: Optional[str], source: Union[str, Path, None]) -> bool:
@@ -32,7 +32,7 @@ def _position(meta: dict) -> int:
     return p if isinstance(p, int) else -1
 
 @dataclass
-class StoredRows:
+class _StoredRows:
     "Every stored row of a table as arrays, about 40 bytes a row: hashes of id and text, document, position, row id."
     ids: np.ndarray         # uint64 hashes of the ids (`id_hashes`)
     docs: np.ndarray        # int32: index of the row's document in `doc_names`
@@ -49,7 +49,7 @@ class StoredRows:
         return [self.doc_names[d] for d in self.docs.tolist()]
 
 @patch
-def _stored(self: ChunkIndex, source=None) -> StoredRows:
+def _stored(self: ChunkIndex, source=None) -> _StoredRows:
     """Every stored row's id, document, position, text and whether it is in `source`, as arrays, read 4,096 rows at a
     time."""
     c, names, parts = self.columns, {}, {k: [] for k in ("ids", "docs", "positions", "texts", "inside", "rowids")}
@@ -67,12 +67,12 @@ def _stored(self: ChunkIndex, source=None) -> StoredRows:
     empty = {"ids": np.uint64, "docs": np.int32, "positions": np.int64, "texts": np.uint64, "inside": bool,
              "rowids": np.uint64}
     arrays = {k: np.concatenate(v) if v else np.zeros(0, empty[k]) for k, v in parts.items()}
-    return StoredRows(**arrays, doc_names=list(names))
+    return _StoredRows(**arrays, doc_names=list(names))
 
 # %% ../../nbs/11_index.05_versions.ipynb #43d15da8
-class StoredTexts:
+class _StoredTexts:
     "Text hash -> the row id of a stored row with that text, in sorted arrays (16 bytes a row)."
-    def __init__(self, stored: StoredRows):
+    def __init__(self, stored: _StoredRows):
         order = np.argsort(stored.texts, kind="stable")
         self.texts, self.rowids = stored.texts[order], stored.rowids[order]
 
@@ -92,7 +92,7 @@ def _rows_at(self: ChunkIndex, rowids: Iterable[int]) -> dict:
         for r in q.select(self._select(True)).limit(None).to_list(): out[int(r["_rowid"])] = r
     return out
 
-def _vectors_for(self: ChunkIndex, new: list[Chunk], texts: StoredTexts, bar, st: dict) -> np.ndarray:
+def _vectors_for(self: ChunkIndex, new: list[Chunk], texts: _StoredTexts, bar, st: dict) -> np.ndarray:
     """Vectors of `new`: a stored row's vector where the same text is stored already (reused), else embedded (counted in
     `st`)."""
     reuse = {i: r for i, r in enumerate(texts.find(id_hashes(c.text for c in new))) if r is not None}
@@ -111,7 +111,7 @@ ChunkIndex._vectors_for = _vectors_for
 
 # %% ../../nbs/11_index.05_versions.ipynb #970b21df
 @dataclass
-class Produced:
+class _Produced:
     """What a sync's stream produced, kept small: the stored ids it gave again (hashed), its documents, and its new ids
     counted."""
     kept: IdHashes = field(default_factory=IdHashes)   # stored ids the stream gave again
@@ -132,7 +132,7 @@ class Produced:
                 at = (c.doc_id, _position(c.meta or {}))
                 self.at_stored[at] = self.at_stored.get(at, 0) + 1
 
-def _diff(stored: StoredRows, p: Produced, scoped: bool) -> tuple[dict, np.ndarray]:
+def _diff(stored: _StoredRows, p: _Produced, scoped: bool) -> tuple[dict, np.ndarray]:
     "Documents and chunks added / changed / removed / unchanged, and the id hashes of the stored rows to delete."
     names = stored.doc_names
     kept = np.array(p.kept.flags(stored.ids), dtype=bool)
@@ -170,8 +170,8 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
     stored = self._stored(source)
-    texts, stored_docs = StoredTexts(stored), set(stored.doc_names)
-    produced, stored_ids, new_ids, pending = Produced(), IdHashes(stored.ids), IdHashes(), PendingRows(write_rows)
+    texts, stored_docs = _StoredTexts(stored), set(stored.doc_names)
+    produced, stored_ids, new_ids, pending = _Produced(), IdHashes(stored.ids), IdHashes(), PendingRows(write_rows)
     st = {"chunks": 0, "added": 0, "existing": 0, "repeated": 0, "embedded": 0, "reused": 0,
           "duplicates_removed": removed_dups}
     bar = tqdm(desc=f"indexing into '{self.table_name}'", unit=" chunks", disable=not progress, file=sys.stderr)

@@ -7,17 +7,13 @@ __all__ = []
 
 # %% ../../nbs/03_llm.ipynb #59735d22
 from .errors import (KEY_ENVS, BudgetExceeded, LLMConfigError, LLMError, LLMParseError, ProviderError,
-                                 RateLimitError, RunEnded, LLMUnreachable, StructuredOutputRejected, TransientError,
-                                 http_status, is_retryable,
-                                 redact, redact_spec)
-from .usage import PRICES, Budget, CallMeter, cost_usd, counting, price_for, task_meters, task_usage
+                                 RateLimitError, RunEnded, TransientError, is_retryable, redact, redact_spec)
+from .usage import CallMeter, cost_usd, counting, price_for, task_usage
 from .limits import RateLimiter, Slots
-from .structured import REPAIR_NOTE, extract_json, parse_reply, repair_prompt, schema_info, schema_instruction
+from .structured import extract_json, parse_reply
 from .cache import ResponseCache
-from .backends import (Backend, Completion, GeminiBackend, LLMRequest, LocalBackend, OpenAIBackend,
-                                   approx_tokens, cap_arrays, default_local_model, is_loopback, load_llama,
+from .backends import (Backend, GeminiBackend, LLMRequest, LocalBackend, OpenAIBackend, load_llama,
                                    openai_backend)
 from .template import TemplateBackend, template_reply
-from .client import (BACKENDS, LLM, arun, backend_factory, check_llms, endpoint_problem, key_problem,
-                                 llm_endpoint,
+from .client import (BACKENDS, LLM, arun, check_llms, endpoint_problem, key_problem, llm_endpoint,
                                  make_llm, register_backend)

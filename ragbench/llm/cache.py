@@ -13,10 +13,10 @@ from ..core import UserError
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['CacheError', 'ResponseCache']
+__all__ = ['ResponseCache']
 
 # %% ../../nbs/03_llm.05_cache.ipynb #176882f1
-class CacheError(UserError):
+class _CacheError(UserError):
     "The response cache folder cannot be used (a file where a folder should be); the message names the path."
 
 class ResponseCache:
@@ -25,7 +25,7 @@ class ResponseCache:
         self.path = Path(path)
         try: self.path.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
-            raise CacheError(f"cannot use the response cache: {self.path} is a file, not a folder; move it away "
+            raise _CacheError(f"cannot use the response cache: {self.path} is a file, not a folder; move it away "
                              "or point the cache elsewhere") from None
 
     @staticmethod
@@ -60,9 +60,9 @@ def put(self: ResponseCache, key: str, record: dict) -> None:
     f = self.file(key)
     try: f.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise CacheError(f"cannot use the response cache: {f.parent} (or a folder above it) is a file, not a folder; "
+        raise _CacheError(f"cannot use the response cache: {f.parent} (or a folder above it) is a file, not a folder; "
                          "move it away or point the cache elsewhere") from None
-    if f.is_dir(): raise CacheError(f"cannot use the response cache: entry {f} is a folder, not a file; remove it")
+    if f.is_dir(): raise _CacheError(f"cannot use the response cache: entry {f} is a folder, not a file; remove it")
     tmp = f.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")

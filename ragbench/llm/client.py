@@ -24,8 +24,7 @@ from .usage import CallMeter, cost_usd, task_meters
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['LONG_WAIT_S', 'BACKENDS', 'LLM', 'register_backend', 'backend_factory', 'expand_env', 'make_llm', 'key_problem',
-           'llm_endpoint', 'endpoint_problem', 'check_llms']
+__all__ = ['BACKENDS', 'LLM', 'register_backend', 'make_llm', 'key_problem', 'llm_endpoint', 'endpoint_problem', 'check_llms']
 
 # %% ../../nbs/03_llm.08_client.ipynb #7b6052e8
 class _Pacing(BaseModel):
@@ -96,7 +95,7 @@ def _after(self: LLM, req: LLMRequest, comp: Completion, est: int) -> None:
     if self.limiter: self.limiter.settle((comp.input_tokens or est) + (comp.output_tokens or 0) - est)
 
 # %% ../../nbs/03_llm.08_client.ipynb #f3be7017
-LONG_WAIT_S = 5.0   # a wait this long before a retry says so on stderr (the logger's warning)
+_LONG_WAIT_S = 5.0   # a wait this long before a retry says so on stderr (the logger's warning)
 
 @patch
 def _delay(self: LLM, exc: Exception, attempt: int) -> float:
@@ -108,7 +107,7 @@ def _delay(self: LLM, exc: Exception, attempt: int) -> float:
         _log.warning("%s: the server asks to wait %.0f s before retrying (Retry-After); waiting the cap, max_backoff=%.0f s",
                      self.spec, ra, self.max_backoff)
     wait = min(self.max_backoff, max(d, ra)) if isinstance(ra, (int, float)) else d
-    if wait >= LONG_WAIT_S:       # a run that holds still says why (a 429's Retry-After, a long backoff)
+    if wait >= _LONG_WAIT_S:       # a run that holds still says why (a 429's Retry-After, a long backoff)
         _log.warning("%s: waiting %.0f s before retry %d (%s)", self.spec, wait, attempt + 1,
                      "the server's Retry-After" if isinstance(ra, (int, float)) else "backoff")
     return wait
@@ -274,14 +273,14 @@ def register_backend(kind: str, target: Callable) -> Callable:
     return BACKENDS.register(kind, target)
 
 # %% ../../nbs/03_llm.08_client.ipynb #f8c25ef6
-def backend_factory(kind: str) -> Callable[..., Backend]:
+def _backend_factory(kind: str) -> Callable[..., Backend]:
     "The callable that builds backends of spec kind `kind` (a plugin's module is imported on first use)."
     return BACKENDS[kind]
 
 # %% ../../nbs/03_llm.08_client.ipynb #a0c93f1c
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
-def expand_env(spec: str) -> str:
+def _expand_env(spec: str) -> str:
     "`spec` with each `${NAME}` replaced by environment variable NAME; LLMConfigError names one that is not set."
     def value(m):
         if m.group(1) not in os.environ:
@@ -298,13 +297,13 @@ def make_llm(spec: str, cache_dir=None, meter: Optional[CallMeter] = None, max_c
     fake."""
     if not isinstance(spec, str) or not spec.strip():
         raise LLMConfigError(f"LLM spec must be a non-empty string, got {spec!r}")
-    spec = expand_env(spec.strip())
+    spec = _expand_env(spec.strip())
     kind, _, rest = spec.partition(":")
     if kind not in BACKENDS:
         raise LLMConfigError(f"unknown LLM spec {redact_spec(spec)!r}; use gemini:MODEL, openai:BASE_URL@MODEL, local, "
                              f"local:PATH.gguf, template or fake{''.join(', ' + k for k in BACKENDS.names() if k not in ('openai', 'gemini', 'local', 'template', 'fake'))}")
     common = {k: options.pop(k) for k in list(options) if k in _LLM_KEYS}
-    try: backend = backend_factory(kind)(rest, spec=spec, **options)
+    try: backend = _backend_factory(kind)(rest, spec=spec, **options)
     except TypeError as e: raise LLMConfigError(f"LLM spec {redact_spec(spec)!r}: bad option: {e}") from None
     return LLM(backend, spec=spec, cache_dir=cache_dir, meter=meter,
                max_concurrency=max_concurrency, rpm=rpm, tpm=tpm, **common)
@@ -313,10 +312,10 @@ def make_llm(spec: str, cache_dir=None, meter: Optional[CallMeter] = None, max_c
 def _backend_of(spec: str):
     """The backend a spec names, built without contacting anything (the key checks run here); None for an in-process
     model."""
-    spec = expand_env(spec.strip())
+    spec = _expand_env(spec.strip())
     kind, _, rest = spec.partition(":")
     if kind not in ("openai", "gemini"): return None            # local, template, fake and plugins: nothing to reach
-    return backend_factory(kind)(rest, spec=spec)
+    return _backend_factory(kind)(rest, spec=spec)
 
 def key_problem(spec: str) -> Optional[str]:
     """Why `spec` cannot run from this environment (an API key or `${NAME}` it needs is not set), or None; nothing is

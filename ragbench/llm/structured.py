@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from ..core import validation_problems
 
 # %% auto #0
-__all__ = ['REPAIR_NOTE', 'extract_json', 'schema_info', 'parse_reply', 'schema_instruction', 'repair_prompt']
+__all__ = ['extract_json', 'schema_info', 'parse_reply', 'schema_instruction', 'repair_prompt']
 
 # %% ../../nbs/03_llm.04_structured.ipynb #ea8b36ee
 def extract_json(text: str) -> Any:
@@ -76,10 +76,10 @@ def schema_instruction(schema: dict) -> str:
     return ("\n\nReply with only a JSON object (no prose, no code fences) that conforms to this JSON schema:\n"
             + json.dumps(schema, ensure_ascii=False))
 
-REPAIR_NOTE = ("\n\nYour previous reply could not be used: {error}\nPrevious reply:\n{raw}\n"
+_REPAIR_NOTE = ("\n\nYour previous reply could not be used: {error}\nPrevious reply:\n{raw}\n"
                "Reply again with only a JSON object that conforms to this JSON schema:\n{schema}")
 
 def repair_prompt(prompt: str, error: Exception, raw: str, schema: Optional[dict]) -> str:
     "`prompt` with a note saying why the previous reply `raw` was unusable and what to send instead."
-    return prompt + REPAIR_NOTE.format(error=error, raw=(raw or "")[:2000], schema=json.dumps(schema,
+    return prompt + _REPAIR_NOTE.format(error=error, raw=(raw or "")[:2000], schema=json.dumps(schema,
         ensure_ascii=False))

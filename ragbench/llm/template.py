@@ -12,12 +12,11 @@ from ..prompts import PROMPTS, parse_chunks, rendered_from
 from ..text import candidate_names, opening_words
 
 # %% auto #0
-__all__ = ['FIELD_RULES', 'DEFER', 'TEMPLATE_MODEL', 'FieldContext', 'chunk_entities', 'build_instance', 'seeded_rng',
-           'schema_in_prompt', 'template_reply', 'TemplateBackend']
+__all__ = ['DEFER', 'TEMPLATE_MODEL', 'chunk_entities', 'seeded_rng', 'template_reply', 'TemplateBackend']
 
 # %% ../../nbs/03_llm.07_template.ipynb #ad1a4fdc
 @dataclass
-class FieldContext:
+class _FieldContext:
     "What a field rule sees: field `name`, its (normalised) `schema`, parsed `chunks`, the prompt, a seeded `rng`."
     name: str
     schema: dict
@@ -47,7 +46,7 @@ def chunk_entities(chunks: list) -> list[str]:
     return list(dict.fromkeys(shared + titles + rest))
 
 # %% ../../nbs/03_llm.07_template.ipynb #bcf0707e
-def _title_or_entity(ctx: FieldContext, i: int) -> str:
+def _title_or_entity(ctx: _FieldContext, i: int) -> str:
     "A name for chunk `i`: its title, else its first entity, else its first words."
     if not ctx.chunks: return "the topic"
     _, t, x = ctx.chunks[i % len(ctx.chunks)]
@@ -78,7 +77,7 @@ def _bounded(ctx, default):
     return v if hi is None or v <= hi else hi
 
 # %% ../../nbs/03_llm.07_template.ipynb #1203f0b7
-FIELD_RULES: dict[str, Callable[[FieldContext], Any]] = {
+_FIELD_RULES: dict[str, Callable[[_FieldContext], Any]] = {
     "question": _rule_question,
     "answer": _rule_answer, "short_answer": _rule_answer,
     **{k: _rule_reason for k in ("reason", "reasoning", "rationale", "explanation", "feedback",
@@ -107,9 +106,9 @@ class _Defer:
 DEFER = _Defer()
 
 # %% ../../nbs/03_llm.07_template.ipynb #dd15562d
-def _rule_value(name: str, ctx: FieldContext):
-    "The value of the prompt's own rule for field `name`, else of `FIELD_RULES`' (DEFER if none applies)."
-    for rule in (ctx.rules.get(name), FIELD_RULES.get(name)):
+def _rule_value(name: str, ctx: _FieldContext):
+    "The value of the prompt's own rule for field `name`, else of `_FIELD_RULES`' (DEFER if none applies)."
+    for rule in (ctx.rules.get(name), _FIELD_RULES.get(name)):
         if rule is not None and (v := rule(ctx)) is not DEFER: return v
     return DEFER
 
@@ -159,7 +158,7 @@ def _fits(value, schema: dict) -> bool:
             "array": isinstance(value, list), "object": isinstance(value, dict)}.get(t, True)
 
 # %% ../../nbs/03_llm.07_template.ipynb #f37ef081
-def build_instance(schema: dict, ctx: FieldContext, root: Optional[dict] = None) -> Any:
+def _build_instance(schema: dict, ctx: _FieldContext, root: Optional[dict] = None) -> Any:
     "A value valid for `schema`, built from the context by the field rules (by `ctx.name`) or a seeded default."
     root = root if root is not None else schema
     s = _resolve(schema, root)
@@ -179,7 +178,7 @@ def _clip_array(v, s, ctx, root):
     lo, hi = int(s.get("minItems", 0) or 0), s.get("maxItems")
     v = v[: int(hi)] if hi is not None else v
     while len(v) < lo:
-        v.append(build_instance(s.get("items", {}), replace(ctx, name="", schema={}, index=len(v)), root))
+        v.append(_build_instance(s.get("items", {}), replace(ctx, name="", schema={}, index=len(v)), root))
     return v
 
 # %% ../../nbs/03_llm.07_template.ipynb #be8d6f8a
@@ -191,19 +190,19 @@ def _default_number(s: dict, t: str, rng: random.Random):
     return rng.randint(math.ceil(lo), math.floor(hi)) if t == "integer" else round(rng.uniform(lo, hi), 2)
 
 # %% ../../nbs/03_llm.07_template.ipynb #af3cd42e
-def _default_value(s: dict, ctx: FieldContext, root: dict) -> Any:
+def _default_value(s: dict, ctx: _FieldContext, root: dict) -> Any:
     "The seeded fallback value for a resolved schema, by type."
     t, rng = _type_of(s), ctx.rng
     if s.get("enum"): return s["enum"][rng.randrange(len(s["enum"]))]
     if t == "object":
-        return {k: build_instance(v, replace(ctx, name=k, schema={}), root)
+        return {k: _build_instance(v, replace(ctx, name=k, schema={}), root)
                 for k, v in (s.get("properties") or {}).items()}
     if t == "array":
         items = s.get("items", {})
         lo, hi = int(s.get("minItems", 0) or 0), s.get("maxItems")
         n = len(ctx.chunks) if _type_of(_resolve(items, root)) == "object" and ctx.chunks else 2
         n = max(lo, n if hi is None else min(int(hi), n))
-        return [build_instance(items, replace(ctx, schema={}, index=i), root) for i in range(n)]
+        return [_build_instance(items, replace(ctx, schema={}, index=i), root) for i in range(n)]
     if t == "boolean": return rng.random() < 0.5
     if t in ("integer", "number"): return _default_number(s, t, rng)
     if t == "null": return None
@@ -218,7 +217,7 @@ def seeded_rng(seed, *parts) -> random.Random:
     h = hashlib.sha256(("\x1f".join([str(seed), *[p or "" for p in parts]])).encode()).hexdigest()
     return random.Random(int(h[:16], 16))
 
-def schema_in_prompt(prompt: str) -> Optional[dict]:
+def _schema_in_prompt(prompt: str) -> Optional[dict]:
     "A JSON schema written into the prompt after the words `JSON schema:` (schema-in-prompt mode), or None."
     i = prompt.rfind("JSON schema:")
     if i < 0: return None
@@ -239,13 +238,13 @@ def template_reply(prompt: str, system: Optional[str] = None, schema: Optional[d
     """The template model's reply: a JSON instance of `schema` (or of a schema in the prompt) built from the prompt's
     chunks, or plain text."""
     chunks = parse_chunks(prompt)
-    schema = schema or schema_in_prompt(prompt)
+    schema = schema or _schema_in_prompt(prompt)
     if schema:
         name, inputs = rendered_from(_asked_text(prompt)) or ("", {})
         rules = (PROMPTS[name].stand_in or {}) if name in PROMPTS else {}
-        ctx = FieldContext("", {}, chunks, prompt, system or "", seeded_rng(seed, system, prompt), inputs=inputs,
+        ctx = _FieldContext("", {}, chunks, prompt, system or "", seeded_rng(seed, system, prompt), inputs=inputs,
                            rules=rules)
-        return json.dumps(build_instance(schema, ctx), ensure_ascii=False)
+        return json.dumps(_build_instance(schema, ctx), ensure_ascii=False)
     if chunks:
         cid, t, x = chunks[0]
         return f"According to {t or cid}, {opening_words(x, 20)}."

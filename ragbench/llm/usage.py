@@ -14,10 +14,10 @@ from .errors import BudgetExceeded, LLMConfigError
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['PRICES', 'price_for', 'cost_usd', 'CallMeter', 'Budget', 'counting', 'task_usage', 'task_meters', 'count_event']
+__all__ = ['price_for', 'cost_usd', 'CallMeter', 'counting', 'task_usage', 'task_meters', 'count_event']
 
 # %% ../../nbs/03_llm.02_usage.ipynb #bbe4d7b8
-PRICES: dict[str, tuple[float, float]] = {
+_PRICES: dict[str, tuple[float, float]] = {
     "gemini-2.5-pro": (1.25, 10.0), "gemini-2.5-flash": (0.30, 2.50), "gemini-2.5-flash-lite": (0.10, 0.40),
     "gemini-2.0-flash": (0.10, 0.40), "gemini-2.0-flash-lite": (0.075, 0.30),
     "gpt-4o": (2.50, 10.0), "gpt-4o-mini": (0.15, 0.60), "gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.40, 1.60),
@@ -28,9 +28,9 @@ def price_for(model: Optional[str]) -> Optional[tuple[float, float]]:
     "USD per 1M (input, output) tokens for `model`: exact match, else the longest known prefix, else None."
     if not model: return None
     m = model.split("/")[-1].lower()
-    if m in PRICES: return PRICES[m]
-    keys = [k for k in PRICES if m.startswith(k + "-")]
-    return PRICES[max(keys, key=len)] if keys else None
+    if m in _PRICES: return _PRICES[m]
+    keys = [k for k in _PRICES if m.startswith(k + "-")]
+    return _PRICES[max(keys, key=len)] if keys else None
 
 # %% ../../nbs/03_llm.02_usage.ipynb #5cd4f00d
 def cost_usd(price, input_tokens, output_tokens) -> Optional[float]:
@@ -194,8 +194,8 @@ def __repr__(self: CallMeter) -> str:
 
 
 # %% ../../nbs/03_llm.02_usage.ipynb #e4cda05f
-class Budget(CallMeter):
-    "A `CallMeter` with limits: `Budget(max_calls=None, max_usd=None, journal=None)`."
+class _Budget(CallMeter):
+    "A `CallMeter` with limits: `_Budget(max_calls=None, max_usd=None, journal=None)`."
     def __init__(self, max_calls: Optional[int] = None, max_usd: Optional[float] = None, journal=None):
         super().__init__(journal, max_calls, max_usd)
 

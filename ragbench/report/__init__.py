@@ -6,14 +6,7 @@
 __all__ = []
 
 # %% ../../nbs/50_report.ipynb #7f77e6e9
-from .figures import (ABSTENTION_GROUPS, MissingData, ReportError, ReportFigure, abstention_by_model,
-                                     acceptance_by_type, difficulty_breakdown,
-                                     generation_funnel, keypoint_shares, load_eval, load_generation,
-                                     metric_by_dimension,
-                                     metric_by_type, metric_label, norm_value, precision_with_ceiling, report_figures,
-                                     retrieval_hit_split, rubric_by_style, setup_colors, setup_comparison,
-                                     shows_something,
-                                     summarize_scores, value_label)
-from .png import ChromeNotFound, export_png, export_pngs, find_chrome, render_pngs
-from .html import (build_report, calibration_html, dataset_counts, items_table_html, means_table_html,
-                                  model_roles, render_report_html, stand_in, stand_in_banner, stand_in_marker, marked)
+from .figures import (MissingData, ReportError, acceptance_by_type, generation_funnel, load_eval,
+                                     load_generation, report_figures, setup_comparison)
+from .png import ChromeNotFound, export_png, export_pngs, render_pngs
+from .html import build_report, marked

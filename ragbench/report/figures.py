@@ -16,11 +16,9 @@ from ..eval.setups import NOT_APPLICABLE
 from ..stats import HEADLINE_METRICS, MODES, mean_table, order_metrics, split_metric
 
 # %% auto #0
-__all__ = ['ABSTENTION_GROUPS', 'ReportError', 'MissingData', 'norm_value', 'value_label', 'metric_label', 'load_eval',
-           'load_generation', 'summarize_scores', 'setup_colors', 'metric_by_type', 'metric_by_dimension',
-           'difficulty_breakdown', 'setup_comparison', 'precision_with_ceiling', 'retrieval_hit_split',
-           'abstention_by_model', 'rubric_by_style', 'keypoint_shares', 'generation_funnel', 'acceptance_by_type',
-           'forest_figure', 'ReportFigure', 'shows_something', 'report_figures']
+__all__ = ['ReportError', 'MissingData', 'value_label', 'metric_label', 'load_eval', 'load_generation', 'setup_comparison',
+           'retrieval_hit_split', 'rubric_by_style', 'keypoint_shares', 'generation_funnel', 'acceptance_by_type',
+           'forest_figure', 'ReportFigure', 'report_figures']
 
 # %% ../../nbs/50_report.01_figures.ipynb #c87fbacc
 class ReportError(UserError):
@@ -32,7 +30,7 @@ class MissingData(UserError):
 # %% ../../nbs/50_report.01_figures.ipynb #0fe2f7b6
 _BOOL_DIMS = ("binary", "temporal", "answerable", "retrieval_hit")
 
-def norm_value(v: Any) -> Any:
+def _norm_value(v: Any) -> Any:
     "Canonical breakdown value: JSON-key spellings of booleans and null ('true', 'False', 'None') become Python ones."
     if isinstance(v, str):
         low = v.strip().lower()
@@ -49,7 +47,7 @@ _VALUE_LABELS = {"binary": {True: "yes/no", False: "open"},
 
 def value_label(dim: str, v: Any) -> str:
     "Human label of a breakdown value (e.g. binary True -> 'yes/no', retrieval_hit None -> 'n/a')."
-    v = norm_value(v) if dim in _BOOL_DIMS else v
+    v = _norm_value(v) if dim in _BOOL_DIMS else v
     if v is None: return "n/a"
     return _VALUE_LABELS.get(dim, {}).get(v, str(v))
 
@@ -113,12 +111,12 @@ def load_generation(run_dir: Union[str, Path]) -> tuple[dict, Optional[Dataset]]
     return gen, (Dataset.read(d) if d.is_file() else None)
 
 # %% ../../nbs/50_report.01_figures.ipynb #62f1f342
-def summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Optional[Sequence[str]] = None) -> dict:
+def _summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Optional[Sequence[str]] = None) -> dict:
     "Means and intervals of score rows grouped by the values of `by`: {(value, ...): {setup: {metric: stat}}}."
     import numpy as np
     groups: dict = {}
     for r in rows:
-        key = tuple(norm_value(r.get(d)) if d in _BOOL_DIMS else r.get(d) for d in by)
+        key = tuple(_norm_value(r.get(d)) if d in _BOOL_DIMS else r.get(d) for d in by)
         groups.setdefault(key, {}).setdefault(r["setup"], []).append(r.get("metrics") or {})
     out = {}
     for key, per_setup in groups.items():
@@ -133,7 +131,7 @@ def summarize_scores(rows: Iterable[dict], by: Sequence[str] = (), metrics: Opti
 _PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974",
             "#64B5CD"]
 
-def setup_colors(summary: dict) -> dict[str, str]:
+def _setup_colors(summary: dict) -> dict[str, str]:
     "A stable colour per setup, in the order of `summary['setups']`."
     return {s: _PALETTE[i % len(_PALETTE)] for i, s in enumerate(summary.get("setups", {}))}
 
@@ -201,7 +199,7 @@ def _order(dim: str, values: Iterable[Any]) -> list:
     pref = {"kind": ["comparison", "intersection", "composition"], "difficulty": ["easy", "medium", "hard"],
             "style": ["find", "explain", "summarize", "generate", "provide"]}.get(dim, [])
     def key(v):
-        nv = norm_value(v) if dim in _BOOL_DIMS else v
+        nv = _norm_value(v) if dim in _BOOL_DIMS else v
         if nv is None: return (3, "")
         if nv is True: return (0, "")
         if nv is False: return (1, "")
@@ -215,13 +213,13 @@ def _need_metric(cells: list, metric: str, where: str):
         raise MissingData(f"no values of metric '{metric}' {where}")
 
 # %% ../../nbs/50_report.01_figures.ipynb #5665f034
-def metric_by_type(summary: dict, metric: str = "correct", scores: Optional[Sequence[dict]] = None,
+def _metric_by_type(summary: dict, metric: str = "correct", scores: Optional[Sequence[dict]] = None,
                    mode: Optional[str] = "retrieved"):
     "Grouped bars of `metric` per question kind, split yes/no vs open, one colour per setup, with CI error bars."
     import plotly.graph_objects as go
     if scores:
         rows = [r for r in scores if mode is None or r.get("mode", "retrieved") == mode]
-        cross = summarize_scores(rows, by=("kind", "binary"), metrics=[metric])
+        cross = _summarize_scores(rows, by=("kind", "binary"), metrics=[metric])
         cells = [((kind, value_label("binary", b)), cross[(kind, b)])
                  for kind in _order("kind", {k for k, _ in cross}) for b in (True, False) if (kind, b) in cross]
         sub = "question type × yes/no vs open (from scores.jsonl)"
@@ -230,30 +228,30 @@ def metric_by_type(summary: dict, metric: str = "correct", scores: Optional[Sequ
                  for per in [_breakdown(summary, "kind")[v]]]
         b = (summary.get("breakdowns") or {}).get("binary") or {}
         cells += [(("answer form", value_label("binary", v)), b[v]) for v in _order("binary", b)
-                  if norm_value(v) is not None]
+                  if _norm_value(v) is not None]
         sub = "by question type, and yes/no vs open"
     _need_metric(cells, metric, "per question type")
-    colors = setup_colors(summary)
+    colors = _setup_colors(summary)
     fig = go.Figure([_bar(s, colors.get(s, "#888"), cells, metric, multicat=True)
                      for s in _setups(summary, dict(cells))])
     return _layout(fig, f"{metric_label(metric)} — {sub}", metric_label(metric), _is_share(cells, metric))
 
 # %% ../../nbs/50_report.01_figures.ipynb #a5130e30
-def metric_by_dimension(summary: dict, dim: str, metric: str = "correct", title: Optional[str] = None):
+def _metric_by_dimension(summary: dict, dim: str, metric: str = "correct", title: Optional[str] = None):
     "Grouped bars of `metric` over the values of one breakdown dimension, one colour per setup, with CI error bars."
     import plotly.graph_objects as go
     b = _breakdown(summary, dim)
-    if all(norm_value(v) is None for v in b): raise MissingData(f"the '{dim}' breakdown has only n/a values")
+    if all(_norm_value(v) is None for v in b): raise MissingData(f"the '{dim}' breakdown has only n/a values")
     cells = [(value_label(dim, v), b[v]) for v in _order(dim, b)]
     _need_metric(cells, metric, f"in the '{dim}' breakdown")
-    colors = setup_colors(summary)
+    colors = _setup_colors(summary)
     fig = go.Figure([_bar(s, colors.get(s, "#888"), cells, metric, multicat=False) for s in _setups(summary, b)])
     fig.update_xaxes(title_text=dim)
     return _layout(fig, title or f"{metric_label(metric)} by {dim}", metric_label(metric), _is_share(cells, metric))
 
-def difficulty_breakdown(summary: dict, metric: str = "correct"):
+def _difficulty_breakdown(summary: dict, metric: str = "correct"):
     "Grouped bars of `metric` per difficulty (easy, medium, hard), one colour per setup, with CI error bars."
-    return metric_by_dimension(summary, "difficulty", metric, title=f"{metric_label(metric)} by difficulty")
+    return _metric_by_dimension(summary, "difficulty", metric, title=f"{metric_label(metric)} by difficulty")
 
 # %% ../../nbs/50_report.01_figures.ipynb #cfd3c22c
 _DEFAULT_COMPARE = ["correct", "faithful", "keypoint_complete", "token_f1", "recall@k", "hit@k", "mrr", "ndcg@k"]
@@ -270,7 +268,7 @@ def setup_comparison(summary: dict, metrics: Optional[Sequence[str]] = None, bas
     if baseline is not None:
         if baseline not in setups: raise MissingData(f"baseline '{baseline}' is not one of the setups {order}")
         order = [baseline] + [s for s in order if s != baseline]
-    colors = setup_colors(summary)
+    colors = _setup_colors(summary)
     traces = []
     for s in order:
         cells = [(metric_label(m), {s: {"v": setups[s].get(m)}}) for m in metrics]
@@ -300,7 +298,7 @@ def _ceilings(summary: dict, setups: Sequence[str], metric: str = "precision@k")
         if isnum(v): out[s] = float(v)
     return out
 
-def precision_with_ceiling(summary: dict, metric: Optional[str] = None):
+def _precision_with_ceiling(summary: dict, metric: Optional[str] = None):
     "Bars of precision@k per setup with the ceiling |gold|/k as a reference line."
     import plotly.graph_objects as go
     setups = summary.get("setups") or {}
@@ -308,7 +306,7 @@ def precision_with_ceiling(summary: dict, metric: Optional[str] = None):
     metric = metric or ("precision@k" if "precision@k" in names else next(iter(sorted(m for m in names
         if m.startswith("precision@"))), None))
     if metric is None: raise MissingData("no precision@k metric in summary.json")
-    colors = setup_colors(summary)
+    colors = _setup_colors(summary)
     cells = [(s, {s: setups[s]}) for s in setups]
     _need_metric(cells, metric, "per setup")
     fig = go.Figure([_bar(s, colors[s], [(s, {s: setups[s]})], metric, multicat=False) for s in setups])
@@ -333,28 +331,28 @@ def retrieval_hit_split(summary: dict, metrics: Optional[Sequence[str]] = None):
     "Answer metrics when retrieval hit a gold chunk vs when it missed, one colour per setup, with CI error bars."
     import plotly.graph_objects as go
     b = _breakdown(summary, "retrieval_hit")
-    vals = [v for v in _order("retrieval_hit", b) if norm_value(v) is not None]
+    vals = [v for v in _order("retrieval_hit", b) if _norm_value(v) is not None]
     present = {m for v in vals for per in b[v].values() for m, st in per.items()
                if isinstance(st, dict) and st.get("mean") is not None}
     metrics = [m for m in (metrics or [m for m in _ANSWER_METRICS if m in present][:4]) if m in present]
     if not metrics: raise MissingData("no answer metric in the 'retrieval_hit' breakdown")
     hitlab = {True: "hit", False: "missed"}
-    cells = [((metric_label(m), hitlab[norm_value(v)]), {s: {"v": st.get(m)} for s, st in b[v].items()})
+    cells = [((metric_label(m), hitlab[_norm_value(v)]), {s: {"v": st.get(m)} for s, st in b[v].items()})
              for m in metrics for v in vals]
-    colors = setup_colors(summary)
+    colors = _setup_colors(summary)
     fig = go.Figure([_bar(s, colors.get(s, "#888"), cells, "v", multicat=True) for s in _setups(summary, b)])
     for t in fig.data: t.hovertemplate = t.hovertemplate.replace(metric_label("v"), "mean")
     return _layout(fig, "Answers when retrieval hit a gold chunk vs missed", "mean", _is_share(cells, "v"))
 
 # %% ../../nbs/50_report.01_figures.ipynb #c53bd116
-ABSTENTION_GROUPS = {"context": "context-unanswerable items (own contexts)",
+_ABSTENTION_GROUPS = {"context": "context-unanswerable items (own contexts)",
                      "withheld": "answerable items, relevant contexts withheld",
                      "corpus": "corpus-unanswerable items (retrieved)",
                      "answerable": "answerable items (should answer)"}
 
 def _kind(r: dict) -> Optional[str]:
     "The unanswerable kind of a row (rows written before the field: 'context' for an unanswerable item)."
-    if norm_value(r.get("answerable")) is not False: return None
+    if _norm_value(r.get("answerable")) is not False: return None
     return r.get("unanswerable_kind") or "context"
 
 def _abstention_group(r: dict) -> Optional[str]:
@@ -370,11 +368,11 @@ def _abstention_tables(summary: dict, scores: Optional[Sequence[dict]], metric: 
     if scores:
         rows = [r for r in scores if not (r.get("skipped") or "").startswith(NOT_APPLICABLE)]
         return {
-            g: summarize_scores([r for r in rows if _abstention_group(r) == g], metrics=[metric]).get((), {})
-            for g in ABSTENTION_GROUPS
+            g: _summarize_scores([r for r in rows if _abstention_group(r) == g], metrics=[metric]).get((), {})
+            for g in _ABSTENTION_GROUPS
         }
     b = summary.get("breakdowns") or {}
-    kinds, ans = b.get("unanswerable_kind") or {}, {norm_value(k): v for k, v in (b.get("answerable") or {}).items()}
+    kinds, ans = b.get("unanswerable_kind") or {}, {_norm_value(k): v for k, v in (b.get("answerable") or {}).items()}
     pick = lambda per, key: {s: {metric: st.get(key)} for s, st in (per or {}).items()}
     legacy = pick({s: st for s, st in (summary.get("setups") or {}).items()},
                   f"unanswerable/{metric}") if not kinds else {}
@@ -383,7 +381,7 @@ def _abstention_tables(summary: dict, scores: Optional[Sequence[dict]], metric: 
             "corpus": pick(kinds.get("corpus"), metric), "answerable": pick(ans.get(True), metric)}
 
 # %% ../../nbs/50_report.01_figures.ipynb #b76f5c55
-def abstention_by_model(summary: dict, scores: Optional[Sequence[dict]] = None, metric: str = "abstained",
+def _abstention_by_model(summary: dict, scores: Optional[Sequence[dict]] = None, metric: str = "abstained",
                         models: Optional[dict[str, str]] = None):
     "Share of abstentions per unanswerable kind (and on answerable items), per setup labelled with its answering model."
     import plotly.graph_objects as go
@@ -391,13 +389,13 @@ def abstention_by_model(summary: dict, scores: Optional[Sequence[dict]] = None, 
     models = models if models is not None else ((summary.get("models") or {}).get("answer") or {})
     setups = _setups(summary, *tables.values())
     label = lambda s: f"{s}<br><sup>{html.escape(models[s])}</sup>" if models.get(s) else s
-    cells = {g: [(label(s), {g: tables[g].get(s, {})}) for s in setups] for g in ABSTENTION_GROUPS}
+    cells = {g: [(label(s), {g: tables[g].get(s, {})}) for s in setups] for g in _ABSTENTION_GROUPS}
     _need_metric(cells["context"] + cells["withheld"] + cells["corpus"], metric,
                  "on unanswerable items or in the unanswerable mode")
-    cols = dict(zip(ABSTENTION_GROUPS, ["#2a9d8f", "#8ecfc4", "#264653", "#e76f51"]))
+    cols = dict(zip(_ABSTENTION_GROUPS, ["#2a9d8f", "#8ecfc4", "#264653", "#e76f51"]))
     fig = go.Figure([_bar(g, cols[g], cs, metric, multicat=False) for g, cs in cells.items() if any(_stat(per, g,
         metric) for _, per in cs)])
-    for t in fig.data: t.name = ABSTENTION_GROUPS[t.name]
+    for t in fig.data: t.name = _ABSTENTION_GROUPS[t.name]
     return _layout(fig,
                    "Abstention per unanswerable kind and answering model (teal: should abstain, orange: should answer)",
                    "share of answers that abstain", True)
@@ -407,11 +405,11 @@ def rubric_by_style(summary: dict, setup: Optional[str] = None):
     "Mean 1–5 rubric scores per dimension and style (bars per setup, or per style for one `setup`), with CI error bars."
     import plotly.graph_objects as go
     b = _breakdown(summary, "style")
-    styles = [v for v in _order("style", b) if norm_value(v) is not None]
+    styles = [v for v in _order("style", b) if _norm_value(v) is not None]
     dims = [d for d in RUBRIC_DIMENSIONS if any(_stat(b[v], s, f"rubric_{d}") for v in styles for s in b[v])]
     if not dims: raise MissingData("no rubric scores per style (run the 'rubric' judge on a DoRA dataset)")
     cells = [((d, v), {s: {"v": st.get(f"rubric_{d}")} for s, st in b[v].items()}) for d in dims for v in styles]
-    colors = setup_colors(summary)
+    colors = _setup_colors(summary)
     fig = go.Figure(
         [_bar(s, colors.get(s, "#888"), cells, "v", multicat=True) for s in ([setup] if setup else _setups(summary, b))]
     )
@@ -557,7 +555,7 @@ def _numbers(fig) -> list[float]:
     vals = [v for t in fig.data for a in ("x", "y") for v in (getattr(t, a, None) or ())]
     return [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
 
-def shows_something(fig, counts: bool = False) -> bool:
+def _shows_something(fig, counts: bool = False) -> bool:
     "True when `fig` plots a value (with `counts`: a value other than 0)."
     vals = _numbers(fig)
     return any(v != 0 for v in vals) if counts else bool(vals)
@@ -579,14 +577,14 @@ def _generation_figures(add, gen_summary: dict) -> None:
 # %% ../../nbs/50_report.01_figures.ipynb #bf359174
 def _breakdown_figures(add, summary: dict, scores, headline: list[str], main: str) -> None:
     for m in headline:
-        add(f"{m}_by_type", lambda m=m: metric_by_type(summary, m, scores),
+        add(f"{m}_by_type", lambda m=m: _metric_by_type(summary, m, scores),
             f"{metric_label(m)} per question type, yes/no vs open questions, per setup (95% bootstrap intervals).")
-    add(f"{main}_by_difficulty", lambda: difficulty_breakdown(summary, main),
+    add(f"{main}_by_difficulty", lambda: _difficulty_breakdown(summary, main),
         f"{metric_label(main)} by difficulty (from the number of relevant contexts), per setup.")
     for dim in ("style", "temporal"):
         b = (summary.get("breakdowns") or {}).get(dim) or {}
-        if any(norm_value(v) is not None for v in b):
-            add(f"{main}_by_{dim}", lambda dim=dim: metric_by_dimension(summary, dim, main),
+        if any(_norm_value(v) is not None for v in b):
+            add(f"{main}_by_{dim}", lambda dim=dim: _metric_by_dimension(summary, dim, main),
                 f"{metric_label(main)} by {dim}, per setup.")
     if any(m.startswith("rubric_") for m in _present_metrics(summary)):
         add("rubric_by_style", lambda: rubric_by_style(summary),
@@ -605,7 +603,7 @@ def report_figures(summary: dict, scores: Optional[Sequence[dict]] = None, gen_s
         except MissingData as e:
             notes.append(f"{name}: skipped ({e})")
             return
-        if shows_something(fig, counts): figs.append(ReportFigure(slug(name), fig, caption))
+        if _shows_something(fig, counts): figs.append(ReportFigure(slug(name), fig, caption))
         else: notes.append(f"{name}: skipped (nothing to show: {'only zeros' if counts and _numbers(fig) else 'no values'})")
     if gen_summary: _generation_figures(add, gen_summary)
     add("setup_comparison", lambda: setup_comparison(summary),
@@ -613,9 +611,9 @@ def report_figures(summary: dict, scores: Optional[Sequence[dict]] = None, gen_s
     _breakdown_figures(add, summary, scores, headline, main)
     add("retrieval_hit_split", lambda: retrieval_hit_split(summary),
         "Answer metrics when retrieval found at least one gold chunk vs when it found none: retrieval vs answering failures.")
-    add("precision_ceiling", lambda: precision_with_ceiling(summary),
+    add("precision_ceiling", lambda: _precision_with_ceiling(summary),
         "Chunk-id precision@k per setup; it can never exceed |gold|/k (the reference line), so read it against that ceiling.")
-    add("abstention", lambda: abstention_by_model(summary, scores),
+    add("abstention", lambda: _abstention_by_model(summary, scores),
         "Share of answers that abstain, per kind of unanswerable item (higher is better) and on answerable ones (lower is better), "
         "per setup and its answering model.")
     add("keypoints", lambda: keypoint_shares(summary),

@@ -20,12 +20,10 @@ from .png import export_pngs, find_chrome
 from ..stats import order_metrics, split_metric
 
 # %% auto #0
-__all__ = ['STAND_INS', 'STAND_IN_SHORT', 'ITEM_SCORES', 'dataset_counts', 'means_table_html', 'stand_in', 'model_roles',
-           'stand_in_banner', 'stand_in_marker', 'marked', 'items_table_html', 'calibration_html', 'render_report_html',
-           'paired_table_html', 'decision_table_html', 'paired_lead', 'build_report']
+__all__ = ['stand_in', 'marked', 'calibration_html', 'decision_table_html', 'build_report']
 
 # %% ../../nbs/50_report.03_html.ipynb #8b01bf59
-def dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = None) -> dict:
+def _dataset_counts(scores: Sequence[dict] = (), dataset: Optional[Dataset] = None) -> dict:
     """Counts of the evaluated items per kind, yes/no, answerable, difficulty, style (from the dataset, else the score
     rows)."""
     if dataset is not None:
@@ -64,7 +62,7 @@ def _counts_html(counts: dict, setups: Sequence[str], extra: dict) -> str:
     rows += [(k, _esc(v)) for k, v in extra.items()]
     return "<dl>" + "".join(f"<dt>{_esc(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
-def means_table_html(summary: dict) -> str:
+def _means_table_html(summary: dict) -> str:
     "HTML table of summary means: one row per metric, one column per setup, with interval, n and n/a."
     setups = list(summary.get("setups") or {})
     metrics = order_metrics({m for per in summary["setups"].values() for m in per})
@@ -97,7 +95,7 @@ def _nested_html(d: Any) -> str:
     return _esc(d)
 
 # %% ../../nbs/50_report.03_html.ipynb #e75066fa
-STAND_INS = {
+_STAND_INS = {
     "template": "the template writer (rule-based stand-in, no model)",
     "local": "local (the bundled SmolLM2, a tiny offline model whose answers and judgments are not trustworthy)",
     "fake": "fake (a scripted test double)",
@@ -106,13 +104,13 @@ STAND_INS = {
 def stand_in(spec: Optional[str]) -> Optional[str]:
     "What stand-in a model spec names (template writer, local SmolLM2, fake LLM), or None for a real model."
     s = str(spec or "").strip()
-    if s.startswith("template") or "rule-based stand-in" in s: return STAND_INS["template"]
-    if s == "local": return STAND_INS["local"]
-    if s == "fake" or s.endswith("@fake"): return STAND_INS["fake"]
+    if s.startswith("template") or "rule-based stand-in" in s: return _STAND_INS["template"]
+    if s == "local": return _STAND_INS["local"]
+    if s == "fake" or s.endswith("@fake"): return _STAND_INS["fake"]
     return None
 
 # %% ../../nbs/50_report.03_html.ipynb #41580548
-def model_roles(summary: dict, manifest: Optional[dict] = None, dataset: Optional[Dataset] = None,
+def _model_roles(summary: dict, manifest: Optional[dict] = None, dataset: Optional[Dataset] = None,
                 gen_summary: Optional[dict] = None) -> dict[str, str]:
     """{role: model spec} of everything that made the numbers: the dataset's models, each setup's answering LLM, the
     judge."""
@@ -131,7 +129,7 @@ def model_roles(summary: dict, manifest: Optional[dict] = None, dataset: Optiona
     if judge: roles["judge"] = judge
     return roles
 
-def stand_in_banner(roles: dict) -> str:
+def _stand_in_banner(roles: dict) -> str:
     "A warning banner naming the stand-in models among `roles` ('' when there is none)."
     found = [f"<li>{_esc(role)}: {_esc(stand_in(spec))}</li>" for role, spec in roles.items() if stand_in(spec)]
     if not found: return ""
@@ -142,12 +140,12 @@ def stand_in_banner(roles: dict) -> str:
 
 
 # %% ../../nbs/50_report.03_html.ipynb #47636300
-STAND_IN_SHORT = {"template": "template writer", "local": "local SmolLM2", "fake": "scripted fake LLM"}
+_STAND_IN_SHORT = {"template": "template writer", "local": "local SmolLM2", "fake": "scripted fake LLM"}
 
-def stand_in_marker(roles: dict) -> Optional[str]:
+def _stand_in_marker(roles: dict) -> Optional[str]:
     "The line a stand-in run's PNG figures carry: which stand-ins made the numbers (None when every model is real)."
-    names = sorted({k for spec in roles.values() for k, v in STAND_INS.items() if stand_in(spec) == v})
-    return f"STAND-IN RUN ({', '.join(STAND_IN_SHORT[n] for n in names)}): not a measurement" if names else None
+    names = sorted({k for spec in roles.values() for k, v in _STAND_INS.items() if stand_in(spec) == v})
+    return f"STAND-IN RUN ({', '.join(_STAND_IN_SHORT[n] for n in names)}): not a measurement" if names else None
 
 def marked(fig, marker: Optional[str]):
     "A copy of plotly `fig` with `marker` under its title and as a faint watermark across it (`fig` itself when None)."
@@ -161,7 +159,7 @@ def marked(fig, marker: Optional[str]):
     return f
 
 # %% ../../nbs/50_report.03_html.ipynb #1f90b0ed
-ITEM_SCORES = ("recall@k", "mrr", "token_f1", "correct_score", "faithful_score", "keypoint_complete")
+_ITEM_SCORES = ("recall@k", "mrr", "token_f1", "correct_score", "faithful_score", "keypoint_complete")
 _VERDICTS = (("correct", "correctness"), ("faithful", "faithfulness"), ("abstained", "abstention"))
 
 def _mark(v) -> str: return "–" if v is None else ("✓" if v else "✗")
@@ -176,13 +174,13 @@ def _reasons(r: dict) -> str:
         dict) and (v.get("reason") or v.get("error")))
 
 # %% ../../nbs/50_report.03_html.ipynb #fdf01b11
-def items_table_html(scores: Sequence[dict], dataset: Optional[Dataset] = None, max_rows: int = 2000) -> str:
+def _items_table_html(scores: Sequence[dict], dataset: Optional[Dataset] = None, max_rows: int = 2000) -> str:
     "A collapsible table of score rows: question, reference, answer, verdicts, main scores and the judges' reasons."
     by_id = {it.id: it for it in dataset or []}
     text = lambda r, k, f: r.get(k) or (getattr(by_id[r["item_id"]], f) if r.get("item_id") in by_id else "")
     rubric = lambda m: [v for k, v in m.items() if k.startswith("rubric_") and v is not None]
     head = ("<tr><th>item</th><th>setup</th><th>mode</th><th>question</th><th>reference</th><th>answer</th>"
-            + "".join(f"<th>{_esc(v)}</th>" for v, _ in _VERDICTS) + "".join(f"<th>{_esc(s)}</th>" for s in ITEM_SCORES)
+            + "".join(f"<th>{_esc(v)}</th>" for v, _ in _VERDICTS) + "".join(f"<th>{_esc(s)}</th>" for s in _ITEM_SCORES)
             + "<th>rubric (mean 1-5)</th><th>reasons</th></tr>")
     body = []
     for r in scores[:max_rows]:
@@ -192,7 +190,7 @@ def items_table_html(scores: Sequence[dict], dataset: Optional[Dataset] = None, 
             f"<td>{_esc(text(r, 'question', 'question'))}</td><td>{_esc(text(r, 'reference', 'answer'))}</td>"
             f"<td>{_esc(r.get('answer') or '')}</td>"
             + "".join(f"<td>{_mark(m.get(v))}</td>" for v, _ in _VERDICTS)
-            + "".join(f"<td class='num'>{_num_cell(m.get(s))}</td>" for s in ITEM_SCORES)
+            + "".join(f"<td class='num'>{_num_cell(m.get(s))}</td>" for s in _ITEM_SCORES)
             + f"<td class='num'>{_num_cell(sum(rb) / len(rb) if rb else None)}</td><td>{_esc(_reasons(r))}</td></tr>"
         )
     more = f"<p class='sub'>… {len(scores) - max_rows} more rows in scores.jsonl</p>" if len(scores) > max_rows else ""
@@ -213,7 +211,7 @@ def calibration_html(table: Sequence[dict]) -> str:
 
 # %% ../../nbs/50_report.03_html.ipynb #851762ae
 class _Sections(BaseModel):
-    "What a report shows besides its figures and means: the keyword options `**sections` of `render_report_html`."
+    "What a report shows besides its figures and means: the keyword options `**sections` of `_render_report_html`."
     model_config = ConfigDict(extra="forbid")
     counts: Optional[dict] = Field(None, description="the dataset's counts (items, rows, modes ...)")
     notes: Sequence[str] = Field((), description="notes listed at the end")
@@ -248,7 +246,7 @@ def _rows_sections(summary: dict) -> list[str]:
     return out
 
 # %% ../../nbs/50_report.03_html.ipynb #02b6b8ff
-def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
+def _render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: str = "ragbench report",
                        **sections) -> str:
     "The whole report as one self-contained HTML string (plotly.js inline once, then reused by every figure)."
     import plotly.io as pio
@@ -266,7 +264,7 @@ def render_report_html(figs: Sequence[ReportFigure], summary: dict, *, title: st
         parts.append(f"<figure id='{_esc(f.name)}'>{div}<figcaption>{_esc(f.caption)}</figcaption></figure>")
     parts += ["<h2>Means per setup</h2>", "<p class='sub'>Means over the rows where a metric applies, 95% bootstrap "
               "interval in brackets; n/a rows (not applicable, or a judge reply that could not be parsed) are counted, "
-              "not averaged as zero.</p>", means_table_html(summary)]
+              "not averaged as zero.</p>", _means_table_html(summary)]
     if metric_notes(summary): parts += ["<ul class='sub'>",
                                         *(f"<li>{_esc(n)}</li>" for n in metric_notes(summary)), "</ul>"]
     if calibration:
@@ -302,7 +300,7 @@ def _manifest(eval_dir) -> dict:
     except (OSError, ValueError): return {}
 
 # %% ../../nbs/50_report.03_html.ipynb #6d9d780e
-def paired_table_html(rows: Sequence[dict]) -> str:
+def _paired_table_html(rows: Sequence[dict]) -> str:
     """HTML table of paired comparison rows: family, difference with interval, n, missing, p, p_holm, test, decision, n
     needed."""
     head = "".join(f"<th>{h}</th>" for h in ("setup − baseline", "metric", "group", "family", "n", "missing",
@@ -323,7 +321,7 @@ def decision_table_html(rows: Sequence[dict]) -> str:
     body = "".join(f"<tr><td class='word {_esc(r['decision'])}'>{_esc(r['decision'])}</td><td>{_esc(r['sentence'])}</td></tr>" for r in prim)
     return f"<table class='decisions'><tr><th>decision</th><th>what the data shows</th></tr>{body}</table>"
 
-def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Optional[str] = None) -> tuple[str,
+def _paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Optional[str] = None) -> tuple[str,
     Optional[ReportFigure], list[str]]:
     """(lead HTML, forest figure, notes): every setup against `baseline` (default: the first configured setup) on the
     headline metrics."""
@@ -344,7 +342,7 @@ def paired_lead(eval_dir: Union[str, Path], scores: Sequence[dict], baseline: Op
                  "its Holm level; exploratory rows (other metrics, per group) are unadjusted and never change a primary decision. "
                  "Uninformative: the data cannot tell; n needed: items the same test needs to detect the margin (else 0.10) with "
                  "80% power, simulated. Missing: items one setup scored and the other did not (hover for their ids).</p>"
-                 + paired_table_html(rows))
+                 + _paired_table_html(rows))
     fig = ReportFigure("paired_differences", forest_figure(rows),
                        "Every setup minus the baseline on the headline metrics: "
                        "mean paired difference with the interval of the test that decides, coloured by the decision.")
@@ -362,17 +360,17 @@ def build_report(eval_dir: Union[str, Path], out_html: Union[str, Path], generat
     gen, ds, cal = _generation(generation_dir, notes)
     if not scores: notes.append(f"{eval_dir}: no scores.jsonl; per-type figures use the one-dimensional breakdowns")
     figs, fig_notes = report_figures(summary, scores, gen)
-    lead, forest, lead_notes = paired_lead(eval_dir, scores, baseline) if scores else ("", None, [])
+    lead, forest, lead_notes = _paired_lead(eval_dir, scores, baseline) if scores else ("", None, [])
     figs, fig_notes = ([forest] if forest else []) + figs, lead_notes + fig_notes
-    roles = model_roles(summary, _manifest(eval_dir), ds, gen)
+    roles = _model_roles(summary, _manifest(eval_dir), ds, gen)
     if png_dir is not None:                                    # a stand-in run's PNGs say so themselves (D19)
-        export_pngs({f.name: marked(f.fig, stand_in_marker(roles)) for f in figs}, png_dir, width=width, height=height)
+        export_pngs({f.name: marked(f.fig, _stand_in_marker(roles)) for f in figs}, png_dir, width=width, height=height)
     extra = {"evaluation": str(eval_dir), **({"generation": str(generation_dir)} if generation_dir is not None else {})}
-    counts = dataset_counts(scores, ds) if scores or ds is not None else {k: summary[k] for k in ("n_items", "n_rows",
+    counts = _dataset_counts(scores, ds) if scores or ds is not None else {k: summary[k] for k in ("n_items", "n_rows",
         "modes") if k in summary}
-    banner = stand_in_banner(roles)
-    html_text = render_report_html(figs, summary, title=title or f"ragbench report — {Path(eval_dir).name}",
+    banner = _stand_in_banner(roles)
+    html_text = _render_report_html(figs, summary, title=title or f"ragbench report — {Path(eval_dir).name}",
                                    counts=counts,
                                    notes=notes + fig_notes, extra=extra, gen_summary=gen, banner=banner,
-                                   items=items_table_html(scores, ds) if scores else "", calibration=cal, lead=lead)
+                                   items=_items_table_html(scores, ds) if scores else "", calibration=cal, lead=lead)
     return atomic_write(out_html, html_text)

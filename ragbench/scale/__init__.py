@@ -6,7 +6,6 @@
 __all__ = []
 
 # %% ../../nbs/18_scale.ipynb #93524cc5
-from .cluster import (ADDRESS_ENV, RAY_EXTRA, RayUnavailable, cluster_cpus, cluster_gpus, connect,
-                                    disconnect, ray_address, require_ray)
+from .cluster import ADDRESS_ENV, RAY_EXTRA, RayUnavailable, ray_address, require_ray
 from .index import build_index_on_ray
-from .gen import RayExecutor, RunCoordinator, amap_on_ray, map_on_ray, ship
+from .gen import ship

@@ -10,9 +10,7 @@ from typing import Optional
 from ..core import UserError
 
 # %% auto #0
-__all__ = ['RAY_EXTRA', 'ADDRESS_ENV', 'OBJECT_STORE_ENV', 'RayUnavailable', 'require_ray', 'ray_address', 'ray_markers_dir',
-           'mark_session', 'stop_stale_sessions', 'object_store_env', 'connect', 'cluster_cpus', 'cluster_gpus',
-           'disconnect']
+__all__ = ['RAY_EXTRA', 'ADDRESS_ENV', 'RayUnavailable', 'require_ray', 'ray_address', 'connect', 'cluster_cpus', 'cluster_gpus']
 
 # %% ../../nbs/18_scale.01_cluster.ipynb #1d761863
 RAY_EXTRA = 'pip install -e ".[ray]"'
@@ -34,21 +32,21 @@ def ray_address(ray: Optional[str] = None) -> Optional[str]:
     return (ray or os.environ.get(ADDRESS_ENV) or "").strip() or None
 
 # %% ../../nbs/18_scale.01_cluster.ipynb #6b92d516
-def ray_markers_dir() -> "Path":
+def _ray_markers_dir() -> "Path":
     "Where ragbench notes the local Ray sessions it started (one file per session, holding the driver's pid)."
     from pathlib import Path
     return Path(os.environ.get("RAGBENCH_CACHE", "~/.cache/ragbench")).expanduser() / "ray-sessions"
 
-def mark_session(session: str, pid: Optional[int] = None) -> None:
+def _mark_session(session: str, pid: Optional[int] = None) -> None:
     "Note that this process (the driver) started local Ray session `session`."
-    d = ray_markers_dir()
+    d = _ray_markers_dir()
     d.mkdir(parents=True, exist_ok=True)
     (d / session).write_text(str(pid or os.getpid()))
 
-def stop_stale_sessions() -> list[int]:
+def _stop_stale_sessions() -> list[int]:
     "Stop the processes of local Ray sessions ragbench started whose driver is gone; the pids stopped."
     import psutil
-    d, stopped = ray_markers_dir(), []
+    d, stopped = _ray_markers_dir(), []
     for m in (sorted(d.iterdir()) if d.is_dir() else []):
         try: pid = int(m.read_text().strip())
         except ValueError: pid = -1
@@ -76,24 +74,24 @@ def _start_local(ray, num_cpus: Optional[int], kw: dict, tries: int = 3) -> None
     "Start a local cluster; tried again when Ray's fixed 30 s wait for its node runs out on a busy machine."
     for i in range(tries):
         try:
-            stop_stale_sessions()
+            _stop_stale_sessions()
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **kw)
-            mark_session(Path(ray._private.worker._global_node.get_session_dir_path()).name)
+            _mark_session(Path(ray._private.worker._global_node.get_session_dir_path()).name)
             return  # a new cluster, even when another runs here
         except Exception as e:
             if "timed out during startup" not in str(e) or i == tries - 1: raise
             ray.shutdown()
 
-OBJECT_STORE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+_OBJECT_STORE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
                     "AWS_DEFAULT_REGION",
                     "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ALLOW_HTTP", "GOOGLE_APPLICATION_CREDENTIALS",
                     "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY")
 
-def object_store_env(environ=None) -> dict:
+def _object_store_env(environ=None) -> dict:
     """The driver's object-store settings (endpoint, region, credentials) that workers need to read an s3:// / gs:// /
     az:// --db."""
     environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in OBJECT_STORE_ENV if k in environ}
+    return {k: environ[k] for k in _OBJECT_STORE_ENV if k in environ}
 
 def connect(address: Optional[str] = None, *, num_cpus: Optional[int] = None, quiet: bool = True):
     """Connect this process to Ray: 'local' (the default) starts a cluster here, 'auto' or HOST:PORT joins one; returns
@@ -102,7 +100,7 @@ def connect(address: Optional[str] = None, *, num_cpus: Optional[int] = None, qu
     if not ray.is_initialized():
         address = ray_address(address) or "local"
         kw = dict(logging_level=logging.WARNING if quiet else logging.INFO, log_to_driver=not quiet)
-        if object_store_env(): kw["runtime_env"] = {"env_vars": object_store_env()}   # workers open the same --db URI
+        if _object_store_env(): kw["runtime_env"] = {"env_vars": _object_store_env()}   # workers open the same --db URI
         try:
             if address == "local": _start_local(ray, num_cpus, kw)
             else: ray.init(address=address, **kw)
@@ -121,7 +119,7 @@ def cluster_gpus(ray) -> int:
     "Number of GPUs in the cluster."
     return int(ray.cluster_resources().get("GPU", 0))
 
-def disconnect() -> None:
+def _disconnect() -> None:
     "Leave the cluster (a local cluster this process started shuts down with it)."
     import ray
     if ray.is_initialized(): ray.shutdown()

@@ -17,9 +17,7 @@ from ..llm import Backend, BudgetExceeded, CallMeter, RateLimiter, ResponseCache
 from .cluster import cluster_cpus, connect
 
 # %% auto #0
-__all__ = ['DRIVER_GONE', 'plan_shards', 'shard_size', 'RunCoordinator', 'MeterProxy', 'LimiterProxy', 'Shipment', 'absolute',
-           'index_location', 'reopen_index', 'ship', 'ShardEnd', 'run_shard', 'RayExecutor', 'mirror_events',
-           'mirror_reply', 'first_unwanted', 'amap_on_ray', 'map_on_ray']
+__all__ = ['plan_shards', 'shard_size', 'absolute', 'ship', 'RayExecutor']
 
 # %% ../../nbs/18_scale.03_gen.ipynb #d22f91d1
 def plan_shards(tasks: Sequence[Task], workers: int, size: int) -> list[list[Task]]:
@@ -37,9 +35,9 @@ def shard_size(n_tasks: int, workers: int, in_flight: int) -> int:
     return max(1, min(4 * in_flight, math.ceil(n_tasks / max(1, workers))))
 
 # %% ../../nbs/18_scale.03_gen.ipynb #7a9c282b
-DRIVER_GONE = "the run's driver"      # how `count` starts its answer when the driver has exited
+_DRIVER_GONE = "the run's driver"      # how `count` starts its answer when the driver has exited
 
-class RunCoordinator:
+class _RunCoordinator:
     "The cluster-wide state of one run (a Ray actor): call meters with their budgets, rate limiters, the cut-off."
     def __init__(self, driver_pid: Optional[int] = None):
         self.meters, self.limiters, self.events, self.cutoff = {}, {}, [], None
@@ -59,7 +57,7 @@ class RunCoordinator:
         """Apply one CallMeter event; for `before_send` return why the budget is spent, or that the driver is gone,
         instead of booking it (None: go)."""
         if event == "before_send" and not process_alive(self.driver_pid):
-            return f"{DRIVER_GONE} (process {self.driver_pid}) has exited: no more requests are sent"
+            return f"{_DRIVER_GONE} (process {self.driver_pid}) has exited: no more requests are sent"
         try: getattr(self.meters[key], event)(stage, *args)
         except BudgetExceeded as e: return str(e.args[0]) if e.args else "budget spent"
         self.events.append((key, event, stage, args))
@@ -67,31 +65,31 @@ class RunCoordinator:
 
 # %% ../../nbs/18_scale.03_gen.ipynb #d110313a
 @patch
-def reserve(self: RunCoordinator, key: int, tokens: int = 0) -> float:
+def reserve(self: _RunCoordinator, key: int, tokens: int = 0) -> float:
     "Book one request on bucket `key`; the seconds to wait before sending it."
     return self.limiters[key].reserve(tokens)
 
 @patch
-def settle(self: RunCoordinator, key: int, tokens: int) -> None: self.limiters[key].settle(tokens)
+def settle(self: _RunCoordinator, key: int, tokens: int) -> None: self.limiters[key].settle(tokens)
 
 @patch
-def drain(self: RunCoordinator, applied: int = 0) -> tuple[int, list]:
+def drain(self: _RunCoordinator, applied: int = 0) -> tuple[int, list]:
     "(number of the first, events) from event number `applied` on; the driver applied those before it, so they go."
     del self.events[:max(0, applied - self.first)]
     self.first = max(self.first, applied)
     return self.first, list(self.events)          # a reply the driver never read loses nothing: it asks again
 
 @patch
-def report(self: RunCoordinator, key: int, what: str): return getattr(self.meters[key], what)()
+def report(self: _RunCoordinator, key: int, what: str): return getattr(self.meters[key], what)()
 
 @patch
-def set_cutoff(self: RunCoordinator, pos: Optional[int]) -> None: self.cutoff = pos
+def set_cutoff(self: _RunCoordinator, pos: Optional[int]) -> None: self.cutoff = pos
 
 @patch
-def get_cutoff(self: RunCoordinator) -> Optional[int]: return self.cutoff
+def get_cutoff(self: _RunCoordinator) -> Optional[int]: return self.cutoff
 
 # %% ../../nbs/18_scale.03_gen.ipynb #1796c0f5
-class MeterProxy:
+class _MeterProxy:
     "A CallMeter on a worker: every event goes to the run's coordinator, so the budget is the cluster's."
     def __init__(self, coord, key: int, max_calls: Optional[int] = None, max_usd: Optional[float] = None):
         self.coord, self.key, self.max_calls, self.max_usd, self.journal = coord, key, max_calls, max_usd, None
@@ -106,42 +104,42 @@ class MeterProxy:
         driver is gone)."""
         import ray
         why = ray.get(self.coord.count.remote(self.key, "before_send", stage))
-        if why: raise (RunEnded if why.startswith(DRIVER_GONE) else BudgetExceeded)(why, stage=stage)
+        if why: raise (RunEnded if why.startswith(_DRIVER_GONE) else BudgetExceeded)(why, stage=stage)
 
 # %% ../../nbs/18_scale.03_gen.ipynb #169744eb
 @patch
-def after_reply(self: MeterProxy, stage: str, input_tokens, output_tokens, cost_usd) -> None:
+def after_reply(self: _MeterProxy, stage: str, input_tokens, output_tokens, cost_usd) -> None:
     "Add a reply's tokens and cost (sent without waiting)."
     self._send("after_reply", stage, input_tokens, output_tokens, cost_usd)
 
 @patch
-def failure(self: MeterProxy, stage: str, kind: str) -> None: self._send("failure", stage, kind)
+def failure(self: _MeterProxy, stage: str, kind: str) -> None: self._send("failure", stage, kind)
 @patch
-def cached(self: MeterProxy, stage: str) -> None: self._send("cached", stage)
+def cached(self: _MeterProxy, stage: str) -> None: self._send("cached", stage)
 @patch
-def retry(self: MeterProxy, stage: str) -> None: self._send("retry", stage)
+def retry(self: _MeterProxy, stage: str) -> None: self._send("retry", stage)
 @patch
-def repair(self: MeterProxy, stage: str) -> None: self._send("repair", stage)
+def repair(self: _MeterProxy, stage: str) -> None: self._send("repair", stage)
 @patch
-def partial(self: MeterProxy, stage: str) -> None: self._send("partial", stage)
+def partial(self: _MeterProxy, stage: str) -> None: self._send("partial", stage)
 
 # %% ../../nbs/18_scale.03_gen.ipynb #aba37cf9
 @patch
-def totals(self: MeterProxy) -> dict:
+def totals(self: _MeterProxy) -> dict:
     "The run's totals so far, over every worker."
     return self._ask("totals")
 
 @patch
-def by_stage(self: MeterProxy) -> dict: return self._ask("by_stage")
+def by_stage(self: _MeterProxy) -> dict: return self._ask("by_stage")
 @patch
-def failure_kinds(self: MeterProxy) -> dict: return self._ask("failure_kinds")
+def failure_kinds(self: _MeterProxy) -> dict: return self._ask("failure_kinds")
 @patch
-def close(self: MeterProxy) -> None: pass
+def close(self: _MeterProxy) -> None: pass
 
-MeterProxy.total = MeterProxy.totals
+_MeterProxy.total = _MeterProxy.totals
 
 # %% ../../nbs/18_scale.03_gen.ipynb #abe5e02f
-class LimiterProxy:
+class _LimiterProxy:
     "A RateLimiter on a worker: `reserve` and `settle` use the coordinator's bucket, shared by every worker."
     def __init__(self, coord, key: int, rpm: Optional[float] = None, tpm: Optional[float] = None):
         self.coord, self.key, self.rpm, self.tpm = coord, key, rpm, tpm
@@ -157,7 +155,7 @@ class LimiterProxy:
 
 # %% ../../nbs/18_scale.03_gen.ipynb #646bae81
 @dataclass
-class Shipment:
+class _Shipment:
     "A pickled `work` function and the meters and limiters it refers to, by the keys the coordinator knows them by."
     payload: bytes
     meters: dict          # key (the object's id on the driver) -> the driver's CallMeter
@@ -168,13 +166,13 @@ def absolute(location) -> str:
     s = str(location)
     return s if "://" in s else str(Path(s).resolve())
 
-def index_location(index: ChunkIndex) -> dict:
+def _index_location(index: ChunkIndex) -> dict:
     "Where an index lives and how it was opened: enough to open it again on another machine."
     return {"db_dir": absolute(index.db_dir), "table": index.table_name, "embedder": index.embedder.spec,
             "columns": {k: v for k, v in index.columns.items() if v}, "dense_weight": index.dense_weight}
 
-def reopen_index(location: dict) -> ChunkIndex:
-    "Reopen an index from `index_location` (on a worker)."
+def _reopen_index(location: dict) -> ChunkIndex:
+    "Reopen an index from `_index_location` (on a worker)."
     loc = dict(location)
     return ChunkIndex.open(loc.pop("db_dir"), loc.pop("table"), **loc)
 
@@ -189,13 +187,13 @@ _LOCKS = (type(threading.Lock()), type(threading.RLock()))
 
 def _swap(obj, coord, meters: dict, limiters: dict):
     "The reduction `ship` uses for `obj`, or None for ordinary pickling."
-    if isinstance(obj, (CallMeter, MeterProxy)):
+    if isinstance(obj, (CallMeter, _MeterProxy)):
         meters[id(obj)] = obj
-        return MeterProxy, (coord, id(obj), obj.max_calls, obj.max_usd)
-    if isinstance(obj, (RateLimiter, LimiterProxy)):
+        return _MeterProxy, (coord, id(obj), obj.max_calls, obj.max_usd)
+    if isinstance(obj, (RateLimiter, _LimiterProxy)):
         limiters[id(obj)] = obj
-        return LimiterProxy, (coord, id(obj), obj.rpm, obj.tpm)
-    if isinstance(obj, ChunkIndex): return reopen_index, (index_location(obj),)
+        return _LimiterProxy, (coord, id(obj), obj.rpm, obj.tpm)
+    if isinstance(obj, ChunkIndex): return _reopen_index, (_index_location(obj),)
     if isinstance(obj, ResponseCache): return ResponseCache, (absolute(obj.path),)
     if isinstance(obj, Slots): return Slots, (obj.n,)
     if isinstance(obj, _LOCKS): return (threading.Lock if type(obj) is _LOCKS[0] else threading.RLock), ()
@@ -205,7 +203,7 @@ def _swap(obj, coord, meters: dict, limiters: dict):
     return None
 
 # %% ../../nbs/18_scale.03_gen.ipynb #1203b25a
-def ship(work: Callable, coord=None) -> Shipment:
+def ship(work: Callable, coord=None) -> _Shipment:
     "Pickle `work` for the workers, with meters, limiters and indexes swapped (see the table above)."
     from ray import cloudpickle
     meters, limiters = {}, {}
@@ -215,11 +213,11 @@ def ship(work: Callable, coord=None) -> Shipment:
             return r if r is not None else super().reducer_override(obj)
     buf = io.BytesIO()
     Shipper(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(work)
-    return Shipment(buf.getvalue(), meters, limiters)
+    return _Shipment(buf.getvalue(), meters, limiters)
 
 # %% ../../nbs/18_scale.03_gen.ipynb #c67de238
 @dataclass
-class ShardEnd:
+class _ShardEnd:
     "The last item a shard yields: why it stopped early (None: it ran every wanted task), and the node it ran on."
     stop: Optional[str] = None
     node: Optional[str] = None
@@ -261,7 +259,7 @@ async def _watched(coro, cut: _Cutoff, drop: Callable[[], None], every: float = 
     except asyncio.CancelledError: return "cancelled"
 
 # %% ../../nbs/18_scale.03_gen.ipynb #01078108
-def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int, cutoff: Optional[int]):
+def _run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int, cutoff: Optional[int]):
     "Run one shard on a worker (a Ray generator task): yield each TaskResult as it finishes, then a ShardEnd."
     work, cut, out = _work_for(key, payload), _Cutoff(coord, cutoff), queue.Queue()
     todo, running = [Task.model_validate(t) for t in tasks], {}
@@ -274,7 +272,7 @@ def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int
         for t, job in list(running.values()):
             if not cut.wanted(t): job.cancel()
     def loop():
-        try: out.put(ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, tracked, out.put, cut.wanted),
+        try: out.put(_ShardEnd(asyncio.run(_watched(LocalExecutor(in_flight).run(todo, tracked, out.put, cut.wanted),
                                                    cut, drop)), _node()))
         except BaseException as e: out.put(e)
     th = threading.Thread(target=loop, daemon=True, name=f"shard-{key}")
@@ -283,9 +281,9 @@ def run_shard(key: str, payload: bytes, coord, tasks: list[dict], in_flight: int
         while True:
             x = out.get()
             if isinstance(x, BaseException): raise x
-            if isinstance(x, ShardEnd): cut.refresh()   # a round trip after the meter events sent without waiting
+            if isinstance(x, _ShardEnd): cut.refresh()   # a round trip after the meter events sent without waiting
             yield x
-            if isinstance(x, ShardEnd): return
+            if isinstance(x, _ShardEnd): return
     finally:
         cut.cancel.set()
         th.join(timeout=30)
@@ -311,11 +309,11 @@ def _make_coordinator(self: RayExecutor, ray):
     if self.coord is None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-        self.coord = ray.remote(RunCoordinator).options(num_cpus=0, max_concurrency=1,
+        self.coord = ray.remote(_RunCoordinator).options(num_cpus=0, max_concurrency=1,
                                                         scheduling_strategy=here).remote(os.getpid())
     return self.coord
 
-def _register(ray, coord, shipped: Shipment) -> None:
+def _register(ray, coord, shipped: _Shipment) -> None:
     "Tell the coordinator about the shipped meters (journal, budget) and limiters (rpm, tpm)."
     calls = [
         coord.add_meter.remote(k, absolute(m.journal) if getattr(m, "journal", None) else None, m.max_calls, m.max_usd)
@@ -325,7 +323,7 @@ def _register(ray, coord, shipped: Shipment) -> None:
     ray.get(calls)
 
 # %% ../../nbs/18_scale.03_gen.ipynb #5c215534
-def mirror_events(meters: dict, events: list) -> None:
+def _mirror_events(meters: dict, events: list) -> None:
     "Apply coordinator events to the driver's meters, with their journal and budget set aside meanwhile."
     for key, meter in meters.items():
         mine = [e for e in events if e[0] == key]
@@ -336,15 +334,15 @@ def mirror_events(meters: dict, events: list) -> None:
             for _, event, stage, args in mine: getattr(meter, event)(stage, *args)
         finally: meter.journal, meter.max_calls, meter.max_usd = saved
 
-def mirror_reply(meters: dict, reply: tuple, applied: list) -> None:
+def _mirror_reply(meters: dict, reply: tuple, applied: list) -> None:
     "Apply the events of a `drain` reply past `applied[0]` (how many the driver has applied) and count them in."
     start, events = reply
     fresh = events[applied[0] - start:]
-    mirror_events(meters, fresh)
+    _mirror_events(meters, fresh)
     applied[0] += len(fresh)
 
 # %% ../../nbs/18_scale.03_gen.ipynb #5499bcc3
-def first_unwanted(tasks: Sequence[Task], wanted: Callable[[Task], bool]) -> Optional[int]:
+def _first_unwanted(tasks: Sequence[Task], wanted: Callable[[Task], bool]) -> Optional[int]:
     "Position of the first task (in plan order) that `wanted` refuses, or None when all are wanted."
     lo, hi = 0, len(tasks)
     while lo < hi:
@@ -383,17 +381,17 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
     key, payload = f"{id(self)}-{time.monotonic_ns()}", ray.put(shipped.payload)
     workers = self.workers or cluster_cpus(ray)
     shards = deque(plan_shards(tasks, workers, self.size or shard_size(len(tasks), workers, self.in_flight)))
-    remote = ray.remote(run_shard).options(num_cpus=1, max_retries=0)
-    st = {"stop": None, "cutoff": first_unwanted(tasks, wanted), "shards": 0, "nodes": set()}
+    remote = ray.remote(_run_shard).options(num_cpus=1, max_retries=0)
+    st = {"stop": None, "cutoff": _first_unwanted(tasks, wanted), "shards": 0, "nodes": set()}
     ray.get(coord.set_cutoff.remote(st["cutoff"]))
     def on_item(x):
-        if isinstance(x, ShardEnd):
+        if isinstance(x, _ShardEnd):
             if x.stop and x.stop != "cancelled": st["stop"] = st["stop"] or x.stop
             st["nodes"].add(x.node)
             return
         try: commit(x)
         except StopRun as e: st["stop"] = st["stop"] or e.reason      # the runner's own stop (LLM failures in a row)
-        c = first_unwanted(tasks, wanted)
+        c = _first_unwanted(tasks, wanted)
         if c != st["cutoff"]:
             st["cutoff"] = c
             coord.set_cutoff.remote(c)
@@ -421,21 +419,21 @@ async def run(self: RayExecutor, tasks: Sequence[Task], work: Callable[[Task], A
         raise
     finally:
         mirror.cancel()
-        mirror_reply(shipped.meters, ray.get(coord.drain.remote(applied[0])), applied)
+        _mirror_reply(shipped.meters, ray.get(coord.drain.remote(applied[0])), applied)
         self.last_run = {"tasks": len(tasks), "shards": st["shards"], "workers": workers,
                          "nodes": sorted(st["nodes"] - {None})}
     return st["stop"]
 
 # %% ../../nbs/18_scale.03_gen.ipynb #447bc573
 @patch
-async def _mirror_loop(self: RayExecutor, ray, coord, shipped: Shipment, applied: list) -> None:
+async def _mirror_loop(self: RayExecutor, ray, coord, shipped: _Shipment, applied: list) -> None:
     "Every `mirror_every` seconds, mirror the coordinator's new events into the driver's meters."
     while True:
         await asyncio.sleep(self.mirror_every)
-        mirror_reply(shipped.meters, await coord.drain.remote(applied[0]), applied)
+        _mirror_reply(shipped.meters, await coord.drain.remote(applied[0]), applied)
 
 # %% ../../nbs/18_scale.03_gen.ipynb #e9f33478
-async def amap_on_ray(fn: Callable[[list], Any], batches: Sequence[list], *, address: Optional[str] = None,
+async def _amap_on_ray(fn: Callable[[list], Any], batches: Sequence[list], *, address: Optional[str] = None,
                       in_flight: int = 4, workers: Optional[int] = None,
                       on_result: Optional[Callable[[int, Any], None]] = None) -> list:
     "Apply `fn` to each batch on a Ray cluster; `on_result(i, result)` as each finishes; the results in batch order."
@@ -453,8 +451,8 @@ async def amap_on_ray(fn: Callable[[list], Any], batches: Sequence[list], *, add
         lambda t: True)
     return [out[i] for i in range(len(tasks))]
 
-def map_on_ray(fn: Callable[[list], Any], batches: Sequence[list], **kw) -> list:
-    "Sync `amap_on_ray` (works in Jupyter too)."
+def _map_on_ray(fn: Callable[[list], Any], batches: Sequence[list], **kw) -> list:
+    "Sync `_amap_on_ray` (works in Jupyter too)."
     from ragbench.llm import arun
     connect(kw.get("address"))        # in this thread, not in arun's (see RayExecutor)
-    return arun(amap_on_ray(fn, batches, **kw))
+    return arun(_amap_on_ray(fn, batches, **kw))

@@ -17,9 +17,7 @@ from ..index import (DEFAULT_COLUMNS, VECTOR_INDEX_MIN_ROWS, ChunkIndex, IdHashe
 from .cluster import cluster_cpus, cluster_gpus, connect
 
 # %% auto #0
-__all__ = ['DEFAULT_BATCH_CHUNKS', 'OUT_COLUMNS', 'DEFAULT_CHUNKING', 'document_rows', 'file_rows', 'row_chunks', 'batches',
-           'ChunkEmbedder', 'status_table', 'BuildTally', 'settle', 'source_rows', 'start_embedders', 'on_actors',
-           'table_indices', 'build_index_on_ray']
+__all__ = ['document_rows', 'row_chunks', 'batches', 'settle', 'build_index_on_ray']
 
 # %% ../../nbs/18_scale.02_index.ipynb #17a56268
 def document_rows(docs: Iterable[Document]) -> Iterator[dict]:
@@ -29,7 +27,7 @@ def document_rows(docs: Iterable[Document]) -> Iterator[dict]:
                                  default=str),
                "path": "", "abs": "", "rel": "", "size": len(d.text)}
 
-def file_rows(folder: Union[str, Path]) -> Iterator[dict]:
+def _file_rows(folder: Union[str, Path]) -> Iterator[dict]:
     "One row per file under `folder` (sorted, hidden files left out, as `load_documents` does), for a worker to read."
     folder = Path(folder)
     for p in sorted(folder.rglob("*")):
@@ -54,10 +52,10 @@ def batches(rows: Iterable[dict], target_tokens: int, batch_chunks: int) -> Iter
     if buf: yield buf
 
 # %% ../../nbs/18_scale.02_index.ipynb #16b47c07
-DEFAULT_BATCH_CHUNKS = {"cpu": 2048, "gpu": 4096}   # chunks a batch (and a table write) aims at
+_DEFAULT_BATCH_CHUNKS = {"cpu": 2048, "gpu": 4096}   # chunks a batch (and a table write) aims at
 
 # %% ../../nbs/18_scale.02_index.ipynb #e1a63f3a
-OUT_COLUMNS = ("id", "meta", "status")   # what a worker sends the driver: no text, no vectors
+_OUT_COLUMNS = ("id", "meta", "status")   # what a worker sends the driver: no text, no vectors
 
 def _read_row(row: dict, max_doc_mb: float) -> tuple[Optional[Document], Optional[tuple]]:
     "(document, None), or (None, (line, reason)) for a file that cannot be loaded."
@@ -74,7 +72,7 @@ def _read_row(row: dict, max_doc_mb: float) -> tuple[Optional[Document], Optiona
 def _sql(v: str) -> str: return "'" + str(v).replace("'", "''") + "'"
 
 # %% ../../nbs/18_scale.02_index.ipynb #6b157f92
-class ChunkEmbedder:
+class _ChunkEmbedder:
     "Ray Data UDF: read or decode a batch of rows, chunk them, drop chunks the table holds, embed and write the rest."
     def __init__(self, embedder: str, device: str, db: str, table: str, chunking: dict, max_doc_mb: float,
                  encode_batch: int = 64, append: bool = True):
@@ -105,7 +103,7 @@ class ChunkEmbedder:
 
 # %% ../../nbs/18_scale.02_index.ipynb #b6cff929
 @patch
-def __call__(self: ChunkEmbedder, batch):
+def __call__(self: _ChunkEmbedder, batch):
     "Status rows of one batch: chunks written (`new`) or found (`existing`), documents read, files skipped."
     marks, chunks = [], []
     for row in batch.to_pylist():
@@ -119,17 +117,17 @@ def __call__(self: ChunkEmbedder, batch):
     new = [c for c in chunks if c.id not in stored]
     written = self.write(new, self.emb.encode([c.text for c in new]))
     rows = [(c.id, "{}", "new" if i < written else "existing") for i, c in enumerate(new)]   # a merge counts, not names
-    return status_table(rows + [(c.id, "{}", "existing") for c in chunks if c.id in stored] + marks)
+    return _status_table(rows + [(c.id, "{}", "existing") for c in chunks if c.id in stored] + marks)
 
 # %% ../../nbs/18_scale.02_index.ipynb #ccec1d3b
-def status_table(rows: list[tuple]):
+def _status_table(rows: list[tuple]):
     "Arrow table of (id, meta, status) rows: what a worker tells the driver."
     import pyarrow as pa
-    cols = list(zip(*rows)) if rows else [[] for _ in OUT_COLUMNS]
-    return pa.table({name: pa.array(col, pa.string()) for name, col in zip(OUT_COLUMNS, cols)})
+    cols = list(zip(*rows)) if rows else [[] for _ in _OUT_COLUMNS]
+    return pa.table({name: pa.array(col, pa.string()) for name, col in zip(_OUT_COLUMNS, cols)})
 
 # %% ../../nbs/18_scale.02_index.ipynb #549c1a06
-class BuildTally:
+class _BuildTally:
     "The driver's side of a build: counts the workers' status rows; documents and skipped files go to the load report."
     def __init__(self, report: LoadReport):
         self.report, self.seen = report, IdHashes()
@@ -149,27 +147,27 @@ class BuildTally:
         return len(new) + n_old
 
 # %% ../../nbs/18_scale.02_index.ipynb #ac33f377
-def settle(index: ChunkIndex, tally: BuildTally) -> int:
+def settle(index: ChunkIndex, tally: _BuildTally) -> int:
     """See what the workers wrote, and delete the second copies of ids written twice in this build; returns the rows
     deleted."""
     index.tbl.checkout_latest()
     return index.remove_duplicates() if tally.stats["repeated"] else 0
 
 # %% ../../nbs/18_scale.02_index.ipynb #583770ff
-DEFAULT_CHUNKING = dict(target_tokens=512, min_tokens=100, max_tokens=1024, overlap=0.25, mode="auto")
+_DEFAULT_CHUNKING = dict(target_tokens=512, min_tokens=100, max_tokens=1024, overlap=0.25, mode="auto")
 
-def source_rows(source, fmt: str, report: LoadReport, max_doc_mb: float) -> tuple[Iterator[dict], bool]:
+def _source_rows(source, fmt: str, report: LoadReport, max_doc_mb: float) -> tuple[Iterator[dict], bool]:
     "(rows, is_folder): files for a folder (read on the workers), else documents parsed here."
     if not isinstance(source, (str, Path)): return document_rows(source), False
     docs = load_documents(source, fmt, report, max_doc_mb)        # checks the path and the format now
-    if (detect_format(source) if fmt == "auto" else fmt) == "folder": return file_rows(Path(source).expanduser()), True
+    if (detect_format(source) if fmt == "auto" else fmt) == "folder": return _file_rows(Path(source).expanduser()), True
     return document_rows(docs), False
 
 # %% ../../nbs/18_scale.02_index.ipynb #6e6a7585
-def start_embedders(ray, udf: dict, workers: int, gpus: int) -> list:
+def _start_embedders(ray, udf: dict, workers: int, gpus: int) -> list:
     "One ChunkEmbedder actor per GPU (or per CPU), each loading the model and opening the table once for the build."
     res = dict(num_gpus=1) if gpus else dict(num_cpus=1)
-    cls = ray.remote(max_restarts=0, **res)(ChunkEmbedder)   # a lost worker fails the build loudly; re-running resumes
+    cls = ray.remote(max_restarts=0, **res)(_ChunkEmbedder)   # a lost worker fails the build loudly; re-running resumes
     return [cls.remote(**udf) for _ in range(gpus or workers)]
 
 def _take_one(ray, pending: dict, free: list):
@@ -178,7 +176,7 @@ def _take_one(ray, pending: dict, free: list):
     free.append(pending.pop(done))
     return ray.get(done)
 
-def on_actors(ray, actors: list, row_batches: Iterable[list[dict]], per_actor: int = 2) -> Iterator:
+def _on_actors(ray, actors: list, row_batches: Iterable[list[dict]], per_actor: int = 2) -> Iterator:
     "The status rows of each batch as the actors finish them, with at most `per_actor` batches an actor in flight."
     import pyarrow as pa
     free, pending = [a for a in actors for _ in range(per_actor)], {}
@@ -196,7 +194,7 @@ def _finish_indices(index: ChunkIndex, added: int) -> None:
         index.tbl.create_index("text", config=FTS(), replace=True)
         index.tbl.create_index("id", config=BTree(), replace=True)
 
-def table_indices(db: str, table: str, dim: int, added: int, vector_index_min_rows: Optional[int]) -> bool:
+def _table_indices(db: str, table: str, dim: int, added: int, vector_index_min_rows: Optional[int]) -> bool:
     """The table's vector index (from `vector_index_min_rows` rows), then its text and id indexes; True if a vector
     index was built."""
     import lancedb
@@ -210,7 +208,7 @@ class _Loading(BaseModel):
     "How `build_index_on_ray` reads and chunks its source: the keyword options `**loading` it takes."
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     fmt: str = Field("auto", description="the source's format (auto: by file name)")
-    chunking: Optional[dict] = Field(None, description="options of `chunk_documents` over `DEFAULT_CHUNKING`")
+    chunking: Optional[dict] = Field(None, description="options of `chunk_documents` over `_DEFAULT_CHUNKING`")
     max_doc_mb: float = Field(DEFAULT_MAX_DOC_MB, description="larger documents are skipped (and reported)")
     report: Optional[LoadReport] = Field(None, description="the LoadReport to fill (None: a new one)")
 
@@ -225,10 +223,10 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
     fmt, max_doc_mb, report = lo.fmt, lo.max_doc_mb, lo.report
     # no Ray extra: a UserError before anything is written
     ray = connect(address)
-    chunking = {**DEFAULT_CHUNKING, **(lo.chunking or {})}
+    chunking = {**_DEFAULT_CHUNKING, **(lo.chunking or {})}
     list(chunk_documents([], **chunking))                                   # bad chunking options fail here
     report = LoadReport() if report is None else report
-    rows, folder = source_rows(source, fmt, report, max_doc_mb)
+    rows, folder = _source_rows(source, fmt, report, max_doc_mb)
     emb = make_embedder(embedder)
     limit_malloc_arenas()  # as `ChunkIndex.build`: LanceDB's threads keep less
     db_dir = db_location(db)
@@ -244,19 +242,19 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
         # lock held: appends
         udf = dict(embedder=emb.spec, device="cuda" if gpus else "cpu", db=db_abs, table=table, chunking=chunking,
                    max_doc_mb=max_doc_mb, encode_batch=256 if gpus else 64, append=is_local(db_dir))
-        tally, actors = BuildTally(report), start_embedders(ray, udf, workers, gpus)
+        tally, actors = _BuildTally(report), _start_embedders(ray, udf, workers, gpus)
         row_batches = batches(rows, chunking["target_tokens"],
-                              batch_chunks or DEFAULT_BATCH_CHUNKS["gpu" if gpus else "cpu"])
+                              batch_chunks or _DEFAULT_BATCH_CHUNKS["gpu" if gpus else "cpu"])
         try:
             with tqdm(desc=f"indexing into '{table}' on Ray", unit=" chunks", disable=not progress,
                       file=sys.stderr) as bar:
-                for status in on_actors(ray, actors, row_batches): bar.update(tally.add(status))
+                for status in _on_actors(ray, actors, row_batches): bar.update(tally.add(status))
         finally:
             for a in actors: ray.kill(a)
         settle(idx, tally)
         if folder and report.documents == 0:
             raise CorpusError(f"nothing loadable in {source}: " + ("; ".join(report.messages()[:5]) or "no files"))
-        on_worker = ray.remote(num_cpus=1, max_retries=0)(table_indices)   # the index builders' memory is a worker's
+        on_worker = ray.remote(num_cpus=1, max_retries=0)(_table_indices)   # the index builders' memory is a worker's
         built = ray.get(on_worker.remote(db_abs, table, emb.dim, tally.stats["added"], vector_index_min_rows))
         idx.tbl.checkout_latest()
         idx._ann = False                                                    # the vector index is looked up again

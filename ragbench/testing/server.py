@@ -14,8 +14,7 @@ from ..llm.template import seeded_rng, template_reply
 from .fake import load_stage_rules
 
 # %% auto #0
-__all__ = ['HOSTILE_TEXT', 'FAULTS', 'IN_FLIGHT_SETTLE', 'parse_openai_request', 'openai_response', 'parse_gemini_request',
-           'gemini_response', 'FakeLLMServer', 'fake_llm_server_command']
+__all__ = ['FAULTS', 'FakeLLMServer', 'fake_llm_server_command']
 
 # %% ../../nbs/05_testing.02_server.ipynb #147840ff
 def _text_of(content) -> str:
@@ -29,7 +28,7 @@ def _tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 # %% ../../nbs/05_testing.02_server.ipynb #05b690b1
-def parse_openai_request(body: dict) -> dict:
+def _parse_openai_request(body: dict) -> dict:
     "system, prompt, schema and model of an OpenAI chat-completions request body."
     msgs = body.get("messages") or []
     system = "\n".join(_text_of(m.get("content")) for m in msgs if m.get("role") in ("system", "developer"))
@@ -41,7 +40,7 @@ def parse_openai_request(body: dict) -> dict:
     return dict(system=system or None, prompt=prompt, schema=schema, model=body.get("model", "fake"))
 
 # %% ../../nbs/05_testing.02_server.ipynb #a0103b4a
-def openai_response(text: str, req: dict) -> dict:
+def _openai_response(text: str, req: dict) -> dict:
     "A chat.completion body for reply `text`."
     pt, ct = _tokens((req["system"] or "") + req["prompt"]), _tokens(text)
     return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
@@ -51,7 +50,7 @@ def openai_response(text: str, req: dict) -> dict:
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
 
 # %% ../../nbs/05_testing.02_server.ipynb #3ab4a955
-def parse_gemini_request(body: dict, model: str) -> dict:
+def _parse_gemini_request(body: dict, model: str) -> dict:
     "system, prompt, schema and model of a Gemini generateContent body (camelCase or snake_case keys)."
     def parts_text(c): return "".join(p.get("text", "") for p in (c or {}).get("parts", []) if isinstance(p, dict))
     si = body.get("systemInstruction") or body.get("system_instruction")
@@ -64,7 +63,7 @@ def parse_gemini_request(body: dict, model: str) -> dict:
     return dict(system=parts_text(si) or None, prompt=prompt, schema=schema, model=model)
 
 # %% ../../nbs/05_testing.02_server.ipynb #cc5f19b6
-def gemini_response(text: str, req: dict) -> dict:
+def _gemini_response(text: str, req: dict) -> dict:
     "A GenerateContentResponse body for reply `text`."
     pt, ct = _tokens((req["system"] or "") + req["prompt"]), _tokens(text)
     return {
@@ -76,7 +75,7 @@ def gemini_response(text: str, req: dict) -> dict:
 
 
 # %% ../../nbs/05_testing.02_server.ipynb #722a23c7
-HOSTILE_TEXT = {"badjson": "Sure! Here is the answer: {answer: maybe", "schema": '{"unexpected": true}',
+_HOSTILE_TEXT = {"badjson": "Sure! Here is the answer: {answer: maybe", "schema": '{"unexpected": true}',
                 "missing": "{}", "empty": ""}   # reply texts of the faults that answer 200 with unusable content
 FAULTS = ("429", "500", "503", "timeout", "malformed", "badjson", "ok",
           "schema", "missing", "empty", "html", "reset", "retry_after")   # hostile replies (issue 24)
@@ -197,7 +196,7 @@ def push_faults(self: FakeLLMServer, *faults: str) -> None:
         if f not in FAULTS: raise ValueError(f"unknown fault {f!r}; known: {', '.join(FAULTS)}")
     with self._lock: self._faults.extend(faults)
 
-IN_FLIGHT_SETTLE = 0.25   # seconds a reply still counts as in flight after it is sent
+_IN_FLIGHT_SETTLE = 0.25   # seconds a reply still counts as in flight after it is sent
 
 @patch
 def reset_stats(self: FakeLLMServer) -> None:
@@ -214,7 +213,7 @@ def stats(self: FakeLLMServer) -> dict:
     repeats, in flight; `times`: when each request came (Unix seconds)."""
     with self._lock:
         now = time.monotonic()
-        while self._answered and self._answered[0] < now - IN_FLIGHT_SETTLE: self._answered.popleft()
+        while self._answered and self._answered[0] < now - _IN_FLIGHT_SETTLE: self._answered.popleft()
         return {**{k: dict(v) if isinstance(v, collections.Counter) else list(v) if isinstance(v, list) else v for k,
                    v in self._stats.items()},
                 "in_flight": self._active + len(self._answered)}
@@ -253,8 +252,8 @@ def _route(self: FakeLLMServer, h: _Handler, path: str, body: dict):
         except ValueError as e: return h._send(400, {"error": {"code": 400, "message": str(e)}})
         return h._send(200, {"queued": len(self._faults)})
     m = _GEMINI_PATH.match(path)
-    if path in ("/v1/chat/completions", "/chat/completions"): return "openai", parse_openai_request(body)
-    if m: return "gemini", parse_gemini_request(body, m.group(1))
+    if path in ("/v1/chat/completions", "/chat/completions"): return "openai", _parse_openai_request(body)
+    if m: return "gemini", _parse_gemini_request(body, m.group(1))
     h._send(404, {"error": {"code": 404, "message": f"no route {path}"}})
 
 # %% ../../nbs/05_testing.02_server.ipynb #a67122c0
@@ -311,8 +310,8 @@ def _reply(self: FakeLLMServer, h: _Handler, api: str, req: dict, fault: Optiona
     if fault == "html":
         return h._send(200, b"<html><body><h1>Welcome to nginx!</h1></body></html>", content_type="text/html")
     if fault == "reset": return h._reset()
-    text = HOSTILE_TEXT.get(fault) if fault in HOSTILE_TEXT else self._scripted(req)
-    h._send(200, openai_response(text, req) if api == "openai" else gemini_response(text, req))
+    text = _HOSTILE_TEXT.get(fault) if fault in _HOSTILE_TEXT else self._scripted(req)
+    h._send(200, _openai_response(text, req) if api == "openai" else _gemini_response(text, req))
 
 # %% ../../nbs/05_testing.02_server.ipynb #srv-scr01
 @patch

@@ -6,15 +6,11 @@
 __all__ = []
 
 # %% ../../nbs/29_triad.ipynb #60059afa
-from .config import DEFAULT_ROLE, QUESTION_TYPES, SeedPlan, TriadConfig, pick_seeds, plan_seeds
-from .bridge import (BridgeConfig, BridgeEntities, afind_bridge, find_bridge, neighbourhood,
-                                   precheck_passes,
-                                   shared_terms)
-from .write import QAPair, agenerate_qa, draft_item, generate_qa, generation_prompt, type_rule
-from .judge import (CRITERIA, JudgeVerdict, acheck_attempt, ajudge, asufficiency, avalidate,
-                                  check_attempt,
-                                  judge, rule_check, sufficiency, validate)
-from .contexts import ABSTAIN_ANSWER, aextract, difficulty, extract, unanswerable_variant
-from .run import (TriadMethod, aprocess_seed, arun_triad, estimate_triad, process_seed, read_seeds_file,
-                                run_triad, triad_config, triad_inputs)
-from .qualify import QualifyCase, load_qualify_set, run_qualify
+from .config import SeedPlan, TriadConfig, plan_seeds
+from .bridge import BridgeConfig, find_bridge
+from .write import QAPair, draft_item, generate_qa, type_rule
+from .judge import avalidate, check_attempt, judge, rule_check, sufficiency, validate
+from .contexts import aextract, difficulty, extract, unanswerable_variant
+from .run import (TriadMethod, arun_triad, estimate_triad, read_seeds_file, run_triad, triad_config,
+                                triad_inputs)
+from .qualify import load_qualify_set, run_qualify

@@ -14,10 +14,8 @@ from ..text import candidate_names, content_words, mentions, stem
 from .config import TriadConfig, in_thread
 
 # %% auto #0
-__all__ = ['BOILERPLATE_MIN_DOCS', 'BOILERPLATE_SAMPLE', 'OPENING_WORDS', 'TYPE_LINK', 'hit_chunk', 'chunk_text',
-           'distinct_neighbours', 'seed_names', 'pick_partners', 'boilerplate_names', 'Neighbourhood', 'neighbourhood',
-           'opening_terms', 'shared_name', 'shared_names', 'shared_terms', 'precheck_passes', 'BridgeEntities',
-           'aentities', 'fallback_config', 'BridgeConfig', 'afind_bridge', 'find_bridge']
+__all__ = ['hit_chunk', 'chunk_text', 'seed_names', 'pick_partners', 'boilerplate_names', 'neighbourhood', 'shared_name',
+           'shared_names', 'precheck_passes', 'fallback_config', 'BridgeConfig', 'afind_bridge', 'find_bridge']
 
 # %% ../../nbs/21_triad.bridge.ipynb #78a4233c
 def hit_chunk(h) -> Chunk:
@@ -33,7 +31,7 @@ def _norm_text(t: str) -> str:
     return " ".join(t.lower().split())
 
 # %% ../../nbs/21_triad.bridge.ipynb #90155d3a
-def distinct_neighbours(seed: Chunk, hits) -> list:
+def _distinct_neighbours(seed: Chunk, hits) -> list:
     """The seed's neighbours (search hits) without the seed, without repeats and without chunks whose text duplicates
     another's."""
     seen_ids, seen_text, out = {seed.id}, {_norm_text(seed.text)}, []
@@ -64,7 +62,7 @@ def pick_partners(seed: Chunk, hits, cfg: TriadConfig, kind: Optional[str] = Non
 # %% ../../nbs/21_triad.bridge.ipynb #b01e0002
 import weakref
 _BOILERPLATE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-BOILERPLATE_MIN_DOCS, BOILERPLATE_SAMPLE = 20, 2000
+_BOILERPLATE_MIN_DOCS, _BOILERPLATE_SAMPLE = 20, 2000
 
 def boilerplate_names(index, share: float = 0.5) -> frozenset:
     "Names that at least `share` of the index's documents mention (sampled; empty under 20 documents)."
@@ -73,9 +71,9 @@ def boilerplate_names(index, share: float = 0.5) -> frozenset:
     out = frozenset()
     if hasattr(index, "sample_ids") and hasattr(index, "get_many") and len(index) > 0:
         per: dict[str, set] = {}
-        for c in index.get_many(index.sample_ids(min(len(index), BOILERPLATE_SAMPLE), seed=0)):
+        for c in index.get_many(index.sample_ids(min(len(index), _BOILERPLATE_SAMPLE), seed=0)):
             per.setdefault(c.doc_id, set()).update(candidate_names(c.text, (c.meta or {}).get("title", "")))
-        if len(per) >= BOILERPLATE_MIN_DOCS:
+        if len(per) >= _BOILERPLATE_MIN_DOCS:
             df = Counter(n for ns in per.values() for n in ns)
             out = frozenset(n for n, k in df.items() if k >= share * len(per))
     try: _BOILERPLATE.setdefault(index, {})[share] = out
@@ -83,7 +81,7 @@ def boilerplate_names(index, share: float = 0.5) -> frozenset:
     return out
 
 # %% ../../nbs/21_triad.bridge.ipynb #7310b9a2
-class Neighbourhood(NamedTuple):
+class _Neighbourhood(NamedTuple):
     """A seed, its neighbour hits (as the index returned them), the distinct ones, the candidates offered and the
     boilerplate names."""
     seed: Chunk
@@ -92,18 +90,18 @@ class Neighbourhood(NamedTuple):
     partners: list
     skip: frozenset = frozenset()
 
-def neighbourhood(seed_id: str, index, cfg: TriadConfig, kind: Optional[str] = None) -> Neighbourhood:
+def neighbourhood(seed_id: str, index, cfg: TriadConfig, kind: Optional[str] = None) -> _Neighbourhood:
     "One neighbour query for `seed_id` and the candidate partners it offers for `kind` (blocking: index calls)."
     seed = index.get(seed_id)
     hits = index.neighbours(seed_id, k=max(cfg.fallback_n, cfg.neighbours_k))
-    distinct = distinct_neighbours(seed, hits)
+    distinct = _distinct_neighbours(seed, hits)
     skip = boilerplate_names(index, cfg.boilerplate_share)
-    return Neighbourhood(seed, hits, distinct, pick_partners(seed, distinct, cfg, kind, skip), skip)
+    return _Neighbourhood(seed, hits, distinct, pick_partners(seed, distinct, cfg, kind, skip), skip)
 
 # %% ../../nbs/21_triad.bridge.ipynb #852f6b03
-OPENING_WORDS = 15   # content words at the start of a chunk that say what it is about
+_OPENING_WORDS = 15   # content words at the start of a chunk that say what it is about
 
-def opening_terms(c: Chunk, n: int = OPENING_WORDS) -> set[str]:
+def _opening_terms(c: Chunk, n: int = _OPENING_WORDS) -> set[str]:
     "Stems of the first `n` content words (4+ letters, not numbers) of a chunk."
     ws = [w for w in content_words(c.text) if len(w) >= 4 and not w[0].isdigit()][:n]
     return {stem(w) for w in ws}
@@ -123,11 +121,11 @@ def shared_names(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]
     return list(dict.fromkeys(_shared(a, b, skip)))
 
 # %% ../../nbs/21_triad.bridge.ipynb #9f87e573
-def shared_terms(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]:
+def _shared_terms(a: Chunk, b: Chunk, skip: frozenset = frozenset()) -> list[str]:
     """What two chunks share: a name (not boilerplate), else the stems of the words their openings share (empty:
     nothing)."""
     n = shared_name(a, b, skip)
-    return [n] if n else sorted(opening_terms(a) & opening_terms(b))
+    return [n] if n else sorted(_opening_terms(a) & _opening_terms(b))
 
 def precheck_passes(chunks: Sequence[Chunk], similarities: Optional[Sequence[float]] = None,
                     min_similarity: float = 1.01,
@@ -140,14 +138,14 @@ def precheck_passes(chunks: Sequence[Chunk], similarities: Optional[Sequence[flo
     close = lambda j: j - 1 < len(sims) and sims[j - 1] is not None and sims[j - 1] >= min_similarity
     linked, todo = {0}, set(range(1, len(chunks)))
     while todo and len(linked) - 1 < need:
-        nxt = {j for j in todo if close(j) or any(shared_terms(chunks[i], chunks[j], skip) for i in linked)}
+        nxt = {j for j in todo if close(j) or any(_shared_terms(chunks[i], chunks[j], skip) for i in linked)}
         if not nxt: break
         linked |= nxt
         todo -= nxt
     return len(linked) - 1 >= need
 
 # %% ../../nbs/21_triad.bridge.ipynb #8f35c824
-class BridgeEntities(BaseModel):
+class _BridgeEntities(BaseModel):
     """Output of the entity prompt: entities per chunk, the candidates picked, the shared entities, a shared kind and
     the best bridging topic."""
     entities_per_chunk: list[list[str]]   # required: a reply lacking them is a failure (repaired, counted),
@@ -156,7 +154,7 @@ class BridgeEntities(BaseModel):
     category: str = ""
     bridge_topic: str = ""
 
-TYPE_LINK = {
+_TYPE_LINK = {
     "comparison": "a passage about the same kind of thing as passage 1 (two films, two bands, two airports), "
     "so that the two can be compared; it need not share a name",
     "intersection": "a passage that shares a named entity with passage 1, or is about the same kind of thing",
@@ -183,17 +181,17 @@ register_prompt(PromptTemplate(
         "\"shared\": [entities passage 1 and every picked passage mention, or an empty list], "
         "\"category\": \"the kind of thing they are all about, or an empty string\", "
         "\"bridge_topic\": \"the shared entity that best links them, else the shared kind, else an empty string\"}}"),
-    output=BridgeEntities,
+    output=_BridgeEntities,
     description="TRIAD bridging topic: entities per chunk, the candidates picked as partners, the shared entities and a shared kind."))
 
 # %% ../../nbs/21_triad.bridge.ipynb #1a4af281
-async def aentities(chunks: Sequence[Chunk], llm, kind: Optional[str] = None, k: int = 1) -> BridgeEntities:
+async def _aentities(chunks: Sequence[Chunk], llm, kind: Optional[str] = None, k: int = 1) -> _BridgeEntities:
     """One LLM call over the seed and its candidates: entities per chunk, the `k` partners picked, shared entities, a
     shared kind, a topic."""
-    link = TYPE_LINK.get(kind,
+    link = _TYPE_LINK.get(kind,
                          "a passage that shares a named entity with passage 1, else one about the same kind of thing")
     system, prompt = render_prompt("triad.entities", n=len(chunks), k=k, link=link, chunks=format_chunks(chunks))
-    return await llm.acomplete(prompt, BridgeEntities, system=system, stage="triad.entities")
+    return await llm.acomplete(prompt, _BridgeEntities, system=system, stage="triad.entities")
 
 # %% ../../nbs/21_triad.bridge.ipynb #d33e6b3a
 def _template_partners(ctx) -> list[int]:
@@ -251,13 +249,13 @@ def _clean(xs) -> list[str]:
     "Non-empty stripped strings of a list, in order, without repeats."
     return list(dict.fromkeys(x.strip() for x in xs if isinstance(x, str) and x.strip()))
 
-async def _ask_entities(chunks, llm, kind=None, k: int = 1) -> BridgeEntities:
+async def _ask_entities(chunks, llm, kind=None, k: int = 1) -> _BridgeEntities:
     """The entity call; a reply that never parses (after the LLM layer's repairs) fails the seed, it is not 'nothing
     shared'."""
-    return await aentities(chunks, llm, kind, k)
+    return await _aentities(chunks, llm, kind, k)
 
 # %% ../../nbs/21_triad.bridge.ipynb #8078ec6e
-def _picked(first: list, ents: BridgeEntities, k: int, shared: Sequence[str]) -> list:
+def _picked(first: list, ents: _BridgeEntities, k: int, shared: Sequence[str]) -> list:
     "The seed and the `k` candidates the LLM picked (else those mentioning a shared entity, else the nearest)."
     valid = list(dict.fromkeys(p for p in ents.partners if isinstance(p, int) and 2 <= p <= len(first)))
     rest = [i + 1 for i, c in enumerate(first) if i and shared and any(mentions(chunk_text(c), s) for s in shared)]
@@ -266,7 +264,7 @@ def _picked(first: list, ents: BridgeEntities, k: int, shared: Sequence[str]) ->
 
 def _same_document(chunks) -> bool: return len({c.doc_id for c in chunks}) < len(chunks)
 
-def _llm_bridge(hood: Neighbourhood, first: list, ents: BridgeEntities, kind: Optional[str], k: int = 1,
+def _llm_bridge(hood: _Neighbourhood, first: list, ents: _BridgeEntities, kind: Optional[str], k: int = 1,
                 **kw) -> Optional[BridgeConfig]:
     """The configuration the entity call found: the picked partners with a shared entity (not boilerplate), or a shared
     kind (comparison only; `kind` None: not yet decided)."""

@@ -18,29 +18,27 @@ from .config import in_thread
 from ..spine import LLMPool, RunSpec, open_run
 
 # %% auto #0
-__all__ = ['CHECKS', 'SearchMode', 'Uniqueness', 'Completeness', 'ClosedBook', 'SameAnswer', 'CheckConfig', 'check_uniqueness',
-           'check_completeness', 'check_closed_book', 'acorpus_checks', 'corpus_checks', 'checks_card', 'acheck_run',
-           'check_run', 'check_config', 'checks_of_run']
+__all__ = ['CHECKS', 'SearchMode', 'CheckConfig', 'corpus_checks', 'checks_of_run']
 
 # %% ../../nbs/28_triad.checks.ipynb #49faa8f9
-class Uniqueness(BaseModel):
+class _Uniqueness(BaseModel):
     "Whether a passage outside the gold set supports another answer."
     reason: str = ""
     different_answer: bool
     chunk_id: Optional[str] = None
     other_answer: str = ""
 
-class Completeness(BaseModel):
+class _Completeness(BaseModel):
     "The passages outside the gold set that the answer also needs or that support it."
     reason: str = ""
     relevant_chunk_ids: list[str] = Field(default_factory=list)
 
-class ClosedBook(BaseModel):
+class _ClosedBook(BaseModel):
     "An answer given without any document."
     answer: str
     knows: bool
 
-class SameAnswer(BaseModel):
+class _SameAnswer(BaseModel):
     "Whether two answers to a question say the same."
     reason: str = ""
     same: bool
@@ -52,23 +50,23 @@ register_prompt(PromptTemplate(
               "Does one of these passages, taken as true, support an answer to the question that differs from the dataset's "
               "answer (not a rewording, a part or a more precise form of it)? Reply with JSON only: {{\"reason\": \"one sentence\", "
               "\"different_answer\": true or false, \"chunk_id\": \"the id of that passage, or null\", \"other_answer\": \"that answer, or empty\"}}"),
-    output=Uniqueness, description="whole-corpus check: does a non-gold passage support another answer?"))
+    output=_Uniqueness, description="whole-corpus check: does a non-gold passage support another answer?"))
 register_prompt(PromptTemplate(
     name="triad.check_completeness",
     system="You label which passages a question's answer depends on. Reply with JSON only.",
     template=("Question: {question}\nAnswer: {answer}\n\nPassages:\n\n{chunks}\n\nWhich of these passages state a fact the answer needs, "
               "or directly support the answer? Reply with JSON only: {{\"reason\": \"one sentence\", \"relevant_chunk_ids\": [ids of those passages]}}"),
-    output=Completeness, description="whole-corpus check: relevant passages outside the gold set"))
+    output=_Completeness, description="whole-corpus check: relevant passages outside the gold set"))
 register_prompt(PromptTemplate(
     name="triad.check_closed_book", system="Answer from your own knowledge. Reply with JSON only.",
     template=("Answer this question from what you know, without any document. If you do not know, say so with knows = false.\n\n"
               "Question: {question}\n\nReply with JSON only: {{\"answer\": \"a short answer\", \"knows\": true or false}}"),
-    output=ClosedBook, description="whole-corpus check: the question answered with no context"))
+    output=_ClosedBook, description="whole-corpus check: the question answered with no context"))
 register_prompt(PromptTemplate(
     name="triad.check_same_answer", system="You compare answers. Reply with JSON only.",
     template=("Question: {question}\nAnswer A: {a}\nAnswer B: {b}\n\nDo A and B give the same answer to the question (the same fact, "
               "however worded)? Reply with JSON only: {{\"reason\": \"one sentence\", \"same\": true or false}}"),
-    output=SameAnswer, description="closed-book check: is the context-free answer the dataset's answer?"))
+    output=_SameAnswer, description="closed-book check: is the context-free answer the dataset's answer?"))
 
 # %% ../../nbs/28_triad.checks.ipynb #2897f97b
 CHECKS = ("uniqueness", "completeness", "closed_book")
@@ -94,10 +92,10 @@ async def _outside_hits(item: QAItem, index, cfg: CheckConfig) -> list:
     return [h for h in hits if h.chunk_id not in known]
 
 # %% ../../nbs/28_triad.checks.ipynb #47166822
-async def check_uniqueness(item: QAItem, hits: list, judge) -> dict:
+async def _check_uniqueness(item: QAItem, hits: list, judge) -> dict:
     "Does a passage outside the gold set support a different answer? {'ambiguous': True/False/None, ...}."
     if not hits: return {"ambiguous": False, "checked": [], "reason": "no passage outside the gold set"}
-    v = await _ask(judge, "triad.check_uniqueness", Uniqueness, "check.uniqueness", question=item.question,
+    v = await _ask(judge, "triad.check_uniqueness", _Uniqueness, "check.uniqueness", question=item.question,
                    answer=item.answer,
                    chunks=format_chunks([hit_chunk(h) for h in hits]))
     ids = [h.chunk_id for h in hits]
@@ -106,37 +104,37 @@ async def check_uniqueness(item: QAItem, hits: list, judge) -> dict:
     return {"ambiguous": bool(ok), "checked": ids, "chunk_id": v.chunk_id if ok else None,
             "other_answer": v.other_answer if ok else "", "reason": v.reason}
 
-async def check_completeness(item: QAItem, hits: list, judge) -> dict:
+async def _check_completeness(item: QAItem, hits: list, judge) -> dict:
     "Passages outside the gold set that are also relevant: {'relevant': [ids], ...}."
     if not hits: return {"relevant": [], "checked": []}
-    v = await _ask(judge, "triad.check_completeness", Completeness, "check.completeness", question=item.question,
+    v = await _ask(judge, "triad.check_completeness", _Completeness, "check.completeness", question=item.question,
                    answer=item.answer,
                    chunks=format_chunks([hit_chunk(h) for h in hits]))
     ids = [h.chunk_id for h in hits]
     if v is None: return {"relevant": None, "checked": ids, "reason": "unreadable reply"}
     return {"relevant": [i for i in ids if i in set(v.relevant_chunk_ids)], "checked": ids, "reason": v.reason}
 
-async def check_closed_book(item: QAItem, generator, judge) -> dict:
+async def _check_closed_book(item: QAItem, generator, judge) -> dict:
     "Answered with no context by the generator: {'answerable_closed_book': True/False/None, 'answer': ...}."
-    a = await _ask(generator, "triad.check_closed_book", ClosedBook, "check.closed_book", question=item.question)
+    a = await _ask(generator, "triad.check_closed_book", _ClosedBook, "check.closed_book", question=item.question)
     if a is None: return {"answerable_closed_book": None, "reason": "unreadable reply"}
     if not a.knows or not a.answer.strip():
         return {"answerable_closed_book": False, "answer": a.answer, "reason": "the model does not know"}
-    s = await _ask(judge, "triad.check_same_answer", SameAnswer, "check.same_answer", question=item.question,
+    s = await _ask(judge, "triad.check_same_answer", _SameAnswer, "check.same_answer", question=item.question,
                    a=item.answer, b=a.answer)
     if s is None: return {"answerable_closed_book": None, "answer": a.answer, "reason": "unreadable comparison"}
     return {"answerable_closed_book": s.same, "answer": a.answer, "reason": s.reason}
 
 # %% ../../nbs/28_triad.checks.ipynb #f2855dd1
-async def acorpus_checks(item: QAItem, index, llms: dict, cfg: CheckConfig) -> QAItem:
+async def _acorpus_checks(item: QAItem, index, llms: dict, cfg: CheckConfig) -> QAItem:
     """Run the configured checks on one answerable item; results in `meta.corpus_checks`, relevant passages added as
     contexts, an ambiguous item flagged or rejected."""
     if not item.answerable: return item
     out, update = {}, {}
     hits = await _outside_hits(item, index, cfg) if {"uniqueness", "completeness"} & set(cfg.checks) else []
-    if "uniqueness" in cfg.checks: out["uniqueness"] = await check_uniqueness(item, hits, llms["judge"])
+    if "uniqueness" in cfg.checks: out["uniqueness"] = await _check_uniqueness(item, hits, llms["judge"])
     if "completeness" in cfg.checks:
-        out["completeness"] = r = await check_completeness(item, hits, llms["judge"])
+        out["completeness"] = r = await _check_completeness(item, hits, llms["judge"])
         have = {c.chunk_id for c in item.contexts}
         extra = [
             Context(chunk_id=i, relevant=True, source="completeness", reason="also relevant (gold completeness check)")
@@ -146,7 +144,7 @@ async def acorpus_checks(item: QAItem, index, llms: dict, cfg: CheckConfig) -> Q
                                     "source": "completeness"}) if c.chunk_id in set(r["relevant"] or []) else c
                for c in item.contexts]
         update["contexts"] = ctx + [c for c in extra if c.chunk_id not in have]
-    if "closed_book" in cfg.checks: out["closed_book"] = await check_closed_book(item, llms["generate"], llms["judge"])
+    if "closed_book" in cfg.checks: out["closed_book"] = await _check_closed_book(item, llms["generate"], llms["judge"])
     flags = [f for f, hit in (("ambiguous", (out.get("uniqueness") or {}).get("ambiguous")),
                               ("answerable_closed_book",
                                (out.get("closed_book") or {}).get("answerable_closed_book"))) if hit]
@@ -156,11 +154,11 @@ async def acorpus_checks(item: QAItem, index, llms: dict, cfg: CheckConfig) -> Q
     return item.model_copy(update={**update, "meta": meta})
 
 def corpus_checks(item, index, llms, cfg) -> QAItem:
-    "Sync wrapper of `acorpus_checks`."
-    return arun(acorpus_checks(item, index, llms, cfg))
+    "Sync wrapper of `_acorpus_checks`."
+    return arun(_acorpus_checks(item, index, llms, cfg))
 
 # %% ../../nbs/28_triad.checks.ipynb #254dbfb0
-def checks_card(items: Sequence[QAItem]) -> dict:
+def _checks_card(items: Sequence[QAItem]) -> dict:
     "Per question type: items checked, ambiguous, with new relevant contexts, answerable closed-book."
     out = defaultdict(lambda: Counter())
     for it in items:
@@ -175,7 +173,7 @@ def checks_card(items: Sequence[QAItem]) -> dict:
         if (r.get("closed_book") or {}).get("answerable_closed_book"): c["closed_book"] += 1
     return {k: dict(v) for k, v in sorted(out.items())}
 
-async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls: Optional[int] = None,
+async def _acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls: Optional[int] = None,
                      executor=None) -> dict:
     "Run the whole-corpus checks over a run's dataset (resumable); returns the per-type findings (also in card.json)."
     run, key = RunDir(run_dir), ",".join(cfg.checks)
@@ -185,12 +183,12 @@ async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls:
         meter = tr.open_meter("checks.calls.jsonl", max_calls=max_calls)
         by_task = {f"{it.id}:{key}": it for it in items if it.answerable}
         async def one(t: Task) -> TaskResult:
-            r = await acorpus_checks(by_task[t.id], index, llms, cfg)
+            r = await _acorpus_checks(by_task[t.id], index, llms, cfg)
             return TaskResult(task_id=t.id, position=0, outcome="checked", items=[r])
         stop = await tr.run([Task(id=tid, position=i) for i, tid in enumerate(by_task)], one)
         done = tr.results
         checked = [done[f"{it.id}:{key}"].items[0] if f"{it.id}:{key}" in done else it for it in items]
-        found = checks_card(checked)
+        found = _checks_card(checked)
         if stop: return {"stop_reason": stop, "by_type": found, "llm": meter.totals()}
         atomic_write(run / "dataset.jsonl", "".join(i.to_json() + "\n" for i in checked))
         card = json.loads((run / "card.json").read_text()) if (run / "card.json").exists() else Dataset(checked).card()
@@ -198,12 +196,12 @@ async def acheck_run(run_dir, index, llms: dict, cfg: CheckConfig, *, max_calls:
                                                           "llm": meter.totals()}})
         return {"stop_reason": "done", "by_type": found, "llm": meter.totals()}
 
-def check_run(run_dir, index, llms, cfg, **kw) -> dict:
-    "Sync wrapper of `acheck_run`."
-    return arun(acheck_run(run_dir, index, llms, cfg, **kw))
+def _check_run(run_dir, index, llms, cfg, **kw) -> dict:
+    "Sync wrapper of `_acheck_run`."
+    return arun(_acheck_run(run_dir, index, llms, cfg, **kw))
 
 # %% ../../nbs/28_triad.checks.ipynb #2e983ea1
-def check_config(checks: str, k: int, on_ambiguous: str, search_mode: str = "dense") -> CheckConfig:
+def _check_config(checks: str, k: int, on_ambiguous: str, search_mode: str = "dense") -> CheckConfig:
     "The CheckConfig of the command's flags; an unknown check or --on-ambiguous value raises UserError naming the flag."
     names = [c.strip() for c in checks.split(",") if c.strip()]
     bad = [c for c in names if c not in CHECKS]
@@ -216,11 +214,11 @@ def checks_of_run(out: Path, o) -> dict:
     for on the run folder `out` against its corpus; their summary (an LLM error: UserError, the rest kept)."""
     from ragbench.index import open_index
     from ragbench.triad.refresh import read_triad_run, run_llm_specs
-    ccfg, specs = check_config(o.checks, o.k, o.on_ambiguous, o.search_mode), run_llm_specs(
+    ccfg, specs = _check_config(o.checks, o.k, o.on_ambiguous, o.search_mode), run_llm_specs(
         read_triad_run(out), o.llm, o.judge_llm, None
     )
     index = open_index(o.db, o.table, run_dir=out, save=False)
     llms = LLMPool(cache_dir=out / "cache").by_role({"generate": specs["generate"], "judge": specs["judge"]})
-    try: return check_run(out, index, llms, ccfg, max_calls=o.max_calls)
+    try: return _check_run(out, index, llms, ccfg, max_calls=o.max_calls)
     except LLMError as e: raise UserError(f"the checks stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e
 

@@ -9,13 +9,13 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # %% auto #0
-__all__ = ['QUESTION_TYPES', 'DEFAULT_ROLE', 'TriadConfig', 'in_thread', 'SeedPlan', 'pick_seeds', 'weighted_kinds', 'plan_seeds']
+__all__ = ['QUESTION_TYPES', 'TriadConfig', 'in_thread', 'SeedPlan', 'pick_seeds', 'plan_seeds']
 
 # %% ../../nbs/20_triad.config.ipynb #c8d90db9
 QUESTION_TYPES = ("comparison", "intersection", "composition")
 
 # neutral: no domain assumed
-DEFAULT_ROLE = ("You write questions for evaluating a retrieval-augmented question answering system over a "
+_DEFAULT_ROLE = ("You write questions for evaluating a retrieval-augmented question answering system over a "
                 "document collection. Your questions are short, precise and unambiguous.")
 
 
@@ -52,7 +52,7 @@ class TriadConfig(BaseModel):
     boilerplate_share: float = Field(0.5, gt=0.0, le=1.0,
                                      description="a name in at least this share of the documents is boilerplate: it never bridges")
     fallback_n: int = Field(50, ge=1, description="neighbours searched for a candidate entity in the fallback")
-    role: str = Field(DEFAULT_ROLE, description="persona line of the generator")
+    role: str = Field(_DEFAULT_ROLE, description="persona line of the generator")
     temporal: bool = Field(True, description="label accepted questions temporal or not (one classifier call each)")
     # validation
     max_rounds: int = Field(2, ge=1, description="generation attempts in all (first + revisions)")
@@ -128,7 +128,7 @@ def _binary_flags(n: int, share: float, offset: float) -> list[bool]:
     "n yes/no flags whose every prefix of length m holds m x share of them, to within one (a seeded offset in [0, 1))."
     return [math.floor((j + 1) * share + offset) > math.floor(j * share + offset) for j in range(n)]
 
-def weighted_kinds(n: int, quotas: dict[str, int]) -> list[str]:
+def _weighted_kinds(n: int, quotas: dict[str, int]) -> list[str]:
     """n types in turn, each as often as its quota's share (the type furthest behind its share next; ties in quota
     order)."""
     kinds, got = [], dict.fromkeys(quotas, 0)
@@ -142,7 +142,7 @@ def plan_seeds(seed_ids: Sequence[str], cfg: TriadConfig) -> list[SeedPlan]:
     """Assign each seed a type (round-robin over `cfg.types`, weighted by `n_per_type`) and a binary flag: within each
     type, `binary_share` of every prefix of the plan, to within one."""
     n = len(seed_ids)
-    kinds = weighted_kinds(n, cfg.n_per_type) if cfg.n_per_type else [cfg.types[i % len(cfg.types)] for i in range(n)]
+    kinds = _weighted_kinds(n, cfg.n_per_type) if cfg.n_per_type else [cfg.types[i % len(cfg.types)] for i in range(n)]
     flags = {k: iter(_binary_flags(kinds.count(k), cfg.binary_share, random.Random(f"{cfg.seed}:{k}:binary").random()))
              for k in cfg.types}
     return [SeedPlan(seed_id=sid, kind=k, binary=next(flags[k]), position=i) for i, (sid, k) in enumerate(zip(seed_ids,

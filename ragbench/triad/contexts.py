@@ -15,13 +15,11 @@ from .bridge import hit_chunk
 from .config import TriadConfig, in_thread
 
 # %% auto #0
-__all__ = ['ABSTAIN_ANSWER', 'candidate_chunks', 'candidates', 'ContextPrefetch', 'RelevanceLabel', 'RelevanceLabels',
-           'alabel_contexts', 'LabelsIncomplete', 'label_contexts', 'LabelCase', 'hotpotqa_label_cases',
-           'alabelling_accuracy', 'labelling_accuracy', 'difficulty', 'aextract', 'extract', 'TemporalLabel',
-           'aclassify_temporal', 'unanswerable_variant', 'Answerability', 'acheck_unanswerable', 'check_unanswerable']
+__all__ = ['candidates', 'ContextPrefetch', 'difficulty', 'aextract', 'extract', 'aclassify_temporal', 'unanswerable_variant',
+           'acheck_unanswerable']
 
 # %% ../../nbs/24_triad.contexts.ipynb #18e9f6d7
-async def candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optional[dict] = None,
+async def _candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optional[dict] = None,
                            question_hits: Optional[list] = None) -> list[tuple[Context, Chunk]]:
     """Unlabelled candidate contexts with their chunks; `known`: chunk id -> neighbour hits at hand; `question_hits`:
     the question's."""
@@ -43,7 +41,7 @@ async def candidate_chunks(item: QAItem, index, cfg: TriadConfig, known: Optiona
 
 def candidates(item, index, cfg) -> list[Context]:
     "The unlabelled candidate contexts of `item` (sync)."
-    return [c for c, _ in arun(candidate_chunks(item, index, cfg))]
+    return [c for c, _ in arun(_candidate_chunks(item, index, cfg))]
 
 # %% ../../nbs/24_triad.contexts.ipynb #6b1d4f70
 def _soon(coro) -> asyncio.Future:
@@ -82,15 +80,15 @@ def _close(self: ContextPrefetch) -> None:
 ContextPrefetch.question, ContextPrefetch.results, ContextPrefetch.close = _question, _results, _close
 
 # %% ../../nbs/24_triad.contexts.ipynb #e32e697c
-class RelevanceLabel(BaseModel):
+class _RelevanceLabel(BaseModel):
     "One candidate's relevance label."
     chunk_id: str
     relevant: bool
     reason: str = ""
 
-class RelevanceLabels(BaseModel):
+class _RelevanceLabels(BaseModel):
     "Output of the batched relevance prompt."
-    labels: list[RelevanceLabel]   # required: `{}` or `{"unexpected": true}` is a failure, not an empty list
+    labels: list[_RelevanceLabel]   # required: `{}` or `{"unexpected": true}` is a failure, not an empty list
 
 register_prompt(PromptTemplate(
     name="triad.labels",
@@ -102,7 +100,7 @@ register_prompt(PromptTemplate(
         "Question: {question}\nAnswer: {answer}\n\nGold passages:\n{gold}\n\nCandidate passages:\n{candidates}\n\n"
         "Reply with JSON only, one label for every candidate passage:\n"
         "{{\"labels\": [{{\"chunk_id\": \"<the candidate's id>\", \"relevant\": true or false, \"reason\": \"a few words\"}}]}}"),
-    output=RelevanceLabels,
+    output=_RelevanceLabels,
     description="TRIAD contexts: relevance labels for a batch of candidate contexts."))
 
 set_stand_in("triad.labels", {"relevant": lambda ctx: ctx.index % 3 == 0})   # the stand-in: every third
@@ -112,7 +110,7 @@ async def _label_batch(item: QAItem, gold: Sequence[Chunk], batch: Sequence[Chun
     "(labels of one batch by chunk id, ids outside the batch dropped; the parse error when the reply never parsed)."
     system, prompt = render_prompt("triad.labels", question=item.question, answer=item.answer,
                                    gold=format_chunks(gold), candidates=format_chunks(batch))
-    try: out = await llm.acomplete(prompt, RelevanceLabels, system=system, stage="triad.labels")
+    try: out = await llm.acomplete(prompt, _RelevanceLabels, system=system, stage="triad.labels")
     except LLMParseError as e: return {}, e
     want = {c.id for c in batch}
     return {l.chunk_id: l for l in out.labels if l.chunk_id in want}, None
@@ -126,14 +124,14 @@ def _labelled(c: Context, labels: dict) -> Context:
 
 
 # %% ../../nbs/24_triad.contexts.ipynb #7040077d
-async def alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, cfg: TriadConfig, *,
+async def _alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, cfg: TriadConfig, *,
                           chunks: Optional[dict] = None, gold: Optional[Sequence[Chunk]] = None) -> list[Context]:
     "Label `cands` with batched LLM calls (missing labels asked once more); LLMParseError if some stay unlabelled."
     if not cands: return []
     gold = list(gold) if gold else await in_thread(index.get_many, item.gold_chunk_ids)
     texts = chunks or {c.id: c for c in await in_thread(index.get_many, [c.chunk_id for c in cands])}
     todo = [texts[c.chunk_id] for c in cands if c.chunk_id in texts]
-    labels: dict[str, RelevanceLabel] = {}
+    labels: dict[str, _RelevanceLabel] = {}
     errors: list = []
     for last in (False, True):
         batches = [todo[i:i + cfg.label_batch] for i in range(0, len(todo), cfg.label_batch)]
@@ -152,14 +150,14 @@ def _count_partial(llm, last: bool) -> None:
     if last: count_event(llm, "failure", "triad.labels", "incomplete")
     else: count_event(llm, "partial", "triad.labels")
 
-class LabelsIncomplete(LLMError):
+class _LabelsIncomplete(LLMError):
     "Replies that parsed but left labels out, even when asked again (not 'never parses': the model did reply in JSON)."
 
 def _labelling_failed(item: QAItem, missing: int, total: int, errors: list) -> LLMError:
     "The error of an item whose labelling failed: it is not accepted with unlabelled contexts (issue 24)."
     why = f"; last error: {errors[-1]}" if errors else " (the replies left them out)"
     if not errors:
-        return LabelsIncomplete(
+        return _LabelsIncomplete(
             f"stage 'triad.labels': no relevance label for {missing} of {total} candidate "
             f"contexts of item {item.id}, even when asked again{why}",
             stage="triad.labels",
@@ -171,19 +169,19 @@ def _labelling_failed(item: QAItem, missing: int, total: int, errors: list) -> L
         stage="triad.labels",
     )
 
-def label_contexts(item, cands, index, llm, cfg) -> list[Context]:
-    "Sync wrapper of `alabel_contexts`."
-    return arun(alabel_contexts(item, cands, index, llm, cfg))
+def _label_contexts(item, cands, index, llm, cfg) -> list[Context]:
+    "Sync wrapper of `_alabel_contexts`."
+    return arun(_alabel_contexts(item, cands, index, llm, cfg))
 
 # %% ../../nbs/24_triad.contexts.ipynb #c5413924
-class LabelCase(BaseModel):
+class _LabelCase(BaseModel):
     "A labelling case with known truth: a question, its gold passages, and candidates with their true relevance."
     item: QAItem
     gold: list[Chunk]
     candidates: list[Chunk]
     truth: dict[str, bool]
 
-def hotpotqa_label_cases(path, n: Optional[int] = None, seed: int = 0) -> list[LabelCase]:
+def _hotpotqa_label_cases(path, n: Optional[int] = None, seed: int = 0) -> list[_LabelCase]:
     """Cases from a HotpotQA JSON (original layout): gold = the first supporting paragraph; candidates = the other
     supporting one(s) (relevant) and the distractors (not relevant), shuffled."""
     import json
@@ -201,12 +199,12 @@ def hotpotqa_label_cases(path, n: Optional[int] = None, seed: int = 0) -> list[L
         item = QAItem(id=f"hotpotqa-{q['_id']}", method="triad", kind=q.get("type"), question=q["question"],
                       answer=q["answer"],
                       gold_chunk_ids=[paras[support[0]].id])
-        out.append(LabelCase(item=item, gold=[paras[support[0]]], candidates=cands,
+        out.append(_LabelCase(item=item, gold=[paras[support[0]]], candidates=cands,
                              truth={c.id: c.doc_id in support for c in cands}))
     return out
 
 # %% ../../nbs/24_triad.contexts.ipynb #7c14b39d
-def _label_scores(cases: Sequence[LabelCase], labelled: Sequence[list[Context]], calls: int) -> dict:
+def _label_scores(cases: Sequence[_LabelCase], labelled: Sequence[list[Context]], calls: int) -> dict:
     "Accuracy, precision and recall of 'relevant', unlabelled share and calls, over all candidates of `cases`."
     pairs = [(case.truth[c.chunk_id], c.relevant) for case, ctxs in zip(cases, labelled) for c in ctxs]
     got = [(t, p) for t, p in pairs if p is not None]
@@ -218,7 +216,7 @@ def _label_scores(cases: Sequence[LabelCase], labelled: Sequence[list[Context]],
             "precision": tp / (tp + fp) if tp + fp else None, "recall": tp / (tp + fn) if tp + fn else None,
             "unlabelled": (len(pairs) - len(got)) / len(pairs) if pairs else None}
 
-async def alabelling_accuracy(cases: Sequence[LabelCase], llm, batch_sizes: Sequence[int] = (16, 1)) -> dict:
+async def _alabelling_accuracy(cases: Sequence[_LabelCase], llm, batch_sizes: Sequence[int] = (16, 1)) -> dict:
     """{batch size: scores} of the relevance labeller `llm` on `cases`, each batch size labelling every case the way a
     run does."""
     from ragbench.llm import task_usage
@@ -226,7 +224,7 @@ async def alabelling_accuracy(cases: Sequence[LabelCase], llm, batch_sizes: Sequ
     for b in batch_sizes:
         cfg = TriadConfig(label_batch=b)
         with task_usage() as meter:
-            labelled = await asyncio.gather(*(alabel_contexts(c.item, [Context(chunk_id=x.id, relevant=None,
+            labelled = await asyncio.gather(*(_alabel_contexts(c.item, [Context(chunk_id=x.id, relevant=None,
                 source="neighbour")
                                                                        for x in c.candidates], None, llm, cfg,
                                                               chunks={x.id: x for x in c.candidates},
@@ -234,9 +232,9 @@ async def alabelling_accuracy(cases: Sequence[LabelCase], llm, batch_sizes: Sequ
         out[b] = _label_scores(cases, labelled, meter.totals().get("calls", 0))
     return out
 
-def labelling_accuracy(cases, llm, batch_sizes=(16, 1)) -> dict:
-    "Sync wrapper of `alabelling_accuracy`."
-    return arun(alabelling_accuracy(cases, llm, batch_sizes))
+def _labelling_accuracy(cases, llm, batch_sizes=(16, 1)) -> dict:
+    "Sync wrapper of `_alabelling_accuracy`."
+    return arun(_alabelling_accuracy(cases, llm, batch_sizes))
 
 # %% ../../nbs/24_triad.contexts.ipynb #b700afd7
 def difficulty(contexts: Sequence[Context], cfg: TriadConfig) -> str:
@@ -249,8 +247,8 @@ async def aextract(item: QAItem, index, llm, cfg: TriadConfig, gold: Optional[Se
                    known: Optional[dict] = None, question_hits: Optional[list] = None) -> QAItem:
     """Add labelled contexts (gold first) and the difficulty to an accepted item (`gold`, `known`, `question_hits`:
     lookups at hand)."""
-    pairs = await candidate_chunks(item, index, cfg, known, question_hits)
-    labelled = await alabel_contexts(item, [c for c, _ in pairs], index, llm, cfg,
+    pairs = await _candidate_chunks(item, index, cfg, known, question_hits)
+    labelled = await _alabel_contexts(item, [c for c, _ in pairs], index, llm, cfg,
                                      chunks={ch.id: ch for _, ch in pairs}, gold=gold)
     contexts = [Context(chunk_id=g, relevant=True, source="gold") for g in item.gold_chunk_ids] + labelled
     meta = {**item.meta, "n_relevant": sum(c.relevant is True for c in contexts),
@@ -262,7 +260,7 @@ def extract(item, index, llm, cfg) -> QAItem:
     return arun(aextract(item, index, llm, cfg))
 
 # %% ../../nbs/24_triad.contexts.ipynb #294b98dd
-class TemporalLabel(BaseModel):
+class _TemporalLabel(BaseModel):
     "Output of the temporal classifier: a reason, then whether answering needs temporal reasoning."
     reason: str = ""
     temporal: bool
@@ -276,7 +274,7 @@ register_prompt(PromptTemplate(
         "whose answer merely is a date that is stated outright, does not.\n\n"
         "Question: {question}\nAnswer: {answer}\n\n"
         "Reply with JSON only: {{\"reason\": \"one short sentence\", \"temporal\": true or false}}"),
-    output=TemporalLabel,
+    output=_TemporalLabel,
     description="TRIAD temporal label: does answering need temporal reasoning?"))
 
 set_stand_in("triad.temporal", {"temporal": lambda ctx: False})
@@ -284,14 +282,14 @@ set_stand_in("triad.temporal", {"temporal": lambda ctx: False})
 async def aclassify_temporal(item: QAItem, llm) -> QAItem:
     "`item` with `temporal` set by the classifier (None when its reply could not be read) and its reason in meta."
     system, prompt = render_prompt("triad.temporal", question=item.question, answer=item.answer)
-    try: r = await llm.acomplete(prompt, TemporalLabel, system=system, stage="triad.temporal")
+    try: r = await llm.acomplete(prompt, _TemporalLabel, system=system, stage="triad.temporal")
     except LLMParseError: r = None
     return item.model_copy(update={"temporal": r.temporal if r else None,
                                    "meta": {**item.meta,
                                             "temporal_reason": r.reason if r else "unparseable classifier reply"}})
 
 # %% ../../nbs/24_triad.contexts.ipynb #27d9fd2e
-ABSTAIN_ANSWER = "The provided contexts do not contain enough information to answer this question."
+_ABSTAIN_ANSWER = "The provided contexts do not contain enough information to answer this question."
 
 def unanswerable_variant(item: QAItem, cfg: TriadConfig) -> Optional[QAItem]:
     "An abstain-expected copy of `item` whose contexts are only non-relevant ones (plus, for some, one gold chunk)."
@@ -305,14 +303,14 @@ def unanswerable_variant(item: QAItem, cfg: TriadConfig) -> Optional[QAItem]:
                         Context(chunk_id=partial, relevant=True, source="gold",
                                 reason="partially relevant: one gold chunk, which alone cannot answer the question"))
     return item.model_copy(update={
-        "id": item_id("triad", item.id, "unanswerable"), "answer": ABSTAIN_ANSWER, "answerable": False,
+        "id": item_id("triad", item.id, "unanswerable"), "answer": _ABSTAIN_ANSWER, "answerable": False,
         "gold_chunk_ids": [], "contexts": contexts, "difficulty": None, "attempts": [],
         "usage": {"variant_of": item.id},
         "meta": {"variant_of": item.id, "original_answer": item.answer, "original_gold_chunk_ids": item.gold_chunk_ids,
                  "partial_chunk_id": partial, "seed_id": item.meta.get("seed_id")}})
 
 # %% ../../nbs/24_triad.contexts.ipynb #c5c29a09
-class Answerability(BaseModel):
+class _Answerability(BaseModel):
     "Output of the whole-index answerability check."
     answers_question: bool
     reason: str = ""
@@ -325,16 +323,16 @@ register_prompt(PromptTemplate(
         "answer can be read from them without outside knowledge or guessing.\n\n"
         "Question: {question}\n\n{chunks}\n\n"
         "Reply with JSON only: {{\"answers_question\": true or false, \"reason\": \"one sentence\"}}"),
-    output=Answerability,
+    output=_Answerability,
     description="TRIAD unanswerable variant: does the rest of the corpus answer the question?"))
 
 set_stand_in("triad.unanswerable_check", {"answers_question": lambda ctx: False})
 
 # %% ../../nbs/24_triad.contexts.ipynb #aab1205c
-async def _answers(question: str, batch: Sequence[Chunk], llm) -> Optional[Answerability]:
+async def _answers(question: str, batch: Sequence[Chunk], llm) -> Optional[_Answerability]:
     "One answerability call over `batch` (None when unparseable)."
     system, prompt = render_prompt("triad.unanswerable_check", question=question, chunks=format_chunks(batch))
-    try: return await llm.acomplete(prompt, Answerability, system=system, stage="triad.unanswerable")
+    try: return await llm.acomplete(prompt, _Answerability, system=system, stage="triad.unanswerable")
     except LLMParseError: return None
 
 def _index_check(outs: list, cfg: TriadConfig, known: list, hits: list) -> dict:
@@ -361,6 +359,6 @@ async def acheck_unanswerable(variant: QAItem, parent: QAItem, index, llm, cfg: 
     status = "accepted" if check["answers_question"] is False else "rejected"
     return variant.model_copy(update={"status": status, "meta": {**variant.meta, "index_check": check}})
 
-def check_unanswerable(variant, parent, index, llm, cfg) -> QAItem:
+def _check_unanswerable(variant, parent, index, llm, cfg) -> QAItem:
     "Sync wrapper of `acheck_unanswerable`."
     return arun(acheck_unanswerable(variant, parent, index, llm, cfg))

@@ -15,13 +15,11 @@ from .config import TriadConfig
 from .write import QAPair, agenerate_qa, type_rule
 
 # %% auto #0
-__all__ = ['YES_NO', 'REASON_HINT', 'PLACEHOLDERS', 'Reason', 'CRITERIA', 'bridge_terms', 'leaks_bridge', 'rule_check',
-           'real_reason', 'JudgeVerdict', 'judge_prompt', 'sufficiency_groups', 'GroupVerdict', 'sufficiency_prompt',
-           'sufficiency_prompts', 'ajudge', 'asufficiency', 'judge', 'sufficiency', 'acheck_attempt', 'check_attempt',
-           'avalidate', 'validate']
+__all__ = ['CRITERIA', 'rule_check', 'judge_prompt', 'sufficiency_groups', 'sufficiency_prompt', 'ajudge', 'asufficiency',
+           'judge', 'sufficiency', 'check_attempt', 'avalidate', 'validate']
 
 # %% ../../nbs/23_triad.judge.ipynb #198f46e3
-def bridge_terms(bridge: str, texts: Sequence[str] = ()) -> list[str]:
+def _bridge_terms(bridge: str, texts: Sequence[str] = ()) -> list[str]:
     "The bridge entity and the words of it that `texts` use alone as a name: what a composition question must not say."
     bridge = re.sub(r"\s*\([^)]*\)\s*$", "", bridge or "").strip()
     if not bridge: return []
@@ -29,12 +27,12 @@ def bridge_terms(bridge: str, texts: Sequence[str] = ()) -> list[str]:
     alone = {n for t in texts for n in candidate_names(t, parts=False)}
     return list(dict.fromkeys([bridge, *(w for w in parts if w != bridge and w in alone)]))
 
-def leaks_bridge(question: str, bridge: str, texts: Sequence[str] = ()) -> Optional[str]:
+def _leaks_bridge(question: str, bridge: str, texts: Sequence[str] = ()) -> Optional[str]:
     "The bridge term the question mentions (case-insensitive, whole words), or None."
-    return next((t for t in bridge_terms(bridge, texts) if mentions(question, t)), None)
+    return next((t for t in _bridge_terms(bridge, texts) if mentions(question, t)), None)
 
 # %% ../../nbs/23_triad.judge.ipynb #65d0ccb3
-YES_NO = {"yes", "no"}
+_YES_NO = {"yes", "no"}
 _REFERENCE_RE = re.compile(r"\b(?:the|this|these|above|provided|given)\s+(?:provided\s+|given\s+|above\s+)?"
                            r"(?:passages?|text|texts|context|contexts|chunks?|documents?|excerpts?)\b", re.I)
 
@@ -48,14 +46,14 @@ def rule_check(qa: QAPair, kind: str, binary: bool, bridge_topic: str = "",
     "The first failed deterministic check as (check name, feedback for the generator), or None."
     q, a = (qa.question or "").strip(), (qa.answer or "").strip()
     if not q or not a: return "format", "The question or the answer was empty; write both."
-    if binary and _norm(a) not in YES_NO:
+    if binary and _norm(a) not in _YES_NO:
         return "binary_answer", f"This must be a yes/no question answered exactly 'yes' or 'no', but the answer was '{a}'."
-    if not binary and _norm(a) in YES_NO:
+    if not binary and _norm(a) in _YES_NO:
         return "binary_answer", "This must not be a yes/no question; ask for a name, date, number, place or short phrase."
     if m := _REFERENCE_RE.search(q):
         return "standalone", (f"The question refers to '{m.group(0)}', which a retrieval system never sees; "
                               "name the entities explicitly instead.")
-    if kind == "composition" and (leak := leaks_bridge(q, bridge_topic, texts)):
+    if kind == "composition" and (leak := _leaks_bridge(q, bridge_topic, texts)):
         return "bridge_leak", (
             f"The question names the intermediate entity '{leak}', which must stay hidden in a "
             "composition question; describe it only through its relation to what the question names."
@@ -65,30 +63,30 @@ def rule_check(qa: QAPair, kind: str, binary: bool, bridge_topic: str = "",
     return None
 
 # %% ../../nbs/23_triad.judge.ipynb #7ee399f1
-REASON_HINT = "one short sentence"        # what the prompts show where a reason goes
-PLACEHOLDERS = frozenset({REASON_HINT, f"<{REASON_HINT}>", "one sentence", "a few words", "...", "…", "reason",
+_REASON_HINT = "one short sentence"        # what the prompts show where a reason goes
+_PLACEHOLDERS = frozenset({_REASON_HINT, f"<{_REASON_HINT}>", "one sentence", "a few words", "...", "…", "reason",
                           "your reason", "<reason>", "string", "why", "explanation", "text"})
 
-def real_reason(v: str) -> str:
+def _real_reason(v: str) -> str:
     "`v` if it is a reason; a placeholder copied from the prompt (or nothing) raises ValueError."
-    if _norm(v).strip("<>") in {p.strip("<>") for p in PLACEHOLDERS} or not _norm(v).strip(".…"):
+    if _norm(v).strip("<>") in {p.strip("<>") for p in _PLACEHOLDERS} or not _norm(v).strip(".…"):
         raise ValueError(f"{v!r} is the placeholder of the reply template, not a reason")
     return v
 
-Reason = Annotated[str, AfterValidator(real_reason)]
+_Reason = Annotated[str, AfterValidator(_real_reason)]
 
 # %% ../../nbs/23_triad.judge.ipynb #d5a00527
 CRITERIA = ("quality", "retrievable", "multi_hop", "unambiguous")
 
-class JudgeVerdict(BaseModel):
+class _JudgeVerdict(BaseModel):
     "Output of the judge: for each criterion its reason, then its verdict (the temporal label has its own classifier)."
-    quality_reason: Reason
+    quality_reason: _Reason
     quality: bool
-    retrievable_reason: Reason
+    retrievable_reason: _Reason
     retrievable: bool
-    multi_hop_reason: Reason
+    multi_hop_reason: _Reason
     multi_hop: bool
-    unambiguous_reason: Reason
+    unambiguous_reason: _Reason
     unambiguous: bool
 
     @property
@@ -101,7 +99,7 @@ class JudgeVerdict(BaseModel):
         return " ".join(f"{c.replace('_', '-')}: {getattr(self, c + '_reason')}" for c in self.failed)
 
 # %% ../../nbs/23_triad.judge.ipynb #68fe1e64
-_JSON_REPLY = ", ".join(f'"{c}_reason": "<{REASON_HINT}>", "{c}": true or false' for c in CRITERIA)
+_JSON_REPLY = ", ".join(f'"{c}_reason": "<{_REASON_HINT}>", "{c}": true or false' for c in CRITERIA)
 
 register_prompt(PromptTemplate(
     name="triad.judge",
@@ -126,7 +124,7 @@ register_prompt(PromptTemplate(
         "If you are unsure, the verdict is false. When a verdict is false, its reason says what to change.\n\n"
         "Question: {question}\nAnswer: {answer}\n\n{chunks}\n\n"
         "Reply with JSON only: {{" + _JSON_REPLY.replace("{", "{{").replace("}", "}}") + "}}"),
-    output=JudgeVerdict,
+    output=_JudgeVerdict,
     description="TRIAD check 1: per criterion a reason then a verdict (quality, retrievable, multi-hop, unambiguous)."))
 
 # %% ../../nbs/23_triad.judge.ipynb #cf3c4c5a
@@ -143,9 +141,9 @@ def sufficiency_groups(n: int) -> list[tuple[int, ...]]:
     "The chunk subsets that must not answer a question over `n` chunks: every subset of n-1 chunks."
     return list(itertools.combinations(range(n), max(n - 1, 1)))
 
-class GroupVerdict(BaseModel):
+class _GroupVerdict(BaseModel):
     "Whether one group of passages alone answers the question: a reason, then the verdict."
-    reason: Reason
+    reason: _Reason
     sufficient: bool
 
 # %% ../../nbs/23_triad.judge.ipynb #3ff5623a
@@ -158,15 +156,15 @@ register_prompt(PromptTemplate(
         "\"capital of\", a date, ...): each must be stated in these passages. Use no outside knowledge and do not "
         "guess links. If any piece is missing, the passages are not sufficient.\n\n"
         "Question: {question}\n\n{chunks}\n\n"
-        "Reply with JSON only: {{\"reason\": \"<" + REASON_HINT + ">\", \"sufficient\": true or false}}"),
-    output=GroupVerdict,
+        "Reply with JSON only: {{\"reason\": \"<" + _REASON_HINT + ">\", \"sufficient\": true or false}}"),
+    output=_GroupVerdict,
     description="TRIAD check 2: do these passages (one group of n-1) answer the question alone? One call per group."))
 
 def sufficiency_prompt(question: str, chunks: Sequence[Chunk]) -> tuple[Optional[str], str]:
     "The (system, user) text asking whether `chunks` (one group) alone answer the question."
     return render_prompt("triad.sufficiency", n=len(chunks), question=question, chunks=format_chunks(chunks))
 
-def sufficiency_prompts(question: str, chunks: Sequence[Chunk]) -> list[tuple[Optional[str], str]]:
+def _sufficiency_prompts(question: str, chunks: Sequence[Chunk]) -> list[tuple[Optional[str], str]]:
     "One prompt per group of n-1 chunks of `chunks`, each showing only that group's passages."
     return [sufficiency_prompt(question, [chunks[i] for i in ix]) for ix in sufficiency_groups(len(chunks))]
 
@@ -189,10 +187,10 @@ async def _ask(llm, prompt: str, system: Optional[str], schema, stage: str) -> t
     except LLMParseError as e: return None, [f"unparseable reply: {str(getattr(e, 'raw', '') or e)[:300]}"]
 
 async def ajudge(qa: QAPair, chunks: Sequence[Chunk], llm, kind: str, binary: bool = False,
-                 bridge_topic: str = "") -> tuple[Optional[JudgeVerdict], list[str]]:
+                 bridge_topic: str = "") -> tuple[Optional[_JudgeVerdict], list[str]]:
     "Check 1: the judge's verdicts on `qa` over `chunks` (None and error texts when unparseable)."
     system, prompt = judge_prompt(qa, chunks, kind, binary, bridge_topic)
-    return await _ask(llm, prompt, system, JudgeVerdict, "triad.judge")
+    return await _ask(llm, prompt, system, _JudgeVerdict, "triad.judge")
 
 # %% ../../nbs/23_triad.judge.ipynb #0d0d3118
 async def asufficiency(question: str, chunks: Sequence[Chunk], llm) -> list[tuple[tuple[int, ...], Optional[bool],
@@ -202,7 +200,7 @@ async def asufficiency(question: str, chunks: Sequence[Chunk], llm) -> list[tupl
     groups = sufficiency_groups(len(chunks))
     async def one(ix):
         system, prompt = sufficiency_prompt(question, [chunks[i] for i in ix])
-        out, errs = await _ask(llm, prompt, system, GroupVerdict, "triad.sufficiency")
+        out, errs = await _ask(llm, prompt, system, _GroupVerdict, "triad.sufficiency")
         return (ix, None, "; ".join(errs)) if out is None else (ix, out.sufficient, out.reason)
     return list(await asyncio.gather(*(one(g) for g in groups)))
 
@@ -228,7 +226,7 @@ def _sufficiency_feedback(chunks, group, reason) -> str:
 
 
 # %% ../../nbs/23_triad.judge.ipynb #f09f607c
-async def acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary: bool, bridge_topic: str,
+async def _acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary: bool, bridge_topic: str,
                          judge_llm) -> Attempt:
     "Validate one generated pair: rule checks, the judge, then that no n-1 chunks answer it alone."
     def done(ok, check=None, feedback=None, judge=None, suff=()):
@@ -253,8 +251,8 @@ async def acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary:
     return done(True, judge=jd, suff=flags)
 
 def check_attempt(qa, chunks, kind, binary, bridge_topic, judge_llm) -> Attempt:
-    "Sync wrapper of `acheck_attempt`."
-    return arun(acheck_attempt(qa, chunks, kind, binary, bridge_topic, judge_llm))
+    "Sync wrapper of `_acheck_attempt`."
+    return arun(_acheck_attempt(qa, chunks, kind, binary, bridge_topic, judge_llm))
 
 # %% ../../nbs/23_triad.judge.ipynb #eaaf1ef0
 def _generation_failure() -> Attempt:
@@ -277,7 +275,7 @@ async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm
                 continue
         if on_draft and not rule_check(qa, item.kind, item.binary, item.bridge_topic or "", [c.text for c in chunks]):
             on_draft(qa)
-        attempts.append(await acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm))
+        attempts.append(await _acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm))
         if attempts[-1].accepted: break
     last = attempts[-1]
     # temporal: its own classifier (contexts)

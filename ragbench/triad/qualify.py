@@ -16,12 +16,10 @@ from .judge import CRITERIA, ajudge, asufficiency, sufficiency_groups
 from .write import QAPair
 
 # %% auto #0
-__all__ = ['QUALIFY_CRITERIA', 'MARGIN_OVER_BASELINE', 'QualifyCase', 'qualify_set_path', 'load_qualify_set', 'aqualify_case',
-           'string_baseline_case', 'wilson', 'flagged', 'defective', 'criterion_metrics', 'decision_breakdown',
-           'qualify_metrics', 'pct', 'margin', 'qualify_level', 'qualify_verdict', 'arun_qualify', 'run_qualify']
+__all__ = ['QUALIFY_CRITERIA', 'load_qualify_set', 'wilson', 'flagged', 'pct', 'margin', 'run_qualify']
 
 # %% ../../nbs/26_triad.qualify.ipynb #a479773c
-class QualifyCase(BaseModel):
+class _QualifyCase(BaseModel):
     "One qualification case: a question with its passages and the verdicts a good judge gives."
     model_config = ConfigDict(extra="ignore")
     id: str
@@ -41,15 +39,15 @@ class QualifyCase(BaseModel):
                 for i, p in enumerate(self.passages)]
 
 # %% ../../nbs/26_triad.qualify.ipynb #c7b62a4d
-def qualify_set_path() -> Path:
+def _qualify_set_path() -> Path:
     "The shipped qualification set."
     from importlib.resources import files
     return Path(str(files("ragbench") / "data" / "qualify" / "cases.jsonl"))
 
-def load_qualify_set(path: Union[str, Path, None] = None, n: Optional[int] = None) -> list[QualifyCase]:
+def load_qualify_set(path: Union[str, Path, None] = None, n: Optional[int] = None) -> list[_QualifyCase]:
     "The qualification cases (the first `n`: a stratified sample)."
     if n is not None and n < 1: raise UserError(f"--n must be at least 1, got {n}")
-    cases = list(read_jsonl(path or qualify_set_path(), QualifyCase))
+    cases = list(read_jsonl(path or _qualify_set_path(), _QualifyCase))
     return cases[:n] if n else cases
 
 # %% ../../nbs/26_triad.qualify.ipynb #b8964ebe
@@ -58,12 +56,12 @@ def _sufficient(groups) -> Optional[bool]:
     flags = [s for _, s, _ in groups]
     return True if any(flags) else None if any(s is None for s in flags) else False
 
-def _row(case: QualifyCase, got: dict, reasons: dict) -> dict:
+def _row(case: _QualifyCase, got: dict, reasons: dict) -> dict:
     "One scored case: what it is, what the judge said and why."
     return {"id": case.id, "case": case.case, "source": case.source, "kind": case.kind, "binary": case.binary,
             "question": case.question, "expected": case.expected, "got": got, "reasons": reasons}
 
-async def aqualify_case(case: QualifyCase, llm) -> dict:
+async def _aqualify_case(case: _QualifyCase, llm) -> dict:
     "Check 1 and check 2 on one case: the verdicts, TRIAD's decision and the reasons."
     chunks, qa = case.chunks(), QAPair(question=case.question, answer=case.answer)
     (v, errors), groups = await asyncio.gather(
@@ -84,7 +82,7 @@ def _covers(question: str, passages: Sequence[dict], share: float = 0.8) -> bool
     text = " ".join(f"{p['title']} {p['text']}" for p in passages).lower()
     return bool(ws) and sum(w in text for w in ws) / len(ws) >= share
 
-def string_baseline_case(case: QualifyCase) -> dict:
+def _string_baseline_case(case: _QualifyCase) -> dict:
     "The three string rules' verdicts on one case, scored like a judge's (no model, no call)."
     text = " ".join(f"{p['title']} {p['text']}" for p in case.passages)
     a = case.answer.strip().rstrip(".")
@@ -112,7 +110,7 @@ def flagged(row: dict, c: str) -> bool:
     g = row["got"].get(c)
     return g is not False if c == "sufficient" else g is not True
 
-def defective(row: dict, c: str) -> bool:
+def _defective(row: dict, c: str) -> bool:
     "Whether the case's known answer says the question fails criterion `c`."
     return row["expected"][c] is (c == "sufficient")
 
@@ -122,17 +120,17 @@ def _share(xs) -> dict:
     xs = [bool(x) for x in xs]
     return wilson(sum(xs), len(xs))
 
-def criterion_metrics(rows: Sequence[dict], c: str) -> dict:
+def _criterion_metrics(rows: Sequence[dict], c: str) -> dict:
     "Precision, recall and false-rejection rate (of valid questions) of the judge on criterion `c`, with intervals."
     lab = [r for r in rows if c in r["expected"]]
-    pairs = [(flagged(r, c), defective(r, c)) for r in lab]
+    pairs = [(flagged(r, c), _defective(r, c)) for r in lab]
     return {"cases": len(lab), "defects": sum(d for _, d in pairs), "flagged": sum(f for f, _ in pairs),
             "precision": _share([d for f, d in pairs if f]), "recall": _share([f for f, d in pairs if d]),
             "false_rejection": _share([flagged(r, c) for r in rows if r["expected"].get("valid")])}
 
 def _type_of(row: dict) -> str: return "yes/no" if row.get("binary") else row["kind"]
 
-def decision_breakdown(rows: Sequence[dict]) -> dict:
+def _decision_breakdown(rows: Sequence[dict]) -> dict:
     "False acceptance per flaw kind and per question type, false rejection per type, and the wrong-rejection share."
     bad = [r for r in rows if not r["expected"]["valid"]]
     good = [r for r in rows if r["expected"]["valid"]]
@@ -145,9 +143,9 @@ def decision_breakdown(rows: Sequence[dict]) -> dict:
                                         for t in types},
             "wrong_rejection_share": _share([r["expected"]["valid"] for r in rows if r["got"]["valid"] is not True])}
 
-def qualify_metrics(rows: Sequence[dict]) -> dict:
-    "`criterion_metrics` for every criterion of the checks and for the whole decision, and the decision's breakdown."
-    return {**{c: criterion_metrics(rows, c) for c in QUALIFY_CRITERIA}, "decision": decision_breakdown(rows)}
+def _qualify_metrics(rows: Sequence[dict]) -> dict:
+    "`_criterion_metrics` for every criterion of the checks and for the whole decision, and the decision's breakdown."
+    return {**{c: _criterion_metrics(rows, c) for c in QUALIFY_CRITERIA}, "decision": _decision_breakdown(rows)}
 
 # %% ../../nbs/26_triad.qualify.ipynb #8e99edaf
 def pct(ci: dict) -> str:
@@ -159,9 +157,9 @@ def margin(metrics: dict) -> Optional[float]:
     v = metrics["valid"]
     return None if v["recall"]["mean"] is None or v["false_rejection"]["mean"] is None else v["recall"]["mean"] - v["false_rejection"]["mean"]
 
-MARGIN_OVER_BASELINE = 0.2   # how far a qualified judge's margin must exceed the string baseline's
+_MARGIN_OVER_BASELINE = 0.2   # how far a qualified judge's margin must exceed the string baseline's
 
-def qualify_level(metrics: dict, baseline: Optional[dict] = None) -> Optional[str]:
+def _qualify_level(metrics: dict, baseline: Optional[dict] = None) -> Optional[str]:
     """qualified / usable with care / not qualified from the rates (and the margin over the baseline's metrics, if
     given)."""
     v, worst = metrics["valid"], max((x["mean"] for x in metrics["decision"]["false_acceptance_by_flaw"].values()
@@ -170,13 +168,13 @@ def qualify_level(metrics: dict, baseline: Optional[dict] = None) -> Optional[st
     if rec is None or frr is None: return None
     level = ("qualified" if rec >= 0.8 and frr <= 0.2 and worst <= 0.5 else
              "usable with care" if rec >= 0.6 and frr <= 0.35 else "not qualified")
-    if baseline is not None and margin(metrics) < (margin(baseline) or 0.0) + MARGIN_OVER_BASELINE:
+    if baseline is not None and margin(metrics) < (margin(baseline) or 0.0) + _MARGIN_OVER_BASELINE:
         level = "not qualified"
     return level
 
-def qualify_verdict(metrics: dict, baseline: Optional[dict] = None, who: str = "the judge") -> str:
+def _qualify_verdict(metrics: dict, baseline: Optional[dict] = None, who: str = "the judge") -> str:
     "One line: the level, the rates behind it, the paper's wrong-rejection share and the baseline's figures."
-    level = qualify_level(metrics, baseline)
+    level = _qualify_level(metrics, baseline)
     if level is None: return "no verdict: the cases run hold no valid or no flawed question"
     v, w = metrics["valid"], metrics["decision"]["wrong_rejection_share"]
     line = (
@@ -190,17 +188,17 @@ def qualify_verdict(metrics: dict, baseline: Optional[dict] = None, who: str = "
     return line
 
 # %% ../../nbs/26_triad.qualify.ipynb #9522bf66
-async def arun_qualify(llm, out: Union[str, Path, None] = None, n: Optional[int] = None,
-                       cases: Optional[Sequence[QualifyCase]] = None) -> dict:
+async def _arun_qualify(llm, out: Union[str, Path, None] = None, n: Optional[int] = None,
+                       cases: Optional[Sequence[_QualifyCase]] = None) -> dict:
     "Run check 1 and check 2 on the qualification cases, and the string baseline; the summary (also written to `out`)."
     cases = list(cases) if cases is not None else load_qualify_set(n=n)
-    rows = list(await asyncio.gather(*(aqualify_case(c, llm) for c in cases)))
-    base = [string_baseline_case(c) for c in cases]
-    metrics, bm = qualify_metrics(rows), qualify_metrics(base)
+    rows = list(await asyncio.gather(*(_aqualify_case(c, llm) for c in cases)))
+    base = [_string_baseline_case(c) for c in cases]
+    metrics, bm = _qualify_metrics(rows), _qualify_metrics(base)
     summary = {"judge": getattr(llm, "spec", str(llm)), "cases": len(rows),
                "by_case": dict(Counter(r["case"] for r in rows)),
-               "metrics": metrics, "verdict": qualify_verdict(metrics, bm),
-               "baseline": {"metrics": bm, "verdict": qualify_verdict(bm, who="the string baseline"),
+               "metrics": metrics, "verdict": _qualify_verdict(metrics, bm),
+               "baseline": {"metrics": bm, "verdict": _qualify_verdict(bm, who="the string baseline"),
                             "margin": margin(bm)},
                "margin": margin(metrics), "llm": llm.meter.totals()}
     if out is not None:
@@ -211,5 +209,5 @@ async def arun_qualify(llm, out: Union[str, Path, None] = None, n: Optional[int]
     return summary
 
 def run_qualify(llm, out=None, n: Optional[int] = None, cases=None) -> dict:
-    "Sync wrapper of `arun_qualify`."
-    return arun(arun_qualify(llm, out, n, cases))
+    "Sync wrapper of `_arun_qualify`."
+    return arun(_arun_qualify(llm, out, n, cases))

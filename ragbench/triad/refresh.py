@@ -21,10 +21,8 @@ from .run import aprocess_seed, model_label
 from ..spine import LLMPool, RunSpec, open_run
 
 # %% auto #0
-__all__ = ['chunk_fates', 'item_chunk_ids', 'staleness', 'refresh_event', 'with_refresh_event', 'arecheck', 'arecheck_variant',
-           'replacement_slots', 'areplace', 'refresh_plan', 'estimate_refresh', 'run_version', 'refresh_snapshot',
-           'refresh_card', 'arefresh_run', 'refresh_run', 'read_triad_run', 'run_llm_specs', 'run_config',
-           'refresh_estimate', 'triad_refresh']
+__all__ = ['staleness', 'refresh_event', 'with_refresh_event', 'replacement_slots', 'areplace', 'refresh_plan', 'run_version',
+           'refresh_snapshot', 'refresh_card', 'read_triad_run', 'run_llm_specs', 'triad_refresh']
 
 # %% ../../nbs/27_triad.refresh.ipynb #ef9df931
 def _history_rows(index, ids: Sequence[str]) -> dict:
@@ -57,7 +55,7 @@ def _successor(index, doc_id: str, text: str, old_ids: set) -> Optional[str]:
     return str(best[index.columns["id"]])
 
 # %% ../../nbs/27_triad.refresh.ipynb #ad6817c0
-def chunk_fates(ids, index, old_ids: set = frozenset()) -> dict[str, dict]:
+def _chunk_fates(ids, index, old_ids: set = frozenset()) -> dict[str, dict]:
     """For each chunk id: `unchanged`, `migrated` (a position-based id), `changed` (`now`: the chunk in its place) or
     `vanished`, with the reason."""
     ids = sorted({str(i) for i in ids})
@@ -82,7 +80,7 @@ def chunk_fates(ids, index, old_ids: set = frozenset()) -> dict[str, dict]:
     return fates
 
 # %% ../../nbs/27_triad.refresh.ipynb #ce60f277
-def item_chunk_ids(it: QAItem) -> list[str]:
+def _item_chunk_ids(it: QAItem) -> list[str]:
     "The chunk ids an item depends on: gold, then its labelled contexts."
     return list(dict.fromkeys([*it.gold_chunk_ids, *(c.chunk_id for c in it.contexts)]))
 
@@ -118,7 +116,7 @@ def with_refresh_event(it: QAItem, ev: dict) -> QAItem:
     return it.model_copy(update={"meta": {**it.meta, "refresh": [*it.meta.get("refresh", []), ev]}})
 
 # %% ../../nbs/27_triad.refresh.ipynb #84207bd8
-async def arecheck(it: QAItem, fates: dict, st: dict, index, llms: dict, cfg: TriadConfig) -> TaskResult:
+async def _arecheck(it: QAItem, fates: dict, st: dict, index, llms: dict, cfg: TriadConfig) -> TaskResult:
     "Refresh one answerable item whose gold text changed: kept, revised or dropped, with the audit trail saying so."
     gold = [fates[g]["now"] for g in it.gold_chunk_ids]
     res = lambda outcome, keep=(), drop=(): TaskResult(task_id=f"item:{it.id}", position=0, outcome=outcome,
@@ -145,7 +143,7 @@ async def arecheck(it: QAItem, fates: dict, st: dict, index, llms: dict, cfg: Tr
                                                                     rounds=len(checked.attempts)))])
 
 # %% ../../nbs/27_triad.refresh.ipynb #a9a59d1a
-async def arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: str, index, llms: dict,
+async def _arecheck_variant(v: QAItem, parent: Optional[QAItem], parent_outcome: str, index, llms: dict,
                            cfg: TriadConfig, new_ids: set, fates: Optional[dict] = None) -> TaskResult:
     """Refresh one unanswerable variant: dropped with its parent, made again from a changed parent, or re-checked
     against new chunks."""
@@ -215,13 +213,13 @@ def _old_ids(index, version: Optional[int]) -> set:
 def refresh_plan(items: Sequence[QAItem], index, version: Optional[int]) -> dict:
     "Fates of every chunk the items name, each item's staleness, and the chunks new since `version` (no calls)."
     old = _old_ids(index, version)
-    fates = chunk_fates({c for it in items for c in item_chunk_ids(it)}, index, old)
+    fates = _chunk_fates({c for it in items for c in _item_chunk_ids(it)}, index, old)
     now = {str(i) for i in index._all_ids()}
     return {"fates": fates, "stale": {it.id: staleness(it, fates) for it in items},
             "new_ids": sorted(now - old) if old else [],
             "old_version": version, "version": index.tbl.version}
 
-def estimate_refresh(items: Sequence[QAItem], plan: dict, cfg: TriadConfig,
+def _estimate_refresh(items: Sequence[QAItem], plan: dict, cfg: TriadConfig,
                      calls_per_accepted: Optional[float]) -> dict:
     "Calls a refresh is expected to send: re-checks (2 a round), relabelling, variants, replacements; no call is made."
     acts = Counter(plan["stale"][i.id]["action"] for i in items if i.answerable)
@@ -278,7 +276,7 @@ async def _refresh_items(items, plan, index, llms, cfg, tr: TaskRun) -> tuple[di
     stale = [it for it in items if it.answerable and plan["stale"][it.id]["action"] == "recheck"]
     async def one(t: Task) -> TaskResult:
         it = by_id[t.id.removeprefix("item:")]
-        return await arecheck(it, fates, plan["stale"][it.id], index, llms, cfg)
+        return await _arecheck(it, fates, plan["stale"][it.id], index, llms, cfg)
     stop = await tr.run([Task(id=f"item:{it.id}", position=i) for i, it in enumerate(stale)], one)
     out = dict(tr.results)
     if stop: return out, stop
@@ -293,7 +291,7 @@ async def _refresh_items(items, plan, index, llms, cfg, tr: TaskRun) -> tuple[di
             return TaskResult(task_id=t.id, position=0, outcome="remapped", items=[with_refresh_event(_remap(v, fates),
                 ev)],
                               record={"item_id": v.id})
-        return await arecheck_variant(v, parent, pr.outcome if pr else "unchanged", index, llms, cfg, new_ids, fates)
+        return await _arecheck_variant(v, parent, pr.outcome if pr else "unchanged", index, llms, cfg, new_ids, fates)
     def keep(r: TaskResult) -> None:
         "Journal a changed variant; an unchanged one is only remembered."
         out[r.task_id] = r
@@ -325,7 +323,7 @@ def refresh_card(before: list[QAItem], after: list[QAItem], fp_before: str, fp_a
                 "llm": usage}}
 
 # %% ../../nbs/27_triad.refresh.ipynb #82602729
-async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_calls: Optional[int] = None,
+async def _arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_calls: Optional[int] = None,
                        max_usd: Optional[float] = None, log=None) -> dict:
     """Refresh a TRIAD run against the index as it is now (resumable); returns the refresh summary (also in
     refresh/<id>.json)."""
@@ -378,9 +376,9 @@ async def arefresh_run(run_dir, index, llms: dict, cfg: TriadConfig, *, max_call
         return {**summary, "card": card}
 
 # %% ../../nbs/27_triad.refresh.ipynb #caa638e7
-def refresh_run(run_dir, index, llms: dict, cfg: TriadConfig, **kw) -> dict:
-    "Sync wrapper of `arefresh_run`."
-    return arun(arefresh_run(run_dir, index, llms, cfg, **kw))
+def _refresh_run(run_dir, index, llms: dict, cfg: TriadConfig, **kw) -> dict:
+    "Sync wrapper of `_arefresh_run`."
+    return arun(_arefresh_run(run_dir, index, llms, cfg, **kw))
 
 # %% ../../nbs/27_triad.refresh.ipynb #08d0d31f
 def read_triad_run(run: Path) -> dict:
@@ -401,26 +399,26 @@ def run_llm_specs(m: dict, llm, judge_llm, extract_llm) -> dict:
             "extract": extract_llm or (llm if llm else models.get("extract")) or gen}
 
 # %% ../../nbs/27_triad.refresh.ipynb #bb2784d7
-def run_config(out: Path, manifest: dict, **update) -> TriadConfig:
+def _run_config(out: Path, manifest: dict, **update) -> TriadConfig:
     "The TriadConfig a run's manifest records (with `update`); a manifest that holds none raises UserError."
     try: return TriadConfig(**{**(manifest.get("config") or {}), **update})
     except Exception as e: raise UserError(f"{out / 'manifest.json'}: its config is not a TRIAD config ({e})") from None
 
-def refresh_estimate(out: Path, manifest: dict, index, cfg: TriadConfig) -> dict:
+def _refresh_estimate(out: Path, manifest: dict, index, cfg: TriadConfig) -> dict:
     "What a refresh of the run in `out` against `index` is expected to find stale and spend (sends nothing)."
     items = list(read_jsonl(out / "dataset.jsonl", QAItem))
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
-    return estimate_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg,
+    return _estimate_refresh(items, refresh_plan(items, index, run_version(manifest, index)), cfg,
                             (s.get("llm") or {}).get("calls_per_accepted"))
 
 def triad_refresh(out: Path, m: dict, o) -> dict:
     """Refresh the TRIAD run in `out` (manifest `m`) as the options `o` say (db, table, llm, judge_llm, extract_llm,
     max_calls, max_usd, estimate, concurrency), or only estimate it: `{'estimate': ...}`; the refresh summary."""
     from ragbench.index import open_index
-    cfg = run_config(out, m, concurrency=o.concurrency)
+    cfg = _run_config(out, m, concurrency=o.concurrency)
     specs = run_llm_specs(m, o.llm, o.judge_llm, o.extract_llm)
     index = open_index(o.db, o.table, run_dir=out, save=False)
-    if o.estimate: return {"estimate": refresh_estimate(out, m, index, cfg)}
+    if o.estimate: return {"estimate": _refresh_estimate(out, m, index, cfg)}
     llms = LLMPool(cache_dir=out / "cache", concurrency=cfg.concurrency).by_role(specs)
-    try: return refresh_run(out, index, llms, cfg, max_calls=o.max_calls, max_usd=o.max_usd)
+    try: return _refresh_run(out, index, llms, cfg, max_calls=o.max_calls, max_usd=o.max_usd)
     except LLMError as e: raise UserError(f"the refresh stopped on an LLM error ({e}); what finished is kept: re-run to continue") from e

@@ -23,21 +23,19 @@ from .judge import avalidate, judge_prompt, sufficiency_prompt
 from .write import QAPair, draft_item, generation_prompt
 
 # %% auto #0
-__all__ = ['LLM_ROLES', 'PACE', 'NEVER_PARSES', 'CHECK_ORDER', 'ASSUMED', 'normalise_llms', 'model_label', 'aprocess_seed',
-           'drafted', 'process_seed', 'SeedPacer', 'TriadMethod', 'seed_records', 'check_family', 'pass_rates',
-           'by_type', 'triad_summary', 'arun_triad', 'run_triad', 'estimate_triad', 'read_seeds_file', 'triad_config',
-           'triad_inputs']
+__all__ = ['NEVER_PARSES', 'normalise_llms', 'model_label', 'aprocess_seed', 'TriadMethod', 'by_type', 'arun_triad', 'run_triad',
+           'estimate_triad', 'read_seeds_file', 'triad_config', 'triad_inputs']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
-LLM_ROLES = ("generate", "judge", "extract")
+_LLM_ROLES = ("generate", "judge", "extract")
 
 def normalise_llms(llms) -> dict:
     "A dict with the three roles; a single LLM serves all, a missing role falls back to `generate`."
     if not isinstance(llms, dict): llms = {"generate": llms}
     if "generate" not in llms: raise ValueError("llms needs at least a 'generate' LLM")
-    bad = set(llms) - set(LLM_ROLES)
-    if bad: raise ValueError(f"unknown LLM role {sorted(bad)[0]!r}; roles: {', '.join(LLM_ROLES)}")
-    return {r: llms.get(r) or llms["generate"] for r in LLM_ROLES}
+    bad = set(llms) - set(_LLM_ROLES)
+    if bad: raise ValueError(f"unknown LLM role {sorted(bad)[0]!r}; roles: {', '.join(_LLM_ROLES)}")
+    return {r: llms.get(r) or llms["generate"] for r in _LLM_ROLES}
 
 def model_label(llm) -> str:
     "What to record as the model of `llm`: its spec (secrets redacted), or the stand-in's name."
@@ -81,29 +79,29 @@ async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: 
     if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])
     item = item.model_copy(update={"models": models})
     variant = await _variant(item, index, llms, cfg)
-    if variant is None: return drafted({**rec, "outcome": "accepted"}, [item], [])
+    if variant is None: return _drafted({**rec, "outcome": "accepted"}, [item], [])
     variant = variant.model_copy(update={"models": models})
     rec["variant_id"] = variant.id
     ok = variant.status == "accepted"
-    return drafted({**rec, "outcome": "accepted"}, [item, variant] if ok else [item], [] if ok else [variant])
+    return _drafted({**rec, "outcome": "accepted"}, [item, variant] if ok else [item], [] if ok else [variant])
 
-def drafted(rec: dict, keep: list[QAItem], drop: list[QAItem]) -> tuple[dict, list[QAItem], list[QAItem]]:
+def _drafted(rec: dict, keep: list[QAItem], drop: list[QAItem]) -> tuple[dict, list[QAItem], list[QAItem]]:
     "A seed's outcome with the stand-in's accepted items made drafts (outcome `draft`): it never accepts anything."
     kept = [as_draft(i) for i in keep]
     if any(a is not b for a, b in zip(kept, keep)): rec = {**rec, "outcome": "draft"}
     return rec, kept, drop
 
-def process_seed(plan, index, llms, cfg):
+def _process_seed(plan, index, llms, cfg):
     "Sync wrapper of `aprocess_seed`."
     from ragbench.llm import arun
     return arun(aprocess_seed(plan, index, normalise_llms(llms), cfg))
 
 # %% ../../nbs/25_triad.run.ipynb #1c3be565
-PACE = 1.25   # seeds started ahead of a seed may be expected to bring up to 1.25 x what is still needed
+_PACE = 1.25   # seeds started ahead of a seed may be expected to bring up to 1.25 x what is still needed
 
-class SeedPacer:
+class _SeedPacer:
     "Holds a seed back while the seeds running before it in the plan are expected to reach the target."
-    def __init__(self, target: int, done: Optional[dict] = None, pace: float = PACE):
+    def __init__(self, target: int, done: Optional[dict] = None, pace: float = _PACE):
         self.target, self.pace = target, pace
         self.done: dict[int, int] = dict(done or {})     # plan position -> accepted items of a finished seed
         self.running: set[int] = set()
@@ -123,14 +121,14 @@ class SeedPacer:
         return need > 0 and ahead * self.rate() < need * self.pace
 
 # %% ../../nbs/25_triad.run.ipynb #919d235c
-async def _enter(self: SeedPacer, pos: int) -> None:
+async def _enter(self: _SeedPacer, pos: int) -> None:
     "Wait until the seed at `pos` may start, then count it as running."
     while not self.ready(pos):
         if self._wake is None: self._wake = asyncio.Event()
         await self._wake.wait()
     self.running.add(pos)
 
-def _leave(self: SeedPacer, pos: int, accepted: Optional[int]) -> None:
+def _leave(self: _SeedPacer, pos: int, accepted: Optional[int]) -> None:
     """The seed at `pos` stopped (`accepted`: its accepted items, None when it failed or was cancelled); wake the
     waiting."""
     self.running.discard(pos)
@@ -139,7 +137,7 @@ def _leave(self: SeedPacer, pos: int, accepted: Optional[int]) -> None:
         self._wake.set()
         self._wake = None
 
-SeedPacer.enter, SeedPacer.leave = _enter, _leave
+_SeedPacer.enter, _SeedPacer.leave = _enter, _leave
 
 # %% ../../nbs/25_triad.run.ipynb #e1ca55b1
 class TriadMethod(GenerationMethod):
@@ -155,7 +153,7 @@ class TriadMethod(GenerationMethod):
         self._failed = self._finished = 0
         # seeds whose every reply failed to parse / parsed once
         self._unparseable, self._parsed = 0, 0
-        self.pacer = SeedPacer(cfg.n)
+        self.pacer = _SeedPacer(cfg.n)
         self._asked, self._got = set(), {}                          # questions and items per type the pacer has counted
 
     def config(self) -> dict:
@@ -231,7 +229,7 @@ TriadMethod._never_parses = _never_parses
 TriadMethod.plan, TriadMethod.run_task = _plan, _run_task
 
 # %% ../../nbs/25_triad.run.ipynb #27733a0e
-def seed_records(results: Sequence[TaskResult], sel: Selection, plans: dict) -> list[dict]:
+def _seed_records(results: Sequence[TaskResult], sel: Selection, plans: dict) -> list[dict]:
     """One record per finished seed in plan order (accepted items beyond the target: outcome 'overflow'; a repeated
     question: 'duplicate')."""
     spilled, repeated = {i.id for i in sel.overflow}, {i.id for i in sel.duplicates}
@@ -248,33 +246,33 @@ def seed_records(results: Sequence[TaskResult], sel: Selection, plans: dict) -> 
 
 def _views(self: TriadMethod, results, sel) -> dict:
     plans = {t.id: SeedPlan(**t.payload) for t in self._plan or []}
-    return {"seeds.jsonl": seed_records(results, sel, plans)}
+    return {"seeds.jsonl": _seed_records(results, sel, plans)}
 
 TriadMethod.views = _views
 
 # %% ../../nbs/25_triad.run.ipynb #6940c313
-CHECK_ORDER = ("rules", "judge", "sufficiency")
+_CHECK_ORDER = ("rules", "judge", "sufficiency")
 
-def check_family(failed: Optional[str]) -> Optional[str]:
+def _check_family(failed: Optional[str]) -> Optional[str]:
     "Which check an attempt failed: rules, judge or sufficiency (None when accepted)."
     if failed is None: return None
     return next((c for c in ("judge", "sufficiency") if failed.startswith(c)), "rules")
 
 def _rate(a: float, b: float) -> Optional[float]: return round(a / b, 3) if b else None
 
-def pass_rates(attempts: Sequence) -> dict:
+def _pass_rates(attempts: Sequence) -> dict:
     "How many attempts reached each check and passed it."
     reached, failed = Counter(), Counter()
     for a in attempts:
-        fam = check_family(a.failed_check)
-        for c in CHECK_ORDER:
+        fam = _check_family(a.failed_check)
+        for c in _CHECK_ORDER:
             reached[c] += 1
             if c == fam:
                 failed[c] += 1
                 break
     return {
         c: {"reached": reached[c], "passed": reached[c] - failed[c], "rate": _rate(reached[c] - failed[c], reached[c])}
-        for c in CHECK_ORDER
+        for c in _CHECK_ORDER
     }
 
 
@@ -307,7 +305,7 @@ def by_type(results: Sequence[TaskResult], types: Sequence[str]) -> dict:
     return out
 
 # %% ../../nbs/25_triad.run.ipynb #1a466aaf
-def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfig, seeds: list[dict]) -> dict:
+def _triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfig, seeds: list[dict]) -> dict:
     "TRIAD's summary fields over the finished seeds (acceptance counts every finished seed, overflow included)."
     done = [r for r in results if r.outcome != "error"]
     qs, acc = _questions(done), [i for i in sel.dataset if i.answerable]
@@ -327,8 +325,8 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
         "acceptance_rate": None if drafts else _rate(n_ok, len(qs)),
         "acceptance_rate_per_attempt": None if drafts else _rate(n_ok, len(attempts)),
         "failed_checks": dict(Counter(a.failed_check for a in attempts if a.failed_check)),
-        "rejections_by_check": dict(Counter(check_family(a.failed_check) for a in attempts if a.failed_check)),
-        "pass_rate_by_check": pass_rates(attempts), "by_type": by_type(results, cfg.types),
+        "rejections_by_check": dict(Counter(_check_family(a.failed_check) for a in attempts if a.failed_check)),
+        "pass_rate_by_check": _pass_rates(attempts), "by_type": by_type(results, cfg.types),
         "binary": dict(Counter(str(i.binary) for i in acc)), "temporal": dict(Counter(str(i.temporal) for i in acc)),
         "difficulty": dict(Counter(i.difficulty for i in acc)),
         "first_error": min(errors, key=lambda r: r.position).error if errors else None,
@@ -337,7 +335,7 @@ def triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfi
 
 # %% ../../nbs/25_triad.run.ipynb #bc78903e
 def _summarize(self: TriadMethod, results, sel) -> dict:
-    return triad_summary(results, sel, self.cfg, self.views(results, sel)["seeds.jsonl"])
+    return _triad_summary(results, sel, self.cfg, self.views(results, sel)["seeds.jsonl"])
 
 TriadMethod.summarize = _summarize
 
@@ -365,7 +363,7 @@ def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> RunResult:
 
 # %% ../../nbs/25_triad.run.ipynb #ba930436
 # sufficiency: per group; labels: per candidate
-ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7,
+_ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7,
            "out_tokens": {"triad.entities": 150, "triad.generate": 60, "triad.judge": 220, "triad.sufficiency": 40,
                           "triad.labels": 30, "triad.unanswerable": 40, "triad.temporal": 30}}
 
@@ -382,7 +380,7 @@ def _spec_price(spec: Optional[str]) -> Optional[tuple[float, float]]:
 # %% ../../nbs/25_triad.run.ipynb #609a6cd0
 def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> dict:
     "Over sampled seeds: how many bridge, how many need the entity call, and the mean prompt size per stage."
-    sizes, calls_entity, bridged, n = {s: [] for s in ASSUMED["out_tokens"]}, 0, 0, 0
+    sizes, calls_entity, bridged, n = {s: [] for s in _ASSUMED["out_tokens"]}, 0, 0, 0
     q = QAPair(question="q" * 80, answer="a" * 20)
     for sid in seeds:
         hood = neighbourhood(sid, index, cfg)
@@ -441,7 +439,7 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
                    rates: Optional[dict] = None) -> dict:
     "Expected LLM calls, tokens and cost per stage for `cfg`, before spending anything."
     _check_index(index)
-    r, specs = {**ASSUMED, **(rates or {})}, {k: v for k, v in (specs or {}).items() if v}
+    r, specs = {**_ASSUMED, **(rates or {})}, {k: v for k, v in (specs or {}).items() if v}
     smp = _sample_prompts(index, cfg, pick_seeds(index, cfg)[: min(sample, cfg.seed_cap)], r)
     calls, run = _stage_calls(index, cfg, smp, r)
     rows, tot = {}, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}

@@ -14,7 +14,7 @@ from .bridge import BridgeConfig
 from .config import SeedPlan, TriadConfig
 
 # %% auto #0
-__all__ = ['QAPair', 'QAReply', 'BinaryQAReply', 'type_rule', 'generation_prompt', 'agenerate_qa', 'generate_qa', 'draft_item']
+__all__ = ['QAPair', 'type_rule', 'generation_prompt', 'agenerate_qa', 'generate_qa', 'draft_item']
 
 # %% ../../nbs/22_triad.write.ipynb #708fc78d
 class QAPair(BaseModel):
@@ -22,12 +22,12 @@ class QAPair(BaseModel):
     question: str
     answer: str
 
-class QAReply(QAPair):
+class _QAReply(QAPair):
     "The generator's reply schema: both fields non-empty, so schema-constrained local models must write them."
     question: str = Field(min_length=10)
     answer: str = Field(min_length=1)
 
-class BinaryQAReply(QAReply):
+class _BinaryQAReply(_QAReply):
     "The generator's reply schema for yes/no questions: the answer is exactly yes or no."
     answer: Literal["yes", "no"]
 
@@ -128,7 +128,7 @@ async def agenerate_qa(chunks: Sequence[Chunk], bridge_topic: str, kind: str, bi
                        previous: Optional[Attempt] = None) -> QAPair:
     "One generator call: a question of type `kind` over `chunks` (revising `previous` when given)."
     system, prompt = generation_prompt(chunks, bridge_topic, kind, binary, cfg, previous)
-    reply = await llm.acomplete(prompt, BinaryQAReply if binary else QAReply, system=system, stage="triad.generate")
+    reply = await llm.acomplete(prompt, _BinaryQAReply if binary else _QAReply, system=system, stage="triad.generate")
     return QAPair(question=reply.question, answer=reply.answer)
 
 def generate_qa(chunks, bridge_topic, kind, binary, llm, cfg, previous=None) -> QAPair:

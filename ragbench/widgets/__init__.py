@@ -6,17 +6,10 @@
 __all__ = []
 
 # %% ../../nbs/61_widgets.ipynb #d8c77e51
-from .render import (CALIBRATION_KEYS, CSS, NO_MATH, OUTCOMES, TABLE_COLUMNS, answer_spans,
-                                     attempts_html, attempts_label, badges, calibration_html, calibration_svg,
-                                     chunk_label, context_html, flag, fmt, highlight, is_headless, item_body_html,
-                                     item_head_html, item_html, judge_criteria, judge_reason, span_pattern, static,
-                                     styled, table_line, table_lines)
-from .queue import (ReviewQueueView, calibration_widget, queue_summary_html, review_widget)
-from .seeds import (SEEDS_FILE, SeedPicker, SeedPickerView, chunk_detail_html, generate_from_seeds,
-                                    keep_seeded, run_triad_config, seed_picker_widget, seed_records_of,
-                                    seeds_result_html, seeds_summary_html)
-from .bridge import (BridgeInspector, BridgeInspectorView, add_to_run, agenerate_from_bridge,
-                                     bridge_html, bridge_widget, generated_html, inspected_bridge, names_html,
-                                     triad_planner)
+from .render import (CSS, answer_spans, chunk_label, flag, highlight, is_headless, item_head_html,
+                                     item_html, static, styled)
+from .queue import calibration_widget, queue_summary_html, review_widget
+from .seeds import SeedPicker, generate_from_seeds, run_triad_config, seed_picker_widget
+from .bridge import BridgeInspector, bridge_widget, triad_planner
 from ..review import JudgeCalibration, ReviewQueue, apply_reviews, review_of, chunk_lookup, accept_reject_stats
 from ..eval.calibration import rubric_agreement, weighted_kappa as quadratic_kappa

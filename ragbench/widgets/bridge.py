@@ -19,8 +19,7 @@ from .seeds import (run_triad_config)
 
 
 # %% auto #0
-__all__ = ['BridgeInspector', 'triad_planner', 'inspected_bridge', 'agenerate_from_bridge', 'add_to_run', 'names_html',
-           'bridge_html', 'BridgeInspectorView', 'generated_html', 'bridge_widget']
+__all__ = ['BridgeInspector', 'triad_planner', 'bridge_widget']
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #ecaa32f4
 class BridgeInspector:
@@ -141,7 +140,7 @@ def triad_planner(index, llm, cfg=None) -> Callable:
     return plan
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #d4a74ffa
-def inspected_bridge(inspector: BridgeInspector):
+def _inspected_bridge(inspector: BridgeInspector):
     "The inspector's configuration as a TRIAD `BridgeConfig`."
     from ragbench.triad import BridgeConfig
     c = inspector.config()
@@ -156,13 +155,13 @@ def inspected_bridge(inspector: BridgeInspector):
                         chunks=list(inspector.index.get_many(c["chunk_ids"])))
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #fa3d62bd
-async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str = "comparison",
+async def _agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str = "comparison",
                                 binary: bool = False) -> tuple[list[QAItem], list[QAItem]]:
     "Write, check and finish one TRIAD item on the inspected bridge: (accepted items, rejected items)."
     from ragbench.triad import SeedPlan, draft_item, avalidate, aextract, unanswerable_variant
     from ragbench.triad.contexts import acheck_unanswerable, aclassify_temporal
     from ragbench.triad.run import model_label, normalise_llms
-    llms, bridge = normalise_llms(llms), inspected_bridge(inspector)
+    llms, bridge = normalise_llms(llms), _inspected_bridge(inspector)
     item = draft_item(bridge, SeedPlan(seed_id=bridge.seed_id, kind=kind, binary=binary))
     item = item.model_copy(
         update={"id": item_id("triad", bridge.seed_id, *bridge.chunk_ids, kind, binary, bridge.bridge_topic)}
@@ -181,7 +180,7 @@ async def agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: str
     return ([as_draft(item), as_draft(variant)], []) if variant.status == "accepted" else ([as_draft(item)], [variant])
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #d7a595c1
-def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison",
+def _add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = "comparison",
                binary: bool = False) -> QAItem:
     """Generate from the inspected bridge (LLMs or specs, by role), validate, append to RUN/inspected.jsonl (the run's
     dataset for review, beside dataset.jsonl); calls count in RUN/calls.jsonl."""
@@ -192,7 +191,7 @@ def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = 
     with open_run(spec, name="widgets", attach=True, reopen=False) as opened, opened.tasks() as tr:   # the run's lock
         llms = {r: opened.llms[r] if isinstance(l, str) else l for r, l in given.items()}
         tr.open_meter("calls.jsonl")                         # the run's journal counts these calls too
-        keep, drop = arun(agenerate_from_bridge(inspector, llms, cfg or run_triad_config(run.path), kind, binary))
+        keep, drop = arun(_agenerate_from_bridge(inspector, llms, cfg or run_triad_config(run.path), kind, binary))
         have = {i.id for i in load_items(run.path)}
         new = [i for i in keep + drop if i.id not in have]
         if new: run.append(INSPECTED, *new)
@@ -201,14 +200,14 @@ def add_to_run(inspector: BridgeInspector, run_dir, llms, cfg=None, kind: str = 
     return (keep + drop)[0]
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #66479d55
-def names_html(names: Sequence[str], shared: Sequence[str], limit: int = 8) -> str:
+def _names_html(names: Sequence[str], shared: Sequence[str], limit: int = 8) -> str:
     "Names as badges, the shared ones marked first; at most `limit` others."
     rest = [n for n in names if n not in shared]
     more = f" +{len(rest) - limit}" if len(rest) > limit else ""
     return "".join(f"<mark>{html.escape(n)}</mark> " for n in shared) + badges(*rest[:limit]) + more
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #6f25899e
-def bridge_html(inspector: BridgeInspector) -> str:
+def _bridge_html(inspector: BridgeInspector) -> str:
     """Topic and reason, a table of neighbours with their names, the seed beside the chosen neighbour, the rest
     collapsed."""
     bi = inspector
@@ -216,7 +215,7 @@ def bridge_html(inspector: BridgeInspector) -> str:
     shared = bi.shared(bi.neighbour_id) if bi.neighbour_id else []
     t = ["<table><tr><th></th><th>neighbour</th><th>score</th><th>shared with the seed · other names</th></tr>"]
     t += [f"<tr><td>{'▶' if r['chosen'] else ''}</td><td>{html.escape(r['label'])}</td><td>{r['score']:.2f}</td>"
-          f"<td>{names_html(r['entities'], r['shared'])}</td></tr>" for r in rows]
+          f"<td>{_names_html(r['entities'], r['shared'])}</td></tr>" for r in rows]
     chosen = next((r for r in rows if r["chosen"]), None)
     side = (f"<table><tr><th>seed · {html.escape(chunk_label(bi.seed))}</th>"
             + (f"<th>▶ {html.escape(chosen['label'])}</th>" if chosen else "") + "</tr><tr>"
@@ -233,7 +232,7 @@ def bridge_html(inspector: BridgeInspector) -> str:
             + "</div>")
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #d550fa8a
-class BridgeInspectorView:
+class _BridgeInspectorView:
     "ipywidgets view of a BridgeInspector: neighbour dropdown, topic box, the bridge table, and Generate into a run."
     def __init__(self, inspector: BridgeInspector, run_dir=None, llms=None, cfg=None):
         self.bi, self.run_dir, self.llms, self.cfg = inspector, run_dir, llms, cfg
@@ -248,7 +247,7 @@ class BridgeInspectorView:
             W.Text(value=bi._topic or "", placeholder=bi.auto_topic or "type a bridge topic", description="topic"),
             "rb-bridge-topic",
         )
-        self.view, self.result = W.HTML(bridge_html(bi)), styled(W.HTML(), "rb-bridge-result")
+        self.view, self.result = W.HTML(_bridge_html(bi)), styled(W.HTML(), "rb-bridge-result")
         self.neighbour.observe(self.update, names="value")
         self.topic.observe(self.update, names="value")
         kids = [W.HBox([self.neighbour, self.topic]), self.view]
@@ -269,10 +268,10 @@ class BridgeInspectorView:
         "Apply the dropdown and the topic box to the inspector and redraw."
         self.bi.choose_neighbour(self.neighbour.value)
         self.bi.set_topic(self.topic.value)
-        self.view.value = bridge_html(self.bi)
+        self.view.value = _bridge_html(self.bi)
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #9415a9b4
-def generated_html(item: QAItem, run_dir, existed: bool = False) -> str:
+def _generated_html(item: QAItem, run_dir, existed: bool = False) -> str:
     "What a Generate click produced: the verdict, the question and answer, where it was saved (or that the run had it)."
     fails = failed_checks(item)
     where = (
@@ -288,19 +287,19 @@ def generated_html(item: QAItem, run_dir, existed: bool = False) -> str:
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #88986b83
 @patch
-def on_generate(self: BridgeInspectorView, _=None):
+def on_generate(self: _BridgeInspectorView, _=None):
     "Generate from the current configuration into the run; show the item, or the error."
     self.result.value = "<i>generating and validating…</i>"
     try:
         self.update()                                        # the topic box as it stands, even before its last sync
         have = {i.id for i in load_items(self.run_dir)} if Path(self.run_dir).is_dir() else set()
-        item = add_to_run(self.bi, self.run_dir, self.llms, self.cfg, kind=self.kind.value, binary=self.binary.value)
-        self.result.value = generated_html(item, self.run_dir, existed=item.id in have)
+        item = _add_to_run(self.bi, self.run_dir, self.llms, self.cfg, kind=self.kind.value, binary=self.binary.value)
+        self.result.value = _generated_html(item, self.run_dir, existed=item.id in have)
     except Exception as e:
         self.result.value = f"<span class='rb-bad'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 
 # %% ../../nbs/61_widgets.04_bridge.ipynb #93329438
 def bridge_widget(inspector: BridgeInspector, run_dir=None, llms=None, cfg=None, headless: Optional[bool] = None):
     "Inspect a seed's bridge: pick a neighbour, type a topic, and (with `run_dir` and `llms`) generate into the run."
-    if headless if headless is not None else is_headless(): return static(bridge_html(inspector))
-    return BridgeInspectorView(inspector, run_dir, llms, cfg).widget
+    if headless if headless is not None else is_headless(): return static(_bridge_html(inspector))
+    return _BridgeInspectorView(inspector, run_dir, llms, cfg).widget

@@ -14,10 +14,10 @@ from .render import (CSS, TABLE_COLUMNS, calibration_html, is_headless, item_bod
 
 
 # %% auto #0
-__all__ = ['ReviewQueueView', 'queue_summary_html', 'review_widget', 'calibration_widget']
+__all__ = ['queue_summary_html', 'review_widget', 'calibration_widget']
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #16c7be2d
-class ReviewQueueView:
+class _ReviewQueueView:
     "ipywidgets view of a ReviewQueue: filters, item table, item, action bar, edit fields, chunks, live calibration."
     def __init__(self, queue: ReviewQueue, rubrics: Optional[Sequence[str]] = None, calibration: bool = True):
         self.q, self._picking = queue, False
@@ -49,7 +49,7 @@ class ReviewQueueView:
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #bba18669
 @patch
-def _build_edit(self: ReviewQueueView, queue, rubrics):
+def _build_edit(self: _ReviewQueueView, queue, rubrics):
     "The edit fields (question, answer, note) and optional 1–5 rubric scores."
     if rubrics is None: rubrics = sorted({k for it in queue.items for k in judge_scores(it)})
     self.rubrics = {
@@ -66,7 +66,7 @@ def _build_edit(self: ReviewQueueView, queue, rubrics):
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #fc7c38d7
 @patch
-def _build_actions(self: ReviewQueueView, queue):
+def _build_actions(self: _ReviewQueueView, queue):
     "The action bar: previous, accept, reject, edit & accept, next, the shortcut box and the message line."
     def btn(label, cls, style, fn):
         b = styled(W.Button(description=label, button_style=style, layout=W.Layout(width="auto")), cls)
@@ -91,19 +91,19 @@ def _build_actions(self: ReviewQueueView, queue):
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #726dcc23
 @patch
-def _scores(self: ReviewQueueView) -> Optional[dict]:
+def _scores(self: _ReviewQueueView) -> Optional[dict]:
     "The rubric scores set in the view (None when none is set)."
     return {r: w.value for r, w in self.rubrics.items() if w.value != "–"} or None
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #15aaeccb
 @patch
-def _refilter(self: ReviewQueueView):
+def _refilter(self: _ReviewQueueView):
     self.q.filter(**{k: w.value for k, w in self.filters.items()})
     self.refresh()
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #fb48fdad
 @patch
-def _on_pick(self: ReviewQueueView, change):
+def _on_pick(self: _ReviewQueueView, change):
     "A click on a line of the item table opens that item."
     if self._picking or change["new"] is None or change["new"] not in self.q.order: return
     self.q.goto(self.q.order.index(change["new"]))
@@ -111,7 +111,7 @@ def _on_pick(self: ReviewQueueView, change):
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #481f2178
 @patch
-def _do(self: ReviewQueueView, fn):
+def _do(self: _ReviewQueueView, fn):
     "Run an action; show errors in the view instead of raising into the front end."
     try:
         before = len(self.q.reviews)
@@ -125,7 +125,7 @@ def _do(self: ReviewQueueView, fn):
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #1a15f0c2
 @patch
-def _on_key(self: ReviewQueueView, change):
+def _on_key(self: _ReviewQueueView, change):
     v = change["new"]
     if not v: return
     self.keys.value = ""
@@ -135,7 +135,7 @@ def _on_key(self: ReviewQueueView, change):
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #7e09d6fd
 @patch
-def refresh(self: ReviewQueueView):
+def refresh(self: _ReviewQueueView):
     "Redraw the progress line, the item table, the current item and the calibration."
     p, it = self.q.progress(), self.q.current
     pos = f"item {self.q.pos + 1} of {len(self.q)}" if it else html.escape(self.q.empty_reason)
@@ -176,7 +176,7 @@ def review_widget(queue: ReviewQueue, headless: Optional[bool] = None, calibrati
     "The review queue (with its live calibration unless `calibration=False`), or a static HTML summary when headless."
     if headless is None: headless = is_headless()
     if headless: return static(queue_summary_html(queue, calibration=calibration))
-    return ReviewQueueView(queue, calibration=calibration, **kw).widget
+    return _ReviewQueueView(queue, calibration=calibration, **kw).widget
 
 # %% ../../nbs/61_widgets.02_queue.ipynb #25987ab9
 def calibration_widget(source: Union[ReviewQueue, JudgeCalibration], headless: Optional[bool] = None):

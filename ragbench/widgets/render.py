@@ -11,10 +11,9 @@ from ..review import JudgeCalibration, ReviewQueue, failed_checks
 
 
 # %% auto #0
-__all__ = ['NO_MATH', 'CSS', 'TABLE_COLUMNS', 'OUTCOMES', 'CALIBRATION_KEYS', 'is_headless', 'static', 'span_pattern',
-           'highlight', 'answer_spans', 'badges', 'chunk_label', 'flag', 'judge_criteria', 'judge_reason',
-           'attempts_html', 'attempts_label', 'context_html', 'item_head_html', 'item_body_html', 'item_html',
-           'table_line', 'table_lines', 'calibration_svg', 'fmt', 'calibration_html', 'styled']
+__all__ = ['CSS', 'TABLE_COLUMNS', 'is_headless', 'static', 'highlight', 'answer_spans', 'badges', 'chunk_label', 'flag',
+           'attempts_label', 'item_head_html', 'item_body_html', 'item_html', 'table_line', 'table_lines', 'fmt',
+           'calibration_html', 'styled']
 
 # %% ../../nbs/61_widgets.01_render.ipynb #7e002885
 def is_headless() -> bool:
@@ -29,12 +28,12 @@ def is_headless() -> bool:
     return not any(os.environ.get(k) for k in ("JPY_SESSION_NAME", "VSCODE_PID", "VSCODE_CWD"))
 
 # %% ../../nbs/61_widgets.01_render.ipynb #389b3786
-NO_MATH = "tex2jax_ignore mathjax_ignore"   # MathJax 2 / 3 skip elements of these classes: `$ git ...` stays text
+_NO_MATH = "tex2jax_ignore mathjax_ignore"   # MathJax 2 / 3 skip elements of these classes: `$ git ...` stays text
 
 def static(html_text: str):
     "An `IPython.display.HTML` object (the headless stand-in for a widget); its dollar signs are not typeset as LaTeX."
     from IPython.display import HTML
-    return HTML(f'<div class="{NO_MATH}">{html_text}</div>')
+    return HTML(f'<div class="{_NO_MATH}">{html_text}</div>')
 
 # %% ../../nbs/61_widgets.01_render.ipynb #a2f03218
 CSS = """<style>
@@ -53,7 +52,7 @@ CSS = """<style>
 .rb-table-head{font-family:var(--jp-code-font-family,monospace);font-size:12px;white-space:pre;color:#555}
 </style>"""
 
-def span_pattern(span: str) -> str:
+def _span_pattern(span: str) -> str:
     "Regex for `span` as a whole word where it starts/ends with a word character."
     left = r"(?<!\w)" if re.match(r"\w", span[0]) else ""
     right = r"(?!\w)" if re.match(r"\w", span[-1]) else ""
@@ -63,7 +62,7 @@ def span_pattern(span: str) -> str:
 def highlight(text: str, spans: Iterable[str], tag: str = "mark") -> str:
     "HTML-escaped `text` with each whole-word, case-insensitive occurrence of `spans` wrapped in `<mark>`."
     iv = sorted((m.start(), m.end()) for s in spans if (s or "").strip()
-                for m in re.finditer(span_pattern(s.strip()), text, re.I))
+                for m in re.finditer(_span_pattern(s.strip()), text, re.I))
     merged = []
     for a, b in iv:
         if merged and a <= merged[-1][1]: merged[-1][1] = max(merged[-1][1], b)
@@ -104,12 +103,12 @@ def flag(v) -> str:
     return "<span class='rb-ok'>✓</span>" if v else "<span class='rb-bad'>✗</span>"
 
 # %% ../../nbs/61_widgets.01_render.ipynb #6bf4cbb3
-def judge_criteria(item: QAItem) -> list[str]:
+def _judge_criteria(item: QAItem) -> list[str]:
     "The judge's criteria in the item's attempts (its yes/no verdicts, in order; the temporal label is not one)."
     return list(dict.fromkeys(k for a in item.attempts for k, v in (a.judge or {}).items() if isinstance(v,
         bool) and k != "temporal"))
 
-def judge_reason(judge: dict) -> str:
+def _judge_reason(judge: dict) -> str:
     "The judge's reason: its one reason, else the reasons of the failed criteria (else of all) by criterion."
     if judge.get("reason"): return str(judge["reason"])
     crit = [k for k, v in judge.items() if isinstance(v, bool) and k != "temporal" and f"{k}_reason" in judge]
@@ -117,10 +116,10 @@ def judge_reason(judge: dict) -> str:
     return "; ".join(f"{k.replace('_', '-')}: {judge[k + '_reason']}" for k in failed or crit)
 
 # %% ../../nbs/61_widgets.01_render.ipynb #aed3e82f
-def attempts_html(item: QAItem) -> str:
+def _attempts_html(item: QAItem) -> str:
     "A table of every attempt: question, answer, the judge's verdicts and reason, sufficiency flags, feedback."
     if not item.attempts: return "<i>no attempts recorded</i>"
-    crit = judge_criteria(item)
+    crit = _judge_criteria(item)
     rows = ["<table><tr><th>#</th><th>question / answer</th>" + "".join(f"<th>{c.replace('_', '-')}</th>" for c in crit)
             + "<th>reason</th><th>one chunk enough?</th><th>failed</th></tr>"]
     for i, a in enumerate(item.attempts, 1):
@@ -132,7 +131,7 @@ def attempts_html(item: QAItem) -> str:
             f"<tr><td>{i}{' ✓' if a.accepted else ''}</td><td>{html.escape(a.question)}<br><b>→"
             f" {html.escape(a.answer)}</b>{fb}</td>"
             + "".join(f"<td>{flag(j.get(c))}</td>" for c in crit)
-            + f"<td>{html.escape(judge_reason(j))}</td><td>{suff}</td><td>{html.escape(a.failed_check or '')}</td></tr>"
+            + f"<td>{html.escape(_judge_reason(j))}</td><td>{suff}</td><td>{html.escape(a.failed_check or '')}</td></tr>"
         )
     return "".join(rows) + "</table>"
 
@@ -144,7 +143,7 @@ def attempts_label(item: QAItem) -> str:
     return f"{n} attempt{'s' if n != 1 else ''}"
 
 # %% ../../nbs/61_widgets.01_render.ipynb #02f5ea0f
-def context_html(item: QAItem, ctx, chunk: Optional[Chunk], spans: Sequence[str]) -> tuple[str, str]:
+def _context_html(item: QAItem, ctx, chunk: Optional[Chunk], spans: Sequence[str]) -> tuple[str, str]:
     "(label, body) of one context: its source, relevance and chunk label; the text with the answer marked."
     gold = ctx.chunk_id in item.gold_chunk_ids
     rel = {True: "relevant", False: "not relevant", None: "unlabelled"}[ctx.relevant]
@@ -173,8 +172,8 @@ def item_head_html(item: QAItem, decision: Optional[dict] = None) -> str:
 def item_body_html(item: QAItem, contexts: Sequence[tuple] = ()) -> str:
     "Gold chunks in full, the other contexts collapsed with their labels, the attempts collapsed, earlier reviews."
     spans = answer_spans(item)
-    gold = [context_html(item, c, ch, spans) for c, ch in contexts if c.chunk_id in item.gold_chunk_ids]
-    other = [context_html(item, c, ch, spans) for c, ch in contexts if c.chunk_id not in item.gold_chunk_ids]
+    gold = [_context_html(item, c, ch, spans) for c, ch in contexts if c.chunk_id in item.gold_chunk_ids]
+    other = [_context_html(item, c, ch, spans) for c, ch in contexts if c.chunk_id not in item.gold_chunk_ids]
     h = [f"<div class='rb-chunk rb-gold'>{badges(l)}<br>{b}</div>" for l, b in gold]
     if other:
         h.append(
@@ -184,7 +183,7 @@ def item_body_html(item: QAItem, contexts: Sequence[tuple] = ()) -> str:
         )
     fails = failed_checks(item)
     h.append(f"<details class='rb-attempts'><summary>{html.escape(attempts_label(item))}"
-             + (f" — failed: {html.escape(', '.join(fails))}" if fails else "") + "</summary>" + attempts_html(item)
+             + (f" — failed: {html.escape(', '.join(fails))}" if fails else "") + "</summary>" + _attempts_html(item)
              + "</details>")
     if item.review:
         h.append("<div>Earlier reviews: " + "; ".join(html.escape(f"{r.decision} by {r.by} at {r.at}")
@@ -215,15 +214,15 @@ def table_lines(queue: ReviewQueue) -> list[tuple[str, str]]:
     return [(table_line([r[k] for k in keys]).replace(" ", "\u00a0"), r["id"]) for r in queue.rows()]
 
 # %% ../../nbs/61_widgets.01_render.ipynb #5dcf01a9
-OUTCOMES = (("judge_accept_human_accept", "both accept", "#2a7"), ("judge_reject_human_reject", "both reject", "#888"),
+_OUTCOMES = (("judge_accept_human_accept", "both accept", "#2a7"), ("judge_reject_human_reject", "both reject", "#888"),
             ("judge_reject_human_accept", "false rejection", "#e80"), ("judge_accept_human_reject", "false acceptance",
                 "#c33"))
 
-def calibration_svg(cal: JudgeCalibration, width: int = 520) -> str:
+def _calibration_svg(cal: JudgeCalibration, width: int = 520) -> str:
     "Stacked bars of judge-vs-human outcomes per question type, as inline SVG."
     rows = [("all", cal.accept_reject())] + list(cal.by_kind().items())
     bar_w, y, parts = width - 130, 22, []
-    for x0, (_, name, color) in zip(range(0, width, width // 4), OUTCOMES):
+    for x0, (_, name, color) in zip(range(0, width, width // 4), _OUTCOMES):
         parts.append(
             f"<rect x='{x0}' y='2' width='10' height='10' fill='{color}'/><text x='{x0 + 14}' y='11'"
             f" font-size='11'>{name}</text>"
@@ -231,7 +230,7 @@ def calibration_svg(cal: JudgeCalibration, width: int = 520) -> str:
     for kind, s in rows:
         n, x = s["n"], 120
         parts.append(f"<text x='0' y='{y + 12}' font-size='12'>{html.escape(kind)} (n={n})</text>")
-        for key, name, color in OUTCOMES:
+        for key, name, color in _OUTCOMES:
             w = bar_w * s["confusion"][key] / n if n else 0
             if w: parts.append(f"<rect class='rb-bar' x='{x:.1f}' y='{y}' width='{w:.1f}' height='16' fill='{color}'>"
                                f"<title>{name}: {s['confusion'][key]}</title></rect>")
@@ -245,7 +244,7 @@ def calibration_svg(cal: JudgeCalibration, width: int = 520) -> str:
 
 
 # %% ../../nbs/61_widgets.01_render.ipynb #8df65070
-CALIBRATION_KEYS = ("n", "agreement", "accept_precision", "accept_recall", "reject_precision", "reject_recall",
+_CALIBRATION_KEYS = ("n", "agreement", "accept_precision", "accept_recall", "reject_precision", "reject_recall",
                     "false_rejection_rate")
 
 def fmt(v) -> str:
@@ -256,9 +255,9 @@ def fmt(v) -> str:
 def calibration_html(cal: JudgeCalibration) -> str:
     "The calibration table (overall and per type, then rubric agreement) and the plot."
     rows = [("all", cal.accept_reject())] + list(cal.by_kind().items())
-    t = ["<table><tr><th>type</th>" + "".join(f"<th>{k.replace('_', ' ')}</th>" for k in CALIBRATION_KEYS) + "</tr>"]
+    t = ["<table><tr><th>type</th>" + "".join(f"<th>{k.replace('_', ' ')}</th>" for k in _CALIBRATION_KEYS) + "</tr>"]
     t += [
-        "<tr><td>" + html.escape(k) + "</td>" + "".join(f"<td>{fmt(s[k])}</td>" for k in CALIBRATION_KEYS) + "</tr>"
+        "<tr><td>" + html.escape(k) + "</td>" + "".join(f"<td>{fmt(s[k])}</td>" for k in _CALIBRATION_KEYS) + "</tr>"
         for k, s in rows
     ]
     t.append("</table>")
@@ -269,7 +268,7 @@ def calibration_html(cal: JudgeCalibration) -> str:
               f"<td>{fmt(s['mad'])}</td></tr>" for k, s in rb.items()]
         t.append("</table>")
     return (CSS + "<div class='rb-item rb-calibration'><b>Judge calibration</b> (human decisions vs validator verdicts)"
-            + "".join(t) + calibration_svg(cal) + "</div>")
+            + "".join(t) + _calibration_svg(cal) + "</div>")
 
 # %% ../../nbs/61_widgets.01_render.ipynb #b17ea8cc
 def styled(widget, *classes):

@@ -15,11 +15,10 @@ from .render import (CSS, badges, chunk_label, is_headless, static, styled)
 
 
 # %% auto #0
-__all__ = ['SEEDS_FILE', 'SeedPicker', 'seeds_summary_html', 'chunk_detail_html', 'SeedPickerView', 'seed_picker_widget',
-           'seed_records_of', 'run_triad_config', 'keep_seeded', 'generate_from_seeds', 'seeds_result_html']
+__all__ = ['SeedPicker', 'seed_picker_widget', 'seed_records_of', 'run_triad_config', 'generate_from_seeds']
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #dd03a460
-SEEDS_FILE = "seeds.txt"
+_SEEDS_FILE = "seeds.txt"
 
 class SeedPicker:
     """The seed picker's state: the last search and its results, the ticked chunk ids (in tick order), where they are
@@ -32,7 +31,7 @@ class SeedPicker:
         self.listeners: list[Callable[[], None]] = []       # called after each change of the ticks (every view redraws)
 
     @staticmethod
-    def load_ids(run_dir, name: str = SEEDS_FILE) -> list[str]:
+    def load_ids(run_dir, name: str = _SEEDS_FILE) -> list[str]:
         "The chunk ids saved in RUN/seeds.txt (none when there is no such file)."
         p = Path(run_dir) / name
         lines = p.read_text().splitlines() if p.exists() else []
@@ -41,7 +40,7 @@ class SeedPicker:
     @property
     def seed_ids(self) -> list[str]: return list(self._ticked)
     @property
-    def seeds_file(self) -> Optional[Path]: return Path(self.run_dir) / SEEDS_FILE if self.run_dir is not None else None
+    def seeds_file(self) -> Optional[Path]: return Path(self.run_dir) / _SEEDS_FILE if self.run_dir is not None else None
     def is_ticked(self, chunk_id: str) -> bool: return chunk_id in self._ticked
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #370bbee4
@@ -66,7 +65,7 @@ def seeds(self: SeedPicker) -> list[Chunk]:
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #3128aeea
 @patch
-def save(self: SeedPicker, run_dir=None, name: str = SEEDS_FILE) -> Path:
+def save(self: SeedPicker, run_dir=None, name: str = _SEEDS_FILE) -> Path:
     "Write the seed ids, one a line, to the run directory (atomically): the file `ragbench triad --seeds-file` reads."
     head = f"# seeds picked {utc_now()}" + (f"; last search: {self.query}" if self.query else "")
     return RunDir(run_dir if run_dir is not None else self.run_dir).write(
@@ -110,7 +109,7 @@ def toggle(self: SeedPicker, chunk_id: str) -> bool:
     return True
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #267fea40
-def seeds_summary_html(picker: SeedPicker) -> str:
+def _seeds_summary_html(picker: SeedPicker) -> str:
     "The ticked seeds by label, where they are saved and the command that uses them."
     labels = [chunk_label(c) for c in picker.seeds()]
     where = (f"<br>saved to <code>{html.escape(str(picker.seeds_file))}</code> — use it with "
@@ -124,7 +123,7 @@ def seeds_summary_html(picker: SeedPicker) -> str:
 
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #601003ee
-def chunk_detail_html(picker: SeedPicker, chunk_id: str) -> str:
+def _chunk_detail_html(picker: SeedPicker, chunk_id: str) -> str:
     "A chunk in full with its nearest neighbours (label, score, opening)."
     b = picker.browse(chunk_id)
     c = b["chunk"]
@@ -134,14 +133,14 @@ def chunk_detail_html(picker: SeedPicker, chunk_id: str) -> str:
                                           f"{html.escape(h.text[:240])}</div>" for h in b["neighbours"]) + "</div>")
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #480f0b12
-class SeedPickerView:
+class _SeedPickerView:
     "ipywidgets view of a SeedPicker: search box and mode, hit rows with tick boxes, detail pane, seeds line."
     def __init__(self, picker: SeedPicker, llms=None, cfg=None):
         self.p, self.llms, self.cfg = picker, llms, cfg
         self.query = styled(W.Text(placeholder="search the corpus", layout=W.Layout(width="50%")), "rb-seed-query")
         self.mode = W.Dropdown(options=["hybrid", "dense", "bm25"], value=picker.mode, layout=W.Layout(width="110px"))
         self.go = styled(W.Button(description="Search"), "rb-seed-search")
-        self.results, self.detail, self.summary = W.VBox(), W.HTML(), W.HTML(seeds_summary_html(picker))
+        self.results, self.detail, self.summary = W.VBox(), W.HTML(), W.HTML(_seeds_summary_html(picker))
         self.boxes: dict[str, Any] = {}                     # chunk id -> its tick box in the hits shown
         picker.listeners.append(self.redraw)                 # ticks from another view of the picker, or from code
         self.go.on_click(self.search)
@@ -161,22 +160,22 @@ class SeedPickerView:
         self.p.search(self.query.value, mode=self.mode.value)
         self.boxes = {}
         self.results.children = [self.row(h) for h in self.p.results]
-        self.summary.value = seeds_summary_html(self.p)
+        self.summary.value = _seeds_summary_html(self.p)
 
     def redraw(self):
         "Show the ticks as they stand now: the tick boxes and the seeds line."
         for cid, cb in self.boxes.items(): cb.value = self.p.is_ticked(cid)
-        self.summary.value = seeds_summary_html(self.p)
+        self.summary.value = _seeds_summary_html(self.p)
 
     def on_generate(self, _=None):
         "Run TRIAD on the ticked seeds the run has not tried; show what came of them, or why nothing ran."
         self.result.value = "<i>generating and validating…</i>"
-        try: self.result.value = seeds_result_html(generate_from_seeds(self.p, self.llms, self.cfg))
+        try: self.result.value = _seeds_result_html(generate_from_seeds(self.p, self.llms, self.cfg))
         except Exception as e: self.result.value = f"<span class='rb-bad'>{html.escape(f'{type(e).__name__}: {e}')}</span>"
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #d85ae0d0
 @patch
-def row(self: SeedPickerView, hit):
+def row(self: _SeedPickerView, hit):
     "One hit: tick box, label and score, a 'show' button, the opening of its text."
     cb = styled(W.Checkbox(value=self.p.is_ticked(hit.chunk_id),
                            description=f"{chunk_label(hit)} · {hit.score:.2f}",
@@ -186,15 +185,15 @@ def row(self: SeedPickerView, hit):
     cb.observe(on, names="value")
     self.boxes[hit.chunk_id] = cb
     more = W.Button(description="show", layout=W.Layout(width="auto", flex="0 0 auto"))
-    more.on_click(lambda _: setattr(self.detail, "value", chunk_detail_html(self.p, hit.chunk_id)))
+    more.on_click(lambda _: setattr(self.detail, "value", _chunk_detail_html(self.p, hit.chunk_id)))
     return W.HBox([cb, more, W.HTML(html.escape(hit.text[:160]) + "…", layout=W.Layout(flex="1 1 auto"))])
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #adc6f2a6
 def seed_picker_widget(picker: SeedPicker, headless: Optional[bool] = None, llms=None, cfg=None):
     """The seed picker as a live widget (ticks saved to the picker's run directory; with `llms`, a Generate button), or
     a static summary when headless."""
-    if headless if headless is not None else is_headless(): return static(CSS + seeds_summary_html(picker))
-    return SeedPickerView(picker, llms, cfg).widget
+    if headless if headless is not None else is_headless(): return static(CSS + _seeds_summary_html(picker))
+    return _SeedPickerView(picker, llms, cfg).widget
 
 # %% ../../nbs/61_widgets.03_seeds.ipynb #4058d421
 def seed_records_of(run_dir) -> list[dict]:
@@ -209,7 +208,7 @@ def run_triad_config(run_dir):
     c = json.loads(p.read_text()).get("config") if p.exists() else None
     return TriadConfig(**c) if c else TriadConfig()
 
-def keep_seeded(run_dir, seeds: Sequence[str], before: Iterable[str] = ()) -> dict:
+def _keep_seeded(run_dir, seeds: Sequence[str], before: Iterable[str] = ()) -> dict:
     """Under the run lock, append to RUN/seeded.jsonl the items of `seeds` and the others that joined dataset.jsonl (ids
     not in `before`), wherever the run's selection put them; {file, items}."""
     run, seeds, before = RunDir(run_dir), set(seeds), set(before)
@@ -244,11 +243,11 @@ def generate_from_seeds(picker: SeedPicker, llms, cfg=None, run_dir=None, **kw):
                     run_dir, **{"progress": False, **kw})
     res.summary["new_seeds"] = new
     res.summary["new_seed_labels"] = {c.id: chunk_label(c) for c in picker.index.get_many(new)}
-    res.summary["seeded"] = keep_seeded(run_dir, new, before)   # a later run with a lower target cannot drop them
+    res.summary["seeded"] = _keep_seeded(run_dir, new, before)   # a later run with a lower target cannot drop them
     reload_open_queues(run_dir)
     return res
 
-def seeds_result_html(res) -> str:
+def _seeds_result_html(res) -> str:
     "What a Generate click on the ticked seeds produced: per new seed (by label) its outcome, and where the items are."
     out = {r["seed"]: r["outcome"] for r in seed_records_of(res.out)}
     label = res.summary.get("new_seed_labels") or {}

@@ -161,10 +161,10 @@ def _model(target: str):
 
 def cli_settable() -> dict:
     "Per command with a config model: (fields with a flag of their own, all fields, whether it takes --config FILE)."
-    from ragbench.cli import resolve_command
+    from ragbench.cli import _resolve_command
     command_parser, out = _command_parser(), {}
     for cmd, target in CONFIGS.items():
-        try: fields, acts = set(_model(target).model_fields), command_parser(resolve_command(cmd))._actions
+        try: fields, acts = set(_model(target).model_fields), command_parser(_resolve_command(cmd))._actions
         except (ImportError, AttributeError, KeyError): continue     # (an older tree, run with --house on its checkout)
         dests, flags = {a.dest for a in acts}, {f for a in acts for f in a.option_strings}
         out[cmd] = (len(fields & dests), len(fields), "--config" in flags)
@@ -172,9 +172,9 @@ def cli_settable() -> dict:
 
 def commands_with_config() -> list[str]:
     "The subcommands that take `--config FILE` (their options, or their method's config, from a YAML/JSON file)."
-    from ragbench.cli import COMMANDS, resolve_command
+    from ragbench.cli import COMMANDS, _resolve_command
     command_parser = _command_parser()
-    return [c for c in COMMANDS if "--config" in {f for a in command_parser(resolve_command(c))._actions for f in a.option_strings}
+    return [c for c in COMMANDS if "--config" in {f for a in command_parser(_resolve_command(c))._actions for f in a.option_strings}
             or c == "pipeline"]                                   # pipeline's positional is its config file
 
 def executors_and_runners(mods: dict) -> dict:

@@ -16,7 +16,7 @@ try: import ragbench  # noqa: F401
 except ImportError: sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ragbench.core import Chunk
 from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
-from ragbench.embed import Embedder, default_batch_size
+from ragbench.embed import _Embedder, _default_batch_size
 from ragbench.index import ChunkIndex
 
 
@@ -36,7 +36,7 @@ def best(f, repeat: int) -> float:
 
 def on(device: str, ts: list, repeat: int, work: Path) -> dict:
     "Chunks/s of the bare model and of ChunkIndex.build on `device`."
-    emb = Embedder(device=device); model = emb.model; bs = default_batch_size(device)
+    emb = _Embedder(device=device); model = emb.model; bs = _default_batch_size(device)
     model.encode(ts[:32], batch_size=bs)                                   # warm up
     bare = best(lambda: model.encode(ts, batch_size=bs, normalize_embeddings=True, convert_to_numpy=True), repeat)
     chunks = [Chunk(id=f"c{i}", doc_id=f"d{i // 10}", text=t) for i, t in enumerate(ts)]

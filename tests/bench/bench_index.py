@@ -24,7 +24,7 @@ try: import ragbench  # noqa: F401
 except ImportError: sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run from a source checkout
 from ragbench.core import Chunk
 from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
-from ragbench.embed import Embedder
+from ragbench.embed import _Embedder
 from ragbench.index import ChunkIndex
 
 QUERIES = ["how do I undo the last commit", "save uncommitted changes for later", "create a signed tag",
@@ -108,7 +108,7 @@ def main(argv=None):
     try:
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; peak RSS at start {peak_mb():.0f} MB")
         chunks = list(chunk_documents(load_documents(sample_corpus_path())))
-        emb = Embedder()
+        emb = _Embedder()
         t = time.perf_counter(); emb.encode(["warm up"]); load_s = time.perf_counter() - t
         print(f"corpus: {len(chunks)} chunks (bundled Git sample, pack mode); model {emb.name} loaded in {load_s:.1f} s; "
               f"peak RSS {peak_mb():.0f} MB")

@@ -20,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ragbench.corpus import hotpot_sample_path
 from ragbench.llm import make_llm
-from ragbench.triad.contexts import hotpotqa_label_cases, labelling_accuracy
+from ragbench.triad.contexts import _hotpotqa_label_cases, _labelling_accuracy
 
 
 def main(argv=None):
@@ -30,9 +30,9 @@ def main(argv=None):
     ap.add_argument("--batches", default="16,1", help="batch sizes compared, comma-separated")
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args(argv)
-    cases = hotpotqa_label_cases(hotpot_sample_path(), n=a.n)
+    cases = _hotpotqa_label_cases(hotpot_sample_path(), n=a.n)
     t0 = time.time()
-    res = labelling_accuracy(cases, make_llm(a.llm), tuple(int(b) for b in a.batches.split(",")))
+    res = _labelling_accuracy(cases, make_llm(a.llm), tuple(int(b) for b in a.batches.split(",")))
     print(f"labeller {a.llm} on {len(cases)} HotpotQA questions ({hotpot_sample_path()}), {time.time() - t0:.1f} s, "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     for b, s in res.items():

@@ -28,7 +28,9 @@ from ragbench.corpus import Document, chunk_documents, load_documents, sample_co
 from ragbench.gen.base import GenerationMethod, OneChunkQuestions, Task, TaskResult, run_generation
 from ragbench.index import ChunkIndex
 from ragbench.llm import make_llm
-from ragbench.scale import RayExecutor, build_index_on_ray, connect, disconnect
+from ragbench.scale import build_index_on_ray
+from ragbench.scale.gen import RayExecutor
+from ragbench.scale.cluster import connect, _disconnect
 from ragbench.testing import FakeLLMServer
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
@@ -139,7 +141,7 @@ def main():
         for tag in ("cold", "warm"): print("generation:", bench_generation(idx, tmp, a.latency, a.in_flight, a.waves, tag))
         print(f"driver peak RSS: {peak_mb():.0f} MB")
     finally:
-        disconnect()
+        _disconnect()
 
 
 if __name__ == "__main__":

@@ -40,11 +40,11 @@ def static_counts(pkg: Path) -> dict:
 
 def command_lines() -> dict:
     "Lines of each command function in COMMANDS, and of evaluate(): (all, body without the signature)."
-    from ragbench.cli import COMMANDS, resolve_command
+    from ragbench.cli import COMMANDS, _resolve_command
     from ragbench.eval.run import evaluate
     out = {}
     for name in COMMANDS:
-        f = resolve_command(name)
+        f = _resolve_command(name)
         src = inspect.getsource(f)
         fn = ast.parse(src).body[0]
         body_start = fn.body[0].lineno
@@ -61,14 +61,14 @@ EVAL_FLAG = {"default_llm": "llm", "progress": "quiet"}                         
 
 def settable() -> dict:
     "Per config: fields set by a flag, and by a flag or --config FILE, of all its fields."
-    from ragbench.cli import resolve_command
+    from ragbench.cli import _resolve_command
     from ragbench.commands.options import command_parser
     from ragbench.triad.config import TriadConfig
     from ragbench.dora.run import DoraConfig
     res = {}
     for cmd, model, via in (("triad", TriadConfig, {"seeds": "seeds_file"}), ("dora", DoraConfig, {}),
                             ("evaluate", None, EVAL_FLAG)):
-        dests = {a.dest for a in command_parser(resolve_command(cmd))._actions}
+        dests = {a.dest for a in command_parser(_resolve_command(cmd))._actions}
         fields = list(model.model_fields) if model else list(EVAL_OPTIONS)
         by_flag = [f for f in fields if via.get(f, f) in dests]
         has_file = "config" in dests

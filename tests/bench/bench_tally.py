@@ -16,7 +16,7 @@ import argparse, random, sys, time, tracemalloc
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ragbench.core import QAItem
-from ragbench.gen.base import PlanOrderTally, TaskResult, frontier_and_total
+from ragbench.gen.base import _PlanOrderTally, TaskResult, _frontier_and_total
 
 
 def run_results(n: int, in_flight: int, errors: float, seed: int = 0) -> list:
@@ -32,7 +32,7 @@ def run_results(n: int, in_flight: int, errors: float, seed: int = 0) -> list:
 
 def tally_per_commit(results, target, quotas) -> tuple[float, tuple]:
     "The tally's mean seconds per commit over the whole run, and its last (frontier, total)."
-    tally, t0 = PlanOrderTally(quotas), time.perf_counter()
+    tally, t0 = _PlanOrderTally(quotas), time.perf_counter()
     for r in results: tally.add(r)
     return (time.perf_counter() - t0) / len(results), (tally.frontier(target), tally.total)
 
@@ -43,7 +43,7 @@ def walk_per_commit(results, target, quotas, sample: int = 200) -> float:
     seen = {r.task_id: r for r in results[:mid]}
     t0 = time.perf_counter()
     for r in results[mid:mid + sample]:
-        seen[r.task_id] = r; frontier_and_total(seen.values(), target, quotas)
+        seen[r.task_id] = r; _frontier_and_total(seen.values(), target, quotas)
     return (time.perf_counter() - t0) / sample
 
 
@@ -58,7 +58,7 @@ def main():
         results, quotas = run_results(n, a.in_flight, err), {"comparison": n // 4, "composition": n // 4}
         full_s = walk_per_commit(results, n // 2, quotas)
         tracemalloc.start(); tally_s, got = tally_per_commit(results, n // 2, quotas); peak = tracemalloc.get_traced_memory()[1]; tracemalloc.stop()
-        want = frontier_and_total({r.task_id: r for r in results}.values(), n // 2, quotas)
+        want = _frontier_and_total({r.task_id: r for r in results}.values(), n // 2, quotas)
         assert got == want, (got, want)
         print(f"{err:>6.0%} {n:>7} {full_s * 1e3:>20.3f} {tally_s * 1e3:>16.4f} {full_s / tally_s:>7.1f} {peak / 2**20:>14.1f}")
 

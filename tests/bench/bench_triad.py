@@ -26,7 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMER
 from ragbench.core import Chunk
 from ragbench.corpus import hotpot_chunks
 from ragbench.llm import arun, make_llm
-from ragbench.triad import TriadConfig, afind_bridge, arun_triad, precheck_passes
+from ragbench.triad import TriadConfig, arun_triad
+from ragbench.triad.bridge import afind_bridge, precheck_passes
 
 SHARED = ROOT.parent / "shared" / "data"
 HOTPOT = SHARED / "hotpotqa" / "hotpotqa_train100.json"

@@ -28,7 +28,8 @@ try: import ragbench  # noqa: F401
 except ImportError: sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ragbench.core import Chunk
 from ragbench.embed import HashEmbedder, make_embedder
-from ragbench.index import ChunkIndex, vector_index_params
+from ragbench.index import ChunkIndex
+from ragbench.index.build import _vector_index_params
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 

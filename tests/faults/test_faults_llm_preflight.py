@@ -24,12 +24,12 @@ def test_killed_ray_driver_counts_no_failure(tmp_path, monkeypatch):
     "D6: a worker that asks to send after its driver was killed is refused, and no `fail` event is journaled."
     import ray
     from ragbench.llm import BudgetExceeded, make_llm
-    from ragbench.scale.gen import MeterProxy, RunCoordinator
+    from ragbench.scale.gen import _MeterProxy, _RunCoordinator
     gone = subprocess.Popen([sys.executable, "-c", "pass"]); gone.wait()      # the killed driver's pid
-    coord = RunCoordinator(driver_pid=gone.pid)
+    coord = _RunCoordinator(driver_pid=gone.pid)
     coord.add_meter(0, str(tmp_path / "calls.jsonl"), None, None)              # no budget set
     monkeypatch.setattr(ray, "get", lambda x, **kw: x)                        # the handle answers at once
-    llm = make_llm("template", meter=MeterProxy(_Handle(coord), 0))
+    llm = make_llm("template", meter=_MeterProxy(_Handle(coord), 0))
     with pytest.raises(BudgetExceeded): llm.complete("What is 2+2?", stage="eval.answer")
     events = read_lines(tmp_path / "calls.jsonl")[0] if (tmp_path / "calls.jsonl").exists() else []
     record(events=events)
