@@ -8,14 +8,14 @@ __all__ = []
 # %% ../../nbs/90_commands.ipynb #f803bfe1
 from .options import RunOptions, changed, command_parser, options_model, parse_command, read_options
 from .index import doctor_command, index_command, search_command
-from .triad import triad_command
-from .dora import dora_command
-from .refresh import refresh_command
+from .static import static_command
 from .evaluate import evaluate_command
 from .compare import compare_command
 from .validity import validity_command
 from .export import export_ragas_command
 from .report import report_command
+from .triad import triad_command
+from .dora import dora_command
+from .refresh import refresh_command
 from .run import run_command
 from .demo import demo_command
-from .static import static_command
