@@ -16,14 +16,14 @@ from lab import browser, lab   # noqa: F401 (the shared fixtures)
 LOOP_CELLS = [
     "from ragbench.index import open_index\nfrom ragbench.llm import make_llm\n"
     "from ragbench.review import ReviewQueue, run_index_spec\n"
-    "from ragbench.widgets import (SeedPicker, seed_picker_widget, BridgeInspector, bridge_widget, review_widget,\n"
-    "                              run_triad_config)\n"
+    "from ragbench.widgets import SeedPicker, seed_picker_widget, BridgeInspector, bridge_widget, review_widget\n"
+    "from ragbench.widgets.seeds import run_triad_config, seed_records_of\n"
     "RUN = {run!r}\nspec = run_index_spec(RUN)                  # the run directory alone says where its index is\n"
     "index = open_index(spec['db'], spec['table'], embedder=spec['embedder'], columns=spec['columns'] or (), fts=False)\n"
     "llm = make_llm('fake')",
     "queue = ReviewQueue(RUN, reviewer='curator')\nreview_widget(queue, calibration=False)",
     "picker = SeedPicker(index, k=6, mode='dense', run_dir=RUN)\nseed_picker_widget(picker, llms=llm)",
-    "seed = [r['seed'] for r in __import__('ragbench.widgets', fromlist=['x']).seed_records_of(RUN)][0]\n"
+    "seed = [r['seed'] for r in seed_records_of(RUN)][0]\n"
     "inspector = BridgeInspector(index, seed, k=4)\nbridge_widget(inspector, run_dir=RUN, llms=llm, cfg=run_triad_config(RUN))",
 ]
 
@@ -333,7 +333,7 @@ def test_tour_curated_end_to_end(browser, lab, tmp_path):
     assert f"{decided}/{len(q.items)} decided" in status, status
     lines = [o.replace("\u00a0", " ") for o in options]
     assert len(lines) == len(q.items)
-    col = sum(w + 1 for _, w in __import__("ragbench.widgets", fromlist=["x"]).TABLE_COLUMNS[:4])
+    col = sum(w + 1 for _, w in __import__("ragbench.widgets.render", fromlist=["x"]).TABLE_COLUMNS[:4])
     for n, iid in enumerate(q.order):
         want = decisions.get(iid, (q.decision(iid) or "", None))[0]
         assert lines[n][col:col + 9].strip() == want, (iid, lines[n])
