@@ -568,7 +568,14 @@ def test_prune_removes_what_the_new_export_lacks_after_yes(tmp_path, capsys):
     assert "documents 0 added, 0 changed, 1 removed" in out
     assert doc_ids(capsys, db) == {"stash", "bisect", "blame"}
     idx = ChunkIndex.open(db, embedder="hash")
-    assert idx.tbl.version > before and idx.build_history()[-1]["documents"]["removed"] == 1   # refresh sees it gone
+    assert idx.tbl.version > before and idx.build_history()[-1]["documents"]["removed"] == 1
+    from ragbench.core import QAItem
+    from ragbench.triad.refresh import refresh_plan
+    gold = ChunkIndex.open(db, embedder="hash").at_version(before).iter_chunks()
+    item = QAItem(id="q1", method="triad", kind="single", question="How is a release marked?", answer="git tag -a",
+                  gold_chunk_ids=[next(c.id for c in gold if c.doc_id == "tag")])
+    plan = refresh_plan([item], idx, before)                                         # refresh sees the gold chunk gone
+    assert plan["stale"]["q1"]["action"] == "drop" and "was removed" in str(plan["stale"]["q1"]["reasons"]), plan
     rc, out, err = run_cli(base + ["--prune"], capsys)                              # nothing left to prune: no --yes needed
     assert rc == 0 and "nothing to remove" in out and "stored documents not in" in out and ": 0" in out
 

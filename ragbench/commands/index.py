@@ -132,10 +132,12 @@ def _prune_confirmed(source, o: IndexOptions) -> bool:
         if o.yes or o.dry_run: raise UserError("--yes and --dry-run go with --prune")
         return True
     if o.ray is not None: raise UserError("--prune re-indexes in this process; leave out --ray")
-    present = {d.id for d in load_documents(source, o.fmt, LoadReport(), o.max_doc_mb)}   # ids only: nothing embedded
+    rep = LoadReport()
+    present = {d.id for d in load_documents(source, o.fmt, rep, o.max_doc_mb)}   # ids only: nothing chunked or embedded
     try: absent = ChunkIndex.absent_documents(o.db, o.table, present)
     except IndexSchemaError as e: raise UserError(f"--prune is refused: {e}") from e
     _print_prune_plan(source, absent)
+    if rep.skipped: print(f"  ({len(rep.skipped)} input(s) of {source} skipped: their documents count as not in it)")
     if o.dry_run:
         print("dry run: nothing removed" + (" (add --yes, without --dry-run, to remove them)" if absent else ""))
         return False
