@@ -590,3 +590,6 @@ def test_prune_is_refused_on_an_own_table_and_needs_prune_for_yes(tmp_path, caps
                                columns={"id": "doc_chunk_id", "text": "content", "vector": "embedding"})) == 4
     rc, _, err = run_cli(["index", src, "--db", str(tmp_path / "db"), "--embedder", "hash", "--yes"], capsys)
     assert rc == 2 and "go with --prune" in err
+    rc, _, err = run_cli(["index", src, "--db", str(tmp_path / "db"), "--embedder", "hash", "--prune", "--ray", "local"],
+                         capsys)
+    assert rc == 2 and "leave out --ray" in err and not (tmp_path / "db").exists()

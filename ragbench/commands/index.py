@@ -131,7 +131,8 @@ def _prune_confirmed(source, o: IndexOptions) -> bool:
     if not o.prune:
         if o.yes or o.dry_run: raise UserError("--yes and --dry-run go with --prune")
         return True
-    if o.ray is not None: raise UserError("--prune re-indexes in this process; leave out --ray")
+    if ray_address(o.ray) is not None:
+        raise UserError("--prune re-indexes in this process: leave out --ray (and $RAGBENCH_RAY_ADDRESS)")
     rep = LoadReport()
     present = {d.id for d in load_documents(source, o.fmt, rep, o.max_doc_mb)}   # ids only: nothing chunked or embedded
     try: absent = ChunkIndex.absent_documents(o.db, o.table, present)
