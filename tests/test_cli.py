@@ -57,7 +57,9 @@ ADDED = {
     "export-ragas": {"--column": "column", "--embedder": "embedder"},   # issue 25: your own table, as the other commands take it
     "index": {**RAY, "--vector-index-min-rows": "vector_index_min_rows",  # issue 14: --ray; issue 23: the vector-index threshold
               "--write-rows": "write_rows",                               # issue 23: new chunks gathered per table write
-              "--config": "config"},                                      # issue 18: every command takes --config FILE
+              "--config": "config",                                       # issue 18: every command takes --config FILE
+              # issue 41: the source is the whole corpus; the stored documents it lacks are listed, removed with --yes
+              "--prune": "prune", "--yes": "yes", "--dry-run": "dry_run"},
     "pipeline": RAY,                               # issue 14: --ray local|auto|ADDRESS
     # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
     "report": {"--baseline": "baseline", "--config": "config"},   # issue 20: the setup the report's paired decision

@@ -3,7 +3,7 @@
 Most tests use the model-free `hash` embedder; one test uses the bundled all-MiniLM-L6-v2 model
 (loaded once, in-process). Run: pytest tests/test_index_cli.py -q
 """
-import json, os, signal, subprocess, sys, textwrap, time
+import json, os, re, signal, subprocess, sys, textwrap, time
 from pathlib import Path
 
 import pytest
@@ -521,3 +521,75 @@ def test_search_takes_its_options_from_a_config_file(folder, tmp_path, capsys):
     conf.write_text("kk: 3\n")
     rc, out, err = run_cli(["search", "git", "--db", str(db), "--config", str(conf)], capsys)
     assert rc == 2 and "search.yaml: unknown option 'kk'; options: db, table, k" in err
+
+
+# ---- issue 41: a re-index that knows the whole corpus (--prune) ----
+
+PAGES = {"stash": "git stash saves your local modifications away and reverts the working directory.",
+         "tag": "git tag -a creates an annotated tag that marks a release.",
+         "bisect": "git bisect finds the commit that introduced a bug by binary search.",
+         "blame": "git blame shows what revision last modified each line of a file."}
+
+
+def export(path, ids):
+    "A JSONL export of the pages named `ids`."
+    path.write_text("".join(json.dumps({"id": i, "title": i, "text": PAGES[i]}) + "\n" for i in ids))
+    return str(path)
+
+
+def doc_ids(capsys, db):
+    "The documents `ragbench search` still finds (every chunk of the small table)."
+    return {h["doc_id"] for h in search_json(capsys, db, "git", "-k", "10", "--mode", "dense")}
+
+
+def test_prune_removes_what_the_new_export_lacks_after_yes(tmp_path, capsys):
+    db = str(tmp_path / "db")
+    for name, ids in (("week1.jsonl", ["stash", "tag"]), ("extra.jsonl", ["bisect"])):   # two files, one corpus
+        rc, _, err = run_cli(["index", export(tmp_path / name, ids), "--db", db, "--embedder", "hash", "--quiet"], capsys)
+        assert rc == 0, err
+    new = export(tmp_path / "week2.jsonl", ["stash", "bisect", "blame"])             # 'tag' was deleted
+    base = ["index", new, "--db", db, "--embedder", "hash", "--quiet"]
+    rc, out, err = run_cli(base + ["--prune", "--dry-run"], capsys)
+    assert rc == 0, err
+    assert "1 stored document(s) not in" in out and "week1.jsonl: 1" in out and "    tag" in out
+    assert "dry run: nothing removed" in out and "indexed" not in out
+    assert doc_ids(capsys, db) == {"stash", "tag", "bisect"}
+    rc, out, err = run_cli(base + ["--prune"], capsys)                              # no --yes: refused
+    assert rc == 2 and "    tag" in out and "add --yes" in err and "nothing was changed" in err
+    assert doc_ids(capsys, db) == {"stash", "tag", "bisect"}
+    rc, out, err = run_cli(base, capsys)                                             # a plain re-index keeps it, and says so
+    assert rc == 0, err
+    assert re.search(r"stored documents not in \S*week2.jsonl: 1 \(\S*week1.jsonl: 1 kept\)", out), out
+    assert doc_ids(capsys, db) == {"stash", "tag", "bisect", "blame"}
+    before = ChunkIndex.open(db, embedder="hash").tbl.version
+    rc, out, err = run_cli(base + ["--prune", "--yes"], capsys)
+    assert rc == 0, err
+    assert re.search(r"stored documents not in \S*week2.jsonl: 1 \(\S*week1.jsonl: 1 removed\)", out), out
+    assert "documents 0 added, 0 changed, 1 removed" in out
+    assert doc_ids(capsys, db) == {"stash", "bisect", "blame"}
+    idx = ChunkIndex.open(db, embedder="hash")
+    assert idx.tbl.version > before and idx.build_history()[-1]["documents"]["removed"] == 1
+    from ragbench.core import QAItem
+    from ragbench.triad.refresh import refresh_plan
+    gold = ChunkIndex.open(db, embedder="hash").at_version(before).iter_chunks()
+    item = QAItem(id="q1", method="triad", kind="single", question="How is a release marked?", answer="git tag -a",
+                  gold_chunk_ids=[next(c.id for c in gold if c.doc_id == "tag")])
+    plan = refresh_plan([item], idx, before)                                         # refresh sees the gold chunk gone
+    assert plan["stale"]["q1"]["action"] == "drop" and "was removed" in str(plan["stale"]["q1"]["reasons"]), plan
+    rc, out, err = run_cli(base + ["--prune"], capsys)                              # nothing left to prune: no --yes needed
+    assert rc == 0 and "nothing to remove" in out and "stored documents not in" in out and ": 0" in out
+
+
+def test_prune_is_refused_on_an_own_table_and_needs_prune_for_yes(tmp_path, capsys):
+    db = tmp_path / "user_db"; _own_table(db)
+    src = export(tmp_path / "new.jsonl", ["stash"])
+    for extra in (["--prune", "--yes"], ["--prune", "--dry-run"]):
+        rc, out, err = run_cli(["index", src, "--db", str(db), "--table", "kb", "--embedder", "hash:64", *extra], capsys)
+        assert rc == 2 and "--prune is refused" in err and "not built by ragbench" in err, err
+    assert len(ChunkIndex.open(db, table="kb", embedder=HashEmbedder(64),
+                               columns={"id": "doc_chunk_id", "text": "content", "vector": "embedding"})) == 4
+    rc, _, err = run_cli(["index", src, "--db", str(tmp_path / "db"), "--embedder", "hash", "--yes"], capsys)
+    assert rc == 2 and "go with --prune" in err
+    rc, _, err = run_cli(["index", src, "--db", str(tmp_path / "db"), "--embedder", "hash", "--prune", "--ray", "local"],
+                         capsys)
+    assert rc == 2 and "leave out --ray" in err and not (tmp_path / "db").exists()

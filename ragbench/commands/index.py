@@ -37,9 +37,21 @@ def _build_index(source, o: IndexOptions, emb, report: Optional[LoadReport] = No
     idx = ChunkIndex.build(o.db, chunks, emb, table=o.table, batch_size=o.batch_size, progress=not o.quiet,
                            vector_index_min_rows=o.vector_index_min_rows, source=source,
                            # a re-index embeds only what changed; a long build tunes
-                           write_rows=o.write_rows, tune=True)
+                           write_rows=o.write_rows, tune=True, prune=o.prune)
     idx.ensure_vector_index(o.vector_index_min_rows)       # a table that reached the size now
     return idx
+
+def _absent_line(source, st: dict) -> Optional[str]:
+    """How many stored documents `source` did not contain, per source, removed or kept (None: the table held none, or
+    the build does not count them)."""
+    if not st.get("stored_documents"): return None
+    absent = st.get("absent") or {}
+    n, kept = sum(a["documents"] for a in absent.values()), sum(a["documents"] - a["removed"] for a in absent.values())
+    parts = [f"{src}: " + ", ".join(f"{k} {w}" for k, w in ((a["removed"], "removed"),
+                                                             (a["documents"] - a["removed"], "kept")) if k)
+             for src, a in sorted(absent.items())]
+    tail = "; --prune removes the kept ones where this source is the whole corpus" if kept else ""
+    return f"stored documents not in {source}: {n}" + (f" ({'; '.join(parts)})" if parts else "") + tail
 
 def _print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: LoadReport) -> None:
     "What an index build did, on stdout."
@@ -49,6 +61,7 @@ def _print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: L
     print(f"table '{table}' in {db}: {len(idx)} chunks, embedder {emb.name} (dim {emb.dim})")
     if "documents" in st and st["version"] != st["previous_version"] and st["chunks_diff"]["unchanged"] + st["removed"]:
         print(changes_line(st))
+    if line := _absent_line(source, st): print(line)
     if ann := idx.vector_index():
         print(f"vector index: IVF-PQ, {ann['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
@@ -95,6 +108,44 @@ class IndexOptions(BaseModel):
         description="build an IVF-PQ vector index once the table has " "this many rows (below it: exact search)",
     )
     ray: Optional[str] = Field(None, description=RAY_HELP)
+    prune: bool = Field(False, description="the source is the whole corpus: remove the stored documents it does not "
+                        "contain (lists them per source first; needs --yes)")
+    yes: bool = Field(False, description="with --prune: remove the documents it lists")
+    dry_run: bool = Field(False, description="with --prune: only list the documents it would remove")
+
+# %% ../../nbs/90_commands.02_index.ipynb #8c4e2f17
+_LISTED = 20   # documents --prune lists per source (then how many more)
+
+def _print_prune_plan(source, absent: dict) -> None:
+    "The stored documents `--prune` removes, per source (the first `_LISTED` of each by name)."
+    n = sum(map(len, absent.values()))
+    print(f"--prune: {n} stored document(s) not in {source}" + (" to remove:" if n else "; nothing to remove"))
+    for src, docs in sorted(absent.items()):
+        print(f"  {src}: {len(docs)}")
+        for d in docs[:_LISTED]: print(f"    {d}")
+        if len(docs) > _LISTED: print(f"    ... and {len(docs) - _LISTED} more")
+
+def _prune_confirmed(source, o: IndexOptions) -> bool:
+    """Whether the build runs: with --prune, after listing what it removes (False: --dry-run); without --yes, refused
+    (nothing changed)."""
+    if not o.prune:
+        if o.yes or o.dry_run: raise UserError("--yes and --dry-run go with --prune")
+        return True
+    if ray_address(o.ray) is not None:
+        raise UserError("--prune re-indexes in this process: leave out --ray (and $RAGBENCH_RAY_ADDRESS)")
+    rep = LoadReport()
+    present = {d.id for d in load_documents(source, o.fmt, rep, o.max_doc_mb)}   # ids only: nothing chunked or embedded
+    try: absent = ChunkIndex.absent_documents(o.db, o.table, present)
+    except IndexSchemaError as e: raise UserError(f"--prune is refused: {e}") from e
+    _print_prune_plan(source, absent)
+    if rep.skipped: print(f"  ({len(rep.skipped)} input(s) of {source} skipped: their documents count as not in it)")
+    if o.dry_run:
+        print("dry run: nothing removed" + (" (add --yes, without --dry-run, to remove them)" if absent else ""))
+        return False
+    if absent and not o.yes:
+        raise UserError(f"--prune would remove the {sum(map(len, absent.values()))} stored document(s) listed above; "
+                        "add --yes to remove them (--dry-run only lists them); nothing was changed")
+    return True
 
 # %% ../../nbs/90_commands.02_index.ipynb #c975849a
 @options_model(IndexOptions)
@@ -108,6 +159,7 @@ def index_command(
     "Load, chunk and embed documents into a LanceDB table, then print a summary."
     o, report = read_options(IndexOptions, config, options)[0], LoadReport()
     try:
+        if not _prune_confirmed(source, o): return
         emb = make_embedder(o.embedder)
         idx = _build_index(source, o, emb, report)
     except (CorpusError, IndexSchemaError, EmbedderError, ValueError) as e: raise UserError(str(e)) from e

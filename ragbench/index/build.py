@@ -109,9 +109,10 @@ def create_or_open(cls: ChunkIndex, db_dir: Path, table: str, emb) -> ChunkIndex
 def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], embedder=None, table: str = "chunks",
           batch_size: int = 256, progress: bool = True, source=None,
           vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, total: Optional[int] = None,
-          write_rows: int = WRITE_ROWS, tune: bool = False) -> ChunkIndex:
+          write_rows: int = WRITE_ROWS, tune: bool = False, prune: bool = False) -> ChunkIndex:
     """Embed and store chunks in `db_dir`/`table` under the table lock, resuming a killed build; no chunks, nothing
-    created (`source`: re-index it, see `sync`; `tune`: the process tuning of a long build)."""
+    created (`source`: re-index it, see `sync`; `prune`: the chunks are the corpus, every other document is removed;
+    `tune`: the process tuning of a long build)."""
     check_name(table, where="table", error=IndexSchemaError)     # before anything is written
     emb = make_embedder(embedder)
     if tune: limit_malloc_arenas()
@@ -128,8 +129,8 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
         idx = cls.create_or_open(db_dir, table, emb)
         kw = dict(batch_size=batch_size, progress=progress, vector_index_min_rows=vector_index_min_rows,
                   write_rows=write_rows, append=is_local(db_dir))       # the lock is held: plain appends, no merge
-        if source is None: idx.add(itertools.chain(first, chunks), total=total, **kw)
-        else: idx.sync(itertools.chain(first, chunks), source, **kw)
+        if source is None and not prune: idx.add(itertools.chain(first, chunks), total=total, **kw)
+        else: idx.sync(itertools.chain(first, chunks), source, prune=prune, **kw)
     return idx
 
 # %% ../../nbs/11_index.03_build.ipynb #a77c773e

@@ -11,8 +11,9 @@ from typing import Iterable, Optional, Union
 import numpy as np
 from fastcore.basics import patch
 from ..core import Chunk, utc_now
-from .storage import batched, connect_db, storage_guarded, write_stored_text
-from .columns import IndexSchemaError, read_sidecar, sidecar_path
+from .storage import (batched, connect_db, db_exists, db_location, storage_errors, storage_guarded,
+                                    table_names, write_stored_text)
+from .columns import DEFAULT_COLUMNS, IndexSchemaError, read_sidecar, sidecar_path
 from .build import VECTOR_INDEX_MIN_ROWS, WRITE_ROWS, ChunkIndex, IdHashes, PendingRows, id_hashes
 
 # %% auto #0
@@ -41,6 +42,7 @@ class _StoredRows:
     inside: np.ndarray      # bool: the row's meta `source` is in the re-indexed source
     rowids: np.ndarray      # uint64 LanceDB row ids (`_rowid`)
     doc_names: list
+    doc_sources: list = field(default_factory=list)   # the meta `source` of each document (its first row's)
 
     def __len__(self) -> int: return len(self.ids)
 
@@ -48,18 +50,26 @@ class _StoredRows:
         "The document of each stored row."
         return [self.doc_names[d] for d in self.docs.tolist()]
 
+# %% ../../nbs/11_index.05_versions.ipynb #b2e4d6f8
+def _doc_numbers(doc_ids: list, metas: list, names: dict, sources: list) -> list[int]:
+    "The number of each row's document in `names` (a new one added, with its meta `source` in `sources`)."
+    out = []
+    for d, m in zip(doc_ids, metas):
+        out.append(names.setdefault(str(d), len(names)))
+        if out[-1] == len(sources): sources.append(m.get("source"))
+    return out
+
 @patch
 def _stored(self: ChunkIndex, source=None) -> _StoredRows:
     """Every stored row's id, document, position, text and whether it is in `source`, as arrays, read 4,096 rows at a
     time."""
-    c, names, parts = self.columns, {}, {k: [] for k in ("ids", "docs", "positions", "texts", "inside", "rowids")}
+    c, names, sources = self.columns, {}, []
+    parts = {k: [] for k in ("ids", "docs", "positions", "texts", "inside", "rowids")}
     q = self.tbl.search().with_row_id(True).select([c["id"], c["doc_id"], c["text"], c["meta"]]).limit(None)
     for b in q.to_batches(4096):
         metas = [json.loads(m or "{}") for m in b.column(c["meta"]).to_pylist()]
         parts["ids"].append(id_hashes(b.column(c["id"]).to_pylist()))
-        parts["docs"].append(
-            np.array([names.setdefault(str(d), len(names)) for d in b.column(c["doc_id"]).to_pylist()], np.int32)
-        )
+        parts["docs"].append(np.array(_doc_numbers(b.column(c["doc_id"]).to_pylist(), metas, names, sources), np.int32))
         parts["positions"].append(np.array([_position(m) for m in metas], np.int64))
         parts["texts"].append(id_hashes(t or "" for t in b.column(c["text"]).to_pylist()))
         parts["inside"].append(np.array([_in_source(m.get("source"), source) for m in metas], bool))
@@ -67,7 +77,7 @@ def _stored(self: ChunkIndex, source=None) -> _StoredRows:
     empty = {"ids": np.uint64, "docs": np.int32, "positions": np.int64, "texts": np.uint64, "inside": bool,
              "rowids": np.uint64}
     arrays = {k: np.concatenate(v) if v else np.zeros(0, empty[k]) for k, v in parts.items()}
-    return _StoredRows(**arrays, doc_names=list(names))
+    return _StoredRows(**arrays, doc_names=list(names), doc_sources=sources)
 
 # %% ../../nbs/11_index.05_versions.ipynb #43d15da8
 class _StoredTexts:
@@ -132,12 +142,25 @@ class _Produced:
                 at = (c.doc_id, _position(c.meta or {}))
                 self.at_stored[at] = self.at_stored.get(at, 0) + 1
 
-def _diff(stored: _StoredRows, p: _Produced, scoped: bool) -> tuple[dict, np.ndarray]:
-    "Documents and chunks added / changed / removed / unchanged, and the id hashes of the stored rows to delete."
+# %% ../../nbs/11_index.05_versions.ipynb #c3f5a7e9
+def _absent(stored: _StoredRows, p: _Produced, gone: np.ndarray) -> dict:
+    "Per source, the stored documents the stream did not contain: {source: {documents, removed}}."
+    removed = np.zeros(len(stored.doc_names), bool)
+    removed[stored.docs[gone]] = True
+    out = {}
+    for d, (name, src) in enumerate(zip(stored.doc_names, stored.doc_sources)):
+        if name in p.docs: continue
+        a = out.setdefault(str(src) if src else "(no source)", {"documents": 0, "removed": 0})
+        a["documents"], a["removed"] = a["documents"] + 1, a["removed"] + bool(removed[d])
+    return out
+
+def _diff(stored: _StoredRows, p: _Produced, scoped: bool, prune: bool = False) -> tuple[dict, np.ndarray]:
+    """Documents and chunks added / changed / removed / unchanged, the stored documents the stream lacks, and the id
+    hashes of the stored rows to delete (`prune`: every row the stream did not give again)."""
     names = stored.doc_names
     kept = np.array(p.kept.flags(stored.ids), dtype=bool)
     in_stream = np.array([d in p.docs for d in names], dtype=bool)
-    gone = ~kept & (in_stream[stored.docs] | (scoped & stored.inside)) if len(stored) else np.zeros(0, bool)
+    gone = ~kept & (prune | in_stream[stored.docs] | (scoped & stored.inside)) if len(stored) else np.zeros(0, bool)
     gone_at = [(names[d], q) for d, q in zip(stored.docs[gone].tolist(), stored.positions[gone].tolist())]
     gone_set = set(gone_at)
     changed = sum(n for at, n in p.at_stored.items() if at in gone_set)
@@ -148,7 +171,8 @@ def _diff(stored: _StoredRows, p: _Produced, scoped: bool) -> tuple[dict, np.nda
     docs["unchanged"] = len(p.docs) - docs["added"] - docs["changed"]
     chunks = {"added": p.added - changed, "changed": changed,
               "removed": sum(at not in p.at_stored for at in gone_at), "unchanged": len(p.kept)}
-    return {"documents": docs, "chunks_diff": chunks}, stored.ids[gone]
+    return {"documents": docs, "chunks_diff": chunks, "absent": _absent(stored, p, gone),
+            "stored_documents": len(names)}, stored.ids[gone]
 
 @patch
 def _delete_hashed(self: ChunkIndex, hashes: np.ndarray) -> int:
@@ -164,9 +188,9 @@ def _delete_hashed(self: ChunkIndex, hashes: np.ndarray) -> int:
 @storage_guarded
 def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int = 256, progress: bool = False,
          vector_index_min_rows: Optional[int] = VECTOR_INDEX_MIN_ROWS, write_rows: int = WRITE_ROWS,
-         append: bool = False) -> dict:
+         append: bool = False, prune: bool = False) -> dict:
     """Make the table hold `chunks`: embed only new texts, delete the old chunks of changed documents (and, with
-    `source`, of its documents that are gone); returns the diff."""
+    `source`, of its documents that are gone; with `prune`, of every stored document they lack); returns the diff."""
     from tqdm.auto import tqdm
     before, removed_dups = self.tbl.version, self.remove_duplicates()
     stored = self._stored(source)
@@ -184,7 +208,7 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
             bar.update(len(batch) - len(new))
         self._write_pending(pending, st, force=True, append=append)
     finally: bar.close()
-    diff, gone = _diff(stored, produced, source is not None)
+    diff, gone = _diff(stored, produced, source is not None, prune)
     self._delete_hashed(gone)
     if st["added"]:
         st["vector_index_built"] = self.ensure_vector_index(vector_index_min_rows)   # first: its peak is the larger
@@ -193,6 +217,31 @@ def sync(self: ChunkIndex, chunks: Iterable[Chunk], source=None, batch_size: int
     self.last_build = {**st, **diff, "removed": len(gone), "previous_version": before, "version": self.tbl.version}
     if self.last_build["version"] != before: self._record_version(source)
     return self.last_build
+
+# %% ../../nbs/11_index.05_versions.ipynb #6f0b7c12
+def _absent_in(tbl, cols: dict, present: set) -> dict:
+    "{source: [document ids]} of the rows of `tbl` whose document is not in `present` (reads doc_id and meta only)."
+    out, seen = {}, set()
+    for b in tbl.search().select([cols["doc_id"], cols["meta"]]).limit(None).to_batches(4096):
+        for d, m in zip(b.column(cols["doc_id"]).to_pylist(), b.column(cols["meta"]).to_pylist()):
+            if (d := str(d)) in present or d in seen: continue
+            seen.add(d)
+            src = json.loads(m or "{}").get("source")
+            out.setdefault(str(src) if src else "(no source)", []).append(d)
+    return out
+
+@patch(cls_method=True)
+def absent_documents(cls: ChunkIndex, db_dir, table: str, present: set) -> dict:
+    """The stored documents of ragbench table `table` not in `present`, {source: [document ids]}, read column-wise (no
+    texts); a table ragbench did not build is refused (it does not own its rows)."""
+    db_dir = db_location(db_dir)
+    with storage_errors(db_dir, table):
+        if not db_exists(db_dir) or table not in table_names(db := connect_db(db_dir)): return {}
+        if read_sidecar(db_dir, table) is None:
+            raise IndexSchemaError(f"table '{table}' in {db_dir} was not built by ragbench (no {table}.ragbench.json): "
+                                   "ragbench removes none of its rows; `ragbench refresh` reads deletions from the "
+                                   "table's own versions")
+        return _absent_in(db.open_table(table), DEFAULT_COLUMNS, present)
 
 # %% ../../nbs/11_index.05_versions.ipynb #cca53036
 @patch
@@ -205,7 +254,7 @@ def _record_version(self: ChunkIndex, source=None) -> None:
     side.setdefault("versions", []).append({"version": b["version"], "previous": b["previous_version"], "at": utc_now(),
                                             "source": str(source) if source is not None else None,
                                             "documents": b["documents"], "chunks": b["chunks_diff"],
-                                            "embedded": b["embedded"]})
+                                            "embedded": b["embedded"], "absent": b.get("absent", {})})
     write_stored_text(sidecar_path(self.db_dir, self.table_name), json.dumps(side, indent=2))
 
 @patch
