@@ -648,15 +648,15 @@ def test_qualify_bar_has_teeth():
     judges = {
         # "perfect" means the known verdicts: this judge alone reads the case's label, and only to answer it right
         "perfect": lambda c: c.expected["valid"],
-        # perfect, except that every second false premise passes (the old bar, at most half a kind, let it through)
-        "half premises": lambda c: c.expected["valid"] or (c.case == "false_premise" and premises.index(c.id) % 2 == 0),
+        # perfect, except that every second false premise passes: 22 of 45 (the old bar, at most half, let it through)
+        "half premises": lambda c: c.expected["valid"] or (c.case == "false_premise" and premises.index(c.id) % 2 == 1),
         # no label at all: the floor's own out-of-fold verdict for the case
         "copies the floor": lambda c: floor[c.id],
     }
     runs = {k: run_qualify(FakeLLM(_decides(j, cases))) for k, j in judges.items()}
     assert {k: r["verdict"].split(":")[0] for k, r in runs.items()} == {
         "perfect": "qualified", "half premises": "not qualified", "copies the floor": "not qualified"}
-    assert "lets a flaw kind through above the 20% bar: false_premise 51%" in runs["half premises"]["verdict"]
+    assert "lets a flaw kind through above the 20% bar: false_premise 49%" in runs["half premises"]["verdict"]
     copy = runs["copies the floor"]
     assert copy["margin"] == pytest.approx(copy["floor"]["margin"]) and 0.3 <= copy["floor"]["margin"] <= 0.6
     assert f"margin {copy['margin']:+.2f} vs {copy['floor']['margin']:+.2f}" in copy["verdict"]

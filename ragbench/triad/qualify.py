@@ -93,7 +93,7 @@ def _surface_features(case: _QualifyCase) -> list[float]:
     names = {w.lower().strip("?,.'\"") for w in q.split()[1:] if w[:1].isupper()}
     return [float(x) for x in (
         case.binary, *(case.kind == k for k in _KINDS), len(ps), len(words(q)), len(words(a)),
-        yn or mentions(text, a.lower()), any(a.lower() == p["title"].lower() for p in ps), not yn and mentions(q, a),
+        yn or mentions(text, a), any(a.lower() == p["title"].lower() for p in ps), not yn and mentions(q, a),
         _share_in(ws, text), max(groups, default=0.0), min(groups, default=0.0),
         _share_in(ws, " ".join(p["title"] for p in ps).lower()), sum(p["title"].lower() in q.lower() for p in ps),
         bool(_PRONOUN.search(q)), len(re.findall(r"\b(?:a|an)\b", q, re.I)), len(names), _share_in(names, text))]
