@@ -7,7 +7,7 @@ Tests marked "issue 10 #k" failed on the code before the fix (commit 9728da8).
     python -m pytest -q tests/test_triad.py
     RAGBENCH_SLOW=1 python -m pytest -q tests/test_triad.py -k local    # also a smoke run on the offline local model
 """
-import contextlib, json, os, random, signal, subprocess, sys, time
+import contextlib, json, os, random, re, signal, subprocess, sys, time
 from pathlib import Path
 
 import pytest
@@ -612,14 +612,65 @@ def test_qualify_against_the_fake_server(tmp_path, capsys):
     assert served == s["llm"]["calls"] == sum(1 + len(c.passages) for c in load_qualify_set(n=12)) and s["cases"] == 12
     assert s["verdict"].startswith("not qualified") and out.strip().splitlines()[-1] == s["verdict"]
     assert {"precision", "recall", "false_rejection"} <= set(s["metrics"]["multi_hop"])
-    # issue 19 #1: the string baseline beside it, false acceptance per flaw and type, the paper's quantity by its name
-    assert s["baseline"]["verdict"].startswith("not qualified: the string baseline rejects") and "string baseline (no model)" in out
+    # issue 19 #1: a floor beside it (issue 41: the surface classifier, out of fold, replaces the string baseline),
+    # false acceptance per flaw and type, the paper's quantity by its name
+    assert s["floor"]["line"].startswith("the surface classifier") and f"floor (no model): {s['floor']['line']}" in out
+    assert "lets a flaw kind through above the 20% bar" in s["verdict"]      # 1 of 1 accepted: over the bar, however few
+    assert (tmp_path / "q" / "floor.jsonl").exists() and not (tmp_path / "q" / "baseline.jsonl").exists()
     d = s["metrics"]["decision"]
     assert {"false_acceptance_by_flaw", "false_acceptance_by_type", "false_rejection_by_type", "wrong_rejection_share"} <= set(d)
     assert all({"lo", "hi", "n"} <= set(x) for x in d["false_acceptance_by_flaw"].values())
     assert "of its rejections were valid questions (the paper's judge: 10–15% of its rejections)" in s["verdict"]
     assert len((tmp_path / "q" / "qualify.jsonl").read_text().splitlines()) == 12
 
+
+def _decides(accept, cases):
+    "A scripted judge (no model) that accepts a case when `accept(case)` says so; check 2 finds no group sufficient."
+    def judge(req):
+        if req.stage == "triad.sufficiency": return {"reason": "scripted", "sufficient": False}
+        q, a = (re.search(rf"{k}: (.*)\n", req.prompt) for k in ("Question", "Answer"))
+        texts = {x for _, _, x in parse_chunks(req.prompt)}
+        case = next(c for c in cases if c.question == q.group(1) and a.group(1) == c.answer
+                    and texts <= {p["text"] for p in c.passages})
+        ok = bool(accept(case))
+        return {**{f"{k}_reason": "scripted" for k in CRITERIA}, **{k: ok for k in CRITERIA}, "temporal": False}
+    return judge
+
+
+def test_qualify_bar_has_teeth():
+    """issue 41: on the whole shipped set, a judge that lets half the false premises through and one whose decisions
+    copy the surface classifier's out-of-fold verdicts are not qualified; a perfect judge is."""
+    from ragbench.testing import FakeLLM
+    from ragbench.triad.qualify import load_qualify_set, run_qualify, _surface_floor
+    cases = load_qualify_set()
+    premises = [c.id for c in cases if c.case == "false_premise"]
+    floor = dict(zip((c.id for c in cases), _surface_floor(cases)))    # what the classifier says of each case, unseen
+    judges = {
+        # "perfect" means the known verdicts: this judge alone reads the case's label, and only to answer it right
+        "perfect": lambda c: c.expected["valid"],
+        # perfect, except that every second false premise passes: 22 of 45 (the old bar, at most half, let it through)
+        "half premises": lambda c: c.expected["valid"] or (c.case == "false_premise" and premises.index(c.id) % 2 == 1),
+        # no label at all: the floor's own out-of-fold verdict for the case
+        "copies the floor": lambda c: floor[c.id],
+    }
+    runs = {k: run_qualify(FakeLLM(_decides(j, cases))) for k, j in judges.items()}
+    assert {k: r["verdict"].split(":")[0] for k, r in runs.items()} == {
+        "perfect": "qualified", "half premises": "not qualified", "copies the floor": "not qualified"}
+    assert "lets a flaw kind through above the 20% bar: false_premise 49%" in runs["half premises"]["verdict"]
+    copy = runs["copies the floor"]
+    assert copy["margin"] == pytest.approx(copy["floor"]["margin"]) and 0.3 <= copy["floor"]["margin"] <= 0.6
+    assert f"margin {copy['margin']:+.2f} vs {copy['floor']['margin']:+.2f}" in copy["verdict"]
+    assert runs["perfect"]["margin"] == 1.0 and "qualifying needs" in runs["perfect"]["verdict"]
+
+
+def test_qualify_on_too_few_cases_is_uninformative():
+    "issue 41: with under 30 cases of a flaw kind, a perfect judge gets no pass: the verdict says so for each kind."
+    from ragbench.testing import FakeLLM
+    from ragbench.triad.qualify import load_qualify_set, run_qualify
+    cases = load_qualify_set(n=84)
+    s = run_qualify(FakeLLM(_decides(lambda c: c.expected["valid"], cases)), cases=cases)   # the known verdicts
+    assert s["verdict"].startswith("uninformative: ") and "uninformative for that kind (under 30 cases): " in s["verdict"]
+    assert "bridge_named (12 cases)" in s["verdict"] and s["floor"]["margin"] is not None
 
 @pytest.mark.skipif(not os.environ.get("RAGBENCH_SLOW"), reason="slow: runs the offline local model (set RAGBENCH_SLOW=1)")
 def test_local_model_smoke_run(index, tmp_path):

@@ -225,7 +225,7 @@ class QualifyOptions(BaseModel):
     "The options of `ragbench qualify`: flags, a `--config FILE`, or keyword arguments of `qualify_command`."
     model_config = ConfigDict(extra="forbid")
     judge_llm: str = Field(description="the judge LLM spec to qualify, e.g. gemini:gemini-2.5-flash-lite")
-    out: str = Field(description="output folder: qualify.jsonl (every case), baseline.jsonl, "
+    out: str = Field(description="output folder: qualify.jsonl (every case), floor.jsonl, "
                                  "summary.json (metrics, verdict), cache/")
     n: Optional[int] = Field(None, description="cases to run (the first N, stratified by kind; default: all 345)")
     concurrency: int = Field(8, description="LLM requests in flight")
@@ -236,9 +236,9 @@ def _qualify_judge(spec: str, out, concurrency: int = 8):
     return LLMPool(Path(out) / "cache", concurrency).get(spec)        # as every run makes its LLMs (19_spine)
 
 def _print_qualify(s: dict, out) -> None:
-    "A qualification on stdout: the metrics table, the string baseline's verdict, the cases and calls, the verdict."
+    "A qualification on stdout: the metrics table, the surface-classifier floor, the cases and calls, the verdict."
     print(_table(s["metrics"]))
-    print(f"string baseline (no model): {s['baseline']['verdict']}")
+    print(f"floor (no model): {s['floor']['line']}")
     print(f"{s['cases']} cases ({', '.join(f'{k} {v}' for k, v in s['by_case'].items())}), {s['llm']['calls']} calls "
           f"({s['llm']['cached']} cached) -> {Path(out) / 'summary.json'}")
     print(s["verdict"])
@@ -250,7 +250,7 @@ def qualify_command(
     config: Optional[str] = None,  # YAML/JSON file of QualifyOptions (judge_llm, n ...); the flags given override it
     **options,  # every field of QualifyOptions, one flag each
 ) -> int:
-    "Qualify a judge model: TRIAD's checks on questions with known right verdicts, against a no-model string baseline."
+    "Qualify a judge model: TRIAD's checks on questions with known right verdicts, against a surface-classifier floor."
     o = read_options(QualifyOptions, config, options)[0]
     cases = load_qualify_set(n=o.n)
     s = run_qualify(_qualify_judge(o.judge_llm, o.out, o.concurrency), o.out, cases=cases)

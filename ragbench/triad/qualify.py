@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import Chunk, RunDir, UserError, read_jsonl
 from ..llm import arun
-from ..text import content_words, mentions
+from ..text import content_words, mentions, words
 from .judge import CRITERIA, ajudge, asufficiency, sufficiency_groups
 from .write import QAPair
 
@@ -75,25 +75,49 @@ async def _aqualify_case(case: _QualifyCase, llm) -> dict:
 
 # %% ../../nbs/26_triad.qualify.ipynb #5b1e7a21
 _PRONOUN = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|them)\b", re.I)
+_KINDS = ("comparison", "intersection", "composition")
 
-def _covers(question: str, passages: Sequence[dict], share: float = 0.8) -> bool:
-    "Whether the passages write at least `share` of the question's content words."
-    ws = set(content_words(question))
-    text = " ".join(f"{p['title']} {p['text']}" for p in passages).lower()
-    return bool(ws) and sum(w in text for w in ws) / len(ws) >= share
+def _share_in(ws: set, text: str) -> float:
+    "The share of the words `ws` that the lowercase `text` writes (0 without words)."
+    return sum(w in text for w in ws) / len(ws) if ws else 0.0
 
-def _string_baseline_case(case: _QualifyCase) -> dict:
-    "The three string rules' verdicts on one case, scored like a judge's (no model, no call)."
-    text = " ".join(f"{p['title']} {p['text']}" for p in case.passages)
-    a = case.answer.strip().rstrip(".")
-    quality = a.lower() in ("yes", "no") or mentions(text, a)
-    clear = not _PRONOUN.search(case.question)
-    sufficient = any(_covers(case.question,
-                             [case.passages[i] for i in g]) for g in sufficiency_groups(len(case.passages)))
-    got = {"quality": quality, "retrievable": clear, "multi_hop": not sufficient, "unambiguous": clear,
-           "sufficient": sufficient}
-    got["valid"] = all(got[c] for c in CRITERIA) and not sufficient
-    return _row(case, got, {"rule": "string baseline"})
+def _passage_text(passages: Sequence[dict]) -> str:
+    "The passages' titles and texts as one string."
+    return " ".join(f"{p['title']} {p['text']}" for p in passages)
+
+def _surface_features(case: _QualifyCase) -> list[float]:
+    "19 surface features of a case: its type, sizes, the answer and question words the passages write, names."
+    ps, q, a = case.passages, case.question, case.answer.strip().rstrip(".")
+    text, ws, yn = _passage_text(ps).lower(), set(content_words(q)), a.lower() in ("yes", "no")
+    groups = [_share_in(ws, _passage_text([ps[i] for i in g]).lower()) for g in sufficiency_groups(len(ps))]
+    names = {w.lower().strip("?,.'\"") for w in q.split()[1:] if w[:1].isupper()}
+    return [float(x) for x in (
+        case.binary, *(case.kind == k for k in _KINDS), len(ps), len(words(q)), len(words(a)),
+        yn or mentions(text, a), any(a.lower() == p["title"].lower() for p in ps), not yn and mentions(q, a),
+        _share_in(ws, text), max(groups, default=0.0), min(groups, default=0.0),
+        _share_in(ws, " ".join(p["title"] for p in ps).lower()), sum(p["title"].lower() in q.lower() for p in ps),
+        bool(_PRONOUN.search(q)), len(re.findall(r"\b(?:a|an)\b", q, re.I)), len(names), _share_in(names, text))]
+
+_FOLDS = 5
+
+def _surface_floor(cases: Sequence[_QualifyCase]) -> Optional[list[bool]]:
+    "Every case's out-of-fold verdict (True: accept) by the surface classifier; None with under 2 valid or 2 flawed."
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    y = [bool(c.expected["valid"]) for c in cases]
+    folds = min(_FOLDS, sum(y), len(y) - sum(y))
+    if folds < 2: return None
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, class_weight="balanced"))
+    cv = StratifiedKFold(folds, shuffle=True, random_state=0)
+    return [bool(p) for p in cross_val_predict(clf, [_surface_features(c) for c in cases], y, cv=cv)]
+
+def _floor_rows(cases: Sequence[_QualifyCase]) -> Optional[list[dict]]:
+    "The surface classifier's out-of-fold verdicts, scored like a judge's decision (None: no floor)."
+    got = _surface_floor(cases)
+    return None if got is None else [_row(c, {"valid": g}, {"rule": "surface classifier, out of fold"})
+                                     for c, g in zip(cases, got)]
 
 # %% ../../nbs/26_triad.qualify.ipynb #5b1e7a23
 def wilson(k: int, n: int, level: float = 0.95) -> dict:
@@ -157,54 +181,85 @@ def margin(metrics: dict) -> Optional[float]:
     v = metrics["valid"]
     return None if v["recall"]["mean"] is None or v["false_rejection"]["mean"] is None else v["recall"]["mean"] - v["false_rejection"]["mean"]
 
-_MARGIN_OVER_BASELINE = 0.2   # how far a qualified judge's margin must exceed the string baseline's
+_KIND_BAR, _KIND_MIN = 0.20, 30   # a flaw kind's accepted share: Wilson upper bound at most 20%, on 30 cases or more
+_MARGIN_OVER_FLOOR = 0.20         # how far a qualified judge's margin must exceed the surface classifier's
 
-def _qualify_level(metrics: dict, baseline: Optional[dict] = None) -> Optional[str]:
-    """qualified / usable with care / not qualified from the rates (and the margin over the baseline's metrics, if
-    given)."""
-    v, worst = metrics["valid"], max((x["mean"] for x in metrics["decision"]["false_acceptance_by_flaw"].values()
-                                      if x["mean"] is not None), default=0.0)
-    rec, frr = v["recall"]["mean"], v["false_rejection"]["mean"]
+def _kind_status(x: dict) -> str:
+    "passes / fails / uninformative: one flaw kind's accepted share (with its Wilson interval) against the bar."
+    if x["n"] and (x["lo"] > _KIND_BAR or (x["n"] >= _KIND_MIN and x["hi"] > _KIND_BAR)): return "fails"
+    return "passes" if x["n"] >= _KIND_MIN else "uninformative"
+
+def _kind_statuses(metrics: dict) -> dict:
+    "Every flaw kind's status against the 20% bar."
+    return {f: _kind_status(x) for f, x in metrics["decision"]["false_acceptance_by_flaw"].items()}
+
+def _qualify_level(metrics: dict, floor_margin: Optional[float]) -> Optional[str]:
+    "qualified / usable with care / uninformative / not qualified: the rates, the flaw kinds' bars, the floor."
+    v = metrics["valid"]
+    rec, frr, kinds = v["recall"]["mean"], v["false_rejection"]["mean"], set(_kind_statuses(metrics).values())
     if rec is None or frr is None: return None
-    level = ("qualified" if rec >= 0.8 and frr <= 0.2 and worst <= 0.5 else
-             "usable with care" if rec >= 0.6 and frr <= 0.35 else "not qualified")
-    if baseline is not None and margin(metrics) < (margin(baseline) or 0.0) + _MARGIN_OVER_BASELINE:
-        level = "not qualified"
-    return level
+    short = floor_margin is not None and margin(metrics) < floor_margin + _MARGIN_OVER_FLOOR
+    if "fails" in kinds or short or rec < 0.6 or frr > 0.35: return "not qualified"
+    if "uninformative" in kinds or floor_margin is None: return "uninformative"
+    return "qualified" if rec >= 0.8 and frr <= 0.2 else "usable with care"
 
-def _qualify_verdict(metrics: dict, baseline: Optional[dict] = None, who: str = "the judge") -> str:
-    "One line: the level, the rates behind it, the paper's wrong-rejection share and the baseline's figures."
-    level = _qualify_level(metrics, baseline)
+# %% ../../nbs/26_triad.qualify.ipynb #7964c0be
+def _kinds_note(metrics: dict) -> str:
+    "The flaw kinds over the 20% bar, and those with too few cases to say."
+    d, st = metrics["decision"]["false_acceptance_by_flaw"], _kind_statuses(metrics)
+    bad = [f"{f} {pct(d[f])} (n={d[f]['n']})" for f, s in st.items() if s == "fails"]
+    few = [f"{f} ({d[f]['n']} cases)" for f, s in st.items() if s == "uninformative"]
+    return ((f"; lets a flaw kind through above the {_KIND_BAR:.0%} bar: " + ", ".join(bad) if bad else "")
+            + (f"; uninformative for that kind (under {_KIND_MIN} cases): " + ", ".join(few) if few else ""))
+
+def _floor_note(metrics: dict, floor: Optional[dict]) -> str:
+    "The floor's rates and the two margins (or why there is no floor)."
+    if floor is None: return "; no surface-classifier floor: too few valid or flawed cases to cross-validate"
+    fv, need = floor["valid"], margin(floor) + _MARGIN_OVER_FLOOR
+    return (f"; the surface classifier (no model, out of fold) rejects {pct(fv['recall'])} and "
+            f"{pct(fv['false_rejection'])}, margin {margin(metrics):+.2f} vs {margin(floor):+.2f} "
+            f"(qualifying needs {need:+.2f})")
+
+def _qualify_verdict(metrics: dict, floor: Optional[dict]) -> str:
+    "One line: the level, the rates behind it, the paper's wrong-rejection share, the flaw kinds and the floor."
+    level = _qualify_level(metrics, floor and margin(floor))
     if level is None: return "no verdict: the cases run hold no valid or no flawed question"
     v, w = metrics["valid"], metrics["decision"]["wrong_rejection_share"]
-    line = (
-        f"{level}: {who} rejects {pct(v['recall'])} of the flawed questions and {pct(v['false_rejection'])} of the "
-        f"valid ones; {pct(w)} of its rejections were valid questions (the paper's judge: 10–15% of its rejections)"
-    )
-    if baseline is not None:
-        bv = baseline["valid"]
-        line += (f"; the no-model string baseline rejects {pct(bv['recall'])} and {pct(bv['false_rejection'])}, "
-                 f"margin {margin(metrics):+.2f} vs {margin(baseline):+.2f}")
-    return line
+    return (f"{level}: the judge rejects {pct(v['recall'])} of the flawed questions and {pct(v['false_rejection'])} "
+            f"of the valid ones; {pct(w)} of its rejections were valid questions (the paper's judge: 10–15% of its "
+            f"rejections)" + _kinds_note(metrics) + _floor_note(metrics, floor))
+
+def _floor_line(floor: Optional[dict]) -> str:
+    "The floor on its own: what the surface classifier rejects, and its margin."
+    if floor is None: return "no floor: too few valid or flawed cases to cross-validate"
+    fv = floor["valid"]
+    return (f"the surface classifier (logistic regression on surface features, out of fold) rejects "
+            f"{pct(fv['recall'])} of the flawed questions and {pct(fv['false_rejection'])} of the valid ones: "
+            f"margin {margin(floor):+.2f}")
 
 # %% ../../nbs/26_triad.qualify.ipynb #9522bf66
+def _decision_metrics(rows: Sequence[dict]) -> dict:
+    "The whole decision's metrics and breakdown (what a verdict-only classifier is scored on)."
+    return {"valid": _criterion_metrics(rows, "valid"), "decision": _decision_breakdown(rows)}
+
+def _jsonl(rows: Sequence[dict]) -> str: return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
 async def _arun_qualify(llm, out: Union[str, Path, None] = None, n: Optional[int] = None,
                        cases: Optional[Sequence[_QualifyCase]] = None) -> dict:
-    "Run check 1 and check 2 on the qualification cases, and the string baseline; the summary (also written to `out`)."
+    "Run check 1 and check 2 on the qualification cases, the surface classifier beside them; the summary (to `out`)."
     cases = list(cases) if cases is not None else load_qualify_set(n=n)
     rows = list(await asyncio.gather(*(_aqualify_case(c, llm) for c in cases)))
-    base = [_string_baseline_case(c) for c in cases]
-    metrics, bm = _qualify_metrics(rows), _qualify_metrics(base)
+    floor = _floor_rows(cases)
+    metrics, fm = _qualify_metrics(rows), (_decision_metrics(floor) if floor else None)
     summary = {"judge": getattr(llm, "spec", str(llm)), "cases": len(rows),
                "by_case": dict(Counter(r["case"] for r in rows)),
-               "metrics": metrics, "verdict": _qualify_verdict(metrics, bm),
-               "baseline": {"metrics": bm, "verdict": _qualify_verdict(bm, who="the string baseline"),
-                            "margin": margin(bm)},
+               "metrics": metrics, "verdict": _qualify_verdict(metrics, fm),
+               "floor": {"metrics": fm, "line": _floor_line(fm), "margin": fm and margin(fm)},
                "margin": margin(metrics), "llm": llm.meter.totals()}
     if out is not None:
         run = RunDir(out)
-        run.write("qualify.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        run.write("baseline.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in base))
+        run.write("qualify.jsonl", _jsonl(rows))
+        run.write("floor.jsonl", _jsonl(floor or []))
         run.write("summary.json", summary)
     return summary
 
