@@ -170,9 +170,11 @@ def _id_in(self: ChunkIndex, ids: Iterable) -> str:
 # %% ../../nbs/11_index.04_read.ipynb #2b8779bd
 @patch
 def _key(self: ChunkIndex, i: Any) -> Any:
-    "An id as the id column's type (so integer ids of a user's table work as given or as strings)."
-    import pyarrow as pa
-    return int(i) if pa.types.is_integer(self.tbl.schema.field(self.columns["id"]).type) else str(i)
+    "An id as the id column's type (integer ids of a user's table work as given or as strings); the type is read once."
+    if getattr(self, "_int_ids", None) is None:         # reading the schema costs ~0.1 ms, and a run asks per id (issue 42)
+        import pyarrow as pa
+        self._int_ids = pa.types.is_integer(self.tbl.schema.field(self.columns["id"]).type)
+    return int(i) if self._int_ids else str(i)
 
 @patch
 def _rows(self: ChunkIndex, ids: Iterable, vector: bool = False) -> dict:
