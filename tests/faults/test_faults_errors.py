@@ -34,8 +34,10 @@ def stage_usage(summary: dict) -> dict:
     return out
 
 
-def check_accounting(case: str, p, out, server: Server) -> dict:
-    "The run's own count against the server's; returns the summary."
+def check_accounting(case: str, p, out, server: Server, in_flight: int = 0) -> dict:
+    """The run's own count against the server's; returns the summary. A run that reaches its target cancels the requests
+    still in flight (at most `in_flight`, its --concurrency): a fault the server put into one of those reaches no client,
+    so the faults seen may fall short of the faults injected by that many; the calls stay counted (counted >= received)."""
     st = server.stats()
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
     assert (out / "summary.json").exists(), (p.returncode, p.stderr[-2000:])
@@ -48,7 +50,7 @@ def check_accounting(case: str, p, out, server: Server) -> dict:
            counted_failures_retries_repairs=failed, stages=len(usage), torn=sum(torn_lines(out).values()))
     assert usage, "no per-stage usage in summary.json"
     assert counted >= st["requests"], f"{counted} calls counted, {st['requests']} requests received"
-    assert failed >= faults, f"{failed} failures/retries/repairs counted, {faults} faults injected"
+    assert failed >= faults - in_flight, f"{failed} failures/retries/repairs counted, {faults} faults injected"
     assert not torn_lines(out)
     return summary
 
@@ -62,7 +64,7 @@ def test_triad_under_errors(work, hash_db, rate):
     with Server("--error-rate", rate, "--seed", 5, "--timeout-sleep", 0.2) as s:
         out = work / f"err_triad_{rate}"
         p = ragbench("triad", "--db", hash_db, "--out", out, "--n", 3, "--concurrency", 4, "--llm", s.spec)
-        check_accounting(f"triad at {rate:.0%} errors", p, out, s)
+        check_accounting(f"triad at {rate:.0%} errors", p, out, s, in_flight=4)
     for it in accepted(out):
         if not it["answerable"]: continue
         verdict = it["attempts"][-1].get("judge")
