@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from ragbench.cli import main
 from ragbench.core import QAItem, read_jsonl
 from ragbench.corpus import Document, chunk_documents
-from ragbench.triad.refresh import _item_chunk_ids
+from ragbench.gen.refresh import _item_chunk_ids
 
 GITDOCS = ROOT.parent / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
 N_DOCS, N = 30, 8
