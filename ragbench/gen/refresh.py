@@ -103,6 +103,7 @@ class RefreshMethod:
     "The refresh of one generation method: the shared helpers, and the hooks a method overrides."
     name, in_flight, neighbour_k, search_mode, tries = "method", 4, 10, "dense", 3
     index = judge = None
+    decided: frozenset = frozenset()                 # ids of the items a person decided (the run's reviews.jsonl)
 
     @staticmethod
     def staleness(it: QAItem, fates: dict) -> dict:
@@ -226,9 +227,13 @@ def _flagged(m: RefreshMethod, it: QAItem, st: dict) -> TaskResult:
     flag = flag.model_copy(update={"meta": {**flag.meta, "needs_review": st["reasons"]}})
     return m.result(it, "flagged", keep=[flag])
 
+def _decided(m: RefreshMethod, it: QAItem) -> bool:
+    "Whether a person decided the item: its own review trail, or a row of the run's reviews.jsonl."
+    return bool(it.review) or it.id in m.decided
+
 async def _settle(m: RefreshMethod, it: QAItem, st: dict, fates: dict) -> Optional[TaskResult]:
     "The result of a stale item a refresh settles without a call, or None (it needs the method's re-check)."
-    if st["action"] in ("drop", "recheck") and it.review: return _flagged(m, it, st)
+    if st["action"] in ("drop", "recheck") and _decided(m, it): return _flagged(m, it, st)
     if st["action"] == "drop": return m.dropped(it, st["reasons"])
     if st["action"] == "remap": return m.result(it, "remapped", keep=[m.event(m.remap(it, fates), "remapped",
                                                                                st["reasons"])])
@@ -288,7 +293,7 @@ async def _aunique(m: RefreshMethod, it: QAItem, near: list[str]) -> TaskResult:
         v = await m.judge.acomplete(prompt, _UniqueVerdict, system=system, stage="refresh_unique")
         if not v.two_answers: continue
         st = {"reasons": [f"new chunk {cid} among its search hits gives another answer"]}
-        if it.review: return _flagged(m, it, st).model_copy(update={"task_id": f"near:{it.id}"})
+        if _decided(m, it): return _flagged(m, it, st).model_copy(update={"task_id": f"near:{it.id}"})
         r = m.dropped(it, st["reasons"], why=f"two answers: {v.reason}", chunk=cid)
         return r.model_copy(update={"task_id": f"near:{it.id}", "record": {**r.record, "near": near}})
     return TaskResult(task_id=f"near:{it.id}", position=0, outcome="unique", record={"item_id": it.id, "near": near})
@@ -382,7 +387,7 @@ def _summary(m: RefreshMethod, rid: str, plan: dict, journal: dict, meter, stop:
             "replacements": {"slots": len(dropped), "seeds_tried": len(repl), "empty": empty,
                              "added": sum(i.answerable for r in repl for i in r.items if i.status == "accepted"),
                              "by_type": dict(Counter(m.slot_label(m.slot(i)) for r in repl for i in r.items
-                                                     if i.status == "accepted"))},
+                                                     if i.status == "accepted" and i.answerable))},
             "report": _report(journal, plan), "llm": meter.totals(), "usage_by_stage": meter.by_stage()}
 
 def _card(before: list[QAItem], after: list[QAItem], fp_before: str, fp_after: str, summary: dict) -> dict:
@@ -422,6 +427,7 @@ async def _arefresh(m: RefreshMethod, run_dir, *, max_calls: Optional[int] = Non
                   in_flight=m.in_flight) as opened, opened.tasks() as tr:   # the run's lock (19_spine)
         manifest = run.manifest()
         rid, items = _snapshot(run)
+        m.decided = frozenset([*m.decided, *(r["item_id"] for r in run.read("reviews.jsonl"))])
         plan = refresh_plan(items, m.index, _run_version(manifest, m.index))
         meter = tr.open_meter(f"refresh/{rid}.calls.jsonl", max_calls=max_calls, max_usd=max_usd)
         journal, empty = tr.open_journal(f"refresh/{rid}.jsonl"), []
