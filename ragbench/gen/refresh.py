@@ -90,10 +90,11 @@ register_prompt(PromptTemplate(
     system="You check whether a question still has exactly one answer in a changed corpus. Reply with JSON only.",
     template=(
         "A benchmark question was written from the gold passages below, and its recorded answer is correct for "
-        "them. The corpus has since gained or changed the new passage. Read the new passage as a retrieval system "
-        "would: does it give this question a different answer (another number, name, date or a contradicting "
-        "statement)? If it agrees with the recorded answer or does not answer the question, there is one answer.\n\n"
-        "Question: {question}\nRecorded answer: {answer}\n\nGold passages:\n{gold}\n\nNew passage:\n{new}\n\n"
+        "them. The corpus has since gained or changed the new passages. Read each new passage as a retrieval system "
+        "would: does any of them give this question a different answer (another number, name, date or a "
+        "contradicting statement)? If they agree with the recorded answer or do not answer the question, there is "
+        "one answer.\n\n"
+        "Question: {question}\nRecorded answer: {answer}\n\nGold passages:\n{gold}\n\nNew passages:\n{new}\n\n"
         "Reply with JSON only: {{\"reason\": \"<one sentence>\", \"two_answers\": true or false}}"),
     output=_UniqueVerdict, stand_in={"two_answers": lambda ctx: False},
     description="refresh: does a new or changed passage give a question a second answer? One call per item sent."))
@@ -284,19 +285,18 @@ async def _refresh_items(m: RefreshMethod, items: Sequence[QAItem], plan: dict, 
 
 # %% ../../nbs/20_gen.refresh.ipynb #8d9ddbc5
 async def _aunique(m: RefreshMethod, it: QAItem, near: list[str]) -> TaskResult:
-    "The uniqueness check of one item against the new chunks its question retrieves (one call per chunk)."
-    gold = await asyncio.to_thread(m.index.get_many, it.gold_chunk_ids)
-    for cid in near:
-        new = (await asyncio.to_thread(m.index.get_many, [cid]))[0]
-        system, prompt = render_prompt("refresh.unique", question=it.question, answer=it.answer,
-                                       gold=format_chunks(gold), new=format_chunks([new]))
-        v = await m.judge.acomplete(prompt, _UniqueVerdict, system=system, stage="refresh_unique")
-        if not v.two_answers: continue
-        st = {"reasons": [f"new chunk {cid} among its search hits gives another answer"]}
-        if _decided(m, it): return _flagged(m, it, st).model_copy(update={"task_id": f"near:{it.id}"})
-        r = m.dropped(it, st["reasons"], why=f"two answers: {v.reason}", chunk=cid)
-        return r.model_copy(update={"task_id": f"near:{it.id}", "record": {**r.record, "near": near}})
-    return TaskResult(task_id=f"near:{it.id}", position=0, outcome="unique", record={"item_id": it.id, "near": near})
+    "The uniqueness check of one item against the new chunks its question retrieves: one call."
+    gold, new = await asyncio.gather(asyncio.to_thread(m.index.get_many, it.gold_chunk_ids),
+                                     asyncio.to_thread(m.index.get_many, near))
+    system, prompt = render_prompt("refresh.unique", question=it.question, answer=it.answer,
+                                   gold=format_chunks(gold), new=format_chunks(new))
+    v = await m.judge.acomplete(prompt, _UniqueVerdict, system=system, stage="refresh_unique")
+    if not v.two_answers:
+        return TaskResult(task_id=f"near:{it.id}", position=0, outcome="unique", record={"item_id": it.id, "near": near})
+    st = {"reasons": [f"new or changed chunk(s) {', '.join(near)} among its search hits give another answer"]}
+    r = _flagged(m, it, st) if _decided(m, it) else m.dropped(it, st["reasons"], why=f"two answers: {v.reason}",
+                                                              chunks=near)
+    return r.model_copy(update={"task_id": f"near:{it.id}", "record": {**r.record, "near": near}})
 
 async def _neighbourhood(m: RefreshMethod, kept: Sequence[QAItem], plan: dict, tr: TaskRun) -> Optional[str]:
     "Phase 3: the kept items whose question retrieves a new or changed chunk, sent to the uniqueness check."
