@@ -22,14 +22,14 @@ __all__ = ['RefreshOptions', 'refresh_command']
 def _print_refresh(s: dict, run: Path) -> None:
     "What the refresh did, on stdout."
     c = s["card"]
-    d = c["diff"]
+    d, r = c["diff"], s["replacements"]
     checked = sum(s["outcomes"].values())     # stale items plus the variants re-checked against new chunks
     print(f"refreshed {run}: {len(s['stale'])} stale items; {checked} items and variants re-checked, outcomes "
           f"{json.dumps(s['outcomes'], sort_keys=True)}; "
-          f"replacements {s['replacements']['added']}/{s['replacements']['slots']} ({s['replacements']['seeds_tried']} seeds tried"
-          + "".join(f"; {e['slot']} left empty: {e['why']}" for e in s["replacements"]["empty"]) + ")")
+          f"replacements {r['added']}/{r['slots']} ({r['seeds_tried']} seeds tried"
+          + "".join(f"; {e['slot']} left empty: {e['why']}" for e in r["empty"]) + ")")
     print(f"neighbourhood: {s['neighbourhood']['sent']} items sent to the uniqueness check, "
-          f"{s['neighbourhood']['two_answers']} with two answers (per item: {run / 'refresh' / (s['refresh'] + '.json')})")
+          f"{s['neighbourhood']['two_answers']} with two answers (per item: {run / 'refresh' / s['refresh']}.json)")
     print(f"dataset {c['previous_version']} -> {c['version']}: {d['added']} added, {d['revised']} revised, "
           f"{d['dropped']} dropped, {d['unchanged']} unchanged (card: {run / 'card.json'})")
     print(f"LLM: {s['llm'].get('calls', 0)} requests sent (+{s['llm'].get('cached', 0)} answered from the cache)")

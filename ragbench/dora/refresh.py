@@ -43,8 +43,8 @@ class _DoraRefresh(RefreshMethod):
                                    evidence)
         att = Attempt(question=it.question, answer=it.answer, judge={**verdicts, "refresh": True}, accepted=res.passed,
                       failed_check=None if res.passed else res.failed_check)
-        return it.model_copy(update={"attempts": [*it.attempts, att], "status": "accepted" if res.passed else "rejected",
-                                     "meta": {**it.meta, "quality": res.score}}), res
+        return it.model_copy(update={"attempts": [*it.attempts, att], "meta": {**it.meta, "quality": res.score},
+                                     "status": "accepted" if res.passed else "rejected"}), res
 
     def recheck(self, it: QAItem, st: dict, fates: dict) -> TaskResult:
         "Refresh one item whose evidence text changed: kept (renamed to the new chunk ids) or dropped."
@@ -54,11 +54,13 @@ class _DoraRefresh(RefreshMethod):
             return self.dropped(it, st["reasons"], why="two evidence chunks now map to one")
         missing = [i for i in moved.gold_chunk_ids if i not in self.method.by_id]
         if missing:
-            return self.dropped(it, st["reasons"], why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
+            return self.dropped(it, st["reasons"],
+                                why=f"evidence chunk(s) {', '.join(missing)} outside the run's documents")
         checked, res = self.regate(moved)
         ev = dict(score=res.score, tau=res.tau, renamed=ids)
         if res.passed: return self.result(it, "kept", keep=[self.event(checked, "kept", st["reasons"], **ev)])
-        return self.result(it, "dropped", drop=[self.event(checked, "dropped", st["reasons"], why=res.failed_check, **ev)])
+        gone = self.event(checked, "dropped", st["reasons"], why=res.failed_check, **ev)
+        return self.result(it, "dropped", drop=[gone])
 
     async def arecheck(self, it: QAItem, st: dict, fates: dict) -> TaskResult:
         return await asyncio.to_thread(self.recheck, it, st, fates)

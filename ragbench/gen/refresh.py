@@ -168,7 +168,8 @@ class RefreshMethod:
     async def arecheck(self, it: QAItem, st: dict, fates: dict) -> TaskResult:
         "Re-check an item whose gold text changed: kept, revised or dropped (the method's own checks)."
         raise NotImplementedError
-    async def arecheck_variant(self, v: QAItem, parent: Optional[QAItem], parent_outcome: str, plan: dict) -> TaskResult:
+    async def arecheck_variant(self, v: QAItem, parent: Optional[QAItem], parent_outcome: str,
+                               plan: dict) -> TaskResult:
         "Refresh one unanswerable variant (methods that make none never get here)."
         raise NotImplementedError
     def slot(self, it: QAItem) -> tuple: return (it.kind,)
@@ -292,7 +293,8 @@ async def _aunique(m: RefreshMethod, it: QAItem, near: list[str]) -> TaskResult:
                                    gold=format_chunks(gold), new=format_chunks(new))
     v = await m.judge.acomplete(prompt, _UniqueVerdict, system=system, stage="refresh_unique")
     if not v.two_answers:
-        return TaskResult(task_id=f"near:{it.id}", position=0, outcome="unique", record={"item_id": it.id, "near": near})
+        return TaskResult(task_id=f"near:{it.id}", position=0, outcome="unique",
+                          record={"item_id": it.id, "near": near})
     st = {"reasons": [f"new or changed chunk(s) {', '.join(near)} among its search hits give another answer"]}
     r = _flagged(m, it, st) if _decided(m, it) else m.dropped(it, st["reasons"], why=f"two answers: {v.reason}",
                                                               chunks=near)

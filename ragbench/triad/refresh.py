@@ -61,8 +61,9 @@ async def arecheck_variant(self: _TriadRefresh, v: QAItem, parent: Optional[QAIt
         if nv is None: return self.dropped(v, ["its parent changed and has no non-relevant context left"])
         checked = await acheck_unanswerable(nv, parent, self.index, self.llms["judge"], self.cfg)
         ok = checked.status == "accepted"
-        checked = self.event(checked.model_copy(update={"meta": {**checked.meta, "refresh": [*v.meta.get("refresh", [])]}}),
-                             "revised" if ok else "dropped", ["its answerable parent changed"])
+        trail = {**checked.meta, "refresh": [*v.meta.get("refresh", [])]}        # the variant's own trail goes on
+        checked = self.event(checked.model_copy(update={"meta": trail}), "revised" if ok else "dropped",
+                             ["its answerable parent changed"])
         return self.result(v, "revised", keep=[checked]) if ok else self.result(v, "dropped", drop=[checked])
     known = {*parent.gold_chunk_ids, *(c.chunk_id for c in parent.contexts if c.relevant)}
     hits = await in_thread(self.index.search, v.question, k=self.cfg.unanswerable_k, mode=self.cfg.search_mode,
@@ -111,7 +112,8 @@ def estimate_calls(self: _TriadRefresh, items: Sequence[QAItem], plan: dict, run
 def read_triad_run(run: Path) -> dict:
     "The manifest of a TRIAD run directory with a dataset; a UserError names what is missing."
     if not (run / "manifest.json").exists() or not (run / "dataset.jsonl").exists():
-        raise UserError(f"{run}: not a run directory (no manifest.json and dataset.jsonl; make one with ragbench triad)")
+        raise UserError(f"{run}: not a run directory (no manifest.json and dataset.jsonl; "
+                        "make one with ragbench triad)")
     m = json.loads((run / "manifest.json").read_text())
     if m.get("kind") != "triad":
         raise UserError(f"{run} holds a {m.get('kind') or 'unknown'} run; this command reads TRIAD runs "
