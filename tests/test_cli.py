@@ -61,6 +61,7 @@ ADDED = {
               # issue 41: the source is the whole corpus; the stored documents it lacks are listed, removed with --yes
               "--prune": "prune", "--yes": "yes", "--dry-run": "dry_run"},
     "pipeline": RAY,                               # issue 14: --ray local|auto|ADDRESS
+    "refresh": {"--fail-if-stale": "fail_if_stale"},   # issue 41: exit 1 when any item was stale (a weekly CI job)
     # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
     "report": {"--baseline": "baseline", "--config": "config"},   # issue 20: the setup the report's paired decision
                                                                   # compares the others with; issue 18: --config FILE
