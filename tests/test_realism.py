@@ -3,7 +3,9 @@
 On the shared HotpotQA sample (100 questions and their 994 paragraphs, indexed with the model-free `hash` embedder
 so the test stays quick): the first 50 questions are the "real" ones (a JSONL with their gold documents' titles);
 a leak set built from them (each question replaced by the opening of its first supporting-fact sentence) fails
-`--fail-if-easier`; the other 50 human questions pass it. Bad input names the file, line and field; the real
+`--fail-if-easier` (hit@5 0.92 vs 0.62, difference 0.30 [0.14, 0.45]); the other 50 human questions pass it. The
+hash embedder is also the baseline that can tell here: with all-MiniLM-L6-v2 the real questions already hit 0.96 at
+k=5 on these 994 paragraphs (measured), a ceiling at which the gate says so instead of failing. Bad input names the file, line and field; the real
 questions' text is shown only with --show-real. Run: pytest tests/test_realism.py -q
 """
 import csv, json, os
