@@ -48,13 +48,22 @@ def seed_names(seed: Chunk, skip: frozenset = frozenset()) -> list[str]:
     "The seed's candidate names (title first), boilerplate names (`skip`) left out."
     return [n for n in candidate_names(seed.text, (seed.meta or {}).get("title", "")) if n not in skip]
 
+def _comparison_pool(seed: Chunk, pool: list, skip: frozenset = frozenset()) -> list:
+    """Comparison candidates, nearest first: chunks of other documents that do not name the seed's title (other things,
+    perhaps of the same kind), then the rest (the seed's own page, or pages about the seed itself)."""
+    title = seed_names(seed, skip)[:1] if (seed.meta or {}).get("title") else []
+    own = lambda h: h.doc_id == seed.doc_id or any(mentions(chunk_text(h), t) for t in title)
+    return [h for h in pool if not own(h)] + [h for h in pool if own(h)]
+
 def pick_partners(seed: Chunk, hits, cfg: TriadConfig, kind: Optional[str] = None,
                   skip: frozenset = frozenset()) -> list:
-    "The candidate partners offered to the entity call (up to `offer_k`), chosen for the question type `kind`."
+    """The candidate partners offered to the entity call (up to `offer_k`; `comparison_offer_k` for a comparison),
+    chosen for the question type `kind`."""
     pool = [h for h in hits if not (cfg.other_documents and h.doc_id == seed.doc_id)]
+    if kind == "comparison":   # a wide pool: the entity call picks a thing of the same kind among them
+        return _comparison_pool(seed, pool[: cfg.fallback_n], skip)[: max(cfg.comparison_offer_k, cfg.n_chunks - 1)]
     k = max(cfg.offer_k, cfg.n_chunks - 1)
     near = pool[: max(cfg.neighbours_k, k)]
-    if kind == "comparison": return near[:k]                 # the same kind of thing: nearest by the vectors
     names = seed_names(seed, skip)[:30]
     named = [h for h in pool[: cfg.fallback_n] if any(mentions(chunk_text(h), n) for n in names)]
     return list({h.chunk_id: h for h in [*named, *near]}.values())[:k]

@@ -46,6 +46,8 @@ class TriadConfig(BaseModel):
     offer_k: int = Field(
         4, ge=1, description="candidate partners offered to the entity call, which picks the partners among them"
     )
+    comparison_offer_k: int = Field(8, ge=1, description="candidates offered for a comparison: chunks of other documents "
+                                    "that do not name the seed's title first (a partner of the same kind is rarely nearest)")
     precheck_similarity: float = Field(0.3, ge=-1.0, le=1.0,
                                        description="a candidate this similar to the seed (cosine of the index's vectors) passes the pre-check")
     other_documents: bool = Field(False, description="take partners only from documents other than the seed's")
