@@ -32,6 +32,7 @@ from ragbench.cli import main
 SHARED = ROOT.parent / "shared" / "data"
 HOTPOT = SHARED / "hotpotqa" / "hotpotqa_train100.json"
 MUSIQUE = SHARED / "musique" / "musique_train100.json"
+GITDOCS = SHARED / "gitdocs" / "git_docs.jsonl"
 LONELY = Chunk(id="c-lonely", doc_id="lonely", text="only lower case words here, about nothing in particular at all.", meta={})
 
 
@@ -204,6 +205,20 @@ def test_comparison_pair_reaches_the_entity_call_and_bridges_by_kind(index):
     assert s.calls("entities") == 1 and got.via == "category" and got.bridge_topic == "women's magazine"
 
 
+def test_comparison_candidates_come_from_other_documents(tmp_path):
+    """issue 41: a comparison seed of a Git page is offered `comparison_offer_k` chunks of other pages, none of its own
+    (the 4 nearest, offered before, were mostly of the seed's own page: 13 of 17 seeds here)."""
+    from ragbench.corpus import chunk_documents, load_documents
+    from ragbench.index import ChunkIndex
+    from ragbench.triad.bridge import neighbourhood
+    chunks = list(chunk_documents(list(load_documents(GITDOCS))[:20]))
+    idx, cfg = ChunkIndex.build(tmp_path / "db", chunks, "hash", progress=False), TriadConfig()
+    hoods = [neighbourhood(c.id, idx, cfg, "comparison") for c in chunks[::5]]
+    own = [h.chunk_id for hood in hoods for h in hood.partners if h.doc_id == hood.seed.doc_id]
+    assert len(hoods) >= 15 and not own, f"{len(own)} candidates of the seed's own page"
+    assert all(len(hood.partners) == cfg.comparison_offer_k for hood in hoods)
+
+
 def test_the_entity_call_sees_several_candidates_and_its_pick_is_the_pair(index, lilu):
     "issue 19 #3: the index's candidates reach the LLM (offer_k of them), and the partner it picks is the configuration."
     s = Script(entities=[lambda req: {"entities_per_chunk": [], "partners": [3], "shared": ["Lilu"], "category": "", "bridge_topic": "Lilu"}])
@@ -214,11 +229,14 @@ def test_the_entity_call_sees_several_candidates_and_its_pick_is_the_pair(index,
     assert b.chunk_ids == [lilu[0].id, shown[2]] and b.via == "shared"          # passage 3, as the LLM picked
 
 
-def test_comparison_candidates_are_the_nearest_entity_types_share_a_name(index, lilu):
-    "issue 19 #3: a comparison's candidates are its nearest neighbours (by the vectors), not those sharing a capitalised name."
-    from ragbench.triad.bridge import neighbourhood
-    near = [h.chunk_id for h in neighbourhood(lilu[0].id, index, TriadConfig()).distinct[:4]]
-    assert [h.chunk_id for h in neighbourhood(lilu[0].id, index, TriadConfig(), "comparison").partners] == near
+def test_comparison_candidates_are_other_things_not_those_sharing_a_name(index, lilu):
+    """issue 19 #3, issue 41: a comparison's candidates are its nearest neighbours (by the vectors) that are other things:
+    pages naming the seed (Lilu) come last, and no candidate is chosen for sharing a capitalised name."""
+    from ragbench.triad.bridge import chunk_text, neighbourhood
+    cfg = TriadConfig()
+    others = [h.chunk_id for h in neighbourhood(lilu[0].id, index, cfg).distinct if not mentions(chunk_text(h), "Lilu")]
+    got = [h.chunk_id for h in neighbourhood(lilu[0].id, index, cfg, "comparison").partners]
+    assert got == others[: cfg.comparison_offer_k] and len(got) == cfg.comparison_offer_k
 
 
 def test_boilerplate_names_never_bridge_and_partners_can_come_from_other_documents(git_index):
