@@ -197,8 +197,8 @@ def test_the_entity_call_sees_several_candidates_and_its_pick_is_the_pair(index,
 
 
 def test_comparison_candidates_are_other_things_not_those_sharing_a_name(index, lilu):
-    """issue 19 #3, issue 41: a comparison's candidates are its nearest neighbours (by the vectors) that are other things:
-    pages naming the seed (Lilu) come last, and no candidate is chosen for sharing a capitalised name."""
+    """issue 19 #3, issue 41: a comparison's candidates are its nearest neighbours (by the vectors) that are other
+    things: pages naming the seed (Lilu) come last, and no candidate is chosen for sharing a capitalised name."""
     from ragbench.triad.bridge import chunk_text, neighbourhood
     cfg = TriadConfig()
     others = [h.chunk_id for h in neighbourhood(lilu[0].id, index, cfg).distinct if not mentions(chunk_text(h), "Lilu")]

@@ -43,8 +43,10 @@ class TriadConfig(BaseModel):
     offer_k: int = Field(
         4, ge=1, description="candidate partners offered to the entity call, which picks the partners among them"
     )
-    comparison_offer_k: int = Field(8, ge=1, description="candidates offered for a comparison: chunks of other documents "
-                                    "that do not name the seed's title first (a partner of the same kind is rarely nearest)")
+    comparison_offer_k: int = Field(
+        8, ge=1, description="candidates offered for a comparison: chunks of other documents that do not name the "
+        "seed's title first (a partner of the same kind is rarely the nearest)"
+    )
     other_documents: bool = Field(False, description="take partners only from documents other than the seed's")
     boilerplate_share: float = Field(0.5, gt=0.0, le=1.0,
                                      description="a name in at least this share of the documents is boilerplate: it never bridges")

@@ -384,18 +384,19 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
     for i, sid in enumerate(seeds):
         hood = neighbourhood(sid, index, cfg, cfg.types[i % len(cfg.types)])   # the types in turn, as a run plans them
         if len(hood.partners) < cfg.n_chunks - 1: continue
-        cs, n, ent = [hood.seed, *map(hit_chunk, hood.partners)], n + 1, True   # every such seed makes the entity call
+        cs, n = [hood.seed, *map(hit_chunk, hood.partners)], n + 1   # every such seed makes the entity call
+        gold = cs[: cfg.n_chunks]                                    # the configuration: the seed and its picks
         det = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], seed_names(hood.seed), cfg.n_chunks)
-        calls_entity += ent
-        bridged += bool(det or (ent and r["llm_bridge"] > 0.5))
+        calls_entity += 1
+        bridged += bool(det or r["llm_bridge"] > 0.5)
         sizes["triad.entities"].append(
             _tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs)))
         )
-        sizes["triad.generate"].append(_tok(*generation_prompt(cs, "topic", cfg.types[0], False, cfg)))
-        sizes["triad.judge"].append(_tok(*judge_prompt(q, cs, cfg.types[0], False)))
-        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs[:-1])))   # one group of n-1
+        sizes["triad.generate"].append(_tok(*generation_prompt(gold, "topic", cfg.types[0], False, cfg)))
+        sizes["triad.judge"].append(_tok(*judge_prompt(q, gold, cfg.types[0], False)))
+        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, gold[:-1])))   # one group of n-1
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer,
-                                                         gold=format_chunks(cs),
+                                                         gold=format_chunks(gold),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
         sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
         sizes["triad.temporal"].append(_tok(*render_prompt("triad.temporal", question=q.question, answer=q.answer)))
