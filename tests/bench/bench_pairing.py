@@ -6,7 +6,9 @@
 Both rules run in one process on the same indexes: "before" is the candidate rule up to issue 41 (kept below as
 `old_partners`: a comparison is offered the `offer_k` nearest neighbours), "after" is `bridge.pick_partners` (a
 comparison is offered `comparison_offer_k` chunks of other documents that do not name the seed's title, nearest
-first). The gate a run applies is applied too (the pre-check, where the library still has one).
+first). The gate a run applies is applied too (the pre-check, where the library still has one). A third rule,
+"category_proxy", stands in offline for the other design (a category call per comparison seed, then a search for that
+kind): the search is for the seed's first sentence without its names.
 
 1. HotpotQA / MuSiQue: every paragraph of the samples' corpora indexed with the bundled embedder (one index per
    dataset, one document per paragraph). Each gold paragraph is a seed; its gold partners are the other gold
@@ -18,7 +20,7 @@ first). The gate a run applies is applied too (the pre-check, where the library 
    first 120 of those seeds: per type, the share of configurations with two chunks of one document.
 The index is built once under --db and reused. Peak memory (RSS) is printed too.
 """
-import argparse, asyncio, contextlib, json, os, resource, sys, time
+import argparse, asyncio, contextlib, functools, json, os, re, resource, sys, time
 from collections import Counter
 from pathlib import Path
 
@@ -32,11 +34,12 @@ from ragbench.corpus import chunk_documents, load_documents
 from ragbench.index import ChunkIndex
 from ragbench.llm import arun, make_llm
 from ragbench.stats import proportion_ci
-from ragbench.text import candidate_names, mentions
+from ragbench.text import candidate_names, mentions, split_sentences
 from ragbench.triad import TriadConfig
 from ragbench.triad import bridge as B
 
 SHARED = ROOT.parent / "shared" / "data"
+LIBRARY_RULE = B.pick_partners
 KINDS = ("comparison", "intersection", "composition")
 
 
@@ -95,14 +98,32 @@ def old_partners(seed, hits, cfg, kind=None, skip=frozenset()) -> list:
     return list({h.chunk_id: h for h in [*named, *near]}.values())[:k]
 
 
-RULES = {"before": old_partners, "after": None}   # None: the library's own rule
+def kind_query(seed) -> str:
+    "The seed's first sentence without its names: what a category call would search for (\"is an American director\")."
+    s = (split_sentences(seed.text) or [seed.text])[0]
+    for n in sorted(candidate_names(s, (seed.meta or {}).get("title", ""), parts=False), key=len, reverse=True):
+        s = s.replace(n, " ")
+    return " ".join(re.sub(r"\([^)]*\)", " ", s).split()) or seed.text
+
+
+def category_proxy(index, seed, hits, cfg, kind=None, skip=frozenset()) -> list:
+    """The other design, offline: a comparison is offered the chunks a search for the seed's kind finds (other
+    documents, not naming the seed, first), the kind taken from the seed's first sentence instead of a category call."""
+    if kind != "comparison": return LIBRARY_RULE(seed, hits, cfg, kind, skip)
+    found = [h for h in index.search(kind_query(seed), k=cfg.fallback_n) if h.chunk_id != seed.id]
+    return B._comparison_pool(seed, found, skip)[: cfg.comparison_offer_k]
+
+
+def rules(index) -> dict:
+    "The candidate rules compared: before (issue 41), after (the library's), and the category design's offline proxy."
+    return {"before": old_partners, "after": None, "category_proxy": functools.partial(category_proxy, index)}
 
 
 @contextlib.contextmanager
-def rule(name):
-    "The library's `neighbourhood` (and so `afind_bridge`) with the candidate rule `name`."
+def rule(fn):
+    "The library's `neighbourhood` (and so `afind_bridge`) with the candidate rule `fn` (None: the library's own)."
     keep = B.pick_partners
-    B.pick_partners = RULES[name] or keep
+    B.pick_partners = fn or keep
     try: yield
     finally: B.pick_partners = keep
 
@@ -135,10 +156,10 @@ def gold_reach(index, golds, cfg) -> dict:
         kind = "comparison" if typ == "comparison" else "composition"
         for a, b in pairs:
             seen[typ] += 1
-            for name in RULES:
-                with rule(name): first, _ = offered(ids[a], index, cfg, kind)
+            for name, fn in rules(index).items():
+                with rule(fn): first, _ = offered(ids[a], index, cfg, kind)
                 reach[typ, name] += any(c.id == ids[b] for c in first[1:])
-    return {t: {name: share(reach[t, name], seen[t]) for name in RULES} for t in sorted(seen)}
+    return {t: {name: share(reach[t, name], seen[t]) for name in rules(index)} for t in sorted(seen)}
 
 
 def git_docs(index, n_seeds, cfg, bridge_seeds=120) -> dict:
@@ -146,9 +167,9 @@ def git_docs(index, n_seeds, cfg, bridge_seeds=120) -> dict:
     common = B.boilerplate_names(index, cfg.boilerplate_share)
     seeds = index.sample_ids(n_seeds, seed=1)
     out = {}
-    for name in RULES:
+    for name, fn in rules(index).items():
         offers, same, boiler, passed, tried = Counter(), Counter(), Counter(), Counter(), Counter()
-        with rule(name):
+        with rule(fn):
             for i, sid in enumerate(seeds):
                 kind = KINDS[i % 3]
                 first, hood = offered(sid, index, cfg, kind)
