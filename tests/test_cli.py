@@ -191,8 +191,8 @@ TABLE = [
      dict(n=50, llm="gemini:gemini-2.5-flash", max_calls=2000, max_seeds=None, judge_llm=None, estimate=False)),
     ("triad", ["--db", "d", "--out", "o", "--n", "3", "--max-seeds", "9", "--estimate"], dict(max_seeds=9, estimate=True)),
     ("triad", ["--db", "d", "--out", "o", "--n", "3", "--role", "a tax lawyer", "--config", "t.yaml", "--max-rounds", "3",
-               "--no-precheck", "--search-mode", "hybrid"],                        # issue 18: every TriadConfig field, --config
-     dict(role="a tax lawyer", config="t.yaml", max_rounds=3, precheck=False, search_mode="hybrid")),
+               "--no-unanswerable", "--search-mode", "hybrid"],                    # issue 18: every TriadConfig field, --config
+     dict(role="a tax lawyer", config="t.yaml", max_rounds=3, unanswerable=False, search_mode="hybrid")),
     ("dora", ["--db", "d", "--out", "o", "--per-style", "2", "--temperature", "0.3", "--max-per-doc", "2"],
      dict(temperature=0.3, max_per_doc=2)),
     ("evaluate", ["--dataset", "ds", "--out", "e", "--setups", "s.yaml", "--config", "ev.yaml", "--ks", "1,5", "--seed", "4"],

@@ -172,5 +172,4 @@ def draft_item(bridge: BridgeConfig, plan: SeedPlan, qa: Optional[QAPair] = None
                   kind=plan.kind, binary=plan.binary, question=qa.question if qa else "",
                   answer=qa.answer if qa else "",
                   bridge_topic=bridge.bridge_topic, gold_chunk_ids=list(bridge.chunk_ids), status="pending",
-                  meta={"seed_id": plan.seed_id, "bridge_via": bridge.via, "shared": bridge.shared,
-                        "precheck": bridge.precheck})
+                  meta={"seed_id": plan.seed_id, "bridge_via": bridge.via, "shared": bridge.shared})
