@@ -88,13 +88,13 @@ def _doc_chunks(index, doc_ids: set) -> dict[str, list[str]]:
             if c.doc_id in doc_ids: out.setdefault(c.doc_id, []).append(c.id)
     return out
 
-def _gold_ids(rows: list[dict], index) -> list[list[str]]:
-    "Each real question's gold chunk ids in the table: its chunk ids, and the chunks of its documents."
+def _gold_ids(rows: list[dict], index) -> list[list[list[str]]]:
+    """Each real question's gold in the table as groups of chunk ids: one group per gold chunk, one per gold document
+    (its chunks); a group the table lacks is left out."""
     by_doc = _doc_chunks(index, {d for r in rows for d in r["gold_doc_ids"]})
-    ids = [list(dict.fromkeys(r["gold_chunk_ids"] + [c for d in r["gold_doc_ids"] for c in by_doc.get(d, [])]))
-           for r in rows]
-    have = index.present_ids({c for g in ids for c in g})
-    return [[c for c in g if c in have] for g in ids]
+    groups = [[[c] for c in r["gold_chunk_ids"]] + [by_doc.get(d, []) for d in r["gold_doc_ids"]] for r in rows]
+    have = index.present_ids({c for gs in groups for g in gs for c in g})
+    return [[kept for g in gs if (kept := [c for c in g if c in have])] for gs in groups]
 
 # %% ../nbs/45_realism.ipynb #80b38df1
 _FORMS = ("what", "which", "who", "when", "where", "how", "why")
@@ -119,13 +119,17 @@ def _overlap(question: str, gold_text: str) -> Optional[float]:
     q, g = set(content_words(question)), set(words(gold_text))
     return len(q & g) / len(q) if q and gold_text else None
 
-def _side(questions: list[str], gold: list[list[str]], index, k: int, mode: str) -> list[dict]:
-    "Per question: words, form, language, overlap with the gold text, whether search puts a gold chunk in the top k."
-    texts = {c.id: c.text for c in index.get_many(sorted({c for g in gold for c in g}))} if any(gold) else {}
+def _side(questions: list[str], gold: list[list[list[str]]], index, k: int, mode: str) -> list[dict]:
+    """Per question: words, form, language, overlap with the gold text, and whether search finds all its evidence:
+    a chunk of every gold group (each gold chunk, each gold document) in the top k."""
+    ids = sorted({c for gs in gold for g in gs for c in g})
+    texts = {c.id: c.text for c in index.get_many(ids)} if ids else {}
     out = []
-    for q, g in zip(questions, gold):
-        g = [c for c in g if c in texts]
-        hit = None if not g else bool({h.chunk_id for h in index.search(q, k=k, mode=mode)} & set(g))
+    for q, gs in zip(questions, gold):
+        gs = [kept for g in gs if (kept := [c for c in g if c in texts])]
+        g = [c for grp in gs for c in grp]
+        top = {h.chunk_id for h in index.search(q, k=k, mode=mode)} if gs else set()
+        hit = None if not gs else all(top & set(grp) for grp in gs)
         out.append({"words": len(words(q)), "form": _form(q), "language": _language(q), "hit": hit,
                     "overlap": _overlap(q, " ".join(texts[c] for c in g)) if g else None})
     return out
@@ -183,7 +187,7 @@ def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Da
     items = _generated_items(dataset)
     rows = _dataset_rows(real) if isinstance(real, Dataset) else _real_rows(real)
     gq, rq = [it.question for it in items], [r["question"] for r in rows]
-    gen = _side(gq, [list(it.gold_chunk_ids) for it in items], index, k, mode)
+    gen = _side(gq, [[[c] for c in it.gold_chunk_ids] for it in items], index, k, mode)
     rl = _side(rq, _gold_ids(rows, index), index, k, mode)
     ge, re_ = _unit(index.embedder.encode(gq)), _unit(index.embedder.encode(rq))
     g_sim, _ = _nearest(ge, re_)

@@ -31,7 +31,7 @@ class RealismOptions(BaseModel):
     column: Annotated[list[str], {"metavar": "ROLE=NAME"}] = Field(
         (), description="map a role (id, text, vector, doc_id, meta) to a column of your own table; repeatable")
     embedder: Optional[str] = Field(None, description="embedder (default: the one the index was built with)")
-    k: Annotated[int, "-k"] = Field(5, description="hit@k: a gold chunk among the top k")
+    k: Annotated[int, "-k"] = Field(5, description="hit@k: all of a question's evidence (a chunk of each gold document or chunk) in the top k")
     mode: Literal[SEARCH_MODES] = Field("dense", description="the baseline retriever's search mode")
     threshold: float = Field(0.5, description="a real question is covered when a generated one is at least this close "
                                               "(embedding cosine)")
