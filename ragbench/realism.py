@@ -4,80 +4,16 @@
 
 # %% ../nbs/45_realism.ipynb #16d60294
 from __future__ import annotations
-import csv, json
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 import numpy as np
-from .core import Dataset, QAItem, UserError
+from .core import Dataset, QAItem, UserError, item_id
+from .real import real_questions
 from .stats import mean_ci, proportion_ci
 from .text import content_words, words
 
 # %% auto #0
 __all__ = ['realism_report']
-
-# %% ../nbs/45_realism.ipynb #d33a2db0
-_GOLD_FIELDS = ("gold_doc_ids", "gold_chunk_ids")
-_REAL_FIELDS = ("question", "answer", *_GOLD_FIELDS)
-
-def _id_list(v: Any, where: str, field: str) -> list[str]:
-    "A list of ids from a JSON list or a `;`-separated text (a CSV cell); anything else names the field."
-    if v is None or v == "": return []
-    if isinstance(v, str): return [s.strip() for s in v.split(";") if s.strip()]
-    if isinstance(v, list) and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v):
-        return [str(x) for x in v]
-    raise UserError(f"{where}: field '{field}' must be a list of ids (or text separated by ';'), got {v!r}"[:300])
-
-def _real_row(d: Any, where: str) -> dict:
-    "One real question {question, answer, gold_doc_ids, gold_chunk_ids} from a JSON object or a CSV row."
-    if not isinstance(d, dict):
-        raise UserError(f"{where}: expected an object with a 'question', got {type(d).__name__}")
-    q = d.get("question")
-    if not isinstance(q, str) or not q.strip():
-        raise UserError(f"{where}: field 'question' is {'missing' if q is None else 'empty' if q == '' else 'not text'}"
-                        " (each real question needs one)")
-    if d.get("answer") is not None and not isinstance(d["answer"], str):
-        raise UserError(f"{where}: field 'answer' must be text, got {type(d['answer']).__name__}")
-    return {"question": q.strip(), "answer": d.get("answer") or "",
-            **{f: _id_list(d.get(f), where, f) for f in _GOLD_FIELDS}}
-
-def _is_dataset_line(d: Any) -> bool:
-    "Whether a JSON object is a ragbench dataset record (it has an id, a method and a kind)."
-    return isinstance(d, dict) and {"id", "method", "kind"} <= d.keys()
-
-def _dataset_rows(items: Iterable[QAItem]) -> list[dict]:
-    "Real questions from a ragbench dataset (its gold chunk ids as they are)."
-    return [{"question": it.question, "answer": it.answer, "gold_doc_ids": [],
-             "gold_chunk_ids": list(it.gold_chunk_ids)} for it in items]
-
-# %% ../nbs/45_realism.ipynb #fcae5fdb
-def _json_rows(path: Path) -> list[dict]:
-    "Real questions from a JSONL file (or a ragbench dataset in JSONL)."
-    lines = [(n, l) for n, l in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if l.strip()]
-    out = []
-    for n, line in lines:
-        try: d = json.loads(line)
-        except json.JSONDecodeError as e: raise UserError(f"{path}:{n}: not JSON ({e.msg})") from None
-        if n == lines[0][0] and _is_dataset_line(d): return _dataset_rows(Dataset.read(path))
-        out.append(_real_row(d, f"{path}:{n}"))
-    return out
-
-def _csv_rows(path: Path) -> list[dict]:
-    "Real questions from a CSV file with a header (gold ids separated by ';')."
-    with path.open(newline="", encoding="utf-8") as f:
-        r = csv.DictReader(f)
-        if "question" not in (r.fieldnames or []):
-            raise UserError(f"{path}:1: the header has no 'question' column (columns: {', '.join(r.fieldnames or [])})")
-        return [_real_row({k: v for k, v in row.items() if k in _REAL_FIELDS}, f"{path}:{n}")
-                for n, row in enumerate(r, 2)]
-
-def _real_rows(path: Union[str, Path]) -> list[dict]:
-    "The real questions of a JSONL, CSV or ragbench dataset file; a bad row names the file, line and field."
-    path = Path(path)
-    if not path.is_file(): raise UserError(f"real questions file not found: {path}")
-    if path.suffix == ".parquet": rows = _dataset_rows(Dataset.read(path))
-    else: rows = _csv_rows(path) if path.suffix.lower() == ".csv" else _json_rows(path)
-    if not rows: raise UserError(f"{path}: no real questions")
-    return rows
 
 # %% ../nbs/45_realism.ipynb #6338590e
 def _doc_chunks(index, doc_ids: set) -> dict[str, list[str]]:
@@ -167,10 +103,14 @@ def _both(gen: list[dict], real: list[dict], key: str, figure=mean_ci) -> dict:
     "One figure for the generated and the real questions."
     return {"generated": figure([x[key] for x in gen]), "real": figure([x[key] for x in real])}
 
-def _mixes(gen: list[dict], real: list[dict], key: str) -> dict:
-    "The mix of `key` (form, language) on each side, over the values either side has."
-    names = list(dict.fromkeys([x[key] for x in gen + real]))
+def _mixes(gen: list[dict], real: list[dict], key: str, before: Sequence[dict] = ()) -> dict:
+    "The mix of `key` (form, language) on each side, over the values any side (and a baseline's) has."
+    names = list(dict.fromkeys([x[key] for x in [*gen, *real, *before]]))
     return {"generated": _shares([x[key] for x in gen], names), "real": _shares([x[key] for x in real], names)}
+
+def _hits(v: list) -> dict:
+    "The share of questions found (those with gold) with its Wilson interval."
+    return proportion_ci(sum(bool(x) for x in v if x is not None), sum(x is not None for x in v), method="wilson")
 
 def _generated_items(dataset: Union[str, Path, Dataset]) -> list[QAItem]:
     "The items a realism report reads: every item not rejected."
@@ -180,32 +120,63 @@ def _generated_items(dataset: Union[str, Path, Dataset]) -> list[QAItem]:
     return items
 
 # %% ../nbs/45_realism.ipynb #d3f906f8
-def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Dataset], index, *, k: int = 5,
-                   mode: str = "dense", threshold: float = 0.5, top: int = 5, show_real: bool = False) -> dict:
-    """How a generated dataset differs from real questions (a JSONL/CSV/dataset file): length, form, overlap with gold,
-    hit@k, uncovered topics, language; each with an interval. Real questions' text only with `show_real`."""
+def _generated_side(dataset, re_: np.ndarray, index, k: int, mode: str) -> tuple[list[QAItem], list[dict], np.ndarray]:
+    """The generated items; per item its figures, id, question and the cosine of its nearest real question; their
+    embeddings."""
     items = _generated_items(dataset)
-    rows = _dataset_rows(real) if isinstance(real, Dataset) else _real_rows(real)
-    gq, rq = [it.question for it in items], [r["question"] for r in rows]
+    gq = [it.question for it in items]
     gen = _side(gq, [[[c] for c in it.gold_chunk_ids] for it in items], index, k, mode)
-    rl = _side(rq, _gold_ids(rows, index), index, k, mode)
-    ge, re_ = _unit(index.embedder.encode(gq)), _unit(index.embedder.encode(rq))
-    g_sim, _ = _nearest(ge, re_)
+    ge = _unit(index.embedder.encode(gq))
+    for it, x, s in zip(items, gen, _nearest(ge, re_)[0]):
+        x.update(id=it.id, question=it.question, nearest_real=float(s))
+    return items, gen, ge
+
+def _before(dataset, gen: list[dict], ge: np.ndarray, rl: list[dict], re_: np.ndarray, threshold: float) -> dict:
+    "A baseline dataset's figures against the same real questions: the 'before' of a before -> after."
+    uncovered = int(sum(s < threshold for s in _nearest(re_, ge)[0]))
+    return {"dataset": str(dataset), "n": len(gen), "words": mean_ci([x["words"] for x in gen]),
+            "overlap": mean_ci([x["overlap"] for x in gen]), "hit": _hits([x["hit"] for x in gen]),
+            "hit_difference": _hit_difference(gen, rl),
+            "uncovered": {**proportion_ci(uncovered, len(rl), method="wilson"), "count": uncovered}}
+
+def _real_dataset(rows: list[dict], gold: list[list[list[str]]]) -> Dataset:
+    """The real questions as a ragbench dataset `evaluate` scores: gold documents mapped to their chunks in the table,
+    the documents and the question's number in the file kept in `meta`."""
+    return Dataset([QAItem(id=item_id("real", i, r["question"]), method="real", kind="real", question=r["question"],
+                           answer=r["answer"], gold_chunk_ids=list(dict.fromkeys(c for g in gs for c in g)),
+                           meta={"n": i, "gold_doc_ids": r["gold_doc_ids"]})
+                    for i, (r, gs) in enumerate(zip(rows, gold), 1)])
+
+
+# %% ../nbs/45_realism.ipynb #525fe7f4
+def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Dataset], index, *, k: int = 5,
+                   mode: str = "dense", threshold: float = 0.5, top: int = 5, show_real: bool = False,
+                   baseline: Union[str, Path, Dataset, None] = None, as_dataset: Union[str, Path, None] = None) -> dict:
+    """How a generated dataset differs from real questions (a JSONL/CSV/dataset file): length, form, overlap with gold,
+    hit@k, uncovered topics, language; each with an interval. Real questions' text only with `show_real`. With
+    `baseline` (another generated dataset) its figures too, as the 'before'; with `as_dataset` the real questions are
+    also written there as a ragbench dataset (for `evaluate`)."""
+    rows = real_questions(real)
+    rq, gold = [r["question"] for r in rows], _gold_ids(rows, index)
+    rl, re_ = _side(rq, gold, index, k, mode), _unit(index.embedder.encode(rq))
+    items, gen, ge = _generated_side(dataset, re_, index, k, mode)
     r_sim, r_near = _nearest(re_, ge)
-    for it, x, s in zip(items, gen, g_sim): x.update(id=it.id, question=it.question, nearest_real=float(s))
     for i, (x, s, j) in enumerate(zip(rl, r_sim, r_near)):
         x.update(n=i + 1, nearest_generated=float(s), nearest_id=items[j].id if j >= 0 else None,
                  **({"question": rq[i]} if show_real else {}))
     uncovered = sum(s < threshold for s in r_sim)
     by_overlap = sorted((x for x in gen if x["overlap"] is not None), key=lambda x: -x["overlap"])
+    b_gen, b_ge = _generated_side(baseline, re_, index, k, mode)[1:] if baseline is not None else ([], None)
+    if as_dataset: _real_dataset(rows, gold).write(as_dataset)
+    before = None if baseline is None else {**_before(baseline, b_gen, b_ge, rl, re_, threshold), **{
+        key: _mixes(b_gen, rl, key, gen)["generated"] for key in ("form", "language")}}
     return {"k": k, "mode": mode, "threshold": threshold, "embedder": getattr(index.embedder, "name", None),
             "n": {"generated": len(gen), "real": len(rl), "generated_with_gold": sum(x["hit"] is not None for x in gen),
                   "real_with_gold": sum(x["hit"] is not None for x in rl)},
-            "words": _both(gen, rl, "words"), "overlap": _both(gen, rl, "overlap"),
-            "hit": _both(gen, rl, "hit", lambda v: proportion_ci(sum(bool(x) for x in v if x is not None),
-                                                                  sum(x is not None for x in v), method="wilson")),
+            "words": _both(gen, rl, "words"), "overlap": _both(gen, rl, "overlap"), "hit": _both(gen, rl, "hit", _hits),
             "hit_difference": _hit_difference(gen, rl),
             "uncovered": {**proportion_ci(uncovered, len(rl), method="wilson"), "count": int(uncovered)},
-            "form": _mixes(gen, rl, "form"), "language": _mixes(gen, rl, "language"),
+            "form": _mixes(gen, rl, "form", b_gen), "language": _mixes(gen, rl, "language", b_gen),
             "unlike": [x["id"] for x in sorted(gen, key=lambda x: x["nearest_real"])[:top]],
-            "leaky": [x["id"] for x in by_overlap[:top]], "generated": gen, "real": rl}
+            "leaky": [x["id"] for x in by_overlap[:top]], "generated": gen, "real": rl,
+            **({"baseline": before} if before else {})}

@@ -110,20 +110,18 @@ def compare_command(
     return _ranking(dir_a, dir_b, o)
 
 # %% ../../nbs/90_commands.05_compare.ipynb #06fcd72e
-_TWO_SETUPS_NOTE = (
-    "note: with 2 setups tau can only be +1 (same order) or -1 (swapped); it says whether the two "
-    "datasets order them alike, not how strongly they agree: compare 3 or more setups for an informative tau"
-)
-
 def _print_comparison(c: dict) -> None:
-    "The comparison as a small table: each setup's mean and rank in A and B, then tau with its interval."
+    """The comparison as a small table: each setup's mean and rank in A and B and A's mean minus B's with its interval,
+    then tau with its interval and the verdict."""
     w = max(len(s) for s in c["setups"] + ["setup"])
     ra, rb = c["a"]["ranking"], c["b"]["ranking"]
     print(f"{c['metric']}: {len(c['setups'])} setups; A = {c['a']['dir']} ({c['a']['n_items']} items), B = {c['b']['dir']} ({c['b']['n_items']} items)")
-    print("setup".ljust(w) + "   A mean (rank)   B mean (rank)")
+    print("setup".ljust(w) + "   A mean (rank)   B mean (rank)   A - B [interval]         A against B")
     for s in ra:
+        d, f = c["setup_differences"][s], lambda v: "–" if v is None else f"{v:+.3f}"
         print(s.ljust(w) + f"   {c['a']['means'][s]:.3f} ({ra.index(s) + 1})".ljust(16)
-              + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})")
+              + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})".ljust(16)
+              + f"  {f(d['difference'])} [{f(d['lo'])}, {f(d['hi'])}]".ljust(26) + f"{d['says']}")
     dv = c.get("dataset_version") or {}
     if dv.get("same") is False:
         print(f"note: A and B scored different dataset versions ({dv['a']} vs {dv['b']}): the items differ")
@@ -134,7 +132,9 @@ def _print_comparison(c: dict) -> None:
         f"Kendall tau = {tau}{ci} (p = {c['p_value'] if c['p_value'] is None else round(c['p_value'], 4)},"
         f" {c['n_boot_valid']} valid resamples)"
     )
-    if len(c["setups"]) < 3: print(_TWO_SETUPS_NOTE)
+    print(f"verdict: {c['verdict']}")
+    print("A - B: the setup's mean on A minus on B (bootstrap interval); with A the generated set and B the real or "
+          "trusted one, 'A overstates' means the generated set flatters that setup")
 
 def _ranking(dir_a: str, dir_b: str, o: CompareOptions) -> int:
     """Rank the setups two evaluation folders share (e.g. a generated and a static dataset): Kendall tau with a

@@ -41,6 +41,11 @@ class RealismOptions(BaseModel):
     show_real: bool = Field(False, description="show the real questions' text (personal data: hidden by default)")
     top: int = Field(5, description="generated items named as most unlike real use, and as most overlapping")
     out: Optional[str] = Field(None, description="folder for realism.json (and filtered.jsonl with --filter)")
+    baseline: Annotated[Optional[str], {"metavar": "DATASET"}] = Field(
+        None, description="another generated dataset (e.g. the run without --style-from): its figures as 'before'")
+    as_dataset: Annotated[Optional[str], {"metavar": "OUT.jsonl"}] = Field(
+        None, description="also write the real questions as a ragbench dataset (gold documents mapped to chunks) "
+                          "for `ragbench evaluate`")
     keep_near: Annotated[bool, "--filter"] = Field(
         False, description="with --out: write the generated items whose nearest real question is within --threshold")
 
@@ -97,6 +102,19 @@ def _print_realism(r: dict, dataset: str) -> None:
     if shown: print("real questions no generated question covers (--show-real):")
     for x in shown: print(f"  #{x['n']}  {x['nearest_generated']:.2f}  {x['question'][:100]}")
 
+def _print_shift(r: dict) -> None:
+    "With --baseline: each figure of the baseline dataset -> this dataset, the real questions' beside."
+    b, g = r["baseline"], lambda key: r[key]["generated"]
+    print(f"shift from the baseline {b['dataset']} ({b['n']} items) to this dataset:")
+    print(f"  {'figure':<24} {'before (baseline)':<22}    {'after':<22} {'real':<22}")
+    rows = [("question words", b["words"], g("words"), r["words"]["real"]),
+            ("overlap with gold", b["overlap"], g("overlap"), r["overlap"]["real"]),
+            (f"hit@{r['k']}", b["hit"], g("hit"), r["hit"]["real"]),
+            (f"hit@{r['k']} difference", b["hit_difference"], r["hit_difference"], {}),
+            ("real uncovered", b["uncovered"], r["uncovered"], {}),
+            *((f"form: {v}", b["form"][v], g("form")[v], r["form"]["real"][v]) for v in g("form"))]
+    for name, before, after, real in rows: print(f"  {name:<24} {_ci(before):<22} -> {_ci(after):<22} {_ci(real):<22}")
+
 def _write_realism(r: dict, dataset: str, o: RealismOptions) -> None:
     "realism.json in --out, and with --filter the generated items whose nearest real question is within the threshold."
     out = Path(o.out)
@@ -124,8 +142,11 @@ def realism_command(
     if o.keep_near and not o.out: raise UserError("--filter writes filtered.jsonl: give --out DIR")
     idx = open_index(o.db, o.table, embedder=o.embedder, columns=o.column, fts=o.mode != "dense")
     r = realism_report(dataset, o.real, idx, k=o.k, mode=o.mode, threshold=o.threshold, top=o.top,
-                       show_real=o.show_real)
+                       show_real=o.show_real, baseline=o.baseline, as_dataset=o.as_dataset)
     _print_realism(r, dataset)
+    if o.baseline: _print_shift(r)
+    if o.as_dataset: print(f"wrote the {r['n']['real']} real questions as a dataset -> {o.as_dataset} (gold documents "
+                           "mapped to chunks: rank setups on it by hit@k)")
     rc = 0
     if o.fail_if_easier is not None:
         verdict, rc = _easier(r, o.fail_if_easier)

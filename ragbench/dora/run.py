@@ -17,6 +17,7 @@ from ..core import (Attempt, Chunk, Context, Dataset, QAItem, RunDir, UserError,
 from ..gen.base import LLM_FAILING, GenerationMethod, Selection, Task, TaskResult, run_generation
 from ..llm import BudgetExceeded, LLMError, LLMParseError
 from ..prompts import parse_chunks, set_stand_in
+from ..real import style_block
 from ..spine import RunResult, RunSpec, read_config
 from ..text import content_words, has_number, jaccard, split_sentences, stem
 from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, tuned_style, update_style
@@ -56,6 +57,9 @@ class DoraConfig(BaseModel):
     temperature: float = 0.0
     workers: int = Field(4, ge=1)                     # tasks run at once
     style_overrides: dict[str, dict] = Field(default_factory=dict)
+    # real questions (JSONL, CSV or a dataset): a sample goes into the writing prompt as examples of how users ask
+    style_from: Optional[str] = None
+    style_examples: int = Field(5, ge=1)              # real questions shown with style_from (a seeded sample)
 
 # %% ../../nbs/30_dora.05_run.ipynb #f488d8d3
 def load_config(path: Union[str, Path, None] = None, **overrides) -> DoraConfig:
@@ -211,8 +215,10 @@ def models(self: DoraMethod) -> dict:
 def config(self: DoraMethod) -> dict:
     "What shapes the items (a resume with other values is refused): the settings, the split, its documents, the styles."
     styles = {s: short_hash(self.styles[s].model_dump_json()) for s in self.cfg.styles}
-    return {**self.cfg.model_dump(exclude={"workers"}), "split": self.split, "styles_defined": styles,
-            "documents": short_hash(*sorted(self.doc_chunks))}
+    style = style_block(self.cfg.style_from, self.cfg.style_examples, self.cfg.seed)[1]   # its hash, not the path
+    skip = {"workers", "style_from"} | (set() if style else {"style_examples"})
+    return {**self.cfg.model_dump(exclude=skip), "split": self.split, "styles_defined": styles,
+            "documents": short_hash(*sorted(self.doc_chunks)), **({"style_sample": style} if style else {})}
 
 # %% ../../nbs/30_dora.05_run.ipynb #52c0040b
 @patch
@@ -309,7 +315,8 @@ def candidate_item(self: DoraMethod, task: Task, *, question="", answer="", bund
 @patch
 def write_qa(self: DoraMethod, st: Style, chunks: list[Chunk]) -> Union[DoraQA, str]:
     "One generation call over the evidence; a failed or unparsable call gives its failed_check name and message."
-    system, user = render_generation(st, chunks)
+    system, user = render_generation(st, chunks, style_block(self.cfg.style_from, self.cfg.style_examples,
+                                                             self.cfg.seed)[0])
     try: return self.llm.complete(user, DoraQA, system=system, stage="dora_generate", temperature=self.cfg.temperature)
     except BudgetExceeded: raise
     except LLMParseError as e: return f"parse_error:{e}"

@@ -118,7 +118,7 @@ Rules for every style:
 Evidence:
 {chunks}
 
-Reply with JSON: {{"question": "...", "answer": "...", "cited_chunk_ids": ["chunk id", ...]}}"""
+{user_examples}Reply with JSON: {{"question": "...", "answer": "...", "cited_chunk_ids": ["chunk id", ...]}}"""
 
 # %% ../../nbs/30_dora.01_styles.ipynb #76f7bd1d
 _MULTI_DIRECTIVE = (
@@ -354,13 +354,14 @@ def _generation_template(st: Style) -> PromptTemplate:
     if registered is None or registered.template == st.template: return t
     return replace(t, template=_GEN_WRAPPER.replace("{contract}", _literal_braces(st.template)))
 
-def render_generation(style: Union[str, Style], chunks: list) -> tuple[Optional[str], str]:
-    "(system, user) text of the generation prompt of `style` over the evidence `chunks`."
+def render_generation(style: Union[str, Style], chunks: list, user_examples: str = "") -> tuple[Optional[str], str]:
+    """(system, user) text of the generation prompt of `style` over the evidence `chunks`, with `user_examples` (the
+    block of real questions of `style_block`) before the reply format."""
     st = get_style(style)
     min_cite = min(st.min_k, len(chunks)) if st.multi_chunk else 1
     multi = _MULTI_DIRECTIVE.format(min_cite=min_cite) if st.multi_chunk else ""
     return render_template(_generation_template(st), style=st.name, chunks=format_chunks(chunks), multi=multi,
-                           k=len(chunks), min_cite=min_cite)
+                           k=len(chunks), min_cite=min_cite, user_examples=user_examples)
 
 # %% ../../nbs/30_dora.01_styles.ipynb #4afe0872
 def _style_from_dict(d: dict, where: str = "<dict>") -> Style:

@@ -37,19 +37,45 @@ def _ranking(means: dict) -> list[str]:
     return sorted(means, key=lambda s: (-means[s], s))
 
 # %% ../../nbs/40_eval.08_compare.ipynb #0f01971a
-def _boot_taus(xa: np.ndarray, xb: np.ndarray, n_boot: int, seed: int) -> list[float]:
-    "Kendall tau of the two folders' setup means over `n_boot` item resamples (undefined draws left out)."
+def _boot_taus(xa: np.ndarray, xb: np.ndarray, n_boot: int, seed: int) -> tuple[list[float], np.ndarray]:
+    """Kendall tau of the two folders' setup means over `n_boot` item resamples (undefined draws left out), and each
+    resample's per-setup difference of means (A - B; n_boot x setups)."""
     from scipy.stats import kendalltau
-    rng, taus = np.random.default_rng(seed), []
+    rng, taus, diffs = np.random.default_rng(seed), [], []
     for s in range(0, n_boot, 200):
         b = min(n_boot, s + 200) - s
         ba, bb = resample_means(xa, resample_weights(rng, len(xa), b)), resample_means(xb, resample_weights(rng,
             len(xb), b))
+        diffs.append(ba - bb)
         for u, v in zip(ba, bb):
             if np.isfinite(u).all() and np.isfinite(v).all():
                 t = kendalltau(u, v)[0]
                 if not math.isnan(t): taus.append(t)
-    return taus
+    return taus, np.vstack(diffs) if diffs else np.empty((0, xa.shape[1]))
+
+_MIN_SETUPS = 5   # fewer setups: tau takes few values and its interval spans most of [-1, 1]
+
+def _agreement(tau: Optional[float], lo: Optional[float], hi: Optional[float], n: int) -> str:
+    "The verdict on two rankings: agree, reversed, cannot tell, or too few setups for one."
+    if n < _MIN_SETUPS:
+        return (f"no verdict: with {n} setups tau takes only {n * (n - 1) // 2 + 1} values and its interval spans most "
+                f"of [-1, 1]; rank at least {_MIN_SETUPS} setups on both datasets to tell")
+    if lo is None: return "no verdict: no valid resample"
+    if lo > 0: return f"the rankings agree (the interval [{lo:.2f}, {hi:.2f}] lies above 0)"
+    if hi < 0: return f"the rankings are reversed (the interval [{lo:.2f}, {hi:.2f}] lies below 0)"
+    return f"cannot tell: the interval [{lo:.2f}, {hi:.2f}] includes 0"
+
+def _setup_differences(common: list, ma: np.ndarray, mb: np.ndarray, diffs: np.ndarray, alpha: float) -> dict:
+    """Per setup: its mean on A minus its mean on B with a bootstrap interval (items resampled in each folder), and
+    whether A (the generated set) overstates or understates it against B (the trusted or real one), or neither is shown."""
+    out = {}
+    for j, s in enumerate(common):
+        d = diffs[:, j][np.isfinite(diffs[:, j])] if len(diffs) else np.empty(0)
+        lo, hi = (float(np.quantile(d, alpha / 2)), float(np.quantile(d, 1 - alpha / 2))) if len(d) else (None, None)
+        says = "no difference shown" if lo is None or lo <= 0 <= hi else "A overstates" if lo > 0 else "A understates"
+        out[s] = {"a": float(ma[j]), "b": float(mb[j]), "difference": float(ma[j] - mb[j]), "lo": lo, "hi": hi,
+                  "says": says}
+    return out
 
 # %% ../../nbs/40_eval.08_compare.ipynb #ade1ec0c
 def _scored_versions(dir_a, dir_b) -> dict:
@@ -80,7 +106,7 @@ def _shared(sa: list, xa: np.ndarray, sb: list, xb: np.ndarray, order: Sequence[
 def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "recall@5", n_boot: int = 1000,
             alpha: float = 0.05, seed: int = 0) -> dict:
     """Rank the setups both evaluation folders share by `metric`; Kendall tau of the two rankings with a bootstrap
-    interval."""
+    interval and a verdict (none with fewer than 5 setups); per setup A's mean minus B's with an interval."""
     from scipy.stats import kendalltau
     ia, sa, xa = _metric_matrix(read_scores(dir_a), metric, f"{dir_a}: ")
     ib, sb, xb = _metric_matrix(read_scores(dir_b), metric, f"{dir_b}: ")
@@ -91,7 +117,7 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
     xa, xb = xa[:, [sa.index(s) for s in common]], xb[:, [sb.index(s) for s in common]]
     with np.errstate(invalid="ignore"): ma, mb = np.nanmean(xa, axis=0), np.nanmean(xb, axis=0)
     tau, p = kendalltau(ma, mb)
-    taus = _boot_taus(xa, xb, n_boot, seed)
+    taus, diffs = _boot_taus(xa, xb, n_boot, seed)
     lo, hi = (float(np.quantile(taus, alpha / 2)), float(np.quantile(taus, 1 - alpha / 2))) if taus else (None, None)
     nan = lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
     means_a, means_b = dict(zip(common, map(float, ma))), dict(zip(common, map(float, mb)))
@@ -99,4 +125,6 @@ def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "
             "a": {"dir": str(dir_a), "n_items": len(ia), "means": means_a, "ranking": _ranking(means_a)},
             "b": {"dir": str(dir_b), "n_items": len(ib), "means": means_b, "ranking": _ranking(means_b)},
             "kendall_tau": nan(tau), "p_value": nan(p), "lo": lo, "hi": hi, "alpha": alpha,
-            "n_boot": n_boot, "n_boot_valid": len(taus), "dataset_version": _scored_versions(dir_a, dir_b)}
+            "n_boot": n_boot, "n_boot_valid": len(taus), "dataset_version": _scored_versions(dir_a, dir_b),
+            "verdict": _agreement(nan(tau), lo, hi, len(common)),
+            "setup_differences": _setup_differences(common, ma, mb, diffs, alpha)}

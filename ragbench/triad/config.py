@@ -52,6 +52,9 @@ class TriadConfig(BaseModel):
                                      description="a name in at least this share of the documents is boilerplate: it never bridges")
     fallback_n: int = Field(50, ge=1, description="neighbours searched for a candidate entity in the fallback")
     role: str = Field(_DEFAULT_ROLE, description="persona line of the generator")
+    style_from: Optional[str] = Field(None, description="real questions (JSONL, CSV or a dataset): a sample goes into "
+                                      "the writing prompt as examples of how users ask")
+    style_examples: int = Field(5, ge=1, description="real questions shown with style_from (a seeded sample)")
     temporal: bool = Field(True, description="label accepted questions temporal or not (one classifier call each)")
     # validation
     max_rounds: int = Field(2, ge=1, description="generation attempts in all (first + revisions)")

@@ -15,6 +15,7 @@ from ..gen.base import (GenerationMethod, Selection, StopRun, Task, TaskResult, 
 from ..llm import LLMError, LLMParseError, price_for, redact_spec
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
+from ..real import style_block
 from ..spine import RunResult, RunSpec, check_spec, read_config
 from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, seed_names
 from .config import QUESTION_TYPES, SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
@@ -159,8 +160,9 @@ class TriadMethod(GenerationMethod):
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
         skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds"} | (
             {"n_per_type"} if not self.cfg.n_per_type else set()
-        )
-        return self.cfg.model_dump(exclude=skip)
+        ) | {"style_from"} | (set() if self.cfg.style_from else {"style_examples"})
+        style = style_block(self.cfg.style_from, self.cfg.style_examples, self.cfg.seed)[1]   # its hash, not the path
+        return {**self.cfg.model_dump(exclude=skip), **({"style_sample": style} if style else {})}
 
     def models(self) -> dict: return {r: model_label(l) for r, l in self.roles.items()}
     def llms(self) -> list: return list({id(l): l for l in self.roles.values()}.values())

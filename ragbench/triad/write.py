@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from ..core import Attempt, Chunk, QAItem, item_id
 from ..llm import arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, rendered_from, set_stand_in
+from ..real import style_block
 from ..text import mentions, opening_words
 from .bridge import BridgeConfig
 from .config import SeedPlan, TriadConfig
@@ -104,7 +105,7 @@ register_prompt(PromptTemplate(
         "{type_rules}\n{binary_rules}\n"
         "The passages are connected through: {bridge_topic}\n\n"
         "{chunks}\n\n"
-        "{revision}"
+        "{user_examples}{revision}"
         "Reply with JSON only: {{\"question\": \"...\", \"answer\": \"...\"}}"),
     output=QAPair,
     description="TRIAD question generation (all types, n passages; revision block when rejected)."))
@@ -121,7 +122,7 @@ def generation_prompt(chunks: Sequence[Chunk], bridge_topic: str, kind: str, bin
     return render_prompt("triad.generate", role=cfg.role, n=len(chunks), type_rules=type_rule(kind, len(chunks),
         bridge_topic),
                          binary_rules=binary_rules, bridge_topic=bridge_topic, chunks=format_chunks(chunks),
-                         revision=revision)
+                         revision=revision, user_examples=style_block(cfg.style_from, cfg.style_examples, cfg.seed)[0])
 
 # %% ../../nbs/22_triad.write.ipynb #881904fa
 async def agenerate_qa(chunks: Sequence[Chunk], bridge_topic: str, kind: str, binary: bool, llm, cfg: TriadConfig,
