@@ -123,3 +123,111 @@ def test_filter_keeps_generated_items_near_real_questions(hotpot, capsys):
     r = json.loads((root / "f" / "realism.json").read_text())
     kept = [it.id for it in Dataset.read(root / "f" / "filtered.jsonl")]
     assert kept == [x["id"] for x in r["generated"] if x["nearest_real"] >= 0.3] and 0 < len(kept) < 50
+
+
+# ---------------------------------------------------------------------------------------------- written like the users
+
+ASKED = {"how do I undo my last commit but keep the changes": "git-reset.txt",
+         "put my work aside for a moment": "git-stash.txt", "which files did I change": "git-status.txt",
+         "mark a release": "git-tag.txt", "get the newest changes from the server": "git-pull.txt",
+         "move my branch onto the latest main": "git-rebase.txt"}
+STYLE_HEAD = "Users of this corpus ask like this"
+
+
+@pytest.fixture(scope="module")
+def git(tmp_path_factory):
+    "The bundled Git docs (hash embedder) and six questions a user asked, with the page that answered each."
+    from ragbench.corpus import chunk_documents, load_documents, sample_corpus_path
+    root = tmp_path_factory.mktemp("style")
+    ChunkIndex.build(root / "db", chunk_documents(load_documents(sample_corpus_path())), "hash", progress=False)
+    (root / "asked.jsonl").write_text("".join(json.dumps({"question": q, "gold_doc_ids": [d]}) + "\n"
+                                              for q, d in ASKED.items()))
+    return root
+
+
+def _generate(command, argv, out):
+    "`ragbench COMMAND` against the scripted fake server; every request's prompt, in order."
+    from ragbench.testing import FakeLLMServer
+    log = []
+    with FakeLLMServer(responder=lambda req: log.append(req["prompt"])) as srv:   # None: the server's own reply
+        assert main([command, "--out", str(out), "--llm", f"openai:{srv.url}/v1@fake-model", *argv]) == 0
+    return log
+
+
+def test_style_from_reaches_the_writing_prompts_only_when_asked(git, capsys):
+    "issue 43: TRIAD runs twice on the fake server; the writing prompts carry real questions only with --style-from."
+    db, asked = ["--db", str(git / "db")], str(git / "asked.jsonl")
+    base = ["--n", "2", "--no-unanswerable", *db]
+    plain = _generate("triad", base, git / "plain")
+    styled = _generate("triad", [*base, "--style-from", asked, "--style-examples", "3"], git / "styled")
+    write = lambda log: [p for p in log if p.startswith("Write one question and its answer")]
+    assert write(plain) and write(styled)
+    assert not any(STYLE_HEAD in p for p in plain)
+    assert all(STYLE_HEAD in p for p in write(styled))                            # every writing call, revisions too
+    assert not any(STYLE_HEAD in p for p in styled if p not in write(styled))     # never the judge's or the labeller's
+    block = write(styled)[0].split(STYLE_HEAD)[1]
+    shown = [l[2:] for l in block.splitlines() if l.startswith("- ")]
+    assert len(shown) == 3 and set(shown) <= set(ASKED)
+    assert "answerable from the passages above alone" in block                    # the examples give no answer rules
+    m = json.loads((git / "styled" / "manifest.json").read_text())["config"]
+    assert m["style_sample"]["count"] == 3 and "style_sample" not in json.loads(
+        (git / "plain" / "manifest.json").read_text())["config"]
+    assert not any(q in json.dumps(m) for q in ASKED)                             # a hash, never the real text
+    # a resume with another sample would mix items: refused before any call
+    assert main(["triad", "--out", str(git / "styled"), "--llm", "fake", *base, "--style-from", asked,
+                 "--style-examples", "2"]) == 2
+    assert "style_sample" in capsys.readouterr().err
+    # DoRA's writing prompt takes the same block
+    dora = _generate("dora", [*db, "--per-style", "1", "--styles", "find", "--no-progress", "--style-from", asked],
+                     git / "dora")
+    assert any(STYLE_HEAD in p and "Answer style: find" in p for p in dora)
+    assert not any(STYLE_HEAD in p for p in dora if "Answer style:" not in p)
+
+
+def test_realism_shows_the_shift_from_a_baseline(git, capsys):
+    "issue 43: realism on the styled run with --baseline (the plain run) prints each figure before -> after."
+    if not (git / "styled" / "dataset.jsonl").exists(): pytest.skip("needs the runs of the style test")
+    rc, out, err = run_cli(["realism", git / "styled" / "dataset.jsonl", "--real", git / "asked.jsonl",
+                            "--db", git / "db", "--baseline", git / "plain" / "dataset.jsonl", "--out", git / "rep"],
+                           capsys)
+    assert rc == 0, err
+    shift = out.split("shift from the baseline")[1].splitlines()
+    for name in ("question words", "overlap with gold", "hit@5", "hit@5 difference", "real uncovered", "form: "):
+        assert any(l.strip().startswith(name) and " -> " in l for l in shift), (name, out)
+    r = json.loads((git / "rep" / "realism.json").read_text())
+    assert {"words", "overlap", "hit", "hit_difference", "uncovered", "form", "language"} <= set(r["baseline"])
+    assert r["baseline"]["n"] == 2 and set(r["baseline"]["form"]) == set(r["form"]["generated"])
+
+
+# ---------------------------------------------------------------------------------------------- ranking on real traffic
+
+def test_real_questions_as_a_dataset_rank_setups_like_any(hotpot, tmp_path, capsys):
+    """issue 43: --as-dataset writes the real questions (gold pages -> chunks) as a dataset `evaluate` scores; `compare`
+    of the leak set against it gives no verdict with 3 setups and says the leak set overstates each setup's recall@5
+    (HotpotQA pages are one chunk each: the share of gold pages found)."""
+    root, qs = hotpot
+    rc, out, err = run_cli(["realism", root / "leak.jsonl", "--real", root / "real.jsonl", "--db", root / "db",
+                            "--as-dataset", tmp_path / "real_ds.jsonl"], capsys)
+    assert rc == 0, err
+    real = Dataset.read(tmp_path / "real_ds.jsonl")
+    pages = {}
+    for c in ChunkIndex.open(root / "db").iter_chunks(): pages.setdefault(c.doc_id, []).append(c.id)
+    assert [it.question for it in real] == [q["question"].strip() for q in qs[:50]]
+    assert all(set(it.gold_chunk_ids) == {c for t, _ in q["supporting_facts"] for c in pages[t]}
+               for it, q in zip(real, qs))
+    (tmp_path / "setups.yaml").write_text(f"defaults: {{llm: fake, db: '{root / 'db'}'}}\nsetups:\n"
+                                          "  - {name: dense5, top_k: 5}\n  - {name: bm25-5, top_k: 5, retrieval: bm25}\n"
+                                          "  - {name: hybrid5, top_k: 5, retrieval: hybrid}\n")
+    for name, ds in (("real", tmp_path / "real_ds.jsonl"), ("leak", root / "leak.jsonl")):
+        assert main(["evaluate", "--dataset", str(ds), "--setups", str(tmp_path / "setups.yaml"), "--out",
+                     str(tmp_path / f"ev_{name}"), "--no-bertscore", "--quiet", "--judge-llm", "none",
+                     "--modes", "retrieved"]) == 0
+    rc, out, err = run_cli(["compare", tmp_path / "ev_leak", tmp_path / "ev_real", "--n-boot", "200",
+                            "--json", tmp_path / "c.json"], capsys)
+    assert rc == 0, err
+    assert "verdict: no verdict: 3 setups are too few" in out and "spans most of [-1, 1]" in out
+    c = json.loads((tmp_path / "c.json").read_text())
+    assert set(c["setup_differences"]) == {"dense5", "bm25-5", "hybrid5"}
+    for s, d in c["setup_differences"].items():
+        assert d["lo"] > 0 and d["says"] == "A overstates", (s, d)   # the copied words flatter every setup: 0.23-0.53
+        assert any(l.startswith(s) and "A overstates" in l for l in out.splitlines())

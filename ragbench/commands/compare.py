@@ -116,12 +116,12 @@ def _print_comparison(c: dict) -> None:
     w = max(len(s) for s in c["setups"] + ["setup"])
     ra, rb = c["a"]["ranking"], c["b"]["ranking"]
     print(f"{c['metric']}: {len(c['setups'])} setups; A = {c['a']['dir']} ({c['a']['n_items']} items), B = {c['b']['dir']} ({c['b']['n_items']} items)")
-    print("setup".ljust(w) + "   A mean (rank)   B mean (rank)   A - B [interval]         A against B")
+    print("setup".ljust(w) + "   A mean (rank)   B mean (rank)   A - B [interval]           A against B")
     for s in ra:
         d, f = c["setup_differences"][s], lambda v: "–" if v is None else f"{v:+.3f}"
         print(s.ljust(w) + f"   {c['a']['means'][s]:.3f} ({ra.index(s) + 1})".ljust(16)
               + f"  {c['b']['means'][s]:.3f} ({rb.index(s) + 1})".ljust(16)
-              + f"  {f(d['difference'])} [{f(d['lo'])}, {f(d['hi'])}]".ljust(26) + f"{d['says']}")
+              + f"  {f(d['difference'])} [{f(d['lo'])}, {f(d['hi'])}]".ljust(28) + f"{d['says']}")
     dv = c.get("dataset_version") or {}
     if dv.get("same") is False:
         print(f"note: A and B scored different dataset versions ({dv['a']} vs {dv['b']}): the items differ")

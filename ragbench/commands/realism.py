@@ -146,7 +146,7 @@ def realism_command(
     _print_realism(r, dataset)
     if o.baseline: _print_shift(r)
     if o.as_dataset: print(f"wrote the {r['n']['real']} real questions as a dataset -> {o.as_dataset} (gold documents "
-                           "mapped to chunks: rank setups on it by hit@k)")
+                           "mapped to all their chunks: where one has many, recall@k asks for all, so rank by hit@k)")
     rc = 0
     if o.fail_if_easier is not None:
         verdict, rc = _easier(r, o.fail_if_easier)

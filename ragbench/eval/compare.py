@@ -58,8 +58,9 @@ _MIN_SETUPS = 5   # fewer setups: tau takes few values and its interval spans mo
 def _agreement(tau: Optional[float], lo: Optional[float], hi: Optional[float], n: int) -> str:
     "The verdict on two rankings: agree, reversed, cannot tell, or too few setups for one."
     if n < _MIN_SETUPS:
-        return (f"no verdict: with {n} setups tau takes only {n * (n - 1) // 2 + 1} values and its interval spans most "
-                f"of [-1, 1]; rank at least {_MIN_SETUPS} setups on both datasets to tell")
+        return (f"no verdict: {n} setups are too few; tau takes only {n * (n - 1) // 2 + 1} values and a random order "
+                f"of {n} setups matches exactly one time in {math.factorial(n)}, so even tau = 1 is weak evidence and "
+                f"tau's interval spans most of [-1, 1]; rank at least {_MIN_SETUPS} setups on both datasets to tell")
     if lo is None: return "no verdict: no valid resample"
     if lo > 0: return f"the rankings agree (the interval [{lo:.2f}, {hi:.2f}] lies above 0)"
     if hi < 0: return f"the rankings are reversed (the interval [{lo:.2f}, {hi:.2f}] lies below 0)"
