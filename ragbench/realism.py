@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence, Union
 import numpy as np
-from .core import Dataset, QAItem, UserError, item_id
+from .core import Dataset, QAItem, UserError
 from .real import real_questions
 from .stats import mean_ci, proportion_ci
 from .text import content_words, words
@@ -139,35 +139,26 @@ def _before(dataset, gen: list[dict], ge: np.ndarray, rl: list[dict], re_: np.nd
             "hit_difference": _hit_difference(gen, rl),
             "uncovered": {**proportion_ci(uncovered, len(rl), method="wilson"), "count": uncovered}}
 
-def _real_dataset(rows: list[dict], gold: list[list[list[str]]]) -> Dataset:
-    """The real questions as a ragbench dataset `evaluate` scores: gold documents mapped to their chunks in the table,
-    the documents and the question's number in the file kept in `meta`."""
-    return Dataset([QAItem(id=item_id("real", i, r["question"]), method="real", kind="real", question=r["question"],
-                           answer=r["answer"], gold_chunk_ids=list(dict.fromkeys(c for g in gs for c in g)),
-                           meta={"n": i, "gold_doc_ids": r["gold_doc_ids"]})
-                    for i, (r, gs) in enumerate(zip(rows, gold), 1)])
-
 
 # %% ../nbs/45_realism.ipynb #525fe7f4
 def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Dataset], index, *, k: int = 5,
                    mode: str = "dense", threshold: float = 0.5, top: int = 5, show_real: bool = False,
-                   baseline: Union[str, Path, Dataset, None] = None, as_dataset: Union[str, Path, None] = None) -> dict:
+                   baseline: Union[str, Path, Dataset, None] = None) -> dict:
     """How a generated dataset differs from real questions (a JSONL/CSV/dataset file): length, form, overlap with gold,
     hit@k, uncovered topics, language; each with an interval. Real questions' text only with `show_real`. With
-    `baseline` (another generated dataset) its figures too, as the 'before'; with `as_dataset` the real questions are
-    also written there as a ragbench dataset (for `evaluate`)."""
+    `baseline` (another generated dataset) its figures too, as the 'before'. Each real question's `gold` is its gold
+    in the table as chunk ids, one group per gold document or chunk."""
     rows = real_questions(real)
     rq, gold = [r["question"] for r in rows], _gold_ids(rows, index)
     rl, re_ = _side(rq, gold, index, k, mode), _unit(index.embedder.encode(rq))
     items, gen, ge = _generated_side(dataset, re_, index, k, mode)
     r_sim, r_near = _nearest(re_, ge)
     for i, (x, s, j) in enumerate(zip(rl, r_sim, r_near)):
-        x.update(n=i + 1, nearest_generated=float(s), nearest_id=items[j].id if j >= 0 else None,
+        x.update(n=i + 1, nearest_generated=float(s), nearest_id=items[j].id if j >= 0 else None, gold=gold[i],
                  **({"question": rq[i]} if show_real else {}))
     uncovered = sum(s < threshold for s in r_sim)
     by_overlap = sorted((x for x in gen if x["overlap"] is not None), key=lambda x: -x["overlap"])
     b_gen, b_ge = _generated_side(baseline, re_, index, k, mode)[1:] if baseline is not None else ([], None)
-    if as_dataset: _real_dataset(rows, gold).write(as_dataset)
     before = None if baseline is None else {**_before(baseline, b_gen, b_ge, rl, re_, threshold), **{
         key: _mixes(b_gen, rl, key, gen)["generated"] for key in ("form", "language")}}
     return {"k": k, "mode": mode, "threshold": threshold, "embedder": getattr(index.embedder, "name", None),

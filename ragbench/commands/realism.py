@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
-from ..core import Dataset, PathComponent, UserError, atomic_write
+from ..core import Dataset, PathComponent, QAItem, UserError, atomic_write, item_id
 from ..index.search import SEARCH_MODES, open_index
+from ..real import real_questions
 from ..realism import realism_report
 from .options import options_model, read_options
 
@@ -102,6 +103,8 @@ def _print_realism(r: dict, dataset: str) -> None:
     if shown: print("real questions no generated question covers (--show-real):")
     for x in shown: print(f"  #{x['n']}  {x['nearest_generated']:.2f}  {x['question'][:100]}")
 
+
+# %% ../../nbs/90_commands.14_realism.ipynb #8670cdc0
 def _print_shift(r: dict) -> None:
     "With --baseline: each figure of the baseline dataset -> this dataset, the real questions' beside."
     b, g = r["baseline"], lambda key: r[key]["generated"]
@@ -114,6 +117,14 @@ def _print_shift(r: dict) -> None:
             ("real uncovered", b["uncovered"], r["uncovered"], {}),
             *((f"form: {v}", b["form"][v], g("form")[v], r["form"]["real"][v]) for v in g("form"))]
     for name, before, after, real in rows: print(f"  {name:<24} {_ci(before):<22} -> {_ci(after):<22} {_ci(real):<22}")
+
+def _real_dataset(real: str, r: dict) -> Dataset:
+    """The real questions as a ragbench dataset `evaluate` scores: gold documents mapped to their chunks in the table
+    (the report's), the documents and the question's number in the file kept in `meta`."""
+    return Dataset([QAItem(id=item_id("real", x["n"], q["question"]), method="real", kind="real",
+                           question=q["question"], answer=q["answer"], gold_chunk_ids=list(dict.fromkeys(c for g in x["gold"] for c in g)),
+                           meta={"n": x["n"], "gold_doc_ids": q["gold_doc_ids"]})
+                    for q, x in zip(real_questions(real), r["real"])])
 
 def _write_realism(r: dict, dataset: str, o: RealismOptions) -> None:
     "realism.json in --out, and with --filter the generated items whose nearest real question is within the threshold."
@@ -142,9 +153,10 @@ def realism_command(
     if o.keep_near and not o.out: raise UserError("--filter writes filtered.jsonl: give --out DIR")
     idx = open_index(o.db, o.table, embedder=o.embedder, columns=o.column, fts=o.mode != "dense")
     r = realism_report(dataset, o.real, idx, k=o.k, mode=o.mode, threshold=o.threshold, top=o.top,
-                       show_real=o.show_real, baseline=o.baseline, as_dataset=o.as_dataset)
+                       show_real=o.show_real, baseline=o.baseline)
     _print_realism(r, dataset)
     if o.baseline: _print_shift(r)
+    if o.as_dataset: _real_dataset(o.real, r).write(o.as_dataset)
     if o.as_dataset: print(f"wrote the {r['n']['real']} real questions as a dataset -> {o.as_dataset} (gold documents "
                            "mapped to all their chunks: where one has many, recall@k asks for all, so rank by hit@k)")
     rc = 0

@@ -104,6 +104,8 @@ def _shared(sa: list, xa: np.ndarray, sb: list, xb: np.ndarray, order: Sequence[
         s for s in both if not (has(s, sa, xa) and has(s, sb, xb))
     ]
 
+
+# %% ../../nbs/40_eval.08_compare.ipynb #f2f9385c
 def compare(dir_a: Union[str, Path], dir_b: Union[str, Path], *, metric: str = "recall@5", n_boot: int = 1000,
             alpha: float = 0.05, seed: int = 0) -> dict:
     """Rank the setups both evaluation folders share by `metric`; Kendall tau of the two rankings with a bootstrap
