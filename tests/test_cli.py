@@ -41,10 +41,14 @@ RAY = {"--ray": "ray"}   # issue 14: run on a Ray cluster (the optional extra)
 ADDED = {
     "dora": {"--test-fraction": "test_fraction",    # issue 13: `--split train,test --test-fraction 0.2`, beside --test-docs
              "--column": "column", **RAY,           # issue 13: your own vector table (--column ROLE=NAME, as search has); issue 14: --ray
-             "--llm-timeout": "llm_timeout"},       # issue 40: the LLM request timeout (120 s) as a flag
+             "--llm-timeout": "llm_timeout",        # issue 40: the LLM request timeout (120 s) as a flag
+             # issue 43: a sample of real questions in the writing prompt (DoraConfig fields)
+             "--style-from": "style_from", "--style-examples": "style_examples"},
     "triad": {"--column": "column", "--embedder": "embedder", **RAY,    # issue 13: your own vector table (as search has them)
               "--n-from-plan": "n_from_plan",                           # issue 20: `ragbench plan --json`'s n per type as the target
-              "--llm-timeout": "llm_timeout"},                          # issue 40: the LLM request timeout (120 s) as a flag
+              "--llm-timeout": "llm_timeout",                           # issue 40: the LLM request timeout (120 s) as a flag
+              # issue 43: a sample of real questions in the writing prompt (TriadConfig fields)
+              "--style-from": "style_from", "--style-examples": "style_examples"},
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
                  "--column": "column", **RAY,       # issue 13: your own vector table (--column ROLE=NAME, as search has)
                  "--table": "table",                # issue 25: the table of your own database

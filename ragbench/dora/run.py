@@ -57,9 +57,9 @@ class DoraConfig(BaseModel):
     temperature: float = 0.0
     workers: int = Field(4, ge=1)                     # tasks run at once
     style_overrides: dict[str, dict] = Field(default_factory=dict)
-    # real questions (JSONL, CSV or a dataset): a sample goes into the writing prompt as examples of how users ask
-    style_from: Optional[str] = None
-    style_examples: int = Field(5, ge=1)              # real questions shown with style_from (a seeded sample)
+    style_from: Optional[str] = Field(None, description="real questions (JSONL, CSV or a dataset): a sample goes into "
+                                      "the writing prompt as examples of how users ask")
+    style_examples: int = Field(5, ge=1, description="real questions shown with style_from (a seeded sample)")
 
 # %% ../../nbs/30_dora.05_run.ipynb #f488d8d3
 def load_config(path: Union[str, Path, None] = None, **overrides) -> DoraConfig:
