@@ -64,6 +64,7 @@ def _print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: L
     if line := _absent_line(source, st): print(line)
     if ann := idx.vector_index():
         print(f"vector index: IVF-PQ, {ann['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
+    if idx.text_language: print(idx.text_language["line"])                # built in this run: its language
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if st["duplicates_removed"]:
         print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")
