@@ -228,7 +228,8 @@ def parse_chunks(text: str) -> list[tuple[str, str, str]]:
 
 # %% ../nbs/02_prompts.ipynb #2a0b10f6
 register_prompt(PromptTemplate(
-    name="language", system=None, output=None, description="Rule of every generation prompt: write in the passages' language.",
+    name="language", system=None, output=None,
+    description="Rule of every generation prompt: write in the passages' language.",
     template="- Write the question and the answer in {language}, the language of the passages.\n"))
 
 def language_rule(lang: str) -> str:

@@ -228,9 +228,10 @@ def _identifier():
             _IDENTIFIER.append(LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True))
     return _IDENTIFIER[0]
 
-def detect_language(text: str) -> str:
+def detect_language(text) -> str:
     """The ISO 639-1 code of `text`'s language, or '' when it has fewer than 4 words of letters or the model is less
-    than 50 % sure."""
+    than 50 % sure; of several texts or chunks, the most common one (a chunk's `lang` in its meta as it is)."""
+    if text is not None and not isinstance(text, str): return _most_common_language(text)
     text = (text or "")[:_LANG_MAX_CHARS]
     if len(_LETTER_WORD.findall(text)) < _LANG_MIN_WORDS: return ""
     lang, p = _identifier().classify(text)
@@ -246,9 +247,8 @@ def language_name(code: str) -> str:
     "The English name of ISO 639-1 language `code` (the code itself when unlisted)."
     return _LANGUAGE_NAMES.get(code, code)
 
-def _chunks_language(chunks) -> str:
-    """The language most of `chunks` are in (each a `lang` in its meta, else detected from its text; plain strings
-    too), or ''."""
+def _most_common_language(chunks) -> str:
+    "The language most of `chunks` (or texts) are in, or ''."
     langs = Counter((getattr(c, "meta", None) or {}).get("lang") or detect_language(getattr(c, "text", c))
                     for c in chunks)
     langs.pop("", None)

@@ -148,7 +148,8 @@ def test_notebooks_carry_a_kernelspec_and_no_editor_metadata():
 # long lines removes as many elsewhere.
 import ast
 
-RATCHET = {"public_names": 689, "modules_over_700": 0, "functions_10_params": 2, "cells_over_50": 5,
+# public names 689 -> 692: issue 43's detect_language, language_name and language_rule
+RATCHET = {"public_names": 692, "modules_over_700": 0, "functions_10_params": 2, "cells_over_50": 5,
            "share_over_120": 0.0146}
 
 

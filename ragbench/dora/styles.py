@@ -15,7 +15,7 @@ from ..core import Registry, UserError, read_config_file, validation_problems
 from ..llm.template import DEFER, chunk_entities
 from ..prompts import (PromptTemplate, format_chunks, get_prompt, language_rule, parse_chunks, register_prompt,
                               render_prompt, render_template)
-from ..text import _chunks_language, split_sentences
+from ..text import detect_language, split_sentences
 
 # %% auto #0
 __all__ = ['METRICS', 'BUNDLE_DIMS', 'GEN_STAND_IN', 'current_metric_names', 'StyleError', 'Style', 'DoraQA', 'register_style',
@@ -361,7 +361,7 @@ def render_generation(style: Union[str, Style], chunks: list) -> tuple[Optional[
     min_cite = min(st.min_k, len(chunks)) if st.multi_chunk else 1
     multi = _MULTI_DIRECTIVE.format(min_cite=min_cite) if st.multi_chunk else ""
     return render_template(_generation_template(st), style=st.name, chunks=format_chunks(chunks), multi=multi,
-                           k=len(chunks), min_cite=min_cite, language_rule=language_rule(_chunks_language(chunks)))
+                           k=len(chunks), min_cite=min_cite, language_rule=language_rule(detect_language(chunks)))
 
 # %% ../../nbs/30_dora.01_styles.ipynb #4afe0872
 def _style_from_dict(d: dict, where: str = "<dict>") -> Style:

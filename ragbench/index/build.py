@@ -191,8 +191,9 @@ def _ensure_indices(self: ChunkIndex, rebuild: bool = False) -> None:
 # %% ../../nbs/11_index.03_build.ipynb #966c452c
 # the languages LanceDB's full-text index stems and knows the stop words of (tantivy's)
 _FTS_LANGUAGES = {"ar": "Arabic", "da": "Danish", "de": "German", "el": "Greek", "en": "English", "es": "Spanish",
-                  "fi": "Finnish", "fr": "French", "hu": "Hungarian", "it": "Italian", "nl": "Dutch", "no": "Norwegian",
-                  "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "ta": "Tamil", "tr": "Turkish"}
+                  "fi": "Finnish", "fr": "French", "hu": "Hungarian", "it": "Italian", "nl": "Dutch",
+                  "no": "Norwegian", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish",
+                  "ta": "Tamil", "tr": "Turkish"}
 _LANG_SAMPLE = 500   # texts detected where a table has no lang column
 
 def _text_languages(tbl, textcol: str) -> Counter:
@@ -212,8 +213,8 @@ def _fts_config(langs: Counter) -> tuple:
     name = _FTS_LANGUAGES.get(top)
     cfg = FTS(language=name) if name else FTS(stem=False, remove_stop_words=False)
     mix = ", ".join(f"{k} {n}" for k, n in langs.most_common(6))
-    line = (f"full-text index: {name + ' stemming and stop words' if name else f'no stemmer for {top!r}: words as written'}"
-            + (f" (texts by language: {mix}; LanceDB searches a column with one index, so the dominant language "
+    how = f"{name} stemming and stop words" if name else f"no stemmer for {top!r}: words as written"
+    line = (f"full-text index: {how}" + (f" (texts by language: {mix}; LanceDB searches a column with one index, so the dominant language "
                "sets it)" if len(langs) > 1 else ""))
     return cfg, {"language": top, "fts_language": name, "languages": dict(langs), "line": line}
 

@@ -187,7 +187,8 @@ def _on_actors(ray, actors: list, row_batches: Iterable[list[dict]], per_actor: 
     while pending: yield _take_one(ray, pending, free)
 
 def _finish_indices(index: ChunkIndex, added: int) -> None:
-    "Rebuild the full-text index on the text (in the corpus's language) and the B-tree index on the id after rows were added."
+    """Rebuild the full-text index on the text (in the corpus's language) and the B-tree index on the id after rows
+    were added."""
     from lancedb.index import BTree
     have = {i.index_type for i in index.tbl.list_indices()}
     if len(index) and (added or "FTS" not in have):

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, create_model
 from ..core import Attempt, Chunk, QAItem
 from ..llm import LLMParseError, arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, set_stand_in
-from ..text import _chunks_language, candidate_names, detect_language, language_name, mentions, not_a_name, opening_words
+from ..text import candidate_names, detect_language, language_name, mentions, not_a_name, opening_words
 from .config import TriadConfig
 from .write import QAPair, agenerate_qa, type_rule
 
@@ -44,7 +44,7 @@ def _norm(s: str) -> str:
 def _off_language(question: str, answer: str, texts: Sequence[str]) -> Optional[str]:
     """Feedback when the question or the answer is in another language than the passages `texts`, else None (a text
     too short to tell, under 4 words, is not judged: most short answers)."""
-    want = _chunks_language(texts)
+    want = detect_language(list(texts))
     if not want: return None
     for part, text in (("question", question), ("answer", answer)):
         got = detect_language(text)

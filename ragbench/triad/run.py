@@ -315,7 +315,8 @@ def _by_language(qs: Sequence[QAItem]) -> dict:
         d["written"] += 1
         d["accepted"] += i.status == "accepted"
         d["rejected"] += i.status == "rejected"
-        d["rejected_language"] += i.status == "rejected" and bool(i.attempts) and i.attempts[-1].failed_check == "language"
+        gated = i.status == "rejected" and bool(i.attempts) and i.attempts[-1].failed_check == "language"
+        d["rejected_language"] += gated
         d["language_gate_attempts"] += sum(a.failed_check == "language" for a in i.attempts)
     return out
 

@@ -10,7 +10,7 @@ from ..core import Attempt, Chunk, QAItem, item_id
 from ..llm import arun
 from ..prompts import (PromptTemplate, format_chunks, language_rule, register_prompt, render_prompt, rendered_from,
                               set_stand_in)
-from ..text import _chunks_language, mentions, opening_words
+from ..text import detect_language, mentions, opening_words
 from .bridge import BridgeConfig
 from .config import SeedPlan, TriadConfig
 
@@ -122,7 +122,7 @@ def generation_prompt(chunks: Sequence[Chunk], bridge_topic: str, kind: str, bin
     return render_prompt("triad.generate", role=cfg.role, n=len(chunks), type_rules=type_rule(kind, len(chunks),
         bridge_topic),
                          binary_rules=binary_rules, bridge_topic=bridge_topic, chunks=format_chunks(chunks),
-                         revision=revision, language_rule=language_rule(_chunks_language(chunks)))
+                         revision=revision, language_rule=language_rule(detect_language(chunks)))
 
 # %% ../../nbs/22_triad.write.ipynb #881904fa
 async def agenerate_qa(chunks: Sequence[Chunk], bridge_topic: str, kind: str, binary: bool, llm, cfg: TriadConfig,
@@ -178,5 +178,5 @@ def draft_item(bridge: BridgeConfig, plan: SeedPlan, qa: Optional[QAPair] = None
 
 def _language_meta(chunks) -> dict:
     "{'lang': the chunks' language} for an item's meta, or {} when it is unknown."
-    lang = _chunks_language(chunks or [])
+    lang = detect_language(chunks or [])
     return {"lang": lang} if lang else {}
