@@ -121,3 +121,20 @@ def test_german_items_are_kept_and_the_card_counts_them_per_language(german, tmp
     assert Dataset(items).card()["language"] == {"de": len(items)}
     s = json.loads((out / "summary.json").read_text())
     assert s["by_language"]["de"]["accepted"] >= len(items) and s["by_language"]["de"]["rejected_language"] == 0
+
+
+def test_report_splits_metrics_by_language_only_when_there_are_several(tmp_path):
+    from ragbench.eval.scores import summarize
+    from ragbench.report import build_report
+    from ragbench.testing.demo import _demo_rows
+    for langs, split in ((("de", "fr"), True), (("de",), False)):
+        rows = _demo_rows(12, ("baseline", "top3"), seed=1)
+        ids = list(dict.fromkeys(r["item_id"] for r in rows))
+        rows = [{**r, "lang": langs[ids.index(r["item_id"]) % len(langs)]} for r in rows]
+        d = tmp_path / "-".join(langs); d.mkdir()
+        (d / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        summary = summarize(rows)
+        (d / "summary.json").write_text(json.dumps(summary))
+        assert set(summary["breakdowns"]["lang"]) == set(langs)
+        text = build_report(d, tmp_path / f"{d.name}.html").read_text()
+        assert ("<figure id='correct_by_language'>" in text) is split, (langs, split)
