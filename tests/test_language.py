@@ -138,3 +138,15 @@ def test_report_splits_metrics_by_language_only_when_there_are_several(tmp_path)
         assert set(summary["breakdowns"]["lang"]) == set(langs)
         text = build_report(d, tmp_path / f"{d.name}.html").read_text()
         assert ("<figure id='correct_by_language'>" in text) is split, (langs, split)
+
+
+def test_dora_styles_gate_the_language_too():
+    from ragbench.dora.gates import run_checks
+    from ragbench.dora.styles import get_style
+    evidence = [(c.id, c.text) for c in sections("de", 2)]
+    checks = get_style("find").checks
+    assert "language" in checks
+    q = "Welche Leitregeln wurden beim Erstellen dieses Dokuments verfolgt?"
+    assert "language" not in run_checks(checks, q, "KISS", [evidence[0][0]], evidence)          # too short to judge
+    failed = run_checks(checks, q, "It keeps things short and simple", [evidence[0][0]], evidence)
+    assert failed["language"] == "answer is in English, the evidence in German", failed

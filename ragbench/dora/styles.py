@@ -277,7 +277,7 @@ def update_style(name: str, **fields) -> Style:
     return register_style(tuned_style(name, **fields))
 
 # %% ../../nbs/30_dora.01_styles.ipynb #349f404b
-_COMMON = {"non_empty": {}, "no_doc_reference": {}, "not_a_question": {}}
+_COMMON = {"non_empty": {}, "no_doc_reference": {}, "not_a_question": {}, "language": {}}
 
 _FIND = Style(
     name="find", description="an exact fact (name, date, value, option) copied verbatim",
