@@ -229,11 +229,11 @@ def _identifier():
     return _IDENTIFIER[0]
 
 def detect_language(text) -> str:
-    """The ISO 639-1 code of `text`'s language, or '' when it has fewer than 4 words of letters or the model is less
-    than 50 % sure; of several texts or chunks, the most common one (a chunk's `lang` in its meta as it is)."""
+    """The ISO 639-1 code of `text`'s language, or '' when it has fewer than 4 different words of letters or the model
+    is less than 50 % sure; of several texts or chunks, the most common one (a chunk's `lang` in its meta as it is)."""
     if text is not None and not isinstance(text, str): return _most_common_language(text)
     text = (text or "")[:_LANG_MAX_CHARS]
-    if len(_LETTER_WORD.findall(text)) < _LANG_MIN_WORDS: return ""
+    if len(set(_LETTER_WORD.findall(text.lower()))) < _LANG_MIN_WORDS: return ""
     lang, p = _identifier().classify(text)
     return lang if p >= _LANG_MIN_PROB else ""
 
