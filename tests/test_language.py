@@ -150,3 +150,30 @@ def test_dora_styles_gate_the_language_too():
     assert "language" not in run_checks(checks, q, "KISS", [evidence[0][0]], evidence)          # too short to judge
     failed = run_checks(checks, q, "It keeps things short and simple", [evidence[0][0]], evidence)
     assert failed["language"] == "answer is in English, the evidence in German", failed
+
+
+def _folder_digest(path: Path) -> str:
+    import hashlib
+    return hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file())).hexdigest()
+
+
+def test_a_users_table_is_read_in_its_language_and_never_written(tmp_path):
+    "A user's table (no lang column, never written): languages detected once per chunk in the run, FTS copy in German."
+    import pyarrow as pa
+    from ragbench.embed import HashEmbedder
+    from ragbench.triad import TriadConfig
+    from ragbench.triad.bridge import neighbourhood
+    chunks = sections("de", 12) + sections("fr", 4)
+    vecs = HashEmbedder(64).encode([c.text for c in chunks])
+    db = tmp_path / "own"
+    lancedb.connect(str(db)).create_table("kb", data=pa.table({
+        "chunk_id": [c.id for c in chunks], "content": [c.text for c in chunks],
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel().astype("float32")), 64)}))
+    before = _folder_digest(db)
+    idx = ChunkIndex.open(db, table="kb", embedder=HashEmbedder(64))
+    hood = neighbourhood("dref-de-3.1", idx, TriadConfig())
+    assert hood.hits and {h.chunk_id[:7] for h in hood.distinct} == {"dref-de"}, [h.chunk_id for h in hood.hits]
+    assert any(h.chunk_id.startswith("dref-fr") for h in hood.hits)   # the filter had French neighbours to leave out
+    assert idx._languages["dref-de-3.1"] == "de"                        # detected once, kept for the run
+    assert idx.search("Einstellung", k=10, mode="bm25") and idx.text_language["fts_language"] == "German"
+    assert _folder_digest(db) == before
