@@ -51,6 +51,13 @@ def test_german_book_gets_a_lang_column_and_german_stemming(german):
     assert "dref-de-1.2.3" not in found, found
 
 
+def test_index_command_says_the_full_text_language(tmp_path, capsys):
+    src = tmp_path / "de.jsonl"
+    src.write_text("".join(open(BOOKS / "debian_reference_de.jsonl").readlines()[:30]))
+    assert main(["index", str(src), "--db", str(tmp_path / "db"), "--embedder", "hash:64", "--quiet"]) == 0
+    assert "full-text index: German stemming and stop words" in capsys.readouterr().out
+
+
 def test_older_table_without_lang_column_still_loads_and_grows(tmp_path):
     db = tmp_path / "db"
     idx = ChunkIndex.build(db, sections("de", 4), progress=False)
@@ -92,12 +99,13 @@ def test_prompts_for_german_chunks_ask_for_german_and_pair_one_language(mixed, t
     assert by_lang["de"], by_lang
 
 
-def test_english_answer_to_german_chunks_is_rejected_by_the_language_gate(german, tmp_path):
+def test_english_answer_to_german_chunks_is_rejected_by_the_language_gate(german, tmp_path, capsys):
     planted = {"question": "Welcher Befehl zeigt die Einstellungen des Systems unter Debian an?",
                "answer": "The command shows every setting of the system"}
     log, respond = _recording(lambda req: planted)
     out = tmp_path / "run"
     with FakeLLMServer(responder=respond) as srv: _triad(german.db_dir, out, srv, n=1)
+    assert "rejected by the language gate" in capsys.readouterr().out
     asked = [r["prompt"] for r in log if GENERATE in r["prompt"]]
     assert asked and all("in German, the language of the passages" in p for p in asked)
     rejected = [QAItem(**json.loads(l)) for l in open(out / "rejected.jsonl")]

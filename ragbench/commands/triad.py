@@ -40,6 +40,9 @@ def _print_summary(s: dict, out: Path) -> None:
         print(f"{s['duplicates']} question(s) repeated one already written for another seed: not counted (duplicates.jsonl)")
     print("by type: " + ", ".join(f"{k} {v['accepted']}/{v['accepted'] + v['rejected']}" for k,
                                   v in s["by_type"].items()))
+    if len(langs := s.get("by_language") or {}) > 1 or any(v["rejected_language"] for v in langs.values()):
+        print("by language: " + ", ".join(f"{k} {v['accepted']}/{v['written']} ({v['rejected_language']} rejected by the "
+                                          "language gate)" for k, v in langs.items()))
     print(f"LLM: {llm['calls']} requests sent (+{llm['cached']} answered from the cache), {tokens} tokens, "
           f"cost {llm['cost_usd'] if llm['cost_usd'] is not None else 'unknown'} USD; "
           + (f"{llm['calls_per_accepted']} calls and {round(tokens / s['accepted'])} tokens per accepted question"
