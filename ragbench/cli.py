@@ -43,6 +43,8 @@ COMMANDS: dict[str, _Command] = {
                     "how many questions (per type) a paired comparison needs to detect a difference"),
     "validity": _Command("ragbench.commands.validity:validity_command",
                         "the share of a run's accepted items that are truly valid, from human verdicts on a sample (PPI)"),
+    "realism": _Command("ragbench.commands.realism:realism_command",
+                       "how a generated dataset differs from real questions (length, leak, hit@k, topics, language)"),
     "export-ragas": _Command("ragbench.commands.export:export_ragas_command",
                             "export a dataset (and answers) with ragas column names"),
     "report": _Command("ragbench.commands.report:report_command",

@@ -71,6 +71,11 @@ def _check_size(path: Path, max_bytes: int) -> None:
         raise _Skip(f"file is {size / 1e6:.1f} MB, above the {max_bytes / 1e6:g} MB per-document limit "
                     f"(raise max_doc_mb / --max-doc-mb to load it)")
 
+def _json_msg(e: json.JSONDecodeError) -> str:
+    "The decoder's message without its dangling ' at' ('Invalid control character at' reads 'at at column N' otherwise)."
+    return e.msg.removesuffix(" at")
+
+
 # %% ../nbs/10_corpus.ipynb #1c42399f
 def _decode(data: bytes) -> str:
     "UTF-8 text of `data`; NUL bytes or bad UTF-8 raise _Skip naming the line."
@@ -226,7 +231,7 @@ def _iter_jsonl(path: Union[str, Path], report: LoadReport,
                 try: line = raw.decode("utf-8")
                 except UnicodeDecodeError as e: raise _Skip(f"not valid UTF-8 (byte 0x{raw[e.start]:02x})") from None
                 try: rec = json.loads(line)
-                except json.JSONDecodeError as e: raise _Skip(f"not valid JSON ({e.msg} at column {e.colno})") from None
+                except json.JSONDecodeError as e: raise _Skip(f"not valid JSON ({_json_msg(e)} at column {e.colno})") from None
                 doc = _record_document(rec, f"{path.stem}:{lineno}", str(path))
                 if doc.id in seen: raise _Skip(f"duplicate id '{doc.id}' (an earlier line has it)")
                 seen.add(doc.id)
@@ -286,7 +291,7 @@ def value(self: _JsonStream) -> Any:
             return v
         except json.JSONDecodeError as e:
             if self.more(len(self.buf)): continue
-            raise _Skip(f"invalid JSON ({e.msg})", self.cur_line()) from None
+            raise _Skip(f"invalid JSON ({_json_msg(e)})", self.cur_line()) from None
 
 # %% ../nbs/10_corpus.ipynb #165525fa
 def _next_item(s: _JsonStream, close: str, i: int) -> bool:

@@ -61,6 +61,7 @@ ADDED = {
               # issue 41: the source is the whole corpus; the stored documents it lacks are listed, removed with --yes
               "--prune": "prune", "--yes": "yes", "--dry-run": "dry_run"},
     "pipeline": RAY,                               # issue 14: --ray local|auto|ADDRESS
+    "refresh": {"--fail-if-stale": "fail_if_stale"},   # issue 41: exit 1 when any item was stale (a weekly CI job)
     # issue 20: the paired comparison of one evaluation's setups against a baseline, with a CI gate
     "report": {"--baseline": "baseline", "--config": "config"},   # issue 20: the setup the report's paired decision
                                                                   # compares the others with; issue 18: --config FILE
@@ -133,7 +134,8 @@ NEW_COMMANDS = {"qualify",            # added after the snapshot (issue 10: judg
                 "refresh", "check",   # issue 22: refresh a run against a changed corpus; whole-corpus checks
                 "plan",               # issue 20: questions needed for a paired comparison
                 "validity",           # issue 20: human verdicts on a sample of accepted items -> the truly-valid share
-                "doctor"}             # issue 40: LLM keys and servers, storage credentials, the table and its sidecar
+                "doctor",             # issue 40: LLM keys and servers, storage credentials, the table and its sidecar
+                "realism"}            # issue 43: a generated dataset against real questions (--fail-if-easier gate)
 
 def test_every_command_is_in_the_snapshot():
     assert set(command_names()) == set(BEFORE) | NEW_COMMANDS   # fake-llm-server: a plugin of ragbench.testing (issue 18)
@@ -189,8 +191,8 @@ TABLE = [
      dict(n=50, llm="gemini:gemini-2.5-flash", max_calls=2000, max_seeds=None, judge_llm=None, estimate=False)),
     ("triad", ["--db", "d", "--out", "o", "--n", "3", "--max-seeds", "9", "--estimate"], dict(max_seeds=9, estimate=True)),
     ("triad", ["--db", "d", "--out", "o", "--n", "3", "--role", "a tax lawyer", "--config", "t.yaml", "--max-rounds", "3",
-               "--no-precheck", "--search-mode", "hybrid"],                        # issue 18: every TriadConfig field, --config
-     dict(role="a tax lawyer", config="t.yaml", max_rounds=3, precheck=False, search_mode="hybrid")),
+               "--no-unanswerable", "--search-mode", "hybrid"],                    # issue 18: every TriadConfig field, --config
+     dict(role="a tax lawyer", config="t.yaml", max_rounds=3, unanswerable=False, search_mode="hybrid")),
     ("dora", ["--db", "d", "--out", "o", "--per-style", "2", "--temperature", "0.3", "--max-per-doc", "2"],
      dict(temperature=0.3, max_per_doc=2)),
     ("evaluate", ["--dataset", "ds", "--out", "e", "--setups", "s.yaml", "--config", "ev.yaml", "--ks", "1,5", "--seed", "4"],

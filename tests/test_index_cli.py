@@ -570,7 +570,7 @@ def test_prune_removes_what_the_new_export_lacks_after_yes(tmp_path, capsys):
     idx = ChunkIndex.open(db, embedder="hash")
     assert idx.tbl.version > before and idx.build_history()[-1]["documents"]["removed"] == 1
     from ragbench.core import QAItem
-    from ragbench.triad.refresh import refresh_plan
+    from ragbench.gen.refresh import refresh_plan
     gold = ChunkIndex.open(db, embedder="hash").at_version(before).iter_chunks()
     item = QAItem(id="q1", method="triad", kind="single", question="How is a release marked?", answer="git tag -a",
                   gold_chunk_ids=[next(c.id for c in gold if c.doc_id == "tag")])

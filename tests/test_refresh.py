@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from ragbench.cli import main
 from ragbench.core import QAItem, read_jsonl
 from ragbench.corpus import Document, chunk_documents
-from ragbench.triad.refresh import _item_chunk_ids
+from ragbench.gen.refresh import _item_chunk_ids
 
 GITDOCS = ROOT.parent / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
 N_DOCS, N = 30, 8
@@ -393,3 +393,164 @@ def test_dora_split_run_refreshes_both_splits_and_rebuilds_the_combined_outputs(
     with FakeLLMServer() as srv:                                                              # a second refresh: nothing left to do
         assert main(["refresh", str(run), "--db", str(db), "--llm", llm.format(srv.url)]) in (0, 3)
         assert srv.stats()["requests"] == 0
+
+
+# ------------------------------------------------------------------------------------------------ issue 41: planted edits
+# A new export of the Git docs with three planted edits, re-indexed with `index NEW --prune` and refreshed through the one
+# shared refresh (gen.refresh), on a TRIAD and on a DoRA run: a gold page deleted (its item dropped and its slot refilled),
+# a contradicting near-duplicate page added (the items whose question retrieves it are sent to the uniqueness check, the
+# others are not; a scripted "two answers" verdict drops the item it was planted for), a number changed in a gold chunk
+# (the free check drops the item before any judge call: TRIAD's token check, DoRA's hard checks).
+import re
+from ragbench.text import words
+
+UNIQUE_SYSTEM = "still has exactly one answer in a changed corpus"
+
+
+def _digit_token(it, text):
+    "A number among the answer's words whose words appear, in order, in `text` (else None)."
+    a, w = words(it.answer), words(text)
+    if not any(w[i:i + len(a)] == a for i in range(len(w) - len(a) + 1)): return None
+    return next((t for t in a if t.isdigit()), None)
+
+
+def _plant(tmp, method, run_fn, review_deleted=False):
+    """Index v0, a run, then the export v1 with the three edits; `index v1 --prune --yes`; the refresh with a scripted
+    judge. Returns what the assertions need."""
+    from ragbench.index import ChunkIndex
+    from ragbench.testing import FakeLLMServer
+    docs = _docs()[:N_DOCS]
+    src = _write(tmp / "export-v0.jsonl", docs); db = tmp / "db"; run = tmp / "run"
+    assert main(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"]) == 0
+    with FakeLLMServer() as srv: assert run_fn(db, run, srv.url) == 0
+    items = _items(run)
+    idx = ChunkIndex.open(db)
+    chunks = {c.id: c for c in _chunks(src)}
+    answerable = [i for i in items if i.answerable]
+    docs_of = lambda it: {chunks[g].doc_id for g in it.gold_chunk_ids}
+    # the number change: an item whose answer holds a number found in its gold text
+    changed = next(((it, g, d) for it in answerable for g in it.gold_chunk_ids
+                    if (d := _digit_token(it, chunks[g].text))), None)
+    assert changed, "no item whose answer holds a number of its gold text"
+    c_item, c_chunk, digit = changed
+    # the near-duplicate: an item whose question finds its own gold chunk in the top 10, on other documents
+    def finds_own(it):
+        hits = [h.chunk_id for h in idx.search(it.question, k=10)]
+        return next((g for g in it.gold_chunk_ids if g in hits), None)
+    b_item = next(it for it in answerable if not docs_of(it) & docs_of(c_item) and finds_own(it))
+    # the deleted page: a gold page of a third item
+    a_item = next(it for it in answerable if not docs_of(it) & (docs_of(c_item) | docs_of(b_item)))
+    deleted = sorted(docs_of(a_item))[0]
+    by_id = {d["id"]: d for d in docs}
+    old_text = chunks[c_chunk].text
+    new_text = re.sub(rf"\b{digit}\b", str(int(digit) + 7), old_text)
+    assert new_text != old_text
+    cdoc = chunks[c_chunk].doc_id
+    by_id[cdoc] = {**by_id[cdoc], "text": by_id[cdoc]["text"].replace(old_text, new_text, 1)}
+    twin = chunks[finds_own(b_item)].text
+    twin = re.sub(r"\b(\d+)\b", lambda m: str(int(m.group(1)) + 7), twin, count=1) if re.search(r"\d", twin) else \
+        twin + " In this copy the opposite is true."
+    near = {"id": "near-duplicate.txt", "title": "near duplicate", "text": twin}
+    v1 = [by_id[d["id"]] for d in docs if d["id"] != deleted] + [near]
+    if review_deleted:                                              # a person accepted the item of the deleted page
+        (run / "reviews.jsonl").write_text(json.dumps({"item_id": a_item.id, "decision": "accept", "by": "tester"}) + "\n")
+    new_src = _write(tmp / "export-v1.jsonl", v1)                   # the new export: a file of its own
+    assert main(["index", str(new_src), "--db", str(db), "--embedder", "hash:64", "--prune", "--yes", "--quiet"]) == 0
+    idx = ChunkIndex.open(db)
+    assert not any(c.doc_id == deleted for c in idx.iter_chunks())   # --prune removed the deleted page
+    sent = []
+    def judge(req):
+        "The scripted judge: 'two answers' for the planted item's question only; a log of the uniqueness requests."
+        if UNIQUE_SYSTEM not in (req.get("system") or ""): return None
+        sent.append(req["prompt"])
+        return {"reason": "the new page gives another number", "two_answers": b_item.question in req["prompt"]}
+    with FakeLLMServer(responder=judge) as srv:
+        rc = main(["refresh", str(run), "--db", str(db), "--llm", f"openai:{srv.url}/v1@fake-model", "--fail-if-stale"])
+        again = main(["refresh", str(run), "--db", str(db), "--llm", f"openai:{srv.url}/v1@fake-model", "--fail-if-stale"])
+    m = json.loads((run / "manifest.json").read_text())
+    summary = json.loads((run / "refresh" / f"{m['refreshes'][-2]['refresh']}.json").read_text())
+    new_ids = set(idx._all_ids()) - set(chunks)
+    return dict(items=items, after=_items(run), rejected=_items(run, "rejected.jsonl"), summary=summary, rc=rc, idx=idx,
+                again=again,
+                a=a_item, b=b_item, c=c_item, sent=sent, new_ids=new_ids)
+
+
+def _check_planted(s, slot):
+    "The assertions both methods share."
+    summ, rej = s["summary"], {i.id: i for i in s["rejected"]}
+    after = {i.id: i for i in s["after"]}
+    assert s["rc"] == 1 and s["again"] == 0          # --fail-if-stale: items were stale; a second refresh finds none
+    # 1. the deleted gold page: dropped, and its slot refilled (the per-type targets hold again)
+    assert s["a"].id not in after and rej[s["a"].id].meta["refresh"][-1]["outcome"] == "dropped"
+    assert summ["report"][s["a"].id]["outcome"] == "dropped"
+    assert summ["replacements"]["added"] == summ["replacements"]["slots"] >= 3 and summ["replacements"]["empty"] == []
+    assert Counter(slot(i) for i in s["after"] if i.answerable) == Counter(slot(i) for i in s["items"] if i.answerable)
+    # 2. the near-duplicate: sent to the uniqueness check and dropped by the scripted verdict; only items whose question
+    # retrieves a new or changed chunk were sent
+    ev = rej[s["b"].id].meta["refresh"][-1]
+    assert ev["outcome"] == "dropped" and ev["why"].startswith("two answers") and set(ev["chunks"]) <= s["new_ids"]
+    assert summ["neighbourhood"]["two_answers"] == 1 and summ["neighbourhood"]["sent"] == len(s["sent"])
+    unchanged = [i for i in s["items"] if i.answerable and summ["stale"].get(i.id, {"action": "none"})["action"] in
+                 ("none", "remap")]                                  # kept by phase 1 with their gold ids (no context)
+    sent = {i.id for i in unchanged if any(i.question in p for p in s["sent"])}
+    near = {i.id for i in unchanged if {h.chunk_id for h in s["idx"].search(i.question, k=10, exclude_ids=i.gold_chunk_ids)}
+            & s["new_ids"]}
+    assert s["b"].id in sent and sent == near and set(i.id for i in unchanged) - near   # some were not sent
+    # 3. the number changed in a gold chunk: dropped by the free check, no judge call spent on it
+    assert s["c"].id not in after and s["c"].id in summ["stale"] and summ["report"][s["c"].id]["outcome"] == "dropped"
+    return rej[s["c"].id]
+
+
+def test_planted_edits_on_a_triad_run(tmp_path):
+    s = _plant(tmp_path, "triad", _triad)
+    c = _check_planted(s, lambda i: (i.kind, i.binary))
+    why = c.meta["refresh"][-1]
+    assert why["outcome"] == "dropped" and why["why"].startswith("free check"), why
+    assert len(c.attempts) == len(s["c"].attempts)                                 # no judge call: no new attempt
+    print(f"\nplanted edits, TRIAD: {s['summary']['outcomes']}; neighbourhood {s['summary']['neighbourhood']}; "
+          f"replacements {s['summary']['replacements']}; calls {s['summary']['llm'].get('calls')}")
+
+
+def test_planted_edits_on_a_dora_run(tmp_path):
+    s = _plant(tmp_path, "dora", _dora)
+    c = _check_planted(s, lambda i: i.style)
+    why = c.meta["refresh"][-1]
+    assert why["outcome"] == "dropped" and why["why"] in ("verbatim", "numbers_in_evidence"), why   # DoRA's hard checks
+    judged = c.attempts[-1].judge                                              # gated again with no judge call:
+    assert judged["refresh"] and judged["answer_check"] is None and judged["entailment"] is None    # no LLM verdict
+    print(f"\nplanted edits, DoRA: {s['summary']['outcomes']}; neighbourhood {s['summary']['neighbourhood']}; "
+          f"replacements {s['summary']['replacements']}; calls {s['summary']['llm'].get('calls')}")
+
+
+def test_a_human_decided_item_that_goes_stale_is_flagged_never_dropped(tmp_path):
+    "issue 41: the item of the deleted page was accepted by a person: it stays, flagged for re-review, and is not replaced."
+    s = _plant(tmp_path, "triad", _triad, review_deleted=True)
+    a = next(i for i in s["after"] if i.id == s["a"].id)
+    ev = a.meta["refresh"][-1]
+    assert ev["outcome"] == "flagged" and "re-review" in ev["why"] and a.meta["needs_review"] == ev["stale"]
+    assert (a.question, a.answer, a.gold_chunk_ids) == (s["a"].question, s["a"].answer, s["a"].gold_chunk_ids)
+    assert s["summary"]["report"][a.id]["outcome"] == "flagged" and s["summary"]["replacements"]["slots"] == 2
+
+
+def test_a_page_deleted_in_place_is_refilled_from_unchanged_chunks(tmp_path):
+    """issue 41: the export re-indexed from the same path with one gold page gone and nothing added: the item is dropped
+    and its slot refilled from the seed plan's unchanged chunks (it was 'replacements 0/1 (0 seeds tried)')."""
+    from ragbench.testing import FakeLLMServer
+    docs = _docs()[:N_DOCS]
+    src = _write(tmp_path / "docs.jsonl", docs); db = tmp_path / "db"; run = tmp_path / "run"
+    assert main(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"]) == 0
+    with FakeLLMServer() as srv: assert _triad(db, run, srv.url) == 0
+    items, old = _items(run), {c.id: c for c in _chunks(src)}
+    gone = next(old[g].doc_id for it in items if it.answerable for g in it.gold_chunk_ids)
+    _write(src, [d for d in docs if d["id"] != gone])
+    assert main(["index", str(src), "--db", str(db), "--embedder", "hash:64", "--quiet"]) == 0
+    with FakeLLMServer() as srv:
+        assert main(["refresh", str(run), "--db", str(db), "--llm", f"openai:{srv.url}/v1@fake-model"]) == 0
+    m = json.loads((run / "manifest.json").read_text())
+    summary = json.loads((run / "refresh" / f"{m['refreshes'][-1]['refresh']}.json").read_text())
+    r = summary["replacements"]
+    assert r["slots"] >= 1 and r["added"] == r["slots"] and r["empty"] == [], r
+    added = [i for i in _items(run) if i.meta.get("refresh") and i.meta["refresh"][-1]["outcome"] == "added"]
+    assert added and all(set(i.gold_chunk_ids) <= set(old) for i in added)       # seeded from unchanged chunks
+    slot = lambda its: Counter((i.kind, i.binary) for i in its if i.answerable)
+    assert slot(_items(run)) == slot(items)                                        # the per-type targets hold again

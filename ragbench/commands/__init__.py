@@ -19,3 +19,4 @@ from .dora import dora_command
 from .refresh import refresh_command
 from .run import run_command
 from .demo import demo_command
+from .realism import realism_command

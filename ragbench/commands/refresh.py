@@ -10,7 +10,8 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import PathComponent, RunDir, utc_now
 from ..triad.refresh import triad_refresh
-from ..dora.refresh import dora_refresh, half_result, read_refresh_run
+from ..dora.refresh import dora_refresh, half_result
+from ..gen.refresh import read_refresh_run
 from .dora import finish_splits
 from .options import options_model, read_options
 
@@ -21,20 +22,28 @@ __all__ = ['RefreshOptions', 'refresh_command']
 def _print_refresh(s: dict, run: Path) -> None:
     "What the refresh did, on stdout."
     c = s["card"]
-    d = c["diff"]
+    d, r = c["diff"], s["replacements"]
     checked = sum(s["outcomes"].values())     # stale items plus the variants re-checked against new chunks
     print(f"refreshed {run}: {len(s['stale'])} stale items; {checked} items and variants re-checked, outcomes "
           f"{json.dumps(s['outcomes'], sort_keys=True)}; "
-          f"replacements {s['replacements']['added']}/{s['replacements']['slots']} ({s['replacements']['seeds_tried']} seeds tried)")
+          f"replacements {r['added']}/{r['slots']} ({r['seeds_tried']} seeds tried"
+          + "".join(f"; {e['slot']} left empty: {e['why']}" for e in r["empty"]) + ")")
+    print(f"neighbourhood: {s['neighbourhood']['sent']} items sent to the uniqueness check, "
+          f"{s['neighbourhood']['two_answers']} with two answers (per item: {run / 'refresh' / s['refresh']}.json)")
     print(f"dataset {c['previous_version']} -> {c['version']}: {d['added']} added, {d['revised']} revised, "
           f"{d['dropped']} dropped, {d['unchanged']} unchanged (card: {run / 'card.json'})")
     print(f"LLM: {s['llm'].get('calls', 0)} requests sent (+{s['llm'].get('cached', 0)} answered from the cache)")
 
-def _shown(s: dict, out: Path) -> int:
-    "Print a refresh's estimate as JSON, or what it did (nothing when it stopped on its budget: it said so)."
+def _stale(s: dict) -> bool:
+    "Whether a finished refresh found any item stale (its own chunks, or a second answer near it)."
+    return bool(s.get("stale")) or bool((s.get("neighbourhood") or {}).get("two_answers"))
+
+def _shown(s: dict, out: Path, fail_if_stale: bool = False) -> int:
+    """Print a refresh's estimate as JSON, or what it did (nothing when it stopped on its budget: it said so); 1 when
+    `fail_if_stale` and an item was stale."""
     if "estimate" in s: print(json.dumps(s["estimate"], indent=2))
     elif "card" in s: _print_refresh(s, out)
-    return 0
+    return int(fail_if_stale and "card" in s and _stale(s))
 
 # %% ../../nbs/90_commands.11_refresh.ipynb #f93c5bdc
 def _refresh_splits(out: Path, m: dict, o: RefreshOptions) -> int:
@@ -43,6 +52,7 @@ def _refresh_splits(out: Path, m: dict, o: RefreshOptions) -> int:
     from ragbench.index import open_index
     run = RunDir(out)
     done, est, max_calls, estimate = dict(m.get("split_refresh") or {}), {}, o.max_calls, o.estimate
+    stale = bool(m.get("split_refresh_stale"))
     for half in ("test", "train"):
         if half in done and not estimate: continue                    # finished before a kill: its calls are in `done`
         left = None if max_calls is None else max(0, max_calls - sum(done.values()))
@@ -52,8 +62,9 @@ def _refresh_splits(out: Path, m: dict, o: RefreshOptions) -> int:
             continue
         if "card" not in s: return 0                                  # stopped (budget): it said so; re-run to continue
         _print_refresh(s, out / half)
+        stale = stale or _stale(s)
         done[half] = s["llm"].get("calls", 0)
-        run.write_manifest(split_refresh=done)
+        run.write_manifest(split_refresh=done, split_refresh_stale=stale)
     if estimate:
         print(json.dumps(est, indent=2))
         return 0
@@ -62,8 +73,9 @@ def _refresh_splits(out: Path, m: dict, o: RefreshOptions) -> int:
     rc = finish_splits(out, half_result(out / "train"), half_result(out / "test"), index,
                        embed=lambda texts: index.embedder.encode(list(texts)),
                        ngram_at=cfg.get("leak_ngram", 0.5), cosine_at=cfg.get("leak_cosine", 0.95))
-    run.write_manifest(split_refresh=None, refreshes=[*m.get("refreshes", []), {"at": utc_now(), "calls": done}])
-    return rc
+    run.write_manifest(split_refresh=None, split_refresh_stale=None,
+                       refreshes=[*m.get("refreshes", []), {"at": utc_now(), "calls": done}])
+    return rc or int(o.fail_if_stale and stale)
 
 # %% ../../nbs/90_commands.11_refresh.ipynb #1e0dd41a
 class RefreshOptions(BaseModel):
@@ -81,6 +93,8 @@ class RefreshOptions(BaseModel):
     estimate: bool = Field(False, description="print what is stale and the calls a refresh is expected to send, "
                                               "then exit (sends none)")
     concurrency: int = Field(8, description="LLM requests in flight")
+    fail_if_stale: bool = Field(False, description="exit 1 when any item was stale (a weekly CI job); the refresh is "
+                                                   "still written")
 
 @options_model(RefreshOptions)
 def refresh_command(
@@ -93,6 +107,6 @@ def refresh_command(
     new documents."""
     o = read_options(RefreshOptions, config, options)[0]
     m = read_refresh_run(Path(run))
-    if m["kind"] == "triad": return _shown(triad_refresh(Path(run), m, o), Path(run))
+    if m["kind"] == "triad": return _shown(triad_refresh(Path(run), m, o), Path(run), o.fail_if_stale)
     if m["kind"] == "dora-splits": return _refresh_splits(Path(run), m, o)
-    return _shown(dora_refresh(Path(run), m, o), Path(run))   # DoRA labels no contexts
+    return _shown(dora_refresh(Path(run), m, o), Path(run), o.fail_if_stale)   # DoRA labels no contexts

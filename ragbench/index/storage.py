@@ -4,7 +4,7 @@
 
 # %% ../../nbs/11_index.01_storage.ipynb #d0f39992
 from __future__ import annotations
-import contextlib, functools, os, re
+import contextlib, functools, logging, os, re, threading, time
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Union
 from ..core import RunFailure, RunLock, UserError, atomic_write
@@ -163,11 +163,36 @@ def storage_failure(exc: BaseException, db=None, table=None) -> Optional[RunFail
 @contextlib.contextmanager
 def storage_errors(db=None, table=None):
     "Raise a storage failure inside the block as a `StorageError` naming `table` in `db` (anything else unchanged)."
-    try: yield
+    try:
+        with _slow_store_notice(db, table): yield
     except (KeyboardInterrupt, SystemExit, GeneratorExit, RunFailure): raise
     except BaseException as e:
         if (f := storage_failure(e, db, table)) is None: raise
         raise f from e
+
+# %% ../../nbs/11_index.01_storage.ipynb #4b7ceedb
+_SLOW_STORE_S, _SLOW_STORE_EVERY_S = 5.0, 30.0
+_store_log = logging.getLogger("ragbench.storage")
+_watching = threading.local()
+
+@contextlib.contextmanager
+def _slow_store_notice(db, table, after: float = _SLOW_STORE_S, every: float = _SLOW_STORE_EVERY_S):
+    "While one object-store call lasts over `after` s, a warning on stderr (then every `every` s) says what the run waits for."
+    if db is None or is_local(db) or getattr(_watching, "on", False):
+        yield; return
+    done, t0 = threading.Event(), time.monotonic()
+    def watch():
+        wait = after
+        while not done.wait(wait):
+            _store_log.warning("%s", mask_credentials(
+                f"waiting for the object store: {_where(db, table)} has not answered for {time.monotonic() - t0:.0f} s "
+                "(it retries on its own; Ctrl-C stops the run, and the same command resumes it)"))
+            wait = every
+    _watching.on = True
+    threading.Thread(target=watch, daemon=True, name="ragbench-slow-store").start()
+    try: yield
+    finally: done.set(); _watching.on = False
+
 
 # %% ../../nbs/11_index.01_storage.ipynb #8bd89be4
 def storage_guarded(method):

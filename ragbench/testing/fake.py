@@ -19,7 +19,7 @@ __all__ = ['load_stage_rules', 'FakeBackend', 'FakeLLM', 'fake_backend']
 # %% ../../nbs/05_testing.01_fake.ipynb #26537749
 def load_stage_rules() -> None:
     "Import the stages whose prompts (with their stand-ins) the fake reads back from another process's requests."
-    import ragbench.triad, ragbench.dora.run  # noqa: F401  (visible imports, not a list of module names)
+    import ragbench.triad, ragbench.dora.run, ragbench.gen.refresh  # noqa: F401  (visible imports, not a list of module names)
 
 # %% ../../nbs/05_testing.01_fake.ipynb #845ffd13
 class FakeBackend(Backend):

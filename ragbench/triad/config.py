@@ -40,14 +40,13 @@ class TriadConfig(BaseModel):
     binary_share: float = Field(0.5, ge=0.0, le=1.0, description="share of yes/no questions")
     n_chunks: int = Field(2, ge=2, le=4, description="chunks per question")
     neighbours_k: int = Field(5, ge=1, description="nearest neighbours considered as partners of the seed")
-    precheck: bool = Field(
-        True, description="skip the entity call when the chunks share neither a name nor an opening word"
-    )
     offer_k: int = Field(
         4, ge=1, description="candidate partners offered to the entity call, which picks the partners among them"
     )
-    precheck_similarity: float = Field(0.3, ge=-1.0, le=1.0,
-                                       description="a candidate this similar to the seed (cosine of the index's vectors) passes the pre-check")
+    comparison_offer_k: int = Field(
+        8, ge=1, description="candidates offered for a comparison: chunks of other documents that do not name the "
+        "seed's title first (a partner of the same kind is rarely the nearest)"
+    )
     other_documents: bool = Field(False, description="take partners only from documents other than the seed's")
     boilerplate_share: float = Field(0.5, gt=0.0, le=1.0,
                                      description="a name in at least this share of the documents is boilerplate: it never bridges")

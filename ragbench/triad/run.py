@@ -16,7 +16,7 @@ from ..llm import LLMError, LLMParseError, price_for, redact_spec
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
 from ..spine import RunResult, RunSpec, check_spec, read_config
-from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, precheck_passes, seed_names
+from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, seed_names
 from .config import QUESTION_TYPES, SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
 from .contexts import ContextPrefetch, acheck_unanswerable, aclassify_temporal, aextract, unanswerable_variant
 from .judge import avalidate, judge_prompt, sufficiency_prompt
@@ -58,7 +58,6 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> 
     bridge = await afind_bridge(plan.seed_id, index, llms["generate"], cfg, plan.kind)
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
     rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids,
-               precheck=bridge.precheck,
                same_document=bridge.same_document)
     chunks = bridge.chunks or await in_thread(index.get_many, bridge.chunk_ids)
     ahead = ContextPrefetch(index, cfg, bridge.chunk_ids, {bridge.seed_id: bridge.seed_hits})
@@ -399,24 +398,22 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
     "Over sampled seeds: how many bridge, how many need the entity call, and the mean prompt size per stage."
     sizes, calls_entity, bridged, n = {s: [] for s in _ASSUMED["out_tokens"]}, 0, 0, 0
     q = QAPair(question="q" * 80, answer="a" * 20)
-    for sid in seeds:
-        hood = neighbourhood(sid, index, cfg)
+    for i, sid in enumerate(seeds):
+        hood = neighbourhood(sid, index, cfg, cfg.types[i % len(cfg.types)])   # the types in turn, as a run plans them
         if len(hood.partners) < cfg.n_chunks - 1: continue
-        cs, n = [hood.seed, *map(hit_chunk, hood.partners)], n + 1
-        ent = (not cfg.precheck) or precheck_passes(
-            cs, [h.score for h in hood.partners], cfg.precheck_similarity, hood.skip, need=cfg.n_chunks - 1
-        )
+        cs, n = [hood.seed, *map(hit_chunk, hood.partners)], n + 1   # every such seed makes the entity call
+        gold = cs[: cfg.n_chunks]                                    # the configuration: the seed and its picks
         det = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], seed_names(hood.seed), cfg.n_chunks)
-        calls_entity += ent
-        bridged += bool(det or (ent and r["llm_bridge"] > 0.5))
+        calls_entity += 1
+        bridged += bool(det or r["llm_bridge"] > 0.5)
         sizes["triad.entities"].append(
             _tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs)))
         )
-        sizes["triad.generate"].append(_tok(*generation_prompt(cs, "topic", cfg.types[0], False, cfg)))
-        sizes["triad.judge"].append(_tok(*judge_prompt(q, cs, cfg.types[0], False)))
-        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, cs[:-1])))   # one group of n-1
+        sizes["triad.generate"].append(_tok(*generation_prompt(gold, "topic", cfg.types[0], False, cfg)))
+        sizes["triad.judge"].append(_tok(*judge_prompt(q, gold, cfg.types[0], False)))
+        sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, gold[:-1])))   # one group of n-1
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer,
-                                                         gold=format_chunks(cs),
+                                                         gold=format_chunks(gold),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
         sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
         sizes["triad.temporal"].append(_tok(*render_prompt("triad.temporal", question=q.question, answer=q.answer)))

@@ -174,7 +174,7 @@ def draft_item(bridge: BridgeConfig, plan: SeedPlan, qa: Optional[QAPair] = None
                   answer=qa.answer if qa else "",
                   bridge_topic=bridge.bridge_topic, gold_chunk_ids=list(bridge.chunk_ids), status="pending",
                   meta={"seed_id": plan.seed_id, "bridge_via": bridge.via, "shared": bridge.shared,
-                        "precheck": bridge.precheck, **_language_meta(bridge.chunks)})
+                        **_language_meta(bridge.chunks)})
 
 def _language_meta(chunks) -> dict:
     "{'lang': the chunks' language} for an item's meta, or {} when it is unknown."

@@ -70,7 +70,7 @@ def run_size(work: Path, size: int, a) -> dict:
     t = time.perf_counter(); db, ds = make_table(work, size, a.items); made = time.perf_counter() - t
     triad_out, eval_out = work / f"triad_{size}", work / f"eval_{size}"
     for d in (triad_out, eval_out): shutil.rmtree(d, ignore_errors=True)
-    triad = measured("triad", "--db", db, "--out", triad_out, "--n", a.n, "--llm", "fake", "--no-precheck")
+    triad = measured("triad", "--db", db, "--out", triad_out, "--n", a.n, "--llm", "fake")
     setups = work / "setups.yaml"
     setups.write_text("defaults: {llm: fake}\nbaseline: {name: dense5, top_k: 5}\n"
                       "variants:\n  - {name: hybrid5, top_k: 5, retrieval: hybrid}\njudge_llm: fake\n")

@@ -2,10 +2,11 @@
 
 `S3Fault()` starts moto's server on 127.0.0.1 and, in front of it, a threaded proxy whose answers a test sets with
 `.fail(mode, after=N, methods=...)`: after N more requests pass (of `methods`, default every method), each such request is
-answered `500` (InternalError), `403` (AccessDenied), or the connection is reset (`reset`); `.fail("pass")` heals it.
+answered `500` (InternalError), `403` (AccessDenied), or the connection is reset (`reset`); `slow` holds one request
+`delay` seconds and then answers it (and heals); `.fail("pass")` heals it.
 `.env` holds the AWS_* variables that point a `ragbench` subprocess at the proxy with bucket `ragbench` created.
 """
-import http.client, logging, os, socket, struct, threading
+import http.client, logging, os, socket, struct, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _ERR = {500: ("InternalError", "We encountered an internal error. Please try again."),
@@ -34,12 +35,15 @@ class _Proxy(BaseHTTPRequestHandler):
             if hit and f.after > 0: f.after, hit = f.after - 1, False
             f.seen += 1
             if hit: f.faults += 1
+            slow = hit and f.mode == "slow"
+            if slow: f.mode = "pass"
+        if slow: time.sleep(f.delay)
         if hit and f.mode == "reset":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             self.connection.close()
             return
-        if hit:
+        if hit and not slow:
             code, msg = _ERR[int(f.mode)]
             data = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{msg}</Message>'
                     f'<RequestId>rb-fault</RequestId></Error>').encode()
@@ -70,6 +74,7 @@ class S3Fault:
         self.moto.start()
         self.upstream = self.moto.get_host_and_port()[1]
         self.lock, self.mode, self.after, self.methods, self.seen, self.faults = threading.Lock(), "pass", 0, (), 0, 0
+        self.delay = 0.0
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
         self.httpd.daemon_threads = True
         self.httpd.fault = self
@@ -80,9 +85,11 @@ class S3Fault:
         boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.upstream}", region_name="us-east-1",
                      aws_access_key_id="testkey", aws_secret_access_key="testsecret").create_bucket(Bucket="ragbench")
 
-    def fail(self, mode: str = "pass", after: int = 0, methods=("GET", "PUT", "POST", "DELETE", "HEAD")) -> None:
-        "From now on: after `after` more requests of `methods` pass, answer each of them with `mode` (pass/reset/500/403)."
-        with self.lock: self.mode, self.after, self.methods, self.faults = str(mode), after, tuple(methods), 0
+    def fail(self, mode: str = "pass", after: int = 0, methods=("GET", "PUT", "POST", "DELETE", "HEAD"),
+             delay: float = 0.0) -> None:
+        "From now on: after `after` more requests of `methods` pass, answer each with `mode` (pass/reset/500/403/slow)."
+        with self.lock:
+            self.mode, self.after, self.methods, self.faults, self.delay = str(mode), after, tuple(methods), 0, delay
 
     def stop(self):
         self.httpd.shutdown(); self.moto.stop()

@@ -34,3 +34,13 @@ def test_judge_llm_none_is_named_as_given(server, work, hash_db, small_dataset):
     record(rc=p.returncode)
     assert p.returncode == 0, p.stderr[-1500:]
     assert "--judge-llm none: LLM judges are skipped" in p.stderr and "no --judge-llm" not in p.stderr
+
+
+def test_skip_message_reads_once_at(tmp_path):
+    "Before: 'Invalid control character at at column 20' (the JSON decoder's message ends in 'at'). Now one 'at'."
+    src = tmp_path / "ctl.jsonl"
+    src.write_text('{"id": "a", "text": "x\ty"}\n{"id": "b", "text": "a fine line"}\n')
+    p = ragbench("index", src, "--db", tmp_path / "db", "--embedder", "hash", "--quiet")
+    record(rc=p.returncode, says=(p.stderr.strip().splitlines() or [""])[-1][:160])
+    assert p.returncode == 0 and f"{src}:1: not valid JSON (Invalid control character at column" in p.stderr, p.stderr
+    assert "at at" not in p.stderr, p.stderr

@@ -137,3 +137,12 @@ def test_damaged_footer(hash_db, work):
     shutil.copytree(hash_db, db); damage(db, "footer")
     line = one_line(ragbench("search", "--db", db, "git branch"), f"table 'chunks' in {db}", "damaged", "re-index into a new --db")
     record(message=line[:160])
+
+
+def test_slow_store_says_what_the_run_waits_for(store):
+    "Minor: a request the object store holds for 7 s prints one line on stderr while it waits; the search then ends well."
+    store.fail("slow", after=2, delay=7)
+    p = ok(ragbench("search", "--db", "s3://ragbench/t", "git branch", "-k", 2, env=store.run_env))
+    waits = [ln for ln in p.stderr.splitlines() if ln.startswith("waiting for the object store")]
+    record(message=(waits or [""])[0][:160])
+    assert len(waits) == 1 and "table 'chunks' in s3://ragbench/t has not answered for 5 s" in waits[0], p.stderr[-2000:]
