@@ -370,14 +370,15 @@ class Dataset:
 # %% ../nbs/00_core.ipynb #3812753e
 @patch
 def card(self: Dataset) -> dict:
-    """Counts per method, kind, style, difficulty and status; how unanswerable variants were checked; models; mean
-    attempts."""
+    """Counts per method, kind, style, difficulty, language (of the chunks) and status; how unanswerable variants were
+    checked; models; mean attempts."""
     from collections import Counter
     def count(f): return dict(Counter(f(it) for it in self.items if f(it) is not None))
     models = sorted({f"{k}={v}" for it in self.items for k, v in it.models.items()})
     return {"n_items": len(self), "method": count(lambda i: i.method), "kind": count(lambda i: i.kind),
             "binary": count(lambda i: i.binary), "answerable": count(lambda i: i.answerable),
             "style": count(lambda i: i.style), "difficulty": count(lambda i: i.difficulty),
+            "language": count(lambda i: i.meta.get("lang") or None),
             "status": count(lambda i: i.final_decision), "split": count(lambda i: i.split), "models": models,
             "unanswerable_check": count(lambda i: None if i.answerable or "variant_of" not in i.meta else
                                         "checked against the whole index" if "index_check" in i.meta

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 from pydantic import BaseModel
 from .core import Registry, UserError, read_config_file
+from .text import language_name
 
 # %% auto #0
 __all__ = ['PROMPTS', 'PromptTemplate', 'register_prompt', 'get_prompt', 'list_prompts', 'render_template', 'render_prompt',
-           'rendered_from', 'override_prompt', 'set_stand_in', 'reset_prompts', 'format_chunks', 'parse_chunks']
+           'rendered_from', 'override_prompt', 'set_stand_in', 'reset_prompts', 'format_chunks', 'parse_chunks',
+           'language_rule']
 
 # %% ../nbs/02_prompts.ipynb #982df458
 class _PromptError(UserError):
@@ -223,6 +225,16 @@ def parse_chunks(text: str) -> list[tuple[str, str, str]]:
     "The `(id, title, text)` of every `<chunk>` block in `text`, in order."
     return [(html.unescape(i), html.unescape(t or ""), body.replace("<\\/chunk>", "</chunk>"))
             for i, t, body in _CHUNK_RE.findall(text)]
+
+# %% ../nbs/02_prompts.ipynb #2a0b10f6
+register_prompt(PromptTemplate(
+    name="language", system=None, output=None,
+    description="Rule of every generation prompt: write in the passages' language.",
+    template="- Write the question and the answer in {language}, the language of the passages.\n"))
+
+def language_rule(lang: str) -> str:
+    "The generation prompt's line asking for language `lang` (ISO 639-1); '' for English or an unknown language."
+    return render_prompt("language", language=language_name(lang))[1] if lang not in ("", "en") else ""
 
 # %% ../nbs/02_prompts.ipynb #434c12d9
 class _SmokeReply(BaseModel):

@@ -10,7 +10,7 @@ import numpy as np
 from .core import Dataset, QAItem, UserError
 from .real import real_questions
 from .stats import mean_ci, proportion_ci
-from .text import content_words, words
+from .text import content_words, detect_language, words
 
 # %% auto #0
 __all__ = ['realism_report']
@@ -46,9 +46,8 @@ def _form(question: str) -> str:
     return "yes/no" if w[0] in _YES_NO else "other"
 
 def _language(text: str) -> str:
-    "The language of `text` (ISO 639-1 code) by py3langid's bundled model."
-    import py3langid
-    return py3langid.classify(text)[0]
+    "The language of `text` (ISO 639-1 code, `detect_language`'s rule), 'und' when it is too short to tell."
+    return detect_language(text) or "und"
 
 def _overlap(question: str, gold_text: str) -> Optional[float]:
     "The share of the question's content words found in its gold text (None without content words or gold)."

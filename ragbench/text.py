@@ -4,13 +4,14 @@
 
 # %% ../nbs/01_text.ipynb #aca97aeb
 from __future__ import annotations
-import re
+import re, threading
 from collections import Counter
 from typing import Iterable, Sequence
 
 # %% auto #0
 __all__ = ['words', 'content_words', 'split_sentences', 'list_items', 'opening_words', 'not_a_name', 'candidate_names',
-           'mentions', 'stem', 'ngrams', 'jaccard', 'extract_numbers', 'extract_quantities', 'has_number']
+           'mentions', 'stem', 'ngrams', 'jaccard', 'extract_numbers', 'extract_quantities', 'has_number',
+           'detect_language', 'language_name']
 
 # %% ../nbs/01_text.ipynb #77cc2e42
 _STOPWORDS = frozenset("""a an the and or but nor if then else so than as of to in on at by for with from into onto
@@ -213,3 +214,42 @@ def extract_quantities(text: str) -> set[str]:
 def has_number(text: str) -> bool:
     "Whether `text` states a number, in digits or in words."
     return bool(_NUM_RE.search(text or "")) or any(w in _NUMBER_WORDS for w in words(text))
+
+# %% ../nbs/01_text.ipynb #e90a8d89
+_LANG_MIN_WORDS, _LANG_MIN_PROB, _LANG_MAX_CHARS = 4, 0.5, 4000   # below 4 words or 50 %: no language
+_LETTER_WORD = re.compile(r"[^\W\d_]{2,}")
+_IDENTIFIER, _IDENTIFIER_LOCK = [], threading.Lock()
+
+def _identifier():
+    "py3langid's identifier with normalised probabilities, loaded once (its model ships in the wheel)."
+    with _IDENTIFIER_LOCK:
+        if not _IDENTIFIER:
+            from py3langid.langid import MODEL_FILE, LanguageIdentifier
+            _IDENTIFIER.append(LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True))
+    return _IDENTIFIER[0]
+
+def detect_language(text) -> str:
+    """The ISO 639-1 code of `text`'s language, or '' when it has fewer than 4 different words of letters or the model
+    is less than 50 % sure; of several texts or chunks, the most common one (a chunk's `lang` in its meta as it is)."""
+    if text is not None and not isinstance(text, str): return _most_common_language(text)
+    text = (text or "")[:_LANG_MAX_CHARS]
+    if len(set(_LETTER_WORD.findall(text.lower()))) < _LANG_MIN_WORDS: return ""
+    lang, p = _identifier().classify(text)
+    return lang if p >= _LANG_MIN_PROB else ""
+
+_LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
+                   "es": "Spanish", "fi": "Finnish", "fr": "French", "hu": "Hungarian", "it": "Italian",
+                   "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "no": "Norwegian", "pl": "Polish",
+                   "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "ta": "Tamil",
+                   "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese"}
+
+def language_name(code: str) -> str:
+    "The English name of ISO 639-1 language `code` (the code itself when unlisted)."
+    return _LANGUAGE_NAMES.get(code, code)
+
+def _most_common_language(chunks) -> str:
+    "The language most of `chunks` (or texts) are in, or ''."
+    langs = Counter((getattr(c, "meta", None) or {}).get("lang") or detect_language(getattr(c, "text", c))
+                    for c in chunks)
+    langs.pop("", None)
+    return langs.most_common(1)[0][0] if langs else ""

@@ -149,7 +149,8 @@ def test_notebooks_carry_a_kernelspec_and_no_editor_metadata():
 import ast
 
 # issue 43: +3 public names (realism_report, RealismOptions, realism_command: a capability that replaced none)
-RATCHET = {"public_names": 692, "modules_over_700": 0, "functions_10_params": 2, "cells_over_50": 5,
+# issue 43: +3 public names (detect_language, language_name, language_rule: generation in the corpus's language)
+RATCHET = {"public_names": 695, "modules_over_700": 0, "functions_10_params": 2, "cells_over_50": 5,
            "share_over_120": 0.0146}
 
 

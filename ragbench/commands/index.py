@@ -28,8 +28,7 @@ def _build_index(source, o: IndexOptions, emb, report: Optional[LoadReport] = No
     if (address := ray_address(o.ray)) is not None:
         from ragbench.scale.index import build_index_on_ray
         return build_index_on_ray(source, o.db, embedder=emb, table=o.table, fmt=o.fmt, max_doc_mb=o.max_doc_mb,
-                                  report=report,
-                                  address=address, progress=not o.quiet, chunking=chunking,
+                                  report=report, address=address, progress=not o.quiet, chunking=chunking,
                                   vector_index_min_rows=o.vector_index_min_rows)   # the vector index too, on a worker
     c = chunking
     chunks = chunk_documents(load_documents(source, o.fmt, report, o.max_doc_mb), c["target_tokens"], c["min_tokens"],
@@ -64,6 +63,7 @@ def _print_index_summary(source, db, table: str, idx: ChunkIndex, emb, report: L
     if line := _absent_line(source, st): print(line)
     if ann := idx.vector_index():
         print(f"vector index: IVF-PQ, {ann['num_partitions']} partitions (dense search is approximate, re-ranked exactly)")
+    if idx.text_language: print(idx.text_language["line"])                # built in this run: its language
     if report.duplicates: print(f"{report.duplicates} repeated paragraphs loaded once")
     if st["duplicates_removed"]:
         print(f"repaired the table: removed {st['duplicates_removed']} extra rows of ids stored more than once")

@@ -40,6 +40,9 @@ def _print_summary(s: dict, out: Path) -> None:
         print(f"{s['duplicates']} question(s) repeated one already written for another seed: not counted (duplicates.jsonl)")
     print("by type: " + ", ".join(f"{k} {v['accepted']}/{v['accepted'] + v['rejected']}" for k,
                                   v in s["by_type"].items()))
+    if len(langs := s.get("by_language") or {}) > 1 or any(v["rejected_language"] for v in langs.values()):
+        print("by language: " + ", ".join(f"{k} {v['accepted']}/{v['written']} ({v['rejected_language']} rejected by the "
+                                          "language gate)" for k, v in langs.items()))
     own = {k: v["same_document_share"] for k, v in s["by_type"].items() if v.get("same_document_share") is not None}
     if own: print("configurations with a partner from the seed's own document: "
                   + ", ".join(f"{k} {x:.0%}" for k, x in own.items()))

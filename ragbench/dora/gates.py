@@ -9,7 +9,8 @@ from collections import Counter
 from typing import Callable, Optional, Sequence, Union
 from pydantic import BaseModel, Field
 from ..core import Registry, UserError
-from ..text import content_words, extract_quantities, has_number, list_items, split_sentences, stem, words
+from ..text import (content_words, detect_language, extract_quantities, has_number, language_name, list_items,
+                           split_sentences, stem, words)
 from .styles import METRICS, Style, current_metric_names, get_style
 from .evidence import (AnswerVerdict, answer_core, answer_units, evidence_pairs, lexical_answer_verdict,
                                     lexical_entailment, normalize_text)
@@ -60,6 +61,14 @@ def _check_not_a_question(question, answer, cited, evidence):
     "The answer is a statement: no unit of it ends with a question mark."
     if any(u.rstrip(" \"')").endswith("?") for u in answer_units(answer or "")):
         return "answer is phrased as a question"
+
+@register_check("language")
+def _check_language(question, answer, cited, evidence):
+    "Question and answer are in the evidence's language (a text under 4 words is not judged: most short answers)."
+    want = detect_language([t for _, t in evidence])
+    for part, text in (("question", question), ("answer", answer)):
+        got = detect_language(text)
+        if want and got and got != want: return f"{part} is in {language_name(got)}, the evidence in {language_name(want)}"
 
 # %% ../../nbs/30_dora.03_gates.ipynb #ddc9f94f
 @register_check("max_words")

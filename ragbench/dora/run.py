@@ -19,7 +19,7 @@ from ..llm import BudgetExceeded, LLMError, LLMParseError
 from ..prompts import parse_chunks, set_stand_in
 from ..real import style_block
 from ..spine import RunResult, RunSpec, read_config
-from ..text import content_words, has_number, jaccard, split_sentences, stem
+from ..text import content_words, detect_language, has_number, jaccard, split_sentences, stem
 from .styles import DoraQA, Style, StyleError, get_style, load_styles, render_generation, tuned_style, update_style
 from .evidence import (AnswerVerdict, EvidenceConfig, LexicalEntailment, lexical_answer_verdict,
                                     lexical_entailment,
@@ -309,7 +309,8 @@ def candidate_item(self: DoraMethod, task: Task, *, question="", answer="", bund
                           failed_check=None if passed else (failed or (result.failed_check if result else None)))],
         models=self.models(),
         meta={"doc_id": p["doc_id"], "seed_chunk_id": p["seed_id"], "round": p["round"], "cited_chunk_ids": list(cited),
-              "quality": result.score if result else None, "bundle_value": bundle.value if bundle else None})
+              "quality": result.score if result else None, "bundle_value": bundle.value if bundle else None,
+              **({"lang": lang} if (lang := detect_language([self.by_id[i] for i in ids if i in self.by_id])) else {})})
 
 # %% ../../nbs/30_dora.05_run.ipynb #db8018c8
 @patch

@@ -13,8 +13,9 @@ from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from ..core import Registry, UserError, read_config_file, validation_problems
 from ..llm.template import DEFER, chunk_entities
-from ..prompts import PromptTemplate, format_chunks, get_prompt, parse_chunks, register_prompt, render_prompt, render_template
-from ..text import split_sentences
+from ..prompts import (PromptTemplate, format_chunks, get_prompt, language_rule, parse_chunks, register_prompt,
+                              render_prompt, render_template)
+from ..text import detect_language, split_sentences
 
 # %% auto #0
 __all__ = ['METRICS', 'BUNDLE_DIMS', 'GEN_STAND_IN', 'current_metric_names', 'StyleError', 'Style', 'DoraQA', 'register_style',
@@ -114,7 +115,7 @@ Rules for every style:
 - The question stands on its own: it names what it asks about and never mentions "the text", "the document", "the passage", "the context" or "the chunk".
 - The answer is a statement, not a question, and says nothing that the evidence does not state.
 - Put in cited_chunk_ids the id of each chunk the answer relies on, and no other.
-{multi}
+{language_rule}{multi}
 Evidence:
 {chunks}
 
@@ -276,7 +277,7 @@ def update_style(name: str, **fields) -> Style:
     return register_style(tuned_style(name, **fields))
 
 # %% ../../nbs/30_dora.01_styles.ipynb #349f404b
-_COMMON = {"non_empty": {}, "no_doc_reference": {}, "not_a_question": {}}
+_COMMON = {"non_empty": {}, "no_doc_reference": {}, "not_a_question": {}, "language": {}}
 
 _FIND = Style(
     name="find", description="an exact fact (name, date, value, option) copied verbatim",
@@ -361,7 +362,8 @@ def render_generation(style: Union[str, Style], chunks: list, user_examples: str
     min_cite = min(st.min_k, len(chunks)) if st.multi_chunk else 1
     multi = _MULTI_DIRECTIVE.format(min_cite=min_cite) if st.multi_chunk else ""
     return render_template(_generation_template(st), style=st.name, chunks=format_chunks(chunks), multi=multi,
-                           k=len(chunks), min_cite=min_cite, user_examples=user_examples)
+                           k=len(chunks), min_cite=min_cite, language_rule=language_rule(detect_language(chunks)),
+                           user_examples=user_examples)
 
 # %% ../../nbs/30_dora.01_styles.ipynb #4afe0872
 def _style_from_dict(d: dict, where: str = "<dict>") -> Style:

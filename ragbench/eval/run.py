@@ -22,6 +22,7 @@ from ..spine import RunResult, RunSpec, open_run
 from ..gen.base import Task, TaskResult, TaskRun
 from .systems import FunctionBackend, EndpointBackend, RagSystem, map_contexts, mapping_counts, function_name, existing_chunks
 from ..stats import HEADLINE_METRICS, order_metrics, proportion_ci
+from ..text import detect_language
 from .scores import EvalError, metric_names, row_key, latest_rows, summarize, read_scores
 from .inputs import read_inputs, items_without_gold, index_key, check_gold_in_index, with_columns, with_table
 
@@ -41,7 +42,8 @@ def _row(item: QAItem, setup: Setup, mode: str, ctx: SetupContext, answer: Optio
     return {"item_id": item.id, "setup": setup.name, "mode": mode, "method": item.method, "kind": item.kind,
             "question": item.question, "reference": item.answer, "binary": item.binary, "temporal": item.temporal,
             "answerable": item.answerable, "unanswerable_kind": unanswerable_kind(item), "difficulty": item.difficulty,
-            "style": item.style, "retrieval_hit": None if hit is None else bool(hit), "answer": answer,
+            "style": item.style, "lang": item.meta.get("lang") or detect_language(item.question) or None,
+            "retrieval_hit": None if hit is None else bool(hit), "answer": answer,
             "retrieved_chunk_ids": list(ctx.retrieved_ids),
             "context_chunk_ids": [c[0] for c in ctx.chunks] if ctx.chunks is not None else list(ctx.retrieved_ids),
             "metrics": metrics, "judge_failures": list(failures), "judge": judge, "skipped": ctx.skipped,

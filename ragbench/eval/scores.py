@@ -22,7 +22,8 @@ __all__ = ['EvalError', 'metric_names', 'row_key', 'latest_rows', 'summarize', '
 class EvalError(UserError):
     "Bad input to an evaluation (empty dataset, unknown setup, incompatible run directory...)."
 
-_DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "unanswerable_kind", "retrieval_hit")
+_DIMENSIONS = ("kind", "binary", "temporal", "difficulty", "style", "answerable", "unanswerable_kind", "retrieval_hit",
+               "lang")
 _ANSWER_METRICS = ("exact_match", "token_f1", "token_recall", "rouge_l_recall", "bertscore_recall", "length_ratio",
                   "yes_no_correct")
 # RAGAS's graded correctness and its similarity part

@@ -5,12 +5,14 @@
 # %% ../../nbs/11_index.03_build.ipynb #9121de07
 from __future__ import annotations
 import contextlib, ctypes, hashlib, itertools, json, os, sys, time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
 from ..core import Chunk, check_name, utc_now
+from ..text import detect_language
 from ..embed import make_embedder
 from .storage import (batched, connect_db, db_exists, db_location, is_local, storage_errors,
                                     storage_guarded,
@@ -28,6 +30,7 @@ class ChunkIndex:
         self.db_dir, self.table_name, self.tbl, self.embedder = db_location(db_dir), table_name, tbl, embedder
         self.columns, self.dim, self.dense_weight = columns, dim, dense_weight
         self.last_build: dict = {}
+        self.text_language: Optional[dict] = None   # the full-text index's language (`_create_fts`)
         self._fts_ready = False
 
     def __repr__(self):
@@ -40,10 +43,12 @@ class ChunkIndex:
 _PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
 
 def _schema(dim: int):
-    "Arrow schema of a ragbench chunk table; `id` is its primary key (concurrent `merge_insert`s of one id conflict)."
+    """Arrow schema of a ragbench chunk table; `id` is its primary key (concurrent `merge_insert`s of one id conflict),
+    `lang` each text's language."""
     import pyarrow as pa
     return pa.schema([pa.field("id", pa.string(), nullable=False, metadata=_PRIMARY_KEY), ("doc_id", pa.string()),
-                      ("text", pa.string()), ("vector", pa.list_(pa.float32(), dim)), ("meta", pa.string())])
+                      ("text", pa.string()), ("vector", pa.list_(pa.float32(), dim)), ("meta", pa.string()),
+                      ("lang", pa.string())])
 
 # %% ../../nbs/11_index.03_build.ipynb #7a24fdc9
 def _check_embedder(table: str, side: Optional[dict], emb) -> None:
@@ -135,14 +140,15 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
 
 # %% ../../nbs/11_index.03_build.ipynb #a77c773e
 def chunk_table(chunks: list[Chunk], vecs: np.ndarray, schema, dim: int):
-    "An Arrow table of chunks and their `dim`-float vectors in the ragbench layout, with `schema` (a ragbench table's)."
+    """An Arrow table of chunks and their `dim`-float vectors in the ragbench layout, with `schema` (a ragbench table's;
+    one built before issue 43 has no `lang` column, and gets none)."""
     import pyarrow as pa
     flat = pa.array(np.ascontiguousarray(vecs, dtype=np.float32).ravel(), type=pa.float32())
-    return pa.table({"id": [c.id for c in chunks], "doc_id": [c.doc_id for c in chunks],
-                     "text": [c.text for c in chunks],
-                     "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
-                     "meta": [json.dumps(c.meta, ensure_ascii=False, default=str) for c in chunks]},
-                    schema=schema)
+    cols = {"id": [c.id for c in chunks], "doc_id": [c.doc_id for c in chunks], "text": [c.text for c in chunks],
+            "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
+            "meta": [json.dumps(c.meta, ensure_ascii=False, default=str) for c in chunks]}
+    if "lang" in schema.names: cols["lang"] = [detect_language(c.text) for c in chunks]
+    return pa.table(cols, schema=schema)
 
 @patch
 def _arrow(self: ChunkIndex, chunks: list[Chunk], vecs: np.ndarray):
@@ -173,15 +179,52 @@ def _has_fts(self: ChunkIndex) -> bool:
 
 @patch
 def _ensure_indices(self: ChunkIndex, rebuild: bool = False) -> None:
-    "(Re)build the full-text index on the text column and a B-tree index on the id column."
-    from lancedb.index import FTS, BTree
+    "(Re)build the full-text index on the text column (in the corpus's language) and a B-tree index on the id column."
+    from lancedb.index import BTree
     if len(self) == 0: return
     have = {(i.index_type, tuple(i.columns)) for i in self.tbl.list_indices()}
-    if rebuild or ("FTS", (self.columns["text"],)) not in have:
-        self.tbl.create_index(self.columns["text"], config=FTS(), replace=True)
+    if rebuild or ("FTS", (self.columns["text"],)) not in have: self._create_fts()
     if rebuild or ("BTree", (self.columns["id"],)) not in have:
         self.tbl.create_index(self.columns["id"], config=BTree(), replace=True)
     self._fts_ready = True
+
+# %% ../../nbs/11_index.03_build.ipynb #966c452c
+# the languages LanceDB's full-text index stems and knows the stop words of (tantivy's)
+_FTS_LANGUAGES = {"ar": "Arabic", "da": "Danish", "de": "German", "el": "Greek", "en": "English", "es": "Spanish",
+                  "fi": "Finnish", "fr": "French", "hu": "Hungarian", "it": "Italian", "nl": "Dutch",
+                  "no": "Norwegian", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish",
+                  "ta": "Tamil", "tr": "Turkish"}
+_LANG_SAMPLE = 500   # texts detected where a table has no lang column
+
+def _text_languages(tbl, textcol: str) -> Counter:
+    """How many texts are in each language: the `lang` column counted 65,536 rows at a time, else the first 500
+    texts detected (a user's table, or one built before issue 43)."""
+    if "lang" in tbl.schema.names:
+        return Counter(x for b in tbl.search().select(["lang"]).limit(None).to_batches(65536)
+                       for x in b.column("lang").to_pylist() if x)
+    rows = tbl.search().select([textcol]).limit(_LANG_SAMPLE).to_list()
+    return Counter(x for r in rows if (x := detect_language(r[textcol] or "")))
+
+def _fts_config(langs: Counter) -> tuple:
+    """(LanceDB FTS config, summary) for texts in `langs`: the stemmer and stop words of the dominant language (one
+    per index: LanceDB searches a column with one of them); no stemming for a language it has no stemmer for."""
+    from lancedb.index import FTS
+    top = langs.most_common(1)[0][0] if langs else "en"
+    name = _FTS_LANGUAGES.get(top)
+    cfg = FTS(language=name) if name else FTS(stem=False, remove_stop_words=False)
+    mix = ", ".join(f"{k} {n}" for k, n in langs.most_common(6))
+    how = f"{name} stemming and stop words" if name else f"no stemmer for {top!r}: words as written"
+    line = (f"full-text index: {how}" + (f" (texts by language: {mix}; LanceDB searches a column with one index, so the dominant language "
+               "sets it)" if len(langs) > 1 else ""))
+    return cfg, {"language": top, "fts_language": name, "languages": dict(langs), "line": line}
+
+@patch
+def _create_fts(self: ChunkIndex, tbl=None) -> dict:
+    "Build the full-text index on the text column of `tbl` (the table's own) in its dominant language; its summary."
+    tbl = self.tbl if tbl is None else tbl
+    cfg, self.text_language = _fts_config(_text_languages(self.tbl, self.columns["text"]))
+    tbl.create_index(self.columns["text"], config=cfg, replace=True)
+    return self.text_language
 
 # %% ../../nbs/11_index.03_build.ipynb #f60d3be7
 def id_hashes(ids: Iterable[str]) -> np.ndarray:

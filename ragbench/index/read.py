@@ -11,6 +11,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
 from ..core import Chunk, check_name, corpus_fingerprint, make_chunk_id
+from ..text import detect_language
 from ..embed import make_embedder
 from .storage import (batched, connect_db, db_exists, db_location, storage_errors, storage_guarded,
                                     table_names)
@@ -102,9 +103,11 @@ def _scalar(t) -> bool:
 
 @patch
 def _select(self: ChunkIndex, vector: bool = False) -> list[str]:
-    "Columns to read: the mapped ones, plus (for a table without a meta column) its other scalar columns."
+    "Columns to read: the mapped ones and `lang`, plus (for a table without a meta column) its other scalar columns."
     c = self.columns
     keep = [n for n in (c["id"], c["doc_id"], c["text"], c["meta"]) if n]
+    if "_has_lang" not in self.__dict__: self._has_lang = "lang" in self.tbl.schema.names   # read the schema once
+    if c["meta"] and self._has_lang and "lang" not in keep: keep.append("lang")
     if not c["meta"]:
         keep += [f.name for f in self.tbl.schema if f.name not in keep and f.name != c["vector"] and _scalar(f.type)]
     return keep + ([c["vector"]] if vector else [])
@@ -118,6 +121,7 @@ def _chunk(self: ChunkIndex, row: dict) -> Chunk:
     if c["meta"]:
         m = row.get(c["meta"])
         meta = json.loads(m) if isinstance(m, str) and m else (dict(m) if isinstance(m, dict) else {})
+        if row.get("lang") is not None: meta["lang"] = row["lang"]     # a ragbench table's language column
     else:
         skip = {c["id"], c["doc_id"], c["text"], c["vector"]}
         meta = {k: v for k, v in row.items() if k not in skip and not k.startswith("_")}
@@ -128,6 +132,16 @@ def _hit(self: ChunkIndex, row: dict, score: float) -> Hit:
     "A Hit from a table row."
     ch = self._chunk(row)
     return Hit(ch.id, ch.doc_id, ch.text, float(score), ch.meta)
+
+# %% ../../nbs/11_index.04_read.ipynb #2d03ce22
+@patch
+def chunk_language(self: ChunkIndex, c) -> str:
+    """The language of chunk or hit `c`: its table's `lang` column, else detected from its text once per run (a user's
+    table is never written)."""
+    if isinstance((c.meta or {}).get("lang"), str): return c.meta["lang"]
+    cache, cid = self.__dict__.setdefault("_languages", {}), getattr(c, "chunk_id", None) or c.id
+    if cid not in cache: cache[cid] = detect_language(c.text)
+    return cache[cid]
 
 # %% ../../nbs/11_index.04_read.ipynb #08064b05
 @patch

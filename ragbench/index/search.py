@@ -49,28 +49,24 @@ def ensure_fts(self: ChunkIndex, log=None) -> bool:
     if self._fts_ready or self._has_fts():
         self._fts_ready = True
         return False
-    from lancedb.index import FTS
     say = log or (lambda m: print(m, file=sys.stderr))
     if read_sidecar(self.db_dir, self.table_name) is None:
-        self._fts_copy = _memory_fts(self.tbl, self.columns["id"], self.columns["text"])
+        self._fts_copy = _memory_copy(self.tbl, self.columns["id"], self.columns["text"])
+        self._create_fts(self._fts_copy)
         say(f"ragbench: table '{self.table_name}' has no full-text index: BM25 runs on an in-memory index of its "
             f"{len(self)} texts (your table folder is not changed)")
     else:
         say(f"ragbench: building a full-text index on column '{self.columns['text']}' of table '{self.table_name}' "
             f"(BM25 search needs one; your rows and vectors are not changed)")
-        with table_lock(self.db_dir, self.table_name):
-            self.tbl.create_index(self.columns["text"], config=FTS(), replace=True)
+        with table_lock(self.db_dir, self.table_name): self._create_fts()
     self._fts_ready = True
     return True
 
-def _memory_fts(tbl, idcol: str, textcol: str):
-    "An in-memory LanceDB table of `tbl`'s ids and texts with a full-text index (nothing is written to disk)."
+def _memory_copy(tbl, idcol: str, textcol: str):
+    "An in-memory LanceDB table of `tbl`'s ids and texts, to hold a full-text index (nothing is written to disk)."
     import lancedb
-    from lancedb.index import FTS
     data = tbl.search().select([idcol, textcol]).limit(None).to_arrow()
-    copy = lancedb.connect("memory://").create_table("fts", data=data)
-    copy.create_index(textcol, config=FTS())
-    return copy
+    return lancedb.connect("memory://").create_table("fts", data=data)
 
 # %% ../../nbs/11_index.06_search.ipynb #2625d2c0
 @patch

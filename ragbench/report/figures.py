@@ -586,6 +586,10 @@ def _breakdown_figures(add, summary: dict, scores, headline: list[str], main: st
         if any(_norm_value(v) is not None for v in b):
             add(f"{main}_by_{dim}", lambda dim=dim: _metric_by_dimension(summary, dim, main),
                 f"{metric_label(main)} by {dim}, per setup.")
+    if len((summary.get("breakdowns") or {}).get("lang") or {}) > 1:      # a dataset in more than one language
+        for m in headline:
+            add(f"{m}_by_language", lambda m=m: _metric_by_dimension(summary, "lang", m, f"{metric_label(m)} by language"),
+                f"{metric_label(m)} per language of the items (their chunks', else their question's), per setup.")
     if any(m.startswith("rubric_") for m in _present_metrics(summary)):
         add("rubric_by_style", lambda: rubric_by_style(summary),
             "DoRA's rubric: mean 1–5 scores of the answers per dimension and intent style, per setup.")

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from ..core import Chunk
 from ..llm import LLMParseError, arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, set_stand_in
-from ..text import candidate_names, mentions
+from ..text import candidate_names, detect_language, mentions
 from .config import TriadConfig, in_thread
 
 # %% auto #0
@@ -42,6 +42,14 @@ def _distinct_neighbours(seed: Chunk, hits) -> list:
         seen_text.add(t)
         out.append(h)
     return out
+
+# %% ../../nbs/21_triad.bridge.ipynb #396bdaef
+def _same_language(seed: Chunk, hits, index) -> list:
+    """The hits in the seed's language (TRIAD pairs chunks of one language); a hit or seed too short to tell keeps its
+    place."""
+    lang_of = getattr(index, "chunk_language", None) or (lambda c: detect_language(c.text))
+    want = lang_of(seed)
+    return [h for h in hits if not want or lang_of(h) in (want, "")]
 
 # %% ../../nbs/21_triad.bridge.ipynb #3c842c47
 def seed_names(seed: Chunk, skip: frozenset = frozenset()) -> list[str]:
@@ -103,7 +111,7 @@ def neighbourhood(seed_id: str, index, cfg: TriadConfig, kind: Optional[str] = N
     "One neighbour query for `seed_id` and the candidate partners it offers for `kind` (blocking: index calls)."
     seed = index.get(seed_id)
     hits = index.neighbours(seed_id, k=max(cfg.fallback_n, cfg.neighbours_k))
-    distinct = _distinct_neighbours(seed, hits)
+    distinct = _same_language(seed, _distinct_neighbours(seed, hits), index)
     skip = boilerplate_names(index, cfg.boilerplate_share)
     return _Neighbourhood(seed, hits, distinct, pick_partners(seed, distinct, cfg, kind, skip), skip)
 

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, create_model
 from ..core import Attempt, Chunk, QAItem
 from ..llm import LLMParseError, arun
 from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, set_stand_in
-from ..text import candidate_names, mentions, not_a_name, opening_words
+from ..text import candidate_names, detect_language, language_name, mentions, not_a_name, opening_words
 from .config import TriadConfig
 from .write import QAPair, agenerate_qa, type_rule
 
@@ -40,12 +40,26 @@ def _norm(s: str) -> str:
     "Lower case, no punctuation at the ends, single spaces."
     return " ".join(s.lower().strip().strip(".!?,;:\"'").split())
 
+# %% ../../nbs/23_triad.judge.ipynb #8724c025
+def _off_language(question: str, answer: str, texts: Sequence[str]) -> Optional[str]:
+    """Feedback when the question or the answer is in another language than the passages `texts`, else None (a text
+    too short to tell, under 4 words, is not judged: most short answers)."""
+    want = detect_language(list(texts))
+    if not want: return None
+    for part, text in (("question", question), ("answer", answer)):
+        got = detect_language(text)
+        if got and got != want:
+            return (f"The {part} is written in {language_name(got)}, but the passages are in {language_name(want)}; "
+                    f"write the question and the answer in {language_name(want)}.")
+    return None
+
 # %% ../../nbs/23_triad.judge.ipynb #73839372
 def rule_check(qa: QAPair, kind: str, binary: bool, bridge_topic: str = "",
                texts: Sequence[str] = ()) -> Optional[tuple[str, str]]:
     "The first failed deterministic check as (check name, feedback for the generator), or None."
     q, a = (qa.question or "").strip(), (qa.answer or "").strip()
     if not q or not a: return "format", "The question or the answer was empty; write both."
+    if off := _off_language(q, a, texts): return "language", off
     if binary and _norm(a) not in _YES_NO:
         return "binary_answer", f"This must be a yes/no question answered exactly 'yes' or 'no', but the answer was '{a}'."
     if not binary and _norm(a) in _YES_NO:

@@ -305,6 +305,22 @@ def by_type(results: Sequence[TaskResult], types: Sequence[str]) -> dict:
                      **_pairing([r.record for r in rs])}
     return out
 
+# %% ../../nbs/25_triad.run.ipynb #93d7e987
+def _by_language(qs: Sequence[QAItem]) -> dict:
+    """Per language of the chunks: questions written, accepted, rejected, rejected by the language gate (their last
+    attempt failed it) and attempts it failed."""
+    out = {}
+    for i in qs:
+        d = out.setdefault(i.meta.get("lang") or "unknown", dict.fromkeys(
+            ("written", "accepted", "rejected", "rejected_language", "language_gate_attempts"), 0))
+        d["written"] += 1
+        d["accepted"] += i.status == "accepted"
+        d["rejected"] += i.status == "rejected"
+        gated = i.status == "rejected" and bool(i.attempts) and i.attempts[-1].failed_check == "language"
+        d["rejected_language"] += gated
+        d["language_gate_attempts"] += sum(a.failed_check == "language" for a in i.attempts)
+    return out
+
 # %% ../../nbs/25_triad.run.ipynb #1a466aaf
 def _triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConfig, seeds: list[dict]) -> dict:
     "TRIAD's summary fields over the finished seeds (acceptance counts every finished seed, overflow included)."
@@ -328,6 +344,7 @@ def _triad_summary(results: Sequence[TaskResult], sel: Selection, cfg: TriadConf
         "failed_checks": dict(Counter(a.failed_check for a in attempts if a.failed_check)),
         "rejections_by_check": dict(Counter(_check_family(a.failed_check) for a in attempts if a.failed_check)),
         "pass_rate_by_check": _pass_rates(attempts), "by_type": by_type(results, cfg.types),
+        "by_language": _by_language(qs),
         "binary": dict(Counter(str(i.binary) for i in acc)), "temporal": dict(Counter(str(i.temporal) for i in acc)),
         "difficulty": dict(Counter(i.difficulty for i in acc)),
         "first_error": min(errors, key=lambda r: r.position).error if errors else None,

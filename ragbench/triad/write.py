@@ -8,9 +8,10 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, Field
 from ..core import Attempt, Chunk, QAItem, item_id
 from ..llm import arun
-from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, rendered_from, set_stand_in
+from ..prompts import (PromptTemplate, format_chunks, language_rule, register_prompt, render_prompt, rendered_from,
+                              set_stand_in)
 from ..real import style_block
-from ..text import mentions, opening_words
+from ..text import detect_language, mentions, opening_words
 from .bridge import BridgeConfig
 from .config import SeedPlan, TriadConfig
 
@@ -101,7 +102,7 @@ register_prompt(PromptTemplate(
         "- Do not reveal the answer in the question.\n"
         "- The answer is short and factual: a name, a number, a date, a place or a short phrase.\n"
         "- Exactly one answer is correct, and the question can be read only one way.\n"
-        "- Use only what the passages state: no outside knowledge, no guessed links.\n\n"
+        "- Use only what the passages state: no outside knowledge, no guessed links.\n{language_rule}\n"
         "{type_rules}\n{binary_rules}\n"
         "The passages are connected through: {bridge_topic}\n\n"
         "{chunks}\n\n"
@@ -122,7 +123,8 @@ def generation_prompt(chunks: Sequence[Chunk], bridge_topic: str, kind: str, bin
     return render_prompt("triad.generate", role=cfg.role, n=len(chunks), type_rules=type_rule(kind, len(chunks),
         bridge_topic),
                          binary_rules=binary_rules, bridge_topic=bridge_topic, chunks=format_chunks(chunks),
-                         revision=revision, user_examples=style_block(cfg.style_from, cfg.style_examples, cfg.seed)[0])
+                         revision=revision, language_rule=language_rule(detect_language(chunks)),
+                         user_examples=style_block(cfg.style_from, cfg.style_examples, cfg.seed)[0])
 
 # %% ../../nbs/22_triad.write.ipynb #881904fa
 async def agenerate_qa(chunks: Sequence[Chunk], bridge_topic: str, kind: str, binary: bool, llm, cfg: TriadConfig,
@@ -173,4 +175,10 @@ def draft_item(bridge: BridgeConfig, plan: SeedPlan, qa: Optional[QAPair] = None
                   kind=plan.kind, binary=plan.binary, question=qa.question if qa else "",
                   answer=qa.answer if qa else "",
                   bridge_topic=bridge.bridge_topic, gold_chunk_ids=list(bridge.chunk_ids), status="pending",
-                  meta={"seed_id": plan.seed_id, "bridge_via": bridge.via, "shared": bridge.shared})
+                  meta={"seed_id": plan.seed_id, "bridge_via": bridge.via, "shared": bridge.shared,
+                        **_language_meta(bridge.chunks)})
+
+def _language_meta(chunks) -> dict:
+    "{'lang': the chunks' language} for an item's meta, or {} when it is unknown."
+    lang = detect_language(chunks or [])
+    return {"lang": lang} if lang else {}
