@@ -231,3 +231,14 @@ def test_real_questions_as_a_dataset_rank_setups_like_any(hotpot, tmp_path, caps
     for s, d in c["setup_differences"].items():
         assert d["lo"] > 0 and d["says"] == "A overstates", (s, d)   # the copied words flatter every setup: 0.23-0.53
         assert any(l.startswith(s) and "A overstates" in l for l in out.splitlines())
+
+
+def test_a_bad_style_file_is_refused_before_the_run_folder(git, tmp_path, capsys):
+    "issue 43: a missing --style-from file, or a row without a question, exits 2 naming it; no run folder is made."
+    (tmp_path / "bad.jsonl").write_text('{"question": "how do I tag"}\n{"answer": "x"}\n')
+    for cmd, extra, style, msg in (("triad", ["--n", "1"], tmp_path / "none.jsonl", "real questions file not found"),
+                                   ("dora", ["--per-style", "1", "--no-progress"], tmp_path / "bad.jsonl",
+                                    "bad.jsonl:2: field 'question' is missing")):
+        out = tmp_path / cmd
+        rc = main([cmd, "--db", str(git / "db"), "--out", str(out), "--llm", "fake", *extra, "--style-from", str(style)])
+        assert rc == 2 and msg in capsys.readouterr().err and not out.exists()

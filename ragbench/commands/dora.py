@@ -10,6 +10,7 @@ from typing import Callable, Optional, Sequence, Union
 from pydantic import Field
 from ..core import UserError
 from ..gen.base import LLM_FAILING
+from ..real import style_block
 from ..spine import by_role, open_run
 from ..dora.run import (DoraConfig, DoraRun, dora_inputs, load_config, run_dora, run_styles, write_splits)
 from ..dora.splits import pick_test_docs, split_docs
@@ -126,6 +127,7 @@ def dora_command(
     cfg = _dora_options(config, o.styles_file, o.styles, o.split, o.test_docs, o.test_fraction, per_style=o.per_style,
                        seed=o.seed,
                        overgen=o.overgen, entailment=o.entailment, prefilter=o.prefilter, workers=o.workers, **rest)
+    style_block(cfg.style_from, cfg.style_examples, cfg.seed)   # a bad --style-from file fails before the run folder
     run = open_run(o.spec(by_role(o.llm, judge=o.judge_llm, test=o.test_llm), progress=o.progress), name="dora",
                    check=lambda index: dora_inputs(index, o.docs, o.test_docs), in_flight=cfg.workers)
     return _dora_runs(run, cfg, o)

@@ -10,6 +10,7 @@ from typing import Annotated, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field
 from ..core import PathComponent, RunDir, UserError
 from ..gen.base import check_resume, index_fingerprint
+from ..real import style_block
 from ..spine import RunResult, by_role, comma_items, open_run
 from ..triad.checks import CHECKS, SearchMode, checks_of_run
 from ..triad.config import QUESTION_TYPES, TriadConfig
@@ -161,6 +162,7 @@ def triad_command(
 ) -> int:
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
     o, cfg = _command_config(config, options)
+    style_block(cfg.style_from, cfg.style_examples, cfg.seed)   # a bad --style-from file fails before the run folder
     spec = o.spec(by_role(o.llm, judge=o.judge_llm, extract=o.extract_llm), max_usd=o.max_usd,
                   concurrency=cfg.concurrency)
     fresh = not Path(o.out).exists()
