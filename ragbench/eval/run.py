@@ -118,8 +118,8 @@ class _Remembered:
 def _embed_questions(items: Sequence[QAItem], setup: Setup, mode: str, index) -> None:
     "Embed the questions a batch will search with in one call (kept by a `_Remembered` embedder; else nothing)."
     if setup.external or mode != "retrieved" or setup.retrieval == "bm25": return
-    if isinstance(getattr(index, "embedder", None), _Remembered):
-        index.embedder.encode([it.question for it in items if unanswerable_kind(it) != "context" and it.question.strip()])
+    qs = [it.question for it in items if unanswerable_kind(it) != "context" and it.question.strip()]
+    if qs and isinstance(getattr(index, "embedder", None), _Remembered): index.embedder.encode(qs)
 
 # %% ../../nbs/40_eval.07_run.ipynb #0498e22b
 _RETRIEVAL_ONLY = NOT_APPLICABLE + "retrieval-only setup (no answering LLM)"
