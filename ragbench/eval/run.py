@@ -98,6 +98,14 @@ async def _off_loop(fn: Callable, *args):
     if _CPU is None: _CPU = ThreadPoolExecutor(1, thread_name_prefix="ragbench-eval-cpu")
     return await asyncio.get_running_loop().run_in_executor(_CPU, _in_cpu_thread, fn, args)
 
+async def _closing(coro, llms: Sequence):
+    """`await coro`, then close the LLMs' HTTP clients of this event loop: the worker thread's futures keep the loop
+    alive until a garbage collection, which could otherwise close a client from inside a later loop."""
+    try: return await coro
+    finally:
+        for llm in llms:
+            if hasattr(llm, "aclose"): await llm.aclose()
+
 # %% ../../nbs/40_eval.07_run.ipynb #qv-fn01
 class _Remembered:
     "An embedder that embeds each text once (its vector kept in `memo`) and all the new texts of a call in one batch."
@@ -504,7 +512,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                                scoring=scoring)
         bar = _progress_bar(sum(len(p[2]) for p in plan), o.progress)
         with task_usage() as session:
-            try: n_new, stop = arun(score_plan(plan, tr, score, o.batch_size, bar))
+            scoring_run = score_plan(plan, tr, score, o.batch_size, bar)
+            try: n_new, stop = arun(_closing(scoring_run, [*llms.made.values(), judge]))
             finally: bar.close(); forget()
         summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups])
         summary.update(unknown_answer_ids=unknown, items_without_gold=items_without_gold(dataset, ds),

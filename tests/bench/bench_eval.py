@@ -81,20 +81,23 @@ def load() -> str:
 
 HEAVY = ("torch", "sentence_transformers", "transformers")
 
-def import_times() -> None:
+def import_times(sources: list) -> None:
     "Wall seconds of the torch-free commands' start in a fresh interpreter each, and the heavy modules they loaded."
     print(f"\nimports of the commands that never embed (a fresh interpreter each; load {load()}):")
     code = "import sys; from ragbench.cli import main\ntry: main({argv!r})\nexcept SystemExit: pass\n" \
            "print([m for m in {heavy!r} if m in sys.modules])"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for argv in (["--help"], ["report", "--help"], ["compare", "--help"], ["validity", "--help"]):
-        t = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", code.format(argv=argv, heavy=HEAVY)], capture_output=True, text=True,
-                             env=env).stdout.strip().splitlines()[-1]
-        print(f"  ragbench {' '.join(argv):<16} {time.perf_counter() - t:6.2f} s   heavy modules loaded: {out}   (load {load()})")
+    for label, src in sources:
+        env = {**os.environ, "PYTHONPATH": src}
+        for argv in (["--help"], ["report", "--help"], ["compare", "--help"], ["validity", "--help"]):
+            t = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", code.format(argv=argv, heavy=HEAVY)], capture_output=True,
+                                 text=True, env=env).stdout.strip().splitlines()[-1]
+            print(f"  {label:<7} ragbench {' '.join(argv):<16} {time.perf_counter() - t:6.2f} s   heavy modules loaded: "
+                  f"{out}   (load {load()})")
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import torch, sentence_transformers"], env=env, check=True)
-    print(f"  for scale, `import torch, sentence_transformers` alone: {time.perf_counter() - t:.2f} s   (load {load()})")
+    subprocess.run([sys.executable, "-c", "import torch, sentence_transformers"], check=True)
+    print(f"  for scale, `import torch, sentence_transformers` alone: {time.perf_counter() - t:.2f} s   "
+          f"(load {load()})")
 
 
 def speed_child(a) -> None:
@@ -117,15 +120,21 @@ def speed_child(a) -> None:
                       "errors": sum(summ["errors"].values()), "load": load()}))
 
 
+def sources(a) -> list:
+    "(label, folder of its ragbench/) of the code versions measured: the old one if given, then this one."
+    return ([("before", a.before_src)] if a.before_src else []) + [("after", str(ROOT))]
+
+
 def speed(a, url: str, tmp: Path) -> None:
     "The issue-42 evaluation, the old code (if given) and this one, each in its own interpreter against one server."
     ds = load_static(HOTPOT, "hotpotqa", limit=a.n)
-    index_static(HOTPOT, "hotpotqa", tmp / "mini", embedder=None, only_ids={c.chunk_id for it in ds for c in it.contexts})
+    index_static(HOTPOT, "hotpotqa", tmp / "mini", embedder=None,
+                 only_ids={c.chunk_id for it in ds for c in it.contexts})
     print(f"\nevaluation: {a.n} HotpotQA items x 2 setups (dense, hybrid; MiniLM), answers + judges + BERTScore + "
           f"similarity; fake server {a.latency} s, {a.concurrency} in flight")
     print(f"{'code':<8}{'rows':>6}{'requests':>10}{'wall_s':>9}{'ideal_s':>9}{'wall/ideal':>12}{'cpu ms/row':>12}"
-          f"{'errors':>8}   load at the end (uptime)")
-    for label, src in ([("before", a.before_src)] if a.before_src else []) + [("after", str(ROOT))]:
+          f"{'cpu ms/req':>12}{'errors':>8}   load at the end (uptime)")
+    for label, src in sources(a):
         env = {**os.environ, "RAGBENCH_BENCH_SRC": src, "PYTHONPATH": src}
         argv = [sys.executable, __file__, "--speed-child", "--url", url, "--db", str(tmp / "mini"), "--out",
                 str(tmp / f"speed-{label}"), "--n", str(a.n), "--concurrency", str(a.concurrency)]
@@ -135,7 +144,8 @@ def speed(a, url: str, tmp: Path) -> None:
         r = json.loads(res.stdout.strip().splitlines()[-1])
         ideal = r["requests"] * a.latency / a.concurrency
         print(f"{label:<8}{r['rows']:>6}{r['requests']:>10}{r['wall_s']:>9.1f}{ideal:>9.1f}{r['wall_s'] / ideal:>12.2f}"
-              f"{1000 * r['cpu_s'] / r['rows']:>12.1f}{r['errors']:>8}   {r['load']} (at the start: {started})")
+              f"{1000 * r['cpu_s'] / r['rows']:>12.1f}{1000 * r['cpu_s'] / r['requests']:>12.1f}{r['errors']:>8}   "
+              f"{r['load']} (at the start: {started})")
 
 
 def main():
@@ -152,7 +162,7 @@ def main():
     if a.speed_child: return speed_child(a)
     a.n, a.latency = a.n or (40 if a.speed else 100), (2.0 if a.speed else 0.05) if a.latency is None else a.latency
     if a.speed:
-        import_times()
+        import_times(sources(a))
         tmp = Path(tempfile.mkdtemp(prefix="rb-bench-eval-"))
         q = mp.get_context("spawn").Queue()
         srv = mp.get_context("spawn").Process(target=serve, args=(q, a.latency), daemon=True); srv.start()
