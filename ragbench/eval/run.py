@@ -168,6 +168,10 @@ def _system_context(reply: dict, index, threshold: float) -> tuple[SetupContext,
         else: chunks += [known[i] for i in mp["chunk_ids"] if i in known]
     return SetupContext(ids, chunks), maps, docs
 
+def _system_contexts(got: list, index, threshold: float) -> list:
+    "`_system_context` of each (reply, error) of a batch (None for an error)."
+    return [None if err else _system_context(reply, index, threshold) for reply, err in got]
+
 async def _ask_system(items: Sequence[QAItem], setup: Setup, mode: str, index, system) -> tuple[list, list, list, list]:
     "(contexts, answers, mappings, errors) of a batch asked of the user's system; rows that do not apply are not asked."
     import asyncio
@@ -179,11 +183,12 @@ async def _ask_system(items: Sequence[QAItem], setup: Setup, mode: str, index, s
     ask = [i for i, c in enumerate(ctxs) if c is None]
     got = await asyncio.gather(*(_guarded(system.aask(items[i].question)) for i in ask))
     _raise_spent(got)
-    for i, (reply, err) in zip(ask, got):
+    mapped = await _off_loop(_system_contexts, got, index, setup.map_threshold)    # index look-ups, text matching
+    for i, (reply, err), m in zip(ask, got, mapped):
         if err:
             ctxs[i], errors[i] = SetupContext(), err
             continue
-        ctxs[i], maps[i], docs = _system_context(reply, index, setup.map_threshold)
+        ctxs[i], maps[i], docs = m
         answers[i], maps[i] = reply.get("answer"), {"contexts": maps[i], "doc_ids": docs}
     return ctxs, answers, maps, errors
 
@@ -271,7 +276,7 @@ async def _score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, inde
         _raise_spent(got)
         for i, (a, err) in zip(scored, got): answers[i], errors[i] = a, err
     mets = [dict.fromkeys(metric_names(ks)) for _ in items]
-    if mode == "retrieved": _retrieval_metrics(items, ctxs, maps, mets, scored, setup, index, ks)
+    if mode == "retrieved": await _off_loop(_retrieval_metrics, items, ctxs, maps, mets, scored, setup, index, ks)
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
     graded = [i for i in answered if not _expects_abstention(items[i], mode)]
     text = [{} for _ in items]              # the text metrics, computed in the CPU thread while the judges are asked
