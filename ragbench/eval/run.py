@@ -276,7 +276,7 @@ async def _score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, inde
         _raise_spent(got)
         for i, (a, err) in zip(scored, got): answers[i], errors[i] = a, err
     mets = [dict.fromkeys(metric_names(ks)) for _ in items]
-    if mode == "retrieved": await _off_loop(_retrieval_metrics, items, ctxs, maps, mets, scored, setup, index, ks)
+    if mode == "retrieved": _retrieval_metrics(items, ctxs, maps, mets, scored, setup, index, ks)
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
     graded = [i for i in answered if not _expects_abstention(items[i], mode)]
     text = [{} for _ in items]              # the text metrics, computed in the CPU thread while the judges are asked
