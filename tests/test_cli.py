@@ -100,7 +100,10 @@ for _name in ("triad", "dora", "evaluate"):
     _gen = _config_flags(_name)
     ADDED[_name] = {**ADDED.get(_name, {}), **_gen, **({"--config": "config"} if _name != "dora" else {})}
 ADDED["evaluate"].update({"--seed": "seed", "--ks": "ks", "--bertscore-model": "bertscore_model",   # issue 18: every option of
-                          "--parallel-batches": "parallel_batches"})                              # evaluate() has a flag
+                                                                                                # evaluate() has a flag
+                          # issue 42: one in-flight setting, LLM requests in flight (default 16, as generation); it
+                          # replaces issue 18's --parallel-batches (batches in flight), which never raised the LLM's 8
+                          "--concurrency": "concurrency"})
 for _name in ("static", "export-ragas"):           # issue 18: StaticOptions, ExportRagasOptions, and --config FILE
     ADDED[_name] = {**ADDED.get(_name, {}), "--config": "config"}
 # defaults changed on purpose after the snapshot: (command, dest) -> the new default, with the reason

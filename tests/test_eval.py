@@ -719,3 +719,75 @@ def test_static_index_bar_has_a_total(tmp_path, capsys):
     only = {c.chunk_id for it in ds for c in it.contexts}
     index_static(HOTPOT, "hotpotqa", tmp_path / "db", embedder=HashEmbedder(), only_ids=only, progress=True)
     assert f"{len(only)}/{len(only)}" in capsys.readouterr().err
+
+
+# issue 42: evaluation at the speed of the LLM
+from ragbench.embed import HashEmbedder
+
+
+class _SlowHash(HashEmbedder):
+    "The hashing embedder, `pause` seconds a call (an encoder on a busy CPU), noting each call's start, end and texts."
+    def __init__(self, dim: int = 64, pause: float = 0.0):
+        super().__init__(dim)
+        self.pause, self.calls = pause, []
+
+    def encode(self, texts):
+        import time
+        texts, t0 = list(texts), time.time()
+        time.sleep(self.pause)
+        self.calls.append((t0, time.time(), texts))
+        return super().encode(texts)
+
+
+def _opened_with(embedder):
+    "An index factory opening each setup's table with `embedder`."
+    from ragbench.index import ChunkIndex
+    return lambda s: ChunkIndex.open(s.db, table=s.table, embedder=embedder)
+
+
+def test_each_question_embedded_once_per_run_in_one_call_per_batch(tiny, tmp_path):
+    "Before: a dense and a hybrid setup embedded the same question once each, one question per encoder call."
+    emb = _SlowHash(64)
+    setups = [Setup(name="dense", db=str(tiny["db"]), top_k=2), Setup(name="hybrid", db=str(tiny["db"]), top_k=2,
+                                                                     retrieval="hybrid")]
+    kw = dict(judge_llm=None, bertscore=False, similarity_model=None, batch_size=3)
+    evaluate(tiny["ds"], setups, tmp_path / "once", index_factory=_opened_with(emb), **kw)
+    searched = [it.question for it in tiny["ds"] if it.id != "q1-u"]          # q1-u: not applicable when retrieved
+    assert sorted(t for *_, texts in emb.calls for t in texts) == sorted(searched)   # each once, dense and hybrid
+    assert [len(texts) for *_, texts in emb.calls] == [2, 3]                    # a batch's questions in one call
+    plain = evaluate(tiny["ds"], setups, tmp_path / "plain", **kw)             # the table's own embedder, unwrapped
+    from ragbench.eval import read_scores
+    scored = lambda out: {(r["item_id"], r["setup"]): (r["retrieved_chunk_ids"], r["metrics"]) for r in read_scores(out)}
+    assert scored(tmp_path / "once") == scored(tmp_path / "plain") and len(scored(tmp_path / "plain")) == 12
+    assert plain["setups"].keys() == {"dense", "hybrid"}
+
+
+def test_local_cpu_work_leaves_the_llm_requests_going(tiny, tmp_path):
+    "Before: a question's embedding ran on the event loop, so no LLM request was sent while the encoder worked."
+    from ragbench.testing import FakeLLMServer
+    emb = _SlowHash(64, pause=0.6)
+    with FakeLLMServer(latency=0.3) as srv:
+        spec = f"openai:{srv.url}/v1@fake"
+        evaluate(tiny["ds"], [Setup(name="dense", db=str(tiny["db"]), top_k=2, llm=spec)], tmp_path / "ev",
+                 index_factory=_opened_with(emb), judge_llm=spec, judges=("correctness",), bertscore=False,
+                 similarity_model=None, batch_size=1)
+        times = srv.stats()["times"]
+    assert len(emb.calls) == 5                                    # one encoder call per batch of one question
+    during = [t for t0, t1, _ in emb.calls for t in times if t0 + 0.1 < t < t1]
+    assert during, (emb.calls, times)                             # requests went out while the encoder worked
+
+
+def test_concurrency_is_the_requests_in_flight(tiny, tmp_path):
+    "Before: evaluation kept at most the LLM layer's 8 requests in flight whatever --batch-size / --parallel-batches said."
+    from ragbench.testing import FakeLLMServer
+    with FakeLLMServer(latency=0.4) as srv:
+        spec = f"openai:{srv.url}/v1@fake"
+        argv = ["--dataset", str(tiny["path"]), "--setups", str(_setups_file(tmp_path, tiny["db"], spec)),
+                "--judge-llm", spec, "--judges", "correctness,faithfulness", "--no-bertscore", "--quiet"]
+        assert evaluate_cli(argv + ["--out", str(tmp_path / "two"), "--concurrency", "2"]) == 0
+        two = srv.stats()["times"]
+        srv.reset_stats()
+        assert evaluate_cli(argv + ["--out", str(tmp_path / "many")]) == 0     # the default: 16
+        many = srv.stats()["times"]
+    most = lambda ts: max(sum(t <= u < t + 0.35 for u in ts) for t in ts)   # requests sent within one reply's time
+    assert most(two) <= 2 < most(many), (most(two), most(many))

@@ -94,8 +94,8 @@ class EvaluateOptions(BaseModel):
         description="cut-offs k of the " "retrieval metrics, comma-separated (a list in --config)",
     )
     bertscore_model: Optional[str] = Field(None, description="encoder folder for BERTScore (default: the bundled one)")
-    batch_size: int = Field(16, ge=1, description="items scored concurrently")
-    parallel_batches: int = Field(4, ge=1, description="batches in flight at once")
+    concurrency: int = Field(16, ge=1, description="LLM requests in flight (answers and judges)")
+    batch_size: int = Field(16, ge=1, description="items per batch (rows are written a batch at a time)")
     max_calls: Optional[int] = Field(
         None, ge=0, description="LLM requests allowed for the whole evaluation, across resumes"
     )
@@ -151,7 +151,7 @@ def evaluate_command(
     if o.estimate: return _print_estimate(estimate_evaluation(o.dataset, runs, o.out, **kw))
     summary = evaluate(o.dataset, runs, o.out, bertscore=o.bertscore, bertscore_model=o.bertscore_model,
                        ks=cutoffs(o.ks),
-                       batch_size=o.batch_size, parallel_batches=o.parallel_batches, max_calls=o.max_calls,
+                       batch_size=o.batch_size, concurrency=o.concurrency, max_calls=o.max_calls,
                        progress=not o.quiet, ray=o.ray, **kw)
     _report_inputs(summary)
     print(format_summary(summary))

@@ -5,6 +5,7 @@
 # %% ../../nbs/40_eval.07_run.ipynb #7d063385
 from __future__ import annotations
 import json, random, sys, time
+from concurrent.futures import ThreadPoolExecutor
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Annotated, Any, Callable, Collection, Optional, Sequence, Union
@@ -69,6 +70,67 @@ async def _answer(llm, item: QAItem, ctx: SetupContext, setup: Setup) -> str:
     try: return await agenerate_answer(llm, item.question, ctx, setup.prompt, style=item.style)
     except LLMParseError as e: return (e.raw or "").strip()
 
+# %% ../../nbs/40_eval.07_run.ipynb #cpu-fn01
+_CPU: Optional[ThreadPoolExecutor] = None
+_ONE_TORCH_THREAD: set = set()                   # the threads whose torch ops run on one core
+
+def _one_torch_thread() -> None:
+    """Torch on one core in the calling thread only: the other cores serve the LLM requests, and no idle torch thread
+    spins against them (other threads keep their setting)."""
+    import threading
+    torch = sys.modules.get("torch")
+    if torch is None or threading.get_ident() in _ONE_TORCH_THREAD: return
+    n = torch.get_num_threads()                  # this thread takes the process default first
+    torch.set_num_threads(1)                     # this thread's setting, and the default of threads started later:
+    t = threading.Thread(target=torch.set_num_threads, args=(n,))
+    t.start(); t.join()                          # a passing thread puts that default back
+    _ONE_TORCH_THREAD.add(threading.get_ident())
+
+def _in_cpu_thread(fn: Callable, args: tuple):
+    "`fn(*args)` with torch on one core (set again after a first call that imported torch)."
+    _one_torch_thread()
+    try: return fn(*args)
+    finally: _one_torch_thread()
+
+async def _off_loop(fn: Callable, *args):
+    """`fn(*args)` in the one thread that does an evaluation's local CPU work (query embedding, BERTScore, similarity),
+    so that LLM requests go on meanwhile."""
+    import asyncio
+    global _CPU
+    if _CPU is None: _CPU = ThreadPoolExecutor(1, thread_name_prefix="ragbench-eval-cpu")
+    return await asyncio.get_running_loop().run_in_executor(_CPU, _in_cpu_thread, fn, args)
+
+async def _closing(coro, llms: Sequence):
+    """`await coro`, then close the LLMs' HTTP clients of this event loop: the worker thread's futures keep the loop
+    alive until a garbage collection, which could otherwise close a client from inside a later loop."""
+    try: return await coro
+    finally:
+        for llm in llms:
+            if hasattr(llm, "aclose"): await llm.aclose()
+
+# %% ../../nbs/40_eval.07_run.ipynb #qv-fn01
+class _Remembered:
+    "An embedder that embeds each text once (its vector kept in `memo`) and all the new texts of a call in one batch."
+    def __init__(self, embedder, memo: dict): self.inner, self.memo = embedder, memo
+
+    def __getattr__(self, name: str):
+        if name in ("inner", "memo") or name.startswith("__"): raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def encode(self, texts):
+        "Vectors of `texts` as the wrapped embedder makes them, the ones not seen before embedded in one call."
+        import numpy as np
+        texts = list(texts)
+        new = list(dict.fromkeys(t for t in texts if t not in self.memo))
+        if new: self.memo.update(zip(new, self.inner.encode(new)))
+        return np.stack([self.memo[t] for t in texts]) if texts else self.inner.encode([])
+
+def _embed_questions(items: Sequence[QAItem], setup: Setup, mode: str, index) -> None:
+    "Embed the questions a batch will search with in one call (kept by a `_Remembered` embedder; else nothing)."
+    if setup.external or mode != "retrieved" or setup.retrieval == "bm25": return
+    qs = [it.question for it in items if unanswerable_kind(it) != "context" and it.question.strip()]
+    if qs and isinstance(getattr(index, "embedder", None), _Remembered): index.embedder.encode(qs)
+
 # %% ../../nbs/40_eval.07_run.ipynb #0498e22b
 _RETRIEVAL_ONLY = NOT_APPLICABLE + "retrieval-only setup (no answering LLM)"
 
@@ -76,6 +138,7 @@ def _contexts(items: Sequence[QAItem], setup: Setup, mode: str, index, external:
               llm) -> tuple[list[SetupContext], list[Optional[str]]]:
     "(contexts, answers) of a batch: the user's answers file, or the setup's own contexts (answers still to come)."
     ctxs, answers = [], []
+    _embed_questions(items, setup, mode, index)          # one encoder call for the batch's questions
     for it in items:
         if setup.external:
             a = external[(it.id, mode)]
@@ -107,6 +170,10 @@ def _system_context(reply: dict, index, threshold: float) -> tuple[SetupContext,
         else: chunks += [known[i] for i in mp["chunk_ids"] if i in known]
     return SetupContext(ids, chunks), maps, docs
 
+def _system_contexts(got: list, index, threshold: float) -> list:
+    "`_system_context` of each (reply, error) of a batch (None for an error)."
+    return [None if err else _system_context(reply, index, threshold) for reply, err in got]
+
 async def _ask_system(items: Sequence[QAItem], setup: Setup, mode: str, index, system) -> tuple[list, list, list, list]:
     "(contexts, answers, mappings, errors) of a batch asked of the user's system; rows that do not apply are not asked."
     import asyncio
@@ -118,11 +185,12 @@ async def _ask_system(items: Sequence[QAItem], setup: Setup, mode: str, index, s
     ask = [i for i, c in enumerate(ctxs) if c is None]
     got = await asyncio.gather(*(_guarded(system.aask(items[i].question)) for i in ask))
     _raise_spent(got)
-    for i, (reply, err) in zip(ask, got):
+    mapped = await _off_loop(_system_contexts, got, index, setup.map_threshold)    # index look-ups, text matching
+    for i, (reply, err), m in zip(ask, got, mapped):
         if err:
             ctxs[i], errors[i] = SetupContext(), err
             continue
-        ctxs[i], maps[i], docs = _system_context(reply, index, setup.map_threshold)
+        ctxs[i], maps[i], docs = m
         answers[i], maps[i] = reply.get("answer"), {"contexts": maps[i], "doc_ids": docs}
     return ctxs, answers, maps, errors
 
@@ -194,8 +262,7 @@ class _Scoring:
 # %% ../../nbs/40_eval.07_run.ipynb #02c2a6d0
 async def _score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, index=None, llm=None, judge_llm=None,
                       external: Optional[dict] = None, system=None, scoring: Optional[_Scoring] = None) -> list[dict]:
-    """Score `items` for one setup and mode as `scoring` says (`system`: the user's RAG to ask); returns their
-    scores.jsonl rows."""
+    "Score `items` for one setup and mode as `scoring` says (`system`: the user's RAG to ask): their scores.jsonl rows."
     import asyncio
     sc = scoring or _Scoring()
     judges, bertscore, bertscore_model, ks = sc.judges, sc.bertscore, sc.bertscore_model, sc.ks
@@ -203,7 +270,7 @@ async def _score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, inde
     maps: list = [None] * len(items)
     if system is not None: ctxs, answers, maps, errors = await _ask_system(items, setup, mode, index, system)
     else:
-        ctxs, answers = _contexts(items, setup, mode, index, external, llm)
+        ctxs, answers = await _off_loop(_contexts, items, setup, mode, index, external, llm)
         errors = [None] * len(items)
     scored = [i for i, c in enumerate(ctxs) if c.skipped is None and errors[i] is None]
     if not setup.external and llm is not None:
@@ -213,18 +280,20 @@ async def _score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, inde
     mets = [dict.fromkeys(metric_names(ks)) for _ in items]
     if mode == "retrieved": _retrieval_metrics(items, ctxs, maps, mets, scored, setup, index, ks)
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
-    _text_metrics(items, answers, mets, [i for i in answered if not _expects_abstention(items[i], mode)], bertscore,
-                  bertscore_model)
+    graded = [i for i in answered if not _expects_abstention(items[i], mode)]
+    text = [{} for _ in items]              # the text metrics, computed in the CPU thread while the judges are asked
+    textual = _off_loop(_text_metrics, items, answers, text, graded, bertscore, bertscore_model)
     fails, details, again = [[] for _ in items], [{} for _ in items], {}
-    if judge_llm is not None and judges:
-        async def one(i, r=0):
-            it = items[i]
-            return await _guarded(ajudge_answer(judge_llm, question=it.question, reference=it.answer, answer=answers[i],
-                                                context=ctxs[i].text, expect_abstain=_expects_abstention(it, mode),
-                                                judges=judges,
-                                                style=it.style, keypoint_cache=keypoint_cache, cache_key=it.id,
-                                                repeat=r))
-        got = await asyncio.gather(*(one(i) for i in answered))
+    judging = judge_llm is not None and bool(judges)
+    async def one(i, r=0):
+        it = items[i]
+        return await _guarded(ajudge_answer(judge_llm, question=it.question, reference=it.answer, answer=answers[i],
+                                            context=ctxs[i].text, expect_abstain=_expects_abstention(it, mode),
+                                            judges=judges, style=it.style, keypoint_cache=keypoint_cache,
+                                            cache_key=it.id, repeat=r))
+    _, got = await asyncio.gather(textual, asyncio.gather(*(one(i) for i in (answered if judging else ()))))
+    for m, t in zip(mets, text): m.update(t)
+    if judging:
         _raise_spent(got)
         for i, (res, err) in zip(answered, got):
             if err: errors[i] = err
@@ -233,8 +302,7 @@ async def _score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, inde
                 fails[i], details[i] = res[1], res[2]
         if repeats: again = await _reasks(one, [i for i in answered if not errors[i] and items[i].id in repeat_ids],
                                           repeats)
-        _correctness_metrics(items, answers, mets, [i for i in answered if not _expects_abstention(items[i], mode)],
-                             similarity)
+        await _off_loop(_correctness_metrics, items, answers, mets, graded, similarity)
     rows = [_row(*a) for a in zip(items, [setup] * len(items), [mode] * len(items), ctxs, answers, mets, fails, details,
                                   errors)]
     for i, asks in again.items(): rows[i]["judge_repeats"] = _repeats_record(mets[i], fails[i], details[i], asks, sc)
@@ -379,7 +447,7 @@ def _llm_specs(setups: Sequence[Setup], default_llm: Optional[str], judge_llm, l
     return {} if llm_factory is not None else {f"llm{i}": s for i, s in enumerate(sorted(specs - {None}))}
 
 class _EvalSettings(BaseModel):
-    "How `evaluate` scores, as its keyword arguments: modes, judges, text metrics, batching, budget, judge re-asks."
+    "How `evaluate` scores, as its keyword arguments: modes, judges, text metrics, requests in flight, budget, re-asks."
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     modes: Sequence[str] = ("retrieved",)
     judges: Any = Field(default_factory=lambda: JUDGES)               # judge names (default: every registered one)
@@ -387,14 +455,18 @@ class _EvalSettings(BaseModel):
     bertscore_model: Optional[str] = None
     ks: Sequence[int] = DEFAULT_KS                                   # the fixed cutoffs of recall@k and friends
     seed: int = 0                                                    # the judge re-asks' sample
-    batch_size: int = 16
-    parallel_batches: int = 4
+    concurrency: int = Field(16, ge=1)                               # LLM requests in flight (answers and judges)
+    batch_size: int = Field(16, ge=1)                                # items per batch, the rows committed together
     max_calls: Optional[int] = None                                  # LLM calls of the whole run, across resumes
     progress: bool = False
     ray: Optional[str] = None
     similarity_model: Optional[str] = "default"                     # embedder of RAGAS answer correctness; None: off
     judge_repeats: int = 0                                           # re-asks of the judges on a sample of items
     judge_repeat_sample: int = REPEAT_SAMPLE
+
+def _batches_in_flight(concurrency: int, batch_size: int) -> int:
+    "Batches scored at once: enough items (4 per request slot) that `concurrency` requests stay in flight."
+    return max(1, -(-4 * concurrency // batch_size))
 
 def _eval_settings(settings: dict) -> _EvalSettings:
     "`settings` checked: an unknown or ill-typed one is an EvalError naming it."
@@ -422,7 +494,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     check_gold_in_index(ds, setups, indexes)
     similarity = _similarity_embedder(o.similarity_model)
     opened = open_run(RunSpec(out=str(out), models=_llm_specs(setups, default_llm, judge_llm, llm_factory), ray=o.ray,
-                              preflight=False), name="evaluate", in_flight=o.parallel_batches, factory=llm_factory)
+                              preflight=False, concurrency=o.concurrency), name="evaluate",
+                      in_flight=_batches_in_flight(o.concurrency, o.batch_size), factory=llm_factory)
     # the specs are checked, the LLMs made: now the lock
     with opened.tasks() as tr:
         run, t0, llms = RunDir(out), time.time(), opened.pool
@@ -436,8 +509,9 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                 if not r.get("error") and not _needs_repeats(r, repeat_ids, recs, judge_repeats)}
         plan = [(s, mode, _todo(ds, s, mode, done, external)) for s in setups for mode in modes]
         systems = {s.name: _system(s, out / "cache", meter) for s in setups if s.calls_system}
+        remembering, forget = _remember_vectors(indexes, similarity)     # each text embedded once per run
         scoring = _Scoring(judges=judges, bertscore=o.bertscore, bertscore_model=o.bertscore_model, ks=o.ks,
-                          similarity=similarity, repeats=judge_repeats, repeat_ids=repeat_ids, keypoint_cache={})
+                          similarity=remembering, repeats=judge_repeats, repeat_ids=repeat_ids, keypoint_cache={})
         def score(items, s, mode):
             return _score_batch(items, s, mode, index=indexes.get(index_key(s)),
                                llm=None if s.external or s.calls_system else llms.get(s.llm or default_llm),
@@ -445,8 +519,9 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
                                scoring=scoring)
         bar = _progress_bar(sum(len(p[2]) for p in plan), o.progress)
         with task_usage() as session:
-            try: n_new, stop = arun(score_plan(plan, tr, score, o.batch_size, bar))
-            finally: bar.close()
+            scoring_run = score_plan(plan, tr, score, o.batch_size, bar)
+            try: n_new, stop = arun(_closing(scoring_run, [*llms.made.values(), judge]))
+            finally: bar.close(); forget()
         summary = summarize(run.read("scores.jsonl"), setups=[s.name for s in setups])
         summary.update(unknown_answer_ids=unknown, items_without_gold=items_without_gold(dataset, ds),
                        missing_answers={s.name: sum(1 for it in ds for mo in modes if (it.id,
@@ -478,6 +553,19 @@ def _similarity_embedder(spec: Optional[str]):
     if spec is None: return None
     from ragbench.embed import make_embedder
     return make_embedder(None if spec == "default" else spec)
+
+def _remember_vectors(indexes: dict, similarity) -> tuple[Any, Callable[[], None]]:
+    """Give each index (and the similarity embedder) one that embeds each text once per run, one memory per embedder
+    shared by the setups that use it: (the similarity embedder, the undo that gives the indexes theirs back)."""
+    memos, undo = {}, []
+    wrap = lambda e: _Remembered(e, memos.setdefault((type(e).__name__, getattr(e, "name", None),
+                                                     getattr(e, "spec", None)), {}))
+    for ix in indexes.values():
+        e = getattr(ix, "embedder", None)
+        if e is None or isinstance(e, _Remembered): continue
+        ix.embedder = wrap(e)
+        undo.append((ix, e))
+    return (None if similarity is None else wrap(similarity)), lambda: [setattr(ix, "embedder", e) for ix, e in undo]
 
 def _text_models(bertscore: bool, bertscore_model: Optional[str], similarity) -> dict:
     """The encoders behind the text metrics, named in summary.json: BERTScore's model and layer, answer correctness's

@@ -55,7 +55,7 @@ def command_lines() -> dict:
 
 
 EVAL_OPTIONS = ("db", "modes", "judge_llm", "default_llm", "judges", "bertscore", "bertscore_model", "ks", "seed",
-                "batch_size", "parallel_batches", "max_calls", "progress", "ray")   # evaluate()'s keyword settings
+                "batch_size", "concurrency", "max_calls", "progress", "ray")   # evaluate()'s keyword settings
 EVAL_FLAG = {"default_llm": "llm", "progress": "quiet"}                           # their flag's name where it differs
 
 
