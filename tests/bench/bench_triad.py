@@ -4,16 +4,17 @@
     python tests/bench/bench_triad.py --corpus gitdocs --embedder hash --n 40 --latency 0.05 --compare /tmp/before
 
 `--corpus gitdocs`: the Git documentation (`/work/shared/data/gitdocs`, chunked as `ragbench index` does) instead of
-HotpotQA paragraphs. `--under TREE`: run the TRIAD code of another checkout (e.g. `git archive main` unpacked), with
-this checkout's fake server and its rules. `--compare TREE`: run that tree, then this one, each in its own process on
-the same corpus and seed, and print requests and tokens per accepted question and per attempt, by stage, side by side
-(issue 42: at most 9 requests and 25k tokens per accepted question).
+HotpotQA paragraphs. `--under TREE`: run the code of another checkout (e.g. `git archive main | tar -x -C /tmp/before`),
+with this checkout's `fake_rules` (tests/test_triad.py pins the hash of what decides the fake's replies, and it is the
+same on main at dfbff06). `--compare TREE`: run that tree, then this one, each in its own process on the same corpus
+and seed, and print requests and tokens per accepted question and per attempt, by stage, side by side, with the load
+average beside each (issue 42's goal: at most 9 requests and 25k tokens per accepted question).
 
 Throughput: `run_triad` against `ragbench.testing.FakeLLMServer` (child process, fixed latency, field rules giving
 the paper's rates: 81% of attempts pass the judge, 9% of groups "sufficient") through the real OpenAI client
 (`openai:URL/v1@fake-model`) at concurrency C. Figures: wall time vs the ideal requests x latency / C, the server's
-own request count vs the summary's, and real requests per accepted question (goal <= 8; reference code ~22). Peak
-memory (RSS) of this process is printed too.
+own request count vs the summary's, and real requests and tokens per accepted question and per attempt, by stage.
+Peak memory (RSS) of this process is printed too.
 
 (The pre-check study this script ran until issue 41 went with the pre-check: it passed every configuration a run
 offered, so it saved no call; `bench_pairing.py` has the figures.)
