@@ -643,6 +643,10 @@ def test_estimate_prices_every_role_from_the_dated_table(index, tmp_path, capsys
     assert est["total"]["cost_usd"] is None and {r["price_per_1m"] for r in est["by_stage"].values()} == {"no price"}
     assert "no price (a stand-in model)" in out.err
     assert est["by_stage"]["triad.temporal"]["calls"] == 0   # one model labels and classifies: it rides in the label call
+    assert triad_cli(["--db", str(index.db_dir), "--out", str(tmp_path / "est"), "--n", "20", "--estimate",
+                      "--llm", "gemini:gemini-2.5-flash", "--judge-llm", "gemini:gemini-2.5-flash-lite"]) == 0
+    rows = json.loads(capsys.readouterr().out)["by_stage"]  # without --classify-llm the checks stay on the judge's model
+    assert rows["triad.sufficiency"]["llm"] == rows["triad.unanswerable"]["llm"] == "gemini:gemini-2.5-flash-lite"
 
 
 def test_classifier_stages_go_to_the_classify_role(index, lilu):
@@ -656,6 +660,10 @@ def test_classifier_stages_go_to_the_classify_role(index, lilu):
                                                  "triad.unanswerable"}
     assert {r.stage for r in main_s.requests} == {"triad.generate", "triad.judge", "triad.labels"}
     assert {r.schema_name for r in main_s.requests if r.stage == "triad.labels"} == {"_RelevanceLabels"}
+    from ragbench.triad.run import normalise_llms
+    gen, judge = fake(Script()), fake(Script())
+    assert normalise_llms({"generate": gen, "judge": judge})["classify"] is judge   # the checks' model by default
+    assert normalise_llms(gen)["classify"] is gen
 
 
 def test_a_draft_the_run_already_keeps_pays_for_no_check(lilu):

@@ -126,14 +126,14 @@ def read_triad_run(run: Path) -> dict:
     return m
 
 def run_llm_specs(m: dict, llm, judge_llm, extract_llm) -> dict:
-    """{role: spec}: the flags, else the run's own models (classify: a run made before the role had its classifier
-    checks on the judge)."""
+    """{role: spec}: the flags, else the run's own models (classify: as in a run, the judge's unless the run recorded
+    its own; a run made before the role had its checks on the judge)."""
     models = m.get("models") or {}
     gen = llm or models.get("generate")
     if not gen: raise UserError("--llm: the run records no generator model; pass --llm SPEC")
     judge = judge_llm or (llm if llm else models.get("judge")) or gen
     return {"generate": gen, "judge": judge, "extract": extract_llm or (llm if llm else models.get("extract")) or gen,
-            "classify": (llm if llm else models.get("classify")) or judge}
+            "classify": judge_llm or llm or models.get("classify") or judge}
 
 def _run_config(out: Path, manifest: dict, **update) -> TriadConfig:
     "The TriadConfig a run's manifest records (with `update`); a manifest that holds none raises UserError."

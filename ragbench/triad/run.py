@@ -37,12 +37,14 @@ _STAGE_ROLES = {"triad.entities": "classify", "triad.generate": "generate", "tri
 
 def normalise_llms(llms) -> dict:
     """A dict with the four roles (generate, judge, extract: the labeller, classify: sufficiency, entities, temporal and
-    the unanswerable check); a single LLM serves all, a missing role falls back to `generate`."""
+    the unanswerable check); a single LLM serves all, a missing role falls back to `generate` (`classify`: to the judge,
+    which held the two checks before it had a role of its own)."""
     if not isinstance(llms, dict): llms = {"generate": llms}
     if "generate" not in llms: raise ValueError("llms needs at least a 'generate' LLM")
     bad = set(llms) - set(_LLM_ROLES)
     if bad: raise ValueError(f"unknown LLM role {sorted(bad)[0]!r}; roles: {', '.join(_LLM_ROLES)}")
-    return {r: llms.get(r) or llms["generate"] for r in _LLM_ROLES}
+    out = {r: llms.get(r) or llms["generate"] for r in _LLM_ROLES}
+    return {**out, "classify": llms.get("classify") or out["judge"]}
 
 def model_label(llm) -> str:
     "What to record as the model of `llm`: its spec (secrets redacted), or the stand-in's name."
@@ -476,6 +478,7 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
     r, specs = {**_ASSUMED, **(rates or {})}, {k: v for k, v in (specs or {}).items() if v}
     smp = _sample_prompts(index, cfg, pick_seeds(index, cfg)[: min(sample, cfg.seed_cap)], r)
     role_spec = {role: specs.get(role) or specs.get("generate") for role in _LLM_ROLES}
+    role_spec["classify"] = specs.get("classify") or role_spec["judge"]
     calls, run = _stage_calls(index, cfg, smp, r, fold=role_spec["classify"] == role_spec["extract"])
     rows, tot = {}, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
     for stage, (n, role) in calls.items():
