@@ -48,7 +48,8 @@ ADDED = {
               "--n-from-plan": "n_from_plan",                           # issue 20: `ragbench plan --json`'s n per type as the target
               "--llm-timeout": "llm_timeout",                           # issue 40: the LLM request timeout (120 s) as a flag
               # issue 43: a sample of real questions in the writing prompt (TriadConfig fields)
-              "--style-from": "style_from", "--style-examples": "style_examples"},
+              "--style-from": "style_from", "--style-examples": "style_examples",
+              "--classify-llm": "classify_llm"},                        # issue 42: the classifier stages' model (a role)
     "evaluate": {"--max-calls": "max_calls",        # issue 12 #4: one call budget for the whole evaluation, across resumes
                  "--column": "column", **RAY,       # issue 13: your own vector table (--column ROLE=NAME, as search has)
                  "--table": "table",                # issue 25: the table of your own database

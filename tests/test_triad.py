@@ -95,7 +95,9 @@ def default_reply(req):
     if req.stage == "triad.sufficiency": return groups(req)
     if req.stage == "triad.labels":
         cand = parse_chunks(req.prompt.split("Candidate passages:")[1])
-        return {"labels": [{"chunk_id": i, "relevant": k % 3 == 0, "reason": ""} for k, (i, _, _) in enumerate(cand)]}
+        out = {"labels": [{"chunk_id": i, "relevant": k % 3 == 0, "reason": ""} for k, (i, _, _) in enumerate(cand)]}
+        if req.schema_name == "_LabelsAndTemporal": out |= {"temporal_reason": "it orders two dates", "temporal": True}
+        return out
     if req.stage == "triad.unanswerable": return {"answers_question": False, "reason": "no"}
     if req.stage == "triad.temporal": return {"reason": "it orders two dates", "temporal": True}
     raise AssertionError(f"unexpected stage {req.stage}")
@@ -233,12 +235,13 @@ def test_accepted_at_once_end_to_end(index, lilu):
     assert [c.source for c in item.contexts[:2]] == ["gold", "gold"] and item.difficulty in ("easy", "medium", "hard")
     assert len({c.chunk_id for c in item.contexts}) == len(item.contexts)
     assert item.temporal is True and item.models["judge"] == "fake"
-    # calls: 1 entity + 1 generate + 1 judge + 1 check per group (2) + labels in batches of 16 + 1 temporal label
-    # + the whole-index check of the unanswerable variant (on by default since issue 19)
+    # calls: 1 entity + 1 generate + 1 judge + 1 check per group (2) + labels in batches of 32, the first also asking
+    # the temporal label (issue 42) + the whole-index check of the unanswerable variant (on by default since issue 19)
     n_cand = len(item.contexts) - 2
     assert [r.stage for r in s.requests][:5] == ["triad.entities", "triad.generate", "triad.judge", "triad.sufficiency", "triad.sufficiency"]
-    assert s.calls("temporal") == 1 and "temporal" not in item.attempts[0].judge
-    assert len(s.requests) == 5 + -(-n_cand // 16) + 1 + s.calls("unanswerable")
+    assert s.calls("temporal") == 0 and "temporal" not in item.attempts[0].judge
+    assert item.meta["temporal_reason"] == "it orders two dates"
+    assert len(s.requests) == 5 + -(-n_cand // 32) + s.calls("unanswerable")
     if len(keep) > 1:
         v = keep[1]
         assert not v.answerable and v.meta["variant_of"] == item.id and all(c.relevant is False or c.source == "gold" for c in v.contexts)
@@ -338,11 +341,16 @@ def test_three_chunk_question_answerable_from_two_is_rejected(corpus):
     s = Script(sufficiency=[lambda req: groups(req, two_suffice, "Lilu and Alû together state it.")])
     it, _ = _validate(three, s, kind="comparison", bridge="Lilu")
     assert it.status == "rejected" and {a.failed_check for a in it.attempts} == {"sufficiency"}
-    assert it.attempts[0].sufficiency == [True, False, False]
+    assert it.attempts[0].sufficiency == [True]             # issue 42: the first pair answers, the others are not asked
     assert "without 'Maha Sona'" in it.attempts[0].feedback
-    asked = [r.prompt for r in s.requests if r.stage == "triad.sufficiency"][:3]
-    assert [p.count("<chunk id=") for p in asked] == [2, 2, 2]                  # the 3 pairs, each in its own call
     assert "every one of the 3 passages" in [r for r in s.requests if r.stage == "triad.generate"][0].prompt
+    last_two = lambda part: 'title="Alû"' in part and 'title="Maha Sona"' in part
+    s = Script(sufficiency=[lambda req: groups(req, last_two, "Alû and Maha Sona together state it.")])
+    it, _ = _validate(three, s, kind="comparison", bridge="Lilu", max_rounds=1)
+    assert it.status == "rejected" and it.attempts[0].sufficiency == [False, False, True]
+    assert "without 'Lilu (mythology)'" in it.attempts[0].feedback
+    asked = [r.prompt for r in s.requests if r.stage == "triad.sufficiency"]
+    assert [p.count("<chunk id=") for p in asked] == [2, 2, 2]                  # the 3 pairs, each in its own call
 
 
 def test_single_chunk_sufficient_rejected(lilu):
@@ -390,7 +398,10 @@ def test_one_question_written_for_several_seeds_is_in_the_dataset_once(index, tm
     ds = [QAItem.model_validate_json(l) for l in open(tmp_path / "run" / "dataset.jsonl")]
     assert [i.question for i in ds] == ["Which of the two was written first?"]          # before: three identical items
     dups = [QAItem.model_validate_json(l) for l in open(tmp_path / "run" / "duplicates.jsonl")]
-    assert summary["accepted"] == 1 and summary["duplicates"] == len(dups) >= 2
+    # issue 42: a seed whose draft repeats the question of a finished seed before it pays for no check ("repeat")
+    rej = [QAItem.model_validate_json(l) for l in open(tmp_path / "run" / "rejected.jsonl")]
+    repeats = [i for i in rej if i.attempts and i.attempts[-1].failed_check == "repeat"]
+    assert summary["accepted"] == 1 and summary["duplicates"] == len(dups) and len(dups) + len(repeats) >= 2
     assert summary["stop_reason"] != "target reached"                                  # one distinct question is not three
     seeds = [json.loads(l) for l in open(tmp_path / "run" / "seeds.jsonl")]
     assert sum(r["outcome"] == "duplicate" for r in seeds) == len(dups)
@@ -407,6 +418,29 @@ def fake_rules(judge_pass: float = 1.0, sufficient_p: float = 0.0):
     try: yield
     finally:
         for t in saved: register_prompt(t)
+
+
+def fake_script_hash() -> str:
+    """The hash of what decides the fake server's TRIAD replies: `fake_rules`, the server's reply path, the template
+    model, and the stand-in rules of the stages that decide acceptance (entities, generate, judge, sufficiency)."""
+    import hashlib, inspect
+    import ragbench.llm.template as template
+    from ragbench.prompts import PROMPTS
+    from ragbench.testing.server import FakeLLMServer
+    parts = [inspect.getsource(fake_rules), inspect.getsource(FakeLLMServer._reply),
+             inspect.getsource(FakeLLMServer._scripted), inspect.getsource(template)]
+    for name in ("triad.entities", "triad.generate", "triad.judge", "triad.sufficiency"):
+        parts += [f"{name}.{k}:" + inspect.getsource(f) for k, f in sorted((PROMPTS[name].stand_in or {}).items())]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+# issue 42: bench_triad.py's requests and tokens per accepted question are measured against these replies; a fake that
+# accepts more would lower them without a cheaper pipeline. Change this pin only with a new "before" measured on it.
+FAKE_SCRIPT_HASH = "24319e874a6f938b"   # the same on main at dfbff06 (the "before")
+
+def test_the_fake_script_is_pinned():
+    "issue 42: the fake's scripted TRIAD replies are the ones the cost figures were measured against."
+    assert fake_script_hash() == FAKE_SCRIPT_HASH, "the fake's replies changed: re-measure bench_triad.py's before"
 
 
 def triad_cli(argv): return main(["triad", *argv])
@@ -455,6 +489,9 @@ def test_summary_counts_every_request_and_keeps_plan_order(git_index, tmp_path):
                               "--n", "8", "--concurrency", "8", "--seed", "3"]) == 0
             s = json.loads((out / "summary.json").read_text())
             assert s["llm"]["calls"] == srv.stats()["requests"], (s["llm"]["calls"], srv.stats())
+            # issue 42: requests and tokens per accepted question and per attempt, by stage
+            assert s["usage_per_accepted"]["calls"] == round(s["llm"]["calls"] / s["accepted"], 2)
+            assert set(s["usage_per_attempt"]["by_stage"]) == set(s["usage_by_stage"])
             runs.append(out)
     ids = [[json.loads(l)["id"] for l in open(o / "dataset.jsonl")] for o in runs]
     assert ids[0] == ids[1]                                                     # same seed, same items, in plan order
@@ -580,6 +617,75 @@ def test_estimate_spends_nothing(index, tmp_path, capsys):
     est = json.loads(capsys.readouterr().out)
     assert est["total"]["calls"] > 20 and est["total"]["cost_usd"] > 0 and not (tmp_path / "est").exists()
     assert "triad.temporal" in est["by_stage"]              # its own classifier call since issue 19 (before: folded into the judge)
+
+
+def test_estimate_prices_every_role_from_the_dated_table(index, tmp_path, capsys):
+    "issue 42: each stage has a role and a price from the dated table, a config's `prices` over it; stand-ins: no price."
+    from ragbench.llm.usage import PRICES_AS_OF
+    cfg = tmp_path / "triad.yaml"
+    cfg.write_text("prices:\n  gemini-2.5-flash-lite: [1.0, 2.0]\n")
+    assert triad_cli(["--db", str(index.db_dir), "--out", str(tmp_path / "est"), "--n", "20", "--estimate", "--config",
+                      str(cfg), "--llm", "gemini:gemini-2.5-flash", "--classify-llm", "gemini:gemini-2.5-flash-lite"]) == 0
+    out = capsys.readouterr()
+    est, rows = json.loads(out.out), json.loads(out.out)["by_stage"]
+    assert {s: r["role"] for s, r in rows.items()} == {
+        "triad.entities": "classify", "triad.generate": "generate", "triad.judge": "judge", "triad.sufficiency": "classify",
+        "triad.labels": "extract", "triad.temporal": "classify", "triad.unanswerable": "classify"}
+    assert rows["triad.sufficiency"]["price_per_1m"] == [1.0, 2.0] and rows["triad.judge"]["price_per_1m"] == [0.3, 2.5]
+    assert rows["triad.temporal"]["calls"] > 0               # the classifier is not the labeller: its own call
+    assert est["prices_as_of"] == PRICES_AS_OF and f"prices as of {PRICES_AS_OF}" in out.err
+    assert {"calls_per_accepted", "tokens_per_accepted", "calls_per_attempt", "tokens_per_attempt"} <= set(est)
+    assert {"calls_per_accepted", "tokens_per_accepted", "calls_per_attempt"} <= set(rows["triad.labels"])
+    assert triad_cli(["--db", str(index.db_dir), "--out", str(tmp_path / "est"), "--n", "20", "--estimate",
+                      "--llm", "template"]) == 0
+    out = capsys.readouterr()
+    est = json.loads(out.out)
+    assert est["total"]["cost_usd"] is None and {r["price_per_1m"] for r in est["by_stage"].values()} == {"no price"}
+    assert "no price (a stand-in model)" in out.err
+    assert est["by_stage"]["triad.temporal"]["calls"] == 0   # one model labels and classifies: it rides in the label call
+    assert triad_cli(["--db", str(index.db_dir), "--out", str(tmp_path / "est"), "--n", "20", "--estimate",
+                      "--llm", "gemini:gemini-2.5-flash", "--judge-llm", "gemini:gemini-2.5-flash-lite"]) == 0
+    rows = json.loads(capsys.readouterr().out)["by_stage"]  # without --classify-llm the checks stay on the judge's model
+    assert rows["triad.sufficiency"]["llm"] == rows["triad.unanswerable"]["llm"] == "gemini:gemini-2.5-flash-lite"
+
+
+def test_classifier_stages_go_to_the_classify_role(index, lilu):
+    "issue 42: entities, sufficiency, the temporal label and the unanswerable check go to `classify`; the rest stay."
+    main_s, cls_s = Script(), Script()
+    cfg = TriadConfig(types=["comparison"], neighbours_k=30, binary_share=0.0)
+    rec, keep, _ = _process_seed(SeedPlan(seed_id=lilu[0].id, kind="comparison", binary=False), index,
+                                 {"generate": fake(main_s), "classify": fake(cls_s)}, cfg)
+    assert rec["outcome"] == "accepted" and keep[0].temporal is True
+    assert {r.stage for r in cls_s.requests} == {"triad.entities", "triad.sufficiency", "triad.temporal",
+                                                 "triad.unanswerable"}
+    assert {r.stage for r in main_s.requests} == {"triad.generate", "triad.judge", "triad.labels"}
+    assert {r.schema_name for r in main_s.requests if r.stage == "triad.labels"} == {"_RelevanceLabels"}
+    from ragbench.triad.run import normalise_llms
+    gen, judge = fake(Script()), fake(Script())
+    assert normalise_llms({"generate": gen, "judge": judge})["classify"] is judge   # the checks' model by default
+    assert normalise_llms(gen)["classify"] is gen
+
+
+def test_a_draft_the_run_already_keeps_pays_for_no_check(lilu):
+    "issue 42: a draft repeating a question an earlier seed of the plan brought is not judged, and ends the seed."
+    from ragbench.core import QAItem
+    from ragbench.gen.base import TaskResult
+    from ragbench.llm import arun
+    from ragbench.triad.judge import avalidate
+    from ragbench.triad.run import TriadMethod, _note_kept, _repeats
+    s = Script()
+    b = BridgeConfig(seed_id=lilu[0].id, chunk_ids=[c.id for c in lilu], bridge_topic="Lilu")
+    it = draft_item(b, SeedPlan(seed_id=lilu[0].id, kind="comparison", binary=False))
+    llm = fake(s)
+    out = arun(avalidate(it, list(lilu), gen_llm=llm, judge_llm=llm, cfg=TriadConfig(), repeats=lambda q: True))
+    assert [a.failed_check for a in out.attempts] == ["repeat"] and out.status == "rejected"
+    assert (s.calls("generate"), s.calls("judge"), s.calls("sufficiency")) == (1, 0, 0)
+    m = TriadMethod(llm, TriadConfig(n=3))
+    kept = QAItem(id="q1", method="triad", kind="comparison", question="Which is older, A or B?", answer="A",
+                  status="accepted")
+    _note_kept(m, TaskResult(task_id="s", position=5, outcome="accepted", items=[kept]))
+    assert _repeats(m, 6, "which is older, A or B") and not _repeats(m, 4, "Which is older, A or B?")
+    assert not _repeats(TriadMethod(llm, TriadConfig(n_per_type={"comparison": 2})), 6, "Which is older, A or B?")
 
 
 # ---------------------------------------------------------------------------------------------- qualify

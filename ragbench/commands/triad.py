@@ -59,8 +59,15 @@ def _print_estimate(est: dict) -> None:
     print(json.dumps(est, indent=2))
     t = est["total"]
     print(f"estimate for {est['n']} accepted questions: ~{t['calls']} LLM calls, ~{t['input_tokens'] + t['output_tokens']} tokens, "
-          f"cost {t['cost_usd'] if t['cost_usd'] is not None else 'unknown (no price for a model)'} USD "
-          f"({est['calls_per_accepted']} calls per accepted question)", file=sys.stderr)
+          + (f"cost {t['cost_usd']} USD " if t['cost_usd'] is not None else f"cost: {_no_cost(est)} ") +
+          f"({est['calls_per_accepted']} calls, {est['tokens_per_accepted']} tokens per accepted question; "
+          f"prices as of {est['prices_as_of']})", file=sys.stderr)
+
+def _no_cost(est: dict) -> str:
+    "Why the estimate has no cost: a stand-in has no price, or the table lacks a model."
+    rows = est["by_stage"].values()
+    if any(r["price_per_1m"] == "no price" for r in rows): return "no price (a stand-in model)"
+    return "unknown (no price for a model; set `prices:` in --config)"
 
 # %% ../../nbs/90_commands.09_triad.ipynb #108ab59f
 def _refuse_mixed_resume(out: Path, index, cfg: TriadConfig, llms: dict) -> None:
@@ -146,6 +153,8 @@ class _TriadOptions(RunOptions):
     binary_share: float = Field(0.5, description="share of yes/no questions (0..1)")
     judge_llm: Optional[str] = Field(None, description="judge LLM spec (default: --llm)")
     extract_llm: Optional[str] = Field(None, description="relevance-labelling LLM spec (default: --llm)")
+    classify_llm: Optional[str] = Field(None, description="LLM spec of the classifier stages: sufficiency, "
+                                        "entities, temporal, the unanswerable check (default: --judge-llm, else --llm)")
     seed: int = Field(0, description="random seed")
     seeds_file: Optional[str] = Field(None, description="file of seed chunk ids, one per line")
     max_usd: Optional[float] = Field(None, description="hard limit on cost in USD (where prices are known)")
@@ -163,7 +172,8 @@ def triad_command(
     "Generate (or resume) a validated multi-hop TRIAD dataset from a LanceDB index."
     o, cfg = _command_config(config, options)
     style_block(cfg.style_from, cfg.style_examples, cfg.seed)   # a bad --style-from file fails before the run folder
-    spec = o.spec(by_role(o.llm, judge=o.judge_llm, extract=o.extract_llm), max_usd=o.max_usd,
+    spec = o.spec(by_role(o.llm, judge=o.judge_llm, extract=o.extract_llm, classify=o.classify_llm or o.judge_llm),
+                  max_usd=o.max_usd,
                   concurrency=cfg.concurrency)
     fresh = not Path(o.out).exists()
     run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, o.seeds_file),

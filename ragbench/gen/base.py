@@ -479,7 +479,7 @@ def run_summary(method: GenerationMethod, results: dict, sel: Selection, meter, 
     accepted = sum(i.answerable and i.status == "accepted" for i in sel.dataset)
     tot = meter.totals()
     drafts = sum(i.answerable and i.status == "draft" for i in sel.dataset)
-    return {"kind": method.name, "target": method.target, "stop_reason": stop, "accepted": accepted, "drafts": drafts,
+    s = {"kind": method.name, "target": method.target, "stop_reason": stop, "accepted": accepted, "drafts": drafts,
             "overflow": sum(i.answerable for i in sel.overflow),
             "duplicates": sum(i.answerable for i in sel.duplicates),
             "tasks": {"finished": sum(r.outcome != "error" for r in rs), "errors": outcomes.get("error", 0),
@@ -489,6 +489,17 @@ def run_summary(method: GenerationMethod, results: dict, sel: Selection, meter, 
             "llm": {**tot, "calls_per_accepted": _rate(tot.get("calls", 0), accepted)},
             "usage_by_stage": meter.by_stage(), "session": session,
             **method.summarize(sorted(rs, key=lambda r: r.position), sel)}
+    s["usage_per_accepted"] = _usage_per(s["usage_by_stage"], accepted)
+    if s.get("attempts"): s["usage_per_attempt"] = _usage_per(s["usage_by_stage"], s["attempts"])
+    return s
+
+def _usage_per(by_stage: dict, n: int) -> Optional[dict]:
+    "Requests and tokens per unit (accepted question, attempt), in all and by stage (None when there is none)."
+    if not n: return None
+    per = lambda r: {"calls": round(r.get("calls", 0) / n, 2),
+                     "tokens": round((r.get("input_tokens", 0) + r.get("output_tokens", 0)) / n)}
+    total = {k: sum(r.get(k, 0) for r in by_stage.values()) for k in ("calls", "input_tokens", "output_tokens")}
+    return {**per(total), "by_stage": {s: per(r) for s, r in by_stage.items()}}
 
 # %% ../../nbs/17_gen.base.ipynb #37fa19ee
 async def _run_one(method: GenerationMethod, task: Task, index) -> TaskResult:

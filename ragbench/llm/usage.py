@@ -14,9 +14,10 @@ from .errors import BudgetExceeded, LLMConfigError
 _log = logging.getLogger("ragbench.llm")
 
 # %% auto #0
-__all__ = ['price_for', 'cost_usd', 'CallMeter', 'counting', 'task_usage', 'task_meters', 'count_event']
+__all__ = ['PRICES_AS_OF', 'price_for', 'cost_usd', 'CallMeter', 'counting', 'task_usage', 'task_meters', 'count_event']
 
 # %% ../../nbs/03_llm.02_usage.ipynb #bbe4d7b8
+PRICES_AS_OF = "2026-11-30"   # the providers' list prices on this date; a config's `prices` overrides them
 _PRICES: dict[str, tuple[float, float]] = {
     "gemini-2.5-pro": (1.25, 10.0), "gemini-2.5-flash": (0.30, 2.50), "gemini-2.5-flash-lite": (0.10, 0.40),
     "gemini-2.0-flash": (0.10, 0.40), "gemini-2.0-flash-lite": (0.075, 0.30),
@@ -24,13 +25,15 @@ _PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-nano": (0.10, 0.40), "gpt-5": (1.25, 10.0), "gpt-5-mini": (0.25, 2.0), "gpt-5-nano": (0.05, 0.40),
 }
 
-def price_for(model: Optional[str]) -> Optional[tuple[float, float]]:
-    "USD per 1M (input, output) tokens for `model`: exact match, else the longest known prefix, else None."
+def price_for(model: Optional[str], prices: Optional[dict] = None) -> Optional[tuple[float, float]]:
+    """USD per 1M (input, output) tokens for `model`: exact match, else the longest known prefix, else None (`prices`:
+    {model: (in, out)} over the shipped table)."""
     if not model: return None
+    table = {**_PRICES, **{k.lower(): tuple(v) for k, v in (prices or {}).items()}}
     m = model.split("/")[-1].lower()
-    if m in _PRICES: return _PRICES[m]
-    keys = [k for k in _PRICES if m.startswith(k + "-")]
-    return _PRICES[max(keys, key=len)] if keys else None
+    if m in table: return table[m]
+    keys = [k for k in table if m.startswith(k + "-")]
+    return table[max(keys, key=len)] if keys else None
 
 # %% ../../nbs/03_llm.02_usage.ipynb #5cd4f00d
 def cost_usd(price, input_tokens, output_tokens) -> Optional[float]:

@@ -62,7 +62,8 @@ class TriadConfig(BaseModel):
     extract_k: int = Field(10, ge=0, description="neighbours retrieved per gold chunk")
     question_k: int = Field(10, ge=0, description="chunks retrieved with the question itself")
     search_mode: Literal["dense", "bm25", "hybrid"] = "dense"
-    label_batch: int = Field(16, ge=1, description="candidates labelled per LLM call")
+    label_batch: int = Field(32, ge=1, description="candidates labelled per LLM call (32: one call for the 30 "
+                             "candidates of a two-chunk question)")
     hard_max: int = Field(0, ge=0, description="at most this many relevant non-gold contexts -> hard")
     easy_min: int = Field(3, ge=1, description="at least this many relevant non-gold contexts -> easy")
     unanswerable: bool = Field(True, description="add an unanswerable variant of each accepted question")
@@ -71,6 +72,10 @@ class TriadConfig(BaseModel):
         True, description="check the variant against the whole index (the card counts the unchecked)"
     )
     unanswerable_k: int = Field(10, ge=1, description="chunks retrieved for the whole-index check")
+    # cost
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="USD per 1M (input, output) tokens by model name, over the shipped price "
+        "table (the estimate's prices; a config-file mapping, e.g. `gpt-4.1-mini: [0.4, 1.6]`)")
 
     @field_validator("types")
     @classmethod

@@ -90,28 +90,57 @@ class _RelevanceLabels(BaseModel):
     "Output of the batched relevance prompt."
     labels: list[_RelevanceLabel]   # required: `{}` or `{"unexpected": true}` is a failure, not an empty list
 
+_LABELS_ASK = (
+    "A question, its answer and the gold passages that answer it are given. For each candidate passage, "
+    "decide whether it is relevant: it states a fact that helps answer this question (a step of the reasoning, "
+    "the answer itself, or the same facts as a gold passage). Being on a related topic is not enough.\n\n"
+    "Question: {question}\nAnswer: {answer}\n\nGold passages:\n{gold}\n\nCandidate passages:\n{candidates}\n\n")
+_LABELS_JSON = "\"labels\": [{{\"chunk_id\": \"<the candidate's id>\", \"relevant\": true or false, \"reason\": \"a few words\"}}]"
+# the temporal question, asked alone (`triad.temporal`) or beside the labels of the first batch (issue 42)
+_TEMPORAL_ASK = ("Does answering this question need reasoning about time: comparing dates or periods, computing a "
+                 "duration, ordering events, or knowing what was true at a given moment? A question that only mentions "
+                 "a date, or whose answer merely is a date that is stated outright, does not.")
+
 register_prompt(PromptTemplate(
     name="triad.labels",
     system="You label passages as relevant or not to a question. Reply with JSON only.",
-    template=(
-        "A question, its answer and the gold passages that answer it are given. For each candidate passage, "
-        "decide whether it is relevant: it states a fact that helps answer this question (a step of the reasoning, "
-        "the answer itself, or the same facts as a gold passage). Being on a related topic is not enough.\n\n"
-        "Question: {question}\nAnswer: {answer}\n\nGold passages:\n{gold}\n\nCandidate passages:\n{candidates}\n\n"
-        "Reply with JSON only, one label for every candidate passage:\n"
-        "{{\"labels\": [{{\"chunk_id\": \"<the candidate's id>\", \"relevant\": true or false, \"reason\": \"a few words\"}}]}}"),
+    template=_LABELS_ASK + "Reply with JSON only, one label for every candidate passage:\n{{" + _LABELS_JSON + "}}",
     output=_RelevanceLabels,
     description="TRIAD contexts: relevance labels for a batch of candidate contexts."))
 
+class _TemporalLabel(BaseModel):
+    "Output of the temporal classifier: a reason, then whether answering needs temporal reasoning."
+    reason: str = ""
+    temporal: bool
+
+class _LabelsAndTemporal(_RelevanceLabels):
+    "The batched relevance labels and, in fields of their own, the question's temporal label (reason, then verdict)."
+    temporal_reason: str = ""
+    temporal: bool
+
+register_prompt(PromptTemplate(
+    name="triad.labels_temporal",
+    system="You label passages as relevant or not to a question, and classify the question. Reply with JSON only.",
+    template=(_LABELS_ASK + "Separately, about the question itself: " + _TEMPORAL_ASK + "\n\n"
+              "Reply with JSON only, one label for every candidate passage, then the temporal verdict:\n{{"
+              + _LABELS_JSON + ", \"temporal_reason\": \"one short sentence\", \"temporal\": true or false}}"),
+    output=_LabelsAndTemporal,
+    description="TRIAD contexts: relevance labels for the first batch of candidates and the temporal label, apart."))
+
 set_stand_in("triad.labels", {"relevant": lambda ctx: ctx.index % 3 == 0})   # the stand-in: every third
+set_stand_in("triad.labels_temporal", {"relevant": lambda ctx: ctx.index % 3 == 0, "temporal": lambda ctx: False})
 
 # %% ../../nbs/24_triad.contexts.ipynb #a60b7cf9
-async def _label_batch(item: QAItem, gold: Sequence[Chunk], batch: Sequence[Chunk], llm):
-    "(labels of one batch by chunk id, ids outside the batch dropped; the parse error when the reply never parsed)."
-    system, prompt = render_prompt("triad.labels", question=item.question, answer=item.answer,
+async def _label_batch(item: QAItem, gold: Sequence[Chunk], batch: Sequence[Chunk], llm, temporal=None):
+    """(labels of one batch by chunk id, ids outside the batch dropped; the parse error when the reply never parsed);
+    `temporal`: a list that gets the reply's temporal label (the question is asked it too)."""
+    name, schema = ("triad.labels", _RelevanceLabels) if temporal is None else ("triad.labels_temporal",
+                                                                               _LabelsAndTemporal)
+    system, prompt = render_prompt(name, question=item.question, answer=item.answer,
                                    gold=format_chunks(gold), candidates=format_chunks(batch))
-    try: out = await llm.acomplete(prompt, _RelevanceLabels, system=system, stage="triad.labels")
+    try: out = await llm.acomplete(prompt, schema, system=system, stage="triad.labels")
     except LLMParseError as e: return {}, e
+    if temporal is not None: temporal.append(_TemporalLabel(reason=out.temporal_reason, temporal=out.temporal))
     want = {c.id for c in batch}
     return {l.chunk_id: l for l in out.labels if l.chunk_id in want}, None
 
@@ -125,8 +154,10 @@ def _labelled(c: Context, labels: dict) -> Context:
 
 # %% ../../nbs/24_triad.contexts.ipynb #7040077d
 async def _alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, cfg: TriadConfig, *,
-                          chunks: Optional[dict] = None, gold: Optional[Sequence[Chunk]] = None) -> list[Context]:
-    "Label `cands` with batched LLM calls (missing labels asked once more); LLMParseError if some stay unlabelled."
+                          chunks: Optional[dict] = None, gold: Optional[Sequence[Chunk]] = None,
+                          temporal: Optional[list] = None) -> list[Context]:
+    """Label `cands` with batched LLM calls (missing labels asked once more); LLMParseError if some stay unlabelled
+    (`temporal`: a list that gets the temporal label, asked in the first batch)."""
     if not cands: return []
     gold = list(gold) if gold else await in_thread(index.get_many, item.gold_chunk_ids)
     texts = chunks or {c.id: c for c in await in_thread(index.get_many, [c.chunk_id for c in cands])}
@@ -135,7 +166,9 @@ async def _alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, c
     errors: list = []
     for last in (False, True):
         batches = [todo[i:i + cfg.label_batch] for i in range(0, len(todo), cfg.label_batch)]
-        for b, (got, err) in zip(batches, await asyncio.gather(*(_label_batch(item, gold, b, llm) for b in batches))):
+        asks = [temporal if i == 0 and not last else None for i in range(len(batches))]
+        for b, (got, err) in zip(batches, await asyncio.gather(*(_label_batch(item, gold, b, llm, t)
+                                                                 for b, t in zip(batches, asks)))):
             labels.update(got)
             errors += [err] if err else []
             if not err and len(got) < len(b): _count_partial(llm, last)
@@ -144,6 +177,8 @@ async def _alabel_contexts(item: QAItem, cands: Sequence[Context], index, llm, c
     if todo: raise _labelling_failed(item, len(todo), len(cands), errors)
     return [_labelled(c, labels) for c in cands]
 
+
+# %% ../../nbs/24_triad.contexts.ipynb #7040077db
 def _count_partial(llm, last: bool) -> None:
     """Count a reply that parsed but left labels out: `partial` when they are asked again, a failure ('incomplete') when
     not."""
@@ -244,35 +279,30 @@ def difficulty(contexts: Sequence[Context], cfg: TriadConfig) -> str:
 
 # %% ../../nbs/24_triad.contexts.ipynb #8153e063
 async def aextract(item: QAItem, index, llm, cfg: TriadConfig, gold: Optional[Sequence[Chunk]] = None,
-                   known: Optional[dict] = None, question_hits: Optional[list] = None) -> QAItem:
+                   known: Optional[dict] = None, question_hits: Optional[list] = None, temporal: bool = False) -> QAItem:
     """Add labelled contexts (gold first) and the difficulty to an accepted item (`gold`, `known`, `question_hits`:
-    lookups at hand)."""
+    lookups at hand; `temporal`: the first label call also asks the temporal label, set when its reply parsed)."""
     pairs = await _candidate_chunks(item, index, cfg, known, question_hits)
+    got: Optional[list] = [] if temporal else None
     labelled = await _alabel_contexts(item, [c for c, _ in pairs], index, llm, cfg,
-                                     chunks={ch.id: ch for _, ch in pairs}, gold=gold)
+                                     chunks={ch.id: ch for _, ch in pairs}, gold=gold, temporal=got)
     contexts = [Context(chunk_id=g, relevant=True, source="gold") for g in item.gold_chunk_ids] + labelled
     meta = {**item.meta, "n_relevant": sum(c.relevant is True for c in contexts),
             "n_unlabelled": sum(c.relevant is None for c in contexts)}
-    return item.model_copy(update={"contexts": contexts, "difficulty": difficulty(contexts, cfg), "meta": meta})
+    update = {"temporal": got[0].temporal, "meta": {**meta, "temporal_reason": got[0].reason}} if got else {}
+    return item.model_copy(update={"contexts": contexts, "difficulty": difficulty(contexts, cfg), "meta": meta,
+                                   **update})
 
 def extract(item, index, llm, cfg) -> QAItem:
     "Sync wrapper of `aextract`."
     return arun(aextract(item, index, llm, cfg))
 
 # %% ../../nbs/24_triad.contexts.ipynb #294b98dd
-class _TemporalLabel(BaseModel):
-    "Output of the temporal classifier: a reason, then whether answering needs temporal reasoning."
-    reason: str = ""
-    temporal: bool
-
 register_prompt(PromptTemplate(
     name="triad.temporal",
     system="You classify questions. Reply with JSON only.",
     template=(
-        "Does answering this question need reasoning about time: comparing dates or periods, computing a duration, "
-        "ordering events, or knowing what was true at a given moment? A question that only mentions a date, or "
-        "whose answer merely is a date that is stated outright, does not.\n\n"
-        "Question: {question}\nAnswer: {answer}\n\n"
+        _TEMPORAL_ASK + "\n\nQuestion: {question}\nAnswer: {answer}\n\n"
         "Reply with JSON only: {{\"reason\": \"one short sentence\", \"temporal\": true or false}}"),
     output=_TemporalLabel,
     description="TRIAD temporal label: does answering need temporal reasoning?"))

@@ -207,16 +207,22 @@ async def ajudge(qa: QAPair, chunks: Sequence[Chunk], llm, kind: str, binary: bo
     return await _ask(llm, prompt, system, _JudgeVerdict, "triad.judge")
 
 # %% ../../nbs/23_triad.judge.ipynb #0d0d3118
-async def asufficiency(question: str, chunks: Sequence[Chunk], llm) -> list[tuple[tuple[int, ...], Optional[bool],
-    str]]:
+async def asufficiency(question: str, chunks: Sequence[Chunk], llm, stop_early: bool = False) -> list[tuple[tuple[int,
+    ...], Optional[bool], str]]:
     """Check 2: for each group of n-1 chunks, judged in its own call, (its chunk indices, does it answer alone?,
-    reason); None if unparseable."""
+    reason); None if unparseable. `stop_early`: one group after the other, none asked after the first that answers
+    alone (the attempt is rejected then: issue 42)."""
     groups = sufficiency_groups(len(chunks))
     async def one(ix):
         system, prompt = sufficiency_prompt(question, [chunks[i] for i in ix])
         out, errs = await _ask(llm, prompt, system, _GroupVerdict, "triad.sufficiency")
         return (ix, None, "; ".join(errs)) if out is None else (ix, out.sufficient, out.reason)
-    return list(await asyncio.gather(*(one(g) for g in groups)))
+    if not stop_early: return list(await asyncio.gather(*(one(g) for g in groups)))
+    got = []
+    for g in groups:
+        got.append(await one(g))
+        if got[-1][1]: break
+    return got
 
 def judge(qa, chunks, llm, kind, binary=False, bridge_topic=""):
     "Sync wrapper of `ajudge`."
@@ -241,12 +247,15 @@ def _sufficiency_feedback(chunks, group, reason) -> str:
 
 # %% ../../nbs/23_triad.judge.ipynb #f09f607c
 async def _acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary: bool, bridge_topic: str,
-                         judge_llm) -> Attempt:
-    "Validate one generated pair: rule checks, the judge, then that no n-1 chunks answer it alone."
+                         judge_llm, classify_llm=None, repeats=None) -> Attempt:
+    """Validate one generated pair: rule checks, the judge, then that no n-1 chunks answer it alone (asked of
+    `classify_llm`, default the judge): the cheaper rejections first, so each check is paid only for a pair that can
+    still pass."""
     def done(ok, check=None, feedback=None, judge=None, suff=()):
         return Attempt(question=qa.question, answer=qa.answer, judge=judge, sufficiency=list(suff),
                        accepted=ok, failed_check=check, feedback=feedback)
     if rule := rule_check(qa, kind, binary, bridge_topic, [c.text for c in chunks]): return done(False, *rule)
+    if repeats is not None and repeats(qa.question): return done(False, "repeat", _REPEAT_FEEDBACK)
     v, errors = await ajudge(qa, chunks, judge_llm, kind, binary, bridge_topic)
     if v is None:
         return done(False, "judge_unparseable",
@@ -254,7 +263,7 @@ async def _acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary
                     "that names its entities.", {"error": "unparseable", "errors": errors})
     jd = v.model_dump()
     if v.failed: return done(False, f"judge_{v.failed[0]}", v.feedback(), jd)
-    groups = await asufficiency(qa.question, chunks, judge_llm)
+    groups = await asufficiency(qa.question, chunks, classify_llm or judge_llm, stop_early=True)
     jd["sufficiency"] = [{"group": list(g), "sufficient": s, "reason": r} for g, s, r in groups]
     flags = [s for _, s, _ in groups]
     if alone := next(((g, r) for g, s, r in groups if s), None):
@@ -263,6 +272,9 @@ async def _acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary
         return done(False, "sufficiency_unparseable", "The check that every passage is needed could not be read; keep "
                     "the question short and explicit.", jd, flags)
     return done(True, judge=jd, suff=flags)
+
+_REPEAT_FEEDBACK = ("This question was already accepted for another set of passages; ask about a different fact that "
+                    "needs every passage.")
 
 def check_attempt(qa, chunks, kind, binary, bridge_topic, judge_llm) -> Attempt:
     "Sync wrapper of `_acheck_attempt`."
@@ -275,9 +287,11 @@ def _generation_failure() -> Attempt:
                    feedback="Your reply was not a JSON object with a question and an answer.")
 
 async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm, cfg: TriadConfig,
-                    on_draft: Optional[Callable[[QAPair], Any]] = None) -> QAItem:
+                    on_draft: Optional[Callable[[QAPair], Any]] = None, classify_llm=None,
+                    repeats: Optional[Callable[[str], bool]] = None) -> QAItem:
     """Write/revise and check `item` over `chunks`; returns it accepted or rejected with all attempts (`on_draft`: told
-    each draft that passes the rules)."""
+    each draft that passes the rules; `classify_llm`: the sufficiency check's, default the judge; `repeats(question)`:
+    whether the run already keeps that question, a draft that no check is paid for)."""
     attempts: list[Attempt] = []
     for r in range(cfg.max_rounds):
         if r == 0 and item.question: qa = QAPair(question=item.question, answer=item.answer)
@@ -289,8 +303,10 @@ async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm
                 continue
         if on_draft and not rule_check(qa, item.kind, item.binary, item.bridge_topic or "", [c.text for c in chunks]):
             on_draft(qa)
-        attempts.append(await _acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm))
-        if attempts[-1].accepted: break
+        attempts.append(await _acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm,
+                                              classify_llm, repeats))
+        # a repeat ends the seed: the same passages wrote a kept question, and their revisions mostly repeat it
+        if attempts[-1].accepted or attempts[-1].failed_check == "repeat": break
     last = attempts[-1]
     # temporal: its own classifier (contexts)
     return item.model_copy(update={"question": last.question, "answer": last.answer, "attempts": attempts,

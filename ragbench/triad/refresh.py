@@ -22,6 +22,10 @@ from ..spine import LLMPool
 __all__ = ['read_triad_run', 'run_llm_specs', 'triad_refresh']
 
 # %% ../../nbs/27_triad.refresh.ipynb #293a7276
+def _classifier(llms: dict):
+    "The LLM of the classifier checks (sufficiency, the unanswerable check): the classify role, else the judge."
+    return llms.get("classify") or llms["judge"]
+
 class _TriadRefresh(RefreshMethod):
     "TRIAD's hooks of the one refresh."
     name, tries = "triad", 3
@@ -36,7 +40,8 @@ class _TriadRefresh(RefreshMethod):
         if len(set(gold)) < len(gold): return self.dropped(it, st["reasons"], why="two gold chunks now map to one")
         chunks = await in_thread(self.index.get_many, gold)
         checked = await avalidate(self.remap(it, fates, gold).model_copy(update={"attempts": []}), chunks,
-                                  gen_llm=self.llms["generate"], judge_llm=self.llms["judge"], cfg=self.cfg)
+                                  gen_llm=self.llms["generate"], judge_llm=self.llms["judge"], cfg=self.cfg,
+                                  classify_llm=self.llms.get("classify"))
         new = checked.model_copy(update={"attempts": [*it.attempts, *checked.attempts]})
         if checked.status != "accepted":
             why = checked.attempts[-1].failed_check if checked.attempts else "no attempt"
@@ -59,7 +64,7 @@ async def arecheck_variant(self: _TriadRefresh, v: QAItem, parent: Optional[QAIt
     if parent_outcome in ("kept", "revised", "remapped") or self.staleness(v, plan["fates"])["action"] != "none":
         nv = unanswerable_variant(parent, self.cfg)
         if nv is None: return self.dropped(v, ["its parent changed and has no non-relevant context left"])
-        checked = await acheck_unanswerable(nv, parent, self.index, self.llms["judge"], self.cfg)
+        checked = await acheck_unanswerable(nv, parent, self.index, _classifier(self.llms), self.cfg)
         ok = checked.status == "accepted"
         trail = {**checked.meta, "refresh": [*v.meta.get("refresh", [])]}        # the variant's own trail goes on
         checked = self.event(checked.model_copy(update={"meta": trail}), "revised" if ok else "dropped",
@@ -70,7 +75,7 @@ async def arecheck_variant(self: _TriadRefresh, v: QAItem, parent: Optional[QAIt
                            exclude_ids=tuple(known))
     near = [h.chunk_id for h in hits if h.chunk_id in set(plan["new_ids"])]
     if not near: return self.result(v, "unchanged", keep=[v])
-    checked = await acheck_unanswerable(v, parent, self.index, self.llms["judge"], self.cfg)
+    checked = await acheck_unanswerable(v, parent, self.index, _classifier(self.llms), self.cfg)
     reasons = [f"new chunk(s) {', '.join(near)} among its search hits"]
     if checked.status == "accepted": return self.result(v, "kept", keep=[self.event(checked, "kept", reasons)])
     return self.result(v, "dropped", drop=[self.event(checked, "dropped", reasons,
@@ -121,12 +126,14 @@ def read_triad_run(run: Path) -> dict:
     return m
 
 def run_llm_specs(m: dict, llm, judge_llm, extract_llm) -> dict:
-    "{role: spec}: the flags, else the run's own models."
+    """{role: spec}: the flags, else the run's own models (classify: as in a run, the judge's unless the run recorded
+    its own; a run made before the role had its checks on the judge)."""
     models = m.get("models") or {}
     gen = llm or models.get("generate")
     if not gen: raise UserError("--llm: the run records no generator model; pass --llm SPEC")
-    return {"generate": gen, "judge": judge_llm or (llm if llm else models.get("judge")) or gen,
-            "extract": extract_llm or (llm if llm else models.get("extract")) or gen}
+    judge = judge_llm or (llm if llm else models.get("judge")) or gen
+    return {"generate": gen, "judge": judge, "extract": extract_llm or (llm if llm else models.get("extract")) or gen,
+            "classify": judge_llm or llm or models.get("classify") or judge}
 
 def _run_config(out: Path, manifest: dict, **update) -> TriadConfig:
     "The TriadConfig a run's manifest records (with `update`); a manifest that holds none raises UserError."

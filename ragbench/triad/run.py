@@ -12,7 +12,8 @@ from ..core import QAItem, RunDir, UserError, as_draft, validation_problems
 from ..gen.base import (GenerationMethod, Selection, StopRun, Task, TaskResult, arun_generation,
                                check_resume, counts_towards, index_fingerprint, question_key, result_group,
                                run_generation)
-from ..llm import LLMError, LLMParseError, price_for, redact_spec
+from ..llm import BudgetExceeded, LLMError, LLMParseError, price_for, redact_spec
+from ..llm.usage import PRICES_AS_OF
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
 from ..real import style_block
@@ -28,15 +29,23 @@ __all__ = ['NEVER_PARSES', 'normalise_llms', 'model_label', 'aprocess_seed', 'Tr
            'estimate_triad', 'read_seeds_file', 'triad_config', 'triad_inputs']
 
 # %% ../../nbs/25_triad.run.ipynb #a58a1fe0
-_LLM_ROLES = ("generate", "judge", "extract")
+_LLM_ROLES = ("generate", "judge", "extract", "classify")
+# the role that pays for each stage: `classify` holds the classifier stages (a cheaper model welcome); the temporal
+# label rides in the label call when the labeller is also the classifier (issue 42)
+_STAGE_ROLES = {"triad.entities": "classify", "triad.generate": "generate", "triad.judge": "judge",
+                "triad.sufficiency": "classify", "triad.labels": "extract", "triad.temporal": "classify",
+                "triad.unanswerable": "classify"}
 
 def normalise_llms(llms) -> dict:
-    "A dict with the three roles; a single LLM serves all, a missing role falls back to `generate`."
+    """A dict with the four roles (generate, judge, extract: the labeller, classify: sufficiency, entities, temporal and
+    the unanswerable check); a single LLM serves all, a missing role falls back to `generate` (`classify`: to the judge,
+    which held the two checks before it had a role of its own)."""
     if not isinstance(llms, dict): llms = {"generate": llms}
     if "generate" not in llms: raise ValueError("llms needs at least a 'generate' LLM")
     bad = set(llms) - set(_LLM_ROLES)
     if bad: raise ValueError(f"unknown LLM role {sorted(bad)[0]!r}; roles: {', '.join(_LLM_ROLES)}")
-    return {r: llms.get(r) or llms["generate"] for r in _LLM_ROLES}
+    out = {r: llms.get(r) or llms["generate"] for r in _LLM_ROLES}
+    return {**out, "classify": llms.get("classify") or out["judge"]}
 
 def model_label(llm) -> str:
     "What to record as the model of `llm`: its spec (secrets redacted), or the stand-in's name."
@@ -50,33 +59,42 @@ def _variant(item: QAItem, index, llms: dict, cfg: TriadConfig):
     if v is None or not cfg.unanswerable_check:
         async def same(): return v
         return same()
-    return acheck_unanswerable(v, item, index, llms["judge"], cfg)
+    return acheck_unanswerable(v, item, index, llms["classify"], cfg)
 
 # %% ../../nbs/25_triad.run.ipynb #ec279ade
-async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig) -> tuple[dict, list[QAItem], list[QAItem]]:
-    "Run one seed through all steps: (seed record, items for dataset.jsonl, items for rejected.jsonl)."
+async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig,
+                        repeats=None) -> tuple[dict, list[QAItem], list[QAItem]]:
+    """Run one seed through all steps: (seed record, items for dataset.jsonl, items for rejected.jsonl); `repeats(position,
+    question)`: whether a seed before it in the plan already has the question (then no context step is paid for)."""
     rec = {"seed": plan.seed_id, "position": plan.position, "kind": plan.kind, "binary": plan.binary}
-    bridge = await afind_bridge(plan.seed_id, index, llms["generate"], cfg, plan.kind)
+    bridge = await afind_bridge(plan.seed_id, index, llms["classify"], cfg, plan.kind)
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
     rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids,
                same_document=bridge.same_document)
     chunks = bridge.chunks or await in_thread(index.get_many, bridge.chunk_ids)
     ahead = ContextPrefetch(index, cfg, bridge.chunk_ids, {bridge.seed_id: bridge.seed_hits})
-    try: return await _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead)
+    try: return await _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead, repeats)
     finally: ahead.close()
 
 # %% ../../nbs/25_triad.run.ipynb #a57a0f94
-async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: ContextPrefetch):
+async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: ContextPrefetch, repeats=None):
     "Write and check the question; if accepted, its contexts and unanswerable variant."
     item = await avalidate(draft_item(bridge, plan), chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg,
-                           on_draft=ahead.question)
+                           on_draft=ahead.question, classify_llm=llms["classify"],
+                           repeats=None if repeats is None else (lambda q: repeats(plan.position, q)))
     models = {r: model_label(l) for r, l in llms.items()}
     rec.update(item_id=item.id, attempts=len(item.attempts), failed_checks=[a.failed_check for a in item.attempts])
     if item.status != "accepted":
         return {**rec, "outcome": "rejected"}, [], [item.model_copy(update={"models": models})]
+    if repeats is not None and repeats(plan.position, item.question):
+        # a seed before it in the plan has this question: the run keeps that one, so no contexts are paid for
+        rep = item.model_copy(update={"models": models, "meta": {**item.meta, "contexts_skipped": "repeat"}})
+        return _drafted({**rec, "outcome": "accepted", "repeat": True}, [rep], [])
     known, hits = await ahead.results(item.question)
-    item = await aextract(item, index, llms["extract"], cfg, gold=chunks, known=known, question_hits=hits)
-    if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])
+    fold = cfg.temporal and llms["classify"] is llms["extract"]      # the temporal label rides in the label call
+    item = await aextract(item, index, llms["extract"], cfg, gold=chunks, known=known, question_hits=hits,
+                          temporal=fold)
+    if cfg.temporal and "temporal_reason" not in item.meta: item = await aclassify_temporal(item, llms["classify"])
     item = item.model_copy(update={"models": models})
     variant = await _variant(item, index, llms, cfg)
     if variant is None: return _drafted({**rec, "outcome": "accepted"}, [item], [])
@@ -97,7 +115,11 @@ def _process_seed(plan, index, llms, cfg):
     return arun(aprocess_seed(plan, index, normalise_llms(llms), cfg))
 
 # %% ../../nbs/25_triad.run.ipynb #1c3be565
-_PACE = 1.25   # seeds started ahead of a seed may be expected to bring up to 1.25 x what is still needed
+# seeds started ahead of a seed may be expected to bring up to 0.6 x what is still needed (at the paper's 60 % acceptance:
+# no more seeds running ahead than questions still needed). Issue 42: 1.25 started seeds the target no longer needed,
+# cancelled when it was reached (1.2 requests per accepted question); at 0.6 the fake-server bench sends 13 % fewer
+# requests and its wall time is no longer (55.5 s vs 57.7 s on HotpotQA, 64.9 vs 66.9 s on the Git docs, 2 s latency)
+_PACE = 0.6
 
 class _SeedPacer:
     "Holds a seed back while the seeds running before it in the plan are expected to reach the target."
@@ -155,10 +177,11 @@ class TriadMethod(GenerationMethod):
         self._unparseable, self._parsed = 0, 0
         self.pacer = _SeedPacer(cfg.n)
         self._asked, self._got = set(), {}                          # questions and items per type the pacer has counted
+        self._kept: dict[str, int] = {}                             # question key -> first position of a finished seed
 
     def config(self) -> dict:
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
-        skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds"} | (
+        skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds", "prices"} | (
             {"n_per_type"} if not self.cfg.n_per_type else set()
         ) | {"style_from"} | (set() if self.cfg.style_from else {"style_examples"})
         style = style_block(self.cfg.style_from, self.cfg.style_examples, self.cfg.seed)[1]   # its hash, not the path
@@ -186,7 +209,19 @@ def _plan(self: TriadMethod, index, results: Sequence[TaskResult]) -> list[Task]
         self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump()) for p in plans]
         for r in sorted(results, key=lambda r: r.position):
             if r.outcome != "error": self.pacer.done[r.position] = self.contribution(r)
+            if r.outcome != "error": _note_kept(self, r)
     return self._plan
+
+def _note_kept(self: TriadMethod, r: TaskResult) -> None:
+    "Remember the plan position of each question a finished seed brought."
+    for i in r.items:
+        if counts_towards(i): self._kept[question_key(i.question)] = min(self._kept.get(question_key(i.question),
+                                                                                        r.position), r.position)
+
+def _repeats(self: TriadMethod, position: int, question: str) -> bool:
+    """Whether a finished seed before `position` in the plan brought `question` (the dataset keeps that one; with
+    per-type quotas never: a seed over its quota adds no question)."""
+    return not self.quotas and self._kept.get(question_key(question), position) < position
 
 # %% ../../nbs/25_triad.run.ipynb #2075e818
 async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
@@ -194,10 +229,13 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     await self.pacer.enter(task.position)
     accepted = None
     try:
-        rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg)
+        rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg,
+                                              repeats=lambda p, q: _repeats(self, p, q))
         r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop,
                        record=rec)
         accepted = self.contribution(r)
+        _note_kept(self, r)
+    except BudgetExceeded: raise            # the budget stops the run (the base's StopRun): not a failing model
     except LLMError as e:
         self._failed += 1
         if isinstance(e, LLMParseError): self._never_parses(str(e))
@@ -389,11 +427,15 @@ def _tok(*texts) -> int:
     "Rough token count (4 characters a token)."
     return sum(len(t or "") for t in texts) // 4 + 1
 
-def _spec_price(spec: Optional[str]) -> Optional[tuple[float, float]]:
-    "USD per 1M tokens for an LLM spec, from the LLM layer's price table (local, template, fake: free)."
-    if not spec or spec in ("fake", "template") or spec.startswith("local"): return (0.0, 0.0)
+_NO_PRICE = "no price"   # the stand-ins (fake, template): what they cost says nothing of a model's
+
+def _spec_price(spec: Optional[str], prices: Optional[dict] = None) -> Union[tuple[float, float], str, None]:
+    """USD per 1M tokens for an LLM spec from the dated price table, `prices` over it (local: free; the stand-ins:
+    `_NO_PRICE`; a model the table lacks: None)."""
+    if not spec or spec.startswith("local"): return (0.0, 0.0)
+    if spec.split(":", 1)[0] in ("fake", "template"): return _NO_PRICE
     model = spec.split("@")[-1] if spec.startswith("openai:") else spec.split(":", 1)[-1]
-    return price_for(model)
+    return price_for(model, prices)
 
 # %% ../../nbs/25_triad.run.ipynb #609a6cd0
 def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> dict:
@@ -423,8 +465,9 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
     return {"k": max(len(seeds), 1), "entity": calls_entity, "bridged": bridged, "mean_in": mean}
 
 # %% ../../nbs/25_triad.run.ipynb #0eebf9f7
-def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict) -> tuple[dict, dict]:
-    "Expected calls per stage (with the role that pays) and the run-level figures."
+def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict, fold: bool = True) -> tuple[dict, dict]:
+    """Expected calls per stage (with the role that pays) and the run-level figures (`fold`: the temporal label rides in
+    the label call)."""
     p_bridge = max(smp["bridged"] / smp["k"], 0.05)
     p_first = r["first_pass"]
     attempts = sum((1 - p_first) ** i for i in range(cfg.max_rounds))
@@ -433,15 +476,16 @@ def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict) -> tuple[dict, dic
     n_acc = min(cfg.n, seeds_needed * p_bridge * p_acc)
     bridged = seeds_needed * p_bridge
     cands = min(len(index), (cfg.extract_k * cfg.n_chunks + cfg.question_k) * 0.75)
-    calls = {"triad.entities": (seeds_needed * smp["entity"] / smp["k"], "generate"),
-             "triad.generate": (bridged * attempts, "generate"),
-             "triad.judge": (bridged * attempts, "judge"),
-             "triad.sufficiency": (bridged * attempts * r["judge_pass"] * cfg.n_chunks, "judge"),   # one call per group
-             "triad.labels": (n_acc * math.ceil(cands / cfg.label_batch), "extract"),
-             "triad.temporal": (n_acc if cfg.temporal else 0, "extract"),
+    calls = {"triad.entities": seeds_needed * smp["entity"] / smp["k"],
+             "triad.generate": bridged * attempts,
+             "triad.judge": bridged * attempts,
+             "triad.sufficiency": bridged * attempts * r["judge_pass"] * cfg.n_chunks,   # one call per group
+             "triad.labels": n_acc * math.ceil(cands / cfg.label_batch),
+             "triad.temporal": n_acc if cfg.temporal and not fold else 0,
              "triad.unanswerable": (n_acc * math.ceil(cfg.unanswerable_k / cfg.label_batch)
-                                    if cfg.unanswerable and cfg.unanswerable_check else 0, "judge")}
-    return calls, {"p_bridge": p_bridge, "seeds_needed": seeds_needed, "n_acc": n_acc}
+                                    if cfg.unanswerable and cfg.unanswerable_check else 0)}
+    return ({s: (n, _STAGE_ROLES[s]) for s, n in calls.items()},
+            {"p_bridge": p_bridge, "seeds_needed": seeds_needed, "n_acc": n_acc, "attempts": bridged * attempts})
 
 # %% ../../nbs/25_triad.run.ipynb #e299fd61
 def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
@@ -457,15 +501,18 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
     _check_index(index)
     r, specs = {**_ASSUMED, **(rates or {})}, {k: v for k, v in (specs or {}).items() if v}
     smp = _sample_prompts(index, cfg, pick_seeds(index, cfg)[: min(sample, cfg.seed_cap)], r)
-    calls, run = _stage_calls(index, cfg, smp, r)
+    role_spec = {role: specs.get(role) or specs.get("generate") for role in _LLM_ROLES}
+    role_spec["classify"] = specs.get("classify") or role_spec["judge"]
+    calls, run = _stage_calls(index, cfg, smp, r, fold=role_spec["classify"] == role_spec["extract"])
     rows, tot = {}, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
     for stage, (n, role) in calls.items():
-        spec = specs.get(role) or specs.get("generate")
-        price = _spec_price(spec)
+        spec = role_spec[role]
+        price = _spec_price(spec, cfg.prices)
         i_t, o_t = n * smp["mean_in"][stage], n * _out_tokens(stage, cfg, r)
-        cost = None if price is None else (i_t * price[0] + o_t * price[1]) / 1e6
-        rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t),
-                       "llm": redact_spec(spec),
+        cost = (i_t * price[0] + o_t * price[1]) / 1e6 if isinstance(price, tuple) else None
+        rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t), "role": role,
+                       "llm": redact_spec(spec), **_per_unit(n, i_t + o_t, run),
+                       "price_per_1m": list(price) if isinstance(price, tuple) else price,
                        "cost_usd": None if cost is None else round(cost, 4)}
         tot = {"calls": tot["calls"] + n, "input_tokens": tot["input_tokens"] + int(i_t),
                "output_tokens": tot["output_tokens"] + int(o_t),
@@ -476,7 +523,14 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
             "sampled_seeds": smp["k"],
             "p_bridge": round(run["p_bridge"], 2), "entity_call_share": round(smp["entity"] / smp["k"], 2),
             "assumed": {"first_pass": r["first_pass"], "judge_pass": r["judge_pass"]}, "by_stage": rows, "total": tot,
-            "calls_per_accepted": round(tot["calls"] / max(run["n_acc"], 1e-9), 1)}
+            **_per_unit(tot["calls"], tot["input_tokens"] + tot["output_tokens"], run),
+            "prices_as_of": PRICES_AS_OF, "prices_overridden": sorted(cfg.prices)}
+
+def _per_unit(calls: float, tokens: float, run: dict) -> dict:
+    "Calls and tokens per accepted question and per attempt."
+    acc, att = max(run["n_acc"], 1e-9), max(run["attempts"], 1e-9)
+    return {"calls_per_accepted": round(calls / acc, 2), "tokens_per_accepted": round(tokens / acc),
+            "calls_per_attempt": round(calls / att, 2), "tokens_per_attempt": round(tokens / att)}
 
 # %% ../../nbs/25_triad.run.ipynb #fe7dc87c
 def read_seeds_file(path: str, index) -> list[str]:

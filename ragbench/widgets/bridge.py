@@ -169,13 +169,14 @@ async def _agenerate_from_bridge(inspector: BridgeInspector, llms, cfg, kind: st
     meta = {**item.meta, "bridge_from": "inspector", "overridden": inspector.overridden}
     models = {r: model_label(l) for r, l in llms.items()}
     item = await avalidate(item.model_copy(update={"meta": meta, "models": models}), bridge.chunks,
-                           gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg)
+                           gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg, classify_llm=llms["classify"])
     if item.status != "accepted": return [], [item]
-    item = await aextract(item, inspector.index, llms["extract"], cfg, gold=bridge.chunks)
-    if cfg.temporal: item = await aclassify_temporal(item, llms["extract"])   # its own classifier, as in a run
+    fold = cfg.temporal and llms["classify"] is llms["extract"]     # as in a run: the label call asks it too
+    item = await aextract(item, inspector.index, llms["extract"], cfg, gold=bridge.chunks, temporal=fold)
+    if cfg.temporal and "temporal_reason" not in item.meta: item = await aclassify_temporal(item, llms["classify"])
     variant = unanswerable_variant(item, cfg) if cfg.unanswerable else None
     if variant is not None and cfg.unanswerable_check:
-        variant = await acheck_unanswerable(variant, item, inspector.index, llms["judge"], cfg)
+        variant = await acheck_unanswerable(variant, item, inspector.index, llms["classify"], cfg)
     if variant is None: return [as_draft(item)], []
     return ([as_draft(item), as_draft(variant)], []) if variant.status == "accepted" else ([as_draft(item)], [variant])
 
