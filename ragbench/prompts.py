@@ -114,9 +114,12 @@ def rendered_from(text: str) -> Optional[tuple[str, dict]]:
     with _RENDERED_LOCK: found = _RENDERED.get(_text_key(text))
     return found or _match_rendered(text)
 
+_CHUNKS_RX = r'(?:<chunk [^>\n]*>\n.*?\n</chunk>(?:\n\n<chunk [^>\n]*>\n.*?\n</chunk>)*)?'
+
 @functools.lru_cache(maxsize=1024)
-def _template_regex(template: str) -> Optional[re.Pattern]:
-    "A regex for what `template` renders to, one named group per placeholder (None: a template it cannot read back)."
+def _template_regex(template: str, blocks: bool = True) -> Optional[re.Pattern]:
+    """A regex for what `template` renders to, one named group per placeholder (None: a template it cannot read back);
+    with `blocks`, `{chunks}` reads exactly `format_chunks` blocks (their texts may hold blank lines)."""
     out, seen = [], set()
     for lit, fld, spec, conv in string.Formatter().parse(template):
         out.append(re.escape(lit))
@@ -124,7 +127,8 @@ def _template_regex(template: str) -> Optional[re.Pattern]:
         if not fld.isidentifier() or spec or conv:
             out.append(".*?")
             continue
-        out.append(f"(?P={fld})" if fld in seen else f"(?P<{fld}>.*?)")
+        body = _CHUNKS_RX if blocks and fld == "chunks" else ".*?"
+        out.append(f"(?P={fld})" if fld in seen else f"(?P<{fld}>{body})")
         seen.add(fld)
     try: return re.compile("".join(out), re.S)
     except re.error: return None
@@ -135,8 +139,9 @@ def _match_rendered(text: str) -> Optional[tuple[str, dict]]:
     """`(name, inputs as text)` of the registered prompt whose effective template renders `text` (most literal text
     first)."""
     for t in sorted((get_prompt(n) for n in PROMPTS), key=_literal_size, reverse=True):
-        m = (rx := _template_regex(t.template)) and rx.fullmatch(text)
-        if m: return t.name, m.groupdict()
+        for blocks in (True, False):
+            m = (rx := _template_regex(t.template, blocks)) and rx.fullmatch(text)
+            if m: return t.name, m.groupdict()
     return None
 
 

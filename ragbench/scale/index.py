@@ -195,14 +195,14 @@ def _finish_indices(index: ChunkIndex, added: int) -> None:
         index._create_fts()
         index.tbl.create_index("id", config=BTree(), replace=True)
 
-def _table_indices(db: str, table: str, dim: int, added: int, vector_index_min_rows: Optional[int]) -> bool:
-    """The table's vector index (from `vector_index_min_rows` rows), then its text and id indexes; True if a vector
-    index was built."""
+def _table_indices(db: str, table: str, dim: int, added: int, vector_index_min_rows: Optional[int]) -> tuple:
+    """The table's vector index (from `vector_index_min_rows` rows), then its text and id indexes: (whether a vector
+    index was built, the full-text index's language summary or None)."""
     import lancedb
     index = ChunkIndex(db, table, lancedb.connect(db).open_table(table), None, dict(DEFAULT_COLUMNS), dim)
     built = bool(added) and index.ensure_vector_index(vector_index_min_rows)
     _finish_indices(index, added)
-    return built
+    return built, index.text_language
 
 # %% ../../nbs/18_scale.02_index.ipynb #0d5b5850
 class _Loading(BaseModel):
@@ -256,7 +256,8 @@ def build_index_on_ray(source, db: Union[str, Path], *, embedder=None, table: st
         if folder and report.documents == 0:
             raise CorpusError(f"nothing loadable in {source}: " + ("; ".join(report.messages()[:5]) or "no files"))
         on_worker = ray.remote(num_cpus=1, max_retries=0)(_table_indices)   # the index builders' memory is a worker's
-        built = ray.get(on_worker.remote(db_abs, table, emb.dim, tally.stats["added"], vector_index_min_rows))
+        built, idx.text_language = ray.get(on_worker.remote(db_abs, table, emb.dim, tally.stats["added"],
+                                                            vector_index_min_rows))
         idx.tbl.checkout_latest()
         idx._ann = False                                                    # the vector index is looked up again
         idx.last_build = {**tally.stats, "duplicates_removed": removed,

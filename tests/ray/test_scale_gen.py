@@ -1,6 +1,6 @@
 """Generation on the Ray cluster: the same dataset as one process, one call budget and one rate limit for every
 worker (checked at the fake server), shards on both nodes, and a killed driver that resumes without duplicates."""
-import json, os, signal, subprocess, sys, time
+import json, math, os, signal, subprocess, sys, time
 from pathlib import Path
 from ragbench.core import Chunk, QAItem, read_jsonl
 from ragbench.gen.base import OneChunkQuestions, run_generation
@@ -174,9 +174,18 @@ def test_tasks_beyond_the_frontier_are_dropped_even_if_they_never_finish(cluster
     assert s["accepted"] == 5 and s["stop_reason"] == "target reached" and time.time() - t0 < 120
 
 
+def _close(a, b) -> bool:
+    "Equal, floats within 1e-6: the similarity encoder's float32 sums depend on what shares its batch (about 1e-7)."
+    if isinstance(a, float) and isinstance(b, (int, float)): return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+    if isinstance(a, dict) and isinstance(b, dict): return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list): return len(a) == len(b) and all(map(_close, a, b))
+    return a == b
+
+
 def _rows(path):
     keep = lambda r: {k: v for k, v in r.items() if k not in ("usage", "seconds", "at", "latency_s")}
-    return sorted((json.dumps(keep(json.loads(l)), sort_keys=True) for l in open(path)))
+    return sorted((keep(json.loads(l)) for l in open(path)), key=lambda r: json.dumps(r.get("item_id")) + json.dumps(
+        [r.get("setup"), r.get("mode")]))
 
 
 def test_triad_and_evaluate_on_ray_give_the_one_process_results(cluster, tmp_path, monkeypatch):
@@ -199,4 +208,4 @@ def test_triad_and_evaluate_on_ray_give_the_one_process_results(cluster, tmp_pat
             assert evaluate_command(dataset=str(tmp_path / "t-one" / "dataset.jsonl"), db=str(tmp_path / "db"), setups=str(setups),
                                     out=str(tmp_path / f"e-{name}"), bertscore=False, quiet=True, batch_size=2, ray=ray) == 0
     one, on_ray = _rows(tmp_path / "e-one" / "scores.jsonl"), _rows(tmp_path / "e-ray" / "scores.jsonl")
-    assert on_ray == one and len(one) >= 6
+    assert _close(on_ray, one) and len(one) >= 6, (one, on_ray)
