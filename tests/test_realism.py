@@ -242,3 +242,21 @@ def test_a_bad_style_file_is_refused_before_the_run_folder(git, tmp_path, capsys
         out = tmp_path / cmd
         rc = main([cmd, "--db", str(git / "db"), "--out", str(out), "--llm", "fake", *extra, "--style-from", str(style)])
         assert rc == 2 and msg in capsys.readouterr().err and not out.exists()
+
+
+def test_fail_if_easier_keeps_its_level_at_team_sizes():
+    """Seeded simulation of the gate (`lo > margin` of the Newcombe interval) where the generated set is exactly
+    `margin` easier than the real one: it fails a run at most about 2.5 % of the time (one side of a 95 % interval),
+    at 8, 12, 30 and 50 questions a side (8 is the fewest with a verdict) and hit rates from 0.3 to 0.9."""
+    import numpy as np
+    from ragbench.realism import _hit_difference
+    rng, margin, rates = np.random.default_rng(0), 0.05, {}
+    for n in (8, 12, 30, 50):
+        for p in (0.3, 0.5, 0.8, 0.9):
+            fails = 0
+            for _ in range(1000):
+                gen = [{"hit": bool(h)} for h in rng.random(n) < p + margin]
+                real = [{"hit": bool(h)} for h in rng.random(n) < p]
+                fails += _hit_difference(gen, real)["lo"] > margin
+            rates[n, p] = fails / 1000
+    assert max(rates.values()) <= 0.04, rates           # nominal 0.025; 1000 runs: +-0.01
