@@ -69,6 +69,10 @@ class Backend:
         "Price per 1M tokens when the user gives none."
         return price_for(self.model)
 
+    def sent_before(self, req: LLMRequest) -> bool:
+        "Whether `req` was counted and sent by an earlier run whose reply this backend collects (a batch job)."
+        return False
+
     def call(self, req: LLMRequest) -> Completion: raise NotImplementedError
     async def acall(self, req: LLMRequest) -> Completion: return await asyncio.to_thread(self.call, req)
     def __repr__(self): return f"{type(self).__name__}({redact_spec(self.spec)!r})"
