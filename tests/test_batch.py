@@ -127,9 +127,10 @@ def test_a_failed_batch_job_is_an_error_naming_it(index, tmp_path, capsys):
         rc = main(_args(index, tmp_path / "run", f"openai:{srv.url}/v1@fake-model", "--provider-batch", "--batch-poll",
                         POLL))
     err = capsys.readouterr().err
-    job = _jobs(tmp_path / "run")[0]["job"]
-    assert rc == 1 and f"batch job {job} ended expired" in err
-    assert {"job": job, "failed": "expired"} in _jobs(tmp_path / "run")
+    jobs = _jobs(tmp_path / "run")
+    named = [j["job"] for j in jobs if "keys" in j and f"batch job {j['job']} ended expired" in err]
+    assert rc == 1 and len(named) == 1, err
+    assert {"job": named[0], "failed": "expired"} in jobs
 
 
 def test_gemini_batch_mode_generates_the_same_items(index, tmp_path, monkeypatch):
@@ -149,3 +150,34 @@ def test_gemini_batch_mode_generates_the_same_items(index, tmp_path, monkeypatch
 def test_batch_mode_refuses_a_model_without_a_batch_api(index, tmp_path, capsys):
     assert main(_args(index, tmp_path / "run", "template", "--provider-batch")) == 2
     assert "--provider-batch needs a provider with a batch API" in capsys.readouterr().err
+
+
+def _dataset(index, path: Path) -> Path:
+    "Four answerable items over the index's first chunks."
+    from ragbench.core import Dataset, QAItem
+    chunks = list(index.iter_chunks())[:8]
+    items = [QAItem(id=f"q{i}", method="triad", kind="comparison", answer=c.text.split(".")[0], gold_chunk_ids=[c.id],
+                    question=f"What does the passage about {c.meta.get('title', c.id)} say?")
+             for i, c in enumerate(chunks[::2])]
+    Dataset(items).write(path)
+    return path
+
+
+def test_evaluate_judges_in_gemini_batch_mode_score_as_unbatched(index, tmp_path, monkeypatch):
+    "A judging run on Gemini's batch API: the same scores as unbatched, every inner request counted."
+    from ragbench.eval import read_scores
+    ds = _dataset(index, tmp_path / "ds.jsonl")
+    (tmp_path / "setups.yaml").write_text(f"defaults: {{db: '{index.db_dir}'}}\nbaseline: {{name: dense2, top_k: 2}}\n")
+    with FakeLLMServer() as srv:
+        monkeypatch.setenv("GEMINI_API_KEY", "test-key"); monkeypatch.setenv("RAGBENCH_GEMINI_BASE_URL", srv.url)
+        argv = ["evaluate", "--dataset", str(ds), "--setups", str(tmp_path / "setups.yaml"), "--llm",
+                "gemini:gemini-2.5-flash", "--judge-llm", "gemini:gemini-2.5-flash", "--no-bertscore", "--quiet"]
+        assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
+        plain = srv.stats()["requests"]
+        srv.reset_stats()
+        assert main([*argv, "--out", str(tmp_path / "batch"), "--provider-batch", "--batch-poll", POLL]) == 0
+        st = srv.stats()
+    rows = lambda d: sorted((r["item_id"], r["mode"], json.dumps(r["metrics"], sort_keys=True)) for r in read_scores(d))
+    assert rows(tmp_path / "batch") == rows(tmp_path / "plain")
+    usage = json.loads((tmp_path / "batch" / "summary.json").read_text())["usage"]["run"]
+    assert st["by_api"] == {"gemini_batch": plain} and usage["calls"] == plain > 0 and st["batch_jobs"] > 0

@@ -13,7 +13,7 @@ from ..eval.metrics import DEFAULT_KS
 from ..eval.run import (REPEAT_SAMPLE, EvalError, answers_setup, comma_list, estimate_evaluation, evaluate,
                                format_summary, with_columns, with_table)
 from ..eval.setups import load_setups, setups_file_option
-from .options import _BATCH_HELP, RAY_HELP, options_model, read_options
+from .options import RAY_HELP, options_model, read_options
 
 # %% auto #0
 __all__ = ['EvaluateOptions', 'cutoffs', 'evaluate_command']
@@ -108,7 +108,7 @@ class EvaluateOptions(BaseModel):
                            description="print the LLM calls the evaluation would send (judge re-asks apart) and send none")
     quiet: bool = Field(False, description="no progress")
     ray: Optional[str] = Field(None, description=RAY_HELP)
-    provider_batch: bool = Field(False, description=_BATCH_HELP)
+    provider_batch: bool = Field(False, description="answers and judges as OpenAI/Gemini batch jobs (half price)")
     batch_poll: float = Field(30.0, gt=0, description="seconds between polls of a batch job (--provider-batch)")
 
 # %% ../../nbs/90_commands.04_evaluate.ipynb #f6222022
