@@ -170,6 +170,9 @@ def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
     )
     if spec.max_usd is not None:
         for s in run.pool.unpriced(): run.say(f"price of {s} unknown: --max-usd cannot limit it (use --max-calls)")
+    if spec.provider_batch:
+        run.say(f"provider batch mode: requests go out as batch jobs at the batch price, each polled every "
+                f"{spec.batch_poll:g} s; the jobs are journaled in {run.out / 'batches.jsonl'}")
     return run
 
 def _batch_options(spec: RunSpec, out: Path) -> Optional[dict]:

@@ -181,3 +181,18 @@ def test_evaluate_judges_in_gemini_batch_mode_score_as_unbatched(index, tmp_path
     assert rows(tmp_path / "batch") == rows(tmp_path / "plain")
     usage = json.loads((tmp_path / "batch" / "summary.json").read_text())["usage"]["run"]
     assert st["by_api"] == {"gemini_batch": plain} and usage["calls"] == plain > 0 and st["batch_jobs"] > 0
+
+
+def test_dora_in_batch_mode_writes_the_same_items(index, tmp_path):
+    "DoRA takes --provider-batch as TRIAD does: the same questions, batch jobs only, the meter = the server's count."
+    with FakeLLMServer() as srv:
+        args = ["dora", "--db", str(index.db_dir), "--llm", f"openai:{srv.url}/v1@fake-model", "--per-style", "1",
+                "--styles", "find,explain"]
+        assert main([*args, "--out", str(tmp_path / "plain")]) == 0
+        plain = srv.stats()["requests"]
+        srv.reset_stats()
+        assert main([*args, "--out", str(tmp_path / "batch"), "--provider-batch", "--batch-poll", POLL]) == 0
+        st = srv.stats()
+    q = lambda d: [json.loads(l)["question"] for l in open(d / "dataset.jsonl")]
+    assert q(tmp_path / "batch") == q(tmp_path / "plain")
+    assert st["by_api"] == {"openai_batch": plain} and _summary(tmp_path / "batch")["llm"]["calls"] == plain > 0
