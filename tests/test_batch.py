@@ -196,3 +196,15 @@ def test_dora_in_batch_mode_writes_the_same_items(index, tmp_path):
     q = lambda d: [json.loads(l)["question"] for l in open(d / "dataset.jsonl")]
     assert q(tmp_path / "batch") == q(tmp_path / "plain")
     assert st["by_api"] == {"openai_batch": plain} and _summary(tmp_path / "batch")["llm"]["calls"] == plain > 0
+
+
+def test_a_server_without_response_format_switches_to_the_schema_in_the_prompt_in_batch_mode(tmp_path):
+    "As unbatched: a 400 on response_format inside a job resends the request (in a new job) with the schema in the prompt."
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    with FakeLLMServer(openai_structured=False) as srv:
+        llm = make_llm(f"openai:{srv.url}/v1@fake-model", batch={"journal": tmp_path / "b.jsonl", "poll": 0.05,
+                                                                 "window": 0.05})
+        assert llm.complete("What is the capital of France?", schema) == {"answer": "unknown"}
+        st = srv.stats()
+    assert st["rejected"] == 1 and st["requests"] == llm.meter.totals()["calls"] == 2 and st["batch_jobs"] == 2
+    assert llm.backend.inner._native is False

@@ -378,6 +378,10 @@ def _batch_results(self: OpenAIBackend, job: str, n: int) -> list:
             i, resp, err = int(rec["custom_id"][1:]), rec.get("response") or {}, rec.get("error")
             code = resp.get("status_code") or 0
             if code == 200 and not err: out[i] = _openai_completion(ChatCompletion.model_validate(resp["body"]))
+            elif code in (400, 422) and self.structured == "auto" and self._native:   # as `_failed` does unbatched
+                self._native = False
+                out[i] = StructuredOutputRejected(f"batch {job}, request {i}: the server rejected response_format "
+                                                  f"(HTTP {code}); resending with the schema in the prompt")
             else: out[i] = _request_error(job, i, code, err or (resp.get("body") or {}).get("error"))
     return out
 

@@ -10,7 +10,7 @@ from typing import Callable, Optional
 from ..core import append_jsonl, arun, read_jsonl
 from .backends import Backend, Completion, LLMRequest
 from .cache import ResponseCache
-from .errors import LLMConfigError, ProviderError
+from .errors import LLMConfigError, ProviderError, redact_spec
 from fastcore.basics import patch
 
 _log = logging.getLogger("ragbench.llm")
@@ -108,7 +108,7 @@ def _reply(results: list, i: int) -> Completion:
 def _flush(self: BatchBackend, st: _LoopState) -> None:
     "Submit what `st` gathered as one job (in a task; its callers learn the job id or the error)."
     if st.flusher is not None: st.flusher.cancel()
-    batch, st.pending, st.flusher = st.pending, [], None
+    batch, st.pending, st.flusher = [(r, f) for r, f in st.pending if not f.done()], [], None   # a caller gone: not sent
     if batch: asyncio.get_running_loop().create_task(self._submit(st, batch))
 
 @patch
@@ -118,7 +118,8 @@ async def _submit(self: BatchBackend, st: _LoopState, batch: list) -> None:
     try:
         job = await asyncio.to_thread(self.inner._batch_submit, reqs)
         if self.journal is not None:
-            append_jsonl(self.journal, [{"job": job, "backend": self.inner.cache_id, "keys": [self._key(r) for r in reqs],
+            append_jsonl(self.journal, [{"job": job, "backend": redact_spec(self.inner.cache_id),
+                                         "keys": [self._key(r) for r in reqs],
                                          "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}])
         self.jobs_submitted.append((job, len(reqs)))
     except Exception as e:
