@@ -140,6 +140,8 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     the executor."""
     for s in spec.models.values():
         if s: check_spec(s)
+    if spec.provider_batch and ray_address(spec.ray):      # the jobs' journal lives in this process's run folder
+        raise UserError("--provider-batch runs in this process: drop --ray (or unset RAGBENCH_RAY_ADDRESS)")
     if attach: return _attached(spec, name, in_flight, factory, fts if reopen else None)
     out = Path(spec.out) if spec.out and write else None
     if out is not None and spec.preflight: check_llms(spec.models.values())   # keys and servers, before any work

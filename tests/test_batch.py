@@ -208,3 +208,11 @@ def test_a_server_without_response_format_switches_to_the_schema_in_the_prompt_i
         st = srv.stats()
     assert st["rejected"] == 1 and st["requests"] == llm.meter.totals()["calls"] == 2 and st["batch_jobs"] == 2
     assert llm.backend.inner._native is False
+
+
+def test_batch_mode_is_refused_on_ray(index, tmp_path, capsys, monkeypatch):
+    "Batch jobs are journaled by this process: --provider-batch with a Ray cluster is a usage error, before any work."
+    monkeypatch.setenv("RAGBENCH_RAY_ADDRESS", "auto")
+    assert main(_args(index, tmp_path / "run", "openai:http://127.0.0.1:9/v1@fake-model", "--provider-batch")) == 2
+    assert "--provider-batch runs in this process: drop --ray" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
