@@ -172,6 +172,9 @@ def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
     )
     if spec.max_usd is not None:
         for s in run.pool.unpriced(): run.say(f"price of {s} unknown: --max-usd cannot limit it (use --max-calls)")
+    if not spec.provider_batch and (run.out / "batches.jsonl").exists():
+        run.say("this run sent batch jobs (batches.jsonl): without --provider-batch, the requests of a job it has not "
+                "collected are sent again; re-run with --provider-batch to collect them")
     if spec.provider_batch:
         run.say(f"provider batch mode: requests go out as batch jobs at the batch price, each polled every "
                 f"{spec.batch_poll:g} s; the jobs are journaled in {run.out / 'batches.jsonl'}")

@@ -119,6 +119,9 @@ def test_max_calls_holds_in_batch_mode(index, tmp_path, capsys):
     assert "budget spent" in capsys.readouterr().err
     assert st["requests"] <= 9 and sum(len(j["keys"]) for j in _jobs(tmp_path / "run")) == st["requests"]
     assert _summary(tmp_path / "run")["llm"]["calls"] == st["requests"]
+    with FakeLLMServer() as srv:
+        assert main(_args(index, tmp_path / "run", f"openai:{srv.url}/v1@fake-model", "--max-calls", "9")) == 0
+    assert "without --provider-batch, the requests of a job it has not collected are sent again" in capsys.readouterr().err
 
 
 def test_a_failed_batch_job_is_an_error_naming_it(index, tmp_path, capsys):
