@@ -33,8 +33,13 @@ def _args(index, out, llm, *extra):
             "--types", "comparison,intersection", "--concurrency", "8", *extra]
 
 
-def _jobs(out: Path) -> list:
+def _journal(out: Path) -> list:
     return [json.loads(l) for l in (out / "batches.jsonl").read_text().splitlines() if l.strip()]
+
+
+def _jobs(out: Path) -> list:
+    "The journal's job lines (a job's id and its requests' cache keys)."
+    return [r for r in _journal(out) if "job" in r and "keys" in r]
 
 
 def _items(out: Path) -> list:
@@ -80,8 +85,10 @@ def test_batch_price_is_half_in_the_estimate_and_the_meter(index, tmp_path, caps
         assert make_llm(f"openai:{srv.url}/v1@gpt-4.1-mini", batch={"poll": 0.05}).price == (0.2, 0.8)
 
 
-def test_a_killed_batch_run_collects_its_journaled_jobs_instead_of_sending_them_again(index, tmp_path):
-    "Killed after its first jobs were journaled (they never end while it runs), the same command collects them."
+@pytest.mark.parametrize("job_lines", ["kept", "lost"])
+def test_a_killed_batch_run_collects_its_journaled_jobs_instead_of_sending_them_again(index, tmp_path, job_lines):
+    """Killed after its first jobs were journaled (they never end while it runs), the same command collects them; with
+    the job lines lost (a kill between the provider's reply and the journal) it finds the jobs by their tags."""
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with FakeLLMServer(batch_polls=10**6) as srv:
@@ -89,23 +96,28 @@ def test_a_killed_batch_run_collects_its_journaled_jobs_instead_of_sending_them_
                                                             "--provider-batch", "--batch-poll", POLL)]
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         t0 = time.time()
-        while time.time() - t0 < 120 and p.poll() is None and not (out / "batches.jsonl").exists(): time.sleep(0.05)
+        while time.time() - t0 < 120 and p.poll() is None and not ((out / "batches.jsonl").exists() and _jobs(out)):
+            time.sleep(0.05)
         time.sleep(0.5)                                   # more jobs may start; none ends
         assert p.poll() is None, f"finished before the kill: {p.communicate()}"
         p.send_signal(signal.SIGKILL); p.wait()
         killed = _jobs(out)
         sent = sum(e.get("e") == "send" for e in map(json.loads, (out / "calls.jsonl").read_text().splitlines()))
         assert srv.stats()["requests"] == 0 and killed and sent == sum(len(j["keys"]) for j in killed)
+        if job_lines == "lost":
+            lines = (out / "batches.jsonl").read_text().splitlines()
+            (out / "batches.jsonl").write_text("".join(l + "\n" for l in lines if '"job"' not in l))
         srv.batch_polls = 1
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         st = srv.stats()
     assert r.returncode == 0, r.stderr
     jobs = _jobs(out)
-    assert jobs[:len(killed)] == killed                   # the killed run's jobs were collected, not submitted again
+    assert {j["job"] for j in jobs[:len(killed)]} == {j["job"] for j in killed}   # collected, not submitted again
+    assert all(j.get("recovered") for j in jobs[:len(killed)]) == (job_lines == "lost")
     keys_killed = {k for j in killed for k in j["keys"]}
-    assert not keys_killed & {k for j in jobs[len(killed):] if "keys" in j for k in j["keys"]}
+    assert not keys_killed & {k for j in jobs[len(killed):] for k in j["keys"]}
     s = _summary(out)
-    assert s["accepted"] == 4 and s["llm"]["calls"] == st["requests"] == sum(len(j["keys"]) for j in jobs if "keys" in j)
+    assert s["accepted"] == 4 and s["llm"]["calls"] == st["requests"] == sum(len(j["keys"]) for j in jobs)
     assert st["batch_jobs"] == len(jobs)
 
 
@@ -130,10 +142,9 @@ def test_a_failed_batch_job_is_an_error_naming_it(index, tmp_path, capsys):
         rc = main(_args(index, tmp_path / "run", f"openai:{srv.url}/v1@fake-model", "--provider-batch", "--batch-poll",
                         POLL))
     err = capsys.readouterr().err
-    jobs = _jobs(tmp_path / "run")
-    named = [j["job"] for j in jobs if "keys" in j and f"batch job {j['job']} ended expired" in err]
+    named = [j["job"] for j in _jobs(tmp_path / "run") if f"batch job {j['job']} ended expired" in err]
     assert rc == 1 and len(named) == 1, err
-    assert {"job": named[0], "failed": "expired"} in jobs
+    assert {"job": named[0], "failed": "expired"} in _journal(tmp_path / "run")
 
 
 def test_gemini_batch_mode_generates_the_same_items(index, tmp_path, monkeypatch):

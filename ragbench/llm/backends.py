@@ -344,8 +344,8 @@ def _phase(status: str, done: tuple, failed: tuple) -> str:
 
 # %% ../../nbs/03_llm.06_backends.ipynb #55a9b947
 @patch
-def _batch_submit(self: OpenAIBackend, reqs: list) -> str:
-    "Upload `reqs` as one JSONL file (Files API) and start a batch job on it; returns the job's id."
+def _batch_submit(self: OpenAIBackend, reqs: list, tag: str) -> str:
+    "Upload `reqs` as one JSONL file (Files API) and start a batch job on it, tagged `tag`; returns the job's id."
     lines = []
     for i, r in enumerate(reqs):
         kw = self._kwargs(r, self._native)
@@ -353,7 +353,16 @@ def _batch_submit(self: OpenAIBackend, reqs: list) -> str:
         lines.append(json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions", "body": body}))
     client = self._sync()
     f = client.files.create(file=("ragbench-batch.jsonl", ("\n".join(lines) + "\n").encode()), purpose="batch")
-    return client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h").id
+    return client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                 metadata={"ragbench_tag": tag}).id
+
+@patch
+def _batch_find(self: OpenAIBackend, tag: str, most: int = 1000) -> Optional[str]:
+    "The id of the job tagged `tag` among the latest `most` jobs, or None (it was never created)."
+    for i, b in enumerate(self._sync().batches.list(limit=100)):
+        if (b.metadata or {}).get("ragbench_tag") == tag: return b.id
+        if i + 1 >= most: break
+    return None
 
 @patch
 def _batch_state(self: OpenAIBackend, job: str) -> tuple[str, str, str]:
@@ -388,12 +397,20 @@ def _batch_results(self: OpenAIBackend, job: str, n: int) -> list:
 
 # %% ../../nbs/03_llm.06_backends.ipynb #9ab4b6dc
 @patch
-def _batch_submit(self: GeminiBackend, reqs: list) -> str:
-    "Start one batch job of inline requests; returns the job's name."
+def _batch_submit(self: GeminiBackend, reqs: list, tag: str) -> str:
+    "Start one batch job of inline requests, named after `tag`; returns the job's name."
     from google.genai import types
     src = [types.InlinedRequest(contents=r.prompt, config=self._config(r), metadata={"i": str(i)})
            for i, r in enumerate(reqs)]
-    return self._sync().batches.create(model=self.model, src=src).name
+    return self._sync().batches.create(model=self.model, src=src, config={"display_name": f"ragbench-{tag}"}).name
+
+@patch
+def _batch_find(self: GeminiBackend, tag: str, most: int = 1000) -> Optional[str]:
+    "The name of the job named after `tag` among the latest `most` jobs, or None (it was never created)."
+    for i, j in enumerate(self._sync().batches.list(config={"page_size": 100})):
+        if j.display_name == f"ragbench-{tag}": return j.name
+        if i + 1 >= most: break
+    return None
 
 @patch
 def _batch_state(self: GeminiBackend, job: str) -> tuple[str, str, str]:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/03_llm.07_batch.ipynb #939f4fa4
 from __future__ import annotations
-import asyncio, datetime as _dt, json, logging, time, weakref
+import asyncio, datetime as _dt, json, logging, time, uuid, weakref
 from pathlib import Path
 from typing import Callable, Optional
 from ..core import append_jsonl, arun, read_jsonl
@@ -33,7 +33,8 @@ class BatchBackend(Backend):
         self.journal = Path(journal) if journal is not None else None
         self.poll, self.window, self.max_requests = poll, window, max_requests
         # cache key -> (job, position) of requests submitted and not yet collected; job -> its number of requests
-        self._owed, self._sizes = _journaled(self.journal)
+        self._owed, self._sizes, lost = _journaled(self.journal)
+        for tag, keys in lost.items(): self._recover(tag, keys)
         self._loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.jobs_submitted = []                       # (job id, requests) of this process, in order
 
@@ -46,14 +47,17 @@ class BatchBackend(Backend):
 
 
 # %% ../../nbs/03_llm.07_batch.ipynb #2a94c281
-def _journaled(path: Optional[Path]) -> tuple[dict, dict]:
-    """({cache key: (job, position)}, {job: requests}) of the journal's jobs not marked failed (a torn last line is
-    skipped)."""
-    if path is None or not path.exists(): return {}, {}
-    recs = [r for r in read_jsonl(path, errors=[]) if isinstance(r, dict) and r.get("job")]
+def _journaled(path: Optional[Path]) -> tuple[dict, dict, dict]:
+    """({cache key: (job, position)}, {job: requests}) of the journal's jobs not marked failed, and {tag: keys} of the
+    submissions with no job line (a kill between the provider's reply and the journal); a torn last line is skipped."""
+    if path is None or not path.exists(): return {}, {}, {}
+    recs = [r for r in read_jsonl(path, errors=[]) if isinstance(r, dict)]
     failed = {r["job"] for r in recs if r.get("failed")}
-    jobs = [r for r in recs if r.get("keys") and r["job"] not in failed]
-    return {k: (r["job"], i) for r in jobs for i, k in enumerate(r["keys"])}, {r["job"]: len(r["keys"]) for r in jobs}
+    jobs = [r for r in recs if r.get("job") and r.get("keys") and r["job"] not in failed]
+    settled = {r.get("tag") for r in jobs} | {r.get("tag") for r in recs if r.get("never_created")}
+    lost = {r["submitting"]: r["keys"] for r in recs if r.get("submitting") and r["submitting"] not in settled}
+    return ({k: (r["job"], i) for r in jobs for i, k in enumerate(r["keys"])}, {r["job"]: len(r["keys"]) for r in jobs},
+            lost)
 
 class _LoopState:
     "What one event loop's callers wait on: the requests being gathered, and a collector task per job."
@@ -66,6 +70,20 @@ def _key(self: BatchBackend, req: LLMRequest) -> str:
     "The response-cache key of `req` (the one `LLM` stores its reply under)."
     return ResponseCache.key(self.inner.cache_id, req)
 
+
+@patch
+def _note(self: BatchBackend, record: dict) -> None:
+    "Append `record` to the journal (if any), flushed to disk."
+    if self.journal is not None: append_jsonl(self.journal, [record])
+
+@patch
+def _recover(self: BatchBackend, tag: str, keys: list) -> None:
+    "Find the job of a journaled submission that has no job line, by its tag at the provider; owe its requests."
+    job = self.inner._batch_find(tag)
+    if job is None: return self._note({"tag": tag, "never_created": True})
+    self._note({"job": job, "tag": tag, "backend": redact_spec(self.inner.cache_id), "keys": keys, "recovered": True})
+    self._owed.update({k: (job, i) for i, k in enumerate(keys)})
+    self._sizes[job] = len(keys)
 
 @patch
 def sent_before(self: BatchBackend, req: LLMRequest) -> bool:
@@ -114,13 +132,13 @@ def _flush(self: BatchBackend, st: _LoopState) -> None:
 @patch
 async def _submit(self: BatchBackend, st: _LoopState, batch: list) -> None:
     "Start one job for `batch`, journal it, then hand each caller (job, position)."
-    reqs = [r for r, _ in batch]
+    reqs, tag = [r for r, _ in batch], uuid.uuid4().hex[:16]
+    keys = [self._key(r) for r in reqs]
     try:
-        job = await asyncio.to_thread(self.inner._batch_submit, reqs)
-        if self.journal is not None:
-            append_jsonl(self.journal, [{"job": job, "backend": redact_spec(self.inner.cache_id),
-                                         "keys": [self._key(r) for r in reqs],
-                                         "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}])
+        self._note({"submitting": tag, "keys": keys})    # a kill before the job line: a resumed run finds it by tag
+        job = await asyncio.to_thread(self.inner._batch_submit, reqs, tag)
+        self._note({"job": job, "tag": tag, "backend": redact_spec(self.inner.cache_id), "keys": keys,
+                    "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
         self.jobs_submitted.append((job, len(reqs)))
     except Exception as e:
         for _, fut in batch:
@@ -145,7 +163,7 @@ async def _collect(self: BatchBackend, job: str, n: int) -> list:
         phase, status, why = await asyncio.to_thread(self.inner._batch_state, job)
         if phase == "done": break
         if phase == "failed":
-            if self.journal is not None: append_jsonl(self.journal, [{"job": job, "failed": status}])
+            self._note({"job": job, "failed": status})
             raise ProviderError(f"{self.spec}: batch job {job} ended {status}{': ' + why if why else ''}; its "
                                 "requests were not answered (re-run the same command to send them again)",
                                 retryable=False)

@@ -394,7 +394,8 @@ def _new_job(self: FakeLLMServer, api: str, body: dict, model: Optional[str] = N
         reqs = [(_parse_gemini_request(it.get("request") or {}, model), True) for it in items]
         ids, name = [it.get("metadata") for it in items], f"batches/{uuid.uuid4().hex[:12]}"
     job = {"api": api, "id": name, "ids": ids, "requests": reqs, "polls": 0, "status": "in_progress", "replies": None,
-           "model": model, "input_file_id": body.get("input_file_id"), "created": int(time.time())}
+           "model": model, "input_file_id": body.get("input_file_id"), "created": int(time.time()),
+           "metadata": body.get("metadata"), "display_name": (body.get("batch") or {}).get("displayName")}
     with self._lock:
         self._jobs[name] = job
         self._stats["batch_jobs"] += 1
@@ -417,7 +418,7 @@ def _openai_batch(job: dict, out_file: Optional[str]) -> dict:
     "The Batch object of `job`."
     done = job["status"] == "completed"
     return {"id": job["id"], "object": "batch", "endpoint": "/v1/chat/completions", "input_file_id": job["input_file_id"],
-            "completion_window": "24h", "status": job["status"], "created_at": job["created"],
+            "completion_window": "24h", "status": job["status"], "created_at": job["created"], "metadata": job["metadata"],
             "output_file_id": out_file if done else None, "error_file_id": None,
             "errors": None if job["status"] in ("in_progress", "completed") else
             {"object": "list", "data": [{"code": job["status"], "message": f"the job {job['status']} (fake)"}]},
@@ -432,7 +433,7 @@ _GEMINI_STATE = {"in_progress": "BATCH_STATE_RUNNING", "completed": "BATCH_STATE
 def _gemini_batch(job: dict) -> dict:
     "The batch operation of `job`, with its inline responses once it succeeded."
     meta = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch", "name": job["id"],
-            "model": f"models/{job['model']}", "state": _GEMINI_STATE[job["status"]]}
+            "model": f"models/{job['model']}", "state": _GEMINI_STATE[job["status"]], "displayName": job["display_name"]}
     if job["replies"] is not None:
         meta["output"] = {"inlinedResponses": {"inlinedResponses": [
             {"metadata": md, **({"response": b} if code == 200 else {"error": {"code": code, "message": str(b)}})}
@@ -462,6 +463,12 @@ _GEMINI_BATCH = re.compile(r"^/(?:v1|v1beta|v1alpha)/models/([^/:]+):batchGenera
 @patch
 def _get(self: FakeLLMServer, h: _Handler, path: str) -> bool:
     "Answer a GET of a batch job or a file's content; False: not such a path."
+    if path in ("/v1/batches", "/batches", "/v1beta/batches", "/v1alpha/batches"):   # the list, newest first
+        api = "openai" if path in ("/v1/batches", "/batches") else "gemini"
+        jobs = [j for j in reversed(list(self._jobs.values())) if j["api"] == api]
+        h._send(200, {"object": "list", "data": [_openai_batch(j, None) for j in jobs], "has_more": False}
+                if api == "openai" else {"operations": [_gemini_batch(j) for j in jobs]})
+        return True
     m, g = _OPENAI_JOB.match(path), _GEMINI_JOB.match(path)   # Gemini's v1 path fits both: the job tells
     if m or g:
         name = g.group(1) if g else m.group(1)
