@@ -3,7 +3,7 @@ through the real SDK clients against the fake server's batch endpoints; counted,
 
     python -m pytest -q tests/test_batch.py
 """
-import contextlib, json, os, signal, subprocess, sys, time
+import json, os, signal, subprocess, sys, time
 from pathlib import Path
 
 import pytest

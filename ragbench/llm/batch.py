@@ -4,9 +4,9 @@
 
 # %% ../../nbs/03_llm.07_batch.ipynb #939f4fa4
 from __future__ import annotations
-import asyncio, datetime as _dt, json, logging, time, uuid, weakref
+import asyncio, datetime as _dt, logging, uuid, weakref
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 from ..core import append_jsonl, arun, read_jsonl
 from .backends import Backend, Completion, LLMRequest
 from .cache import ResponseCache
@@ -140,6 +140,7 @@ async def _submit(self: BatchBackend, st: _LoopState, batch: list) -> None:
         self._note({"job": job, "tag": tag, "backend": redact_spec(self.inner.cache_id), "keys": keys,
                     "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
         self.jobs_submitted.append((job, len(reqs)))
+        _log.info("%s: batch job %s submitted with %d request(s)", redact_spec(self.spec), job, len(reqs))
     except Exception as e:
         for _, fut in batch:
             if not fut.done(): fut.set_exception(e)
