@@ -39,6 +39,8 @@ class RunSpec:
     progress: Optional[bool] = None                    # a progress bar (None: when stderr is a terminal)
     preflight: bool = True                             # check LLM keys and servers (a TCP connect) before any work
     llm_timeout: Optional[float] = None                # seconds per LLM request (None: the backend's 120)
+    provider_batch: bool = False                       # requests as provider batch jobs (OpenAI, Gemini): half price
+    batch_poll: float = 30.0                           # seconds between polls of a batch job
 
 def by_role(generate: Optional[str], **others: Optional[str]) -> dict:
     "{role: spec} with every role not given falling back to the `generate` spec."
@@ -56,18 +58,22 @@ def check_spec(spec: str) -> str:
 class LLMPool:
     "The LLMs of a run: one client per distinct spec, one cache folder; the run's meter counts their calls."
     def __init__(self, cache_dir=None, concurrency: Optional[int] = None, factory: Optional[Callable] = None,
-                 timeout: Optional[float] = None):
+                 timeout: Optional[float] = None, batch: Optional[dict] = None):
         self.cache_dir, self.concurrency, self.factory, self.made = cache_dir, concurrency, factory, {}
         self.timeout = timeout                         # seconds per request, for the backends that talk to a server
+        self.batch = batch                             # `make_llm`'s batch options: provider batch mode
 
     def _make(self, spec: str):
         """A new client for `spec` (the pool's factory, else `make_llm` with the shared cache); a bad spec raises
         UserError."""
         if self.factory is not None: return self.factory(spec)
         kw = {} if self.concurrency is None else {"max_concurrency": self.concurrency}
-        if self.timeout is not None and spec.strip().partition(":")[0] in ("openai",
-            "gemini"): kw["timeout"] = self.timeout
-        try: return make_llm(check_spec(spec), cache_dir=self.cache_dir, **kw)
+        kind = spec.strip().partition(":")[0]
+        if self.timeout is not None and kind in ("openai", "gemini"): kw["timeout"] = self.timeout
+        if self.batch is not None and kind not in ("openai", "gemini"):
+            raise UserError(f"--provider-batch needs a provider with a batch API (openai: or gemini:), not "
+                            f"{redact_spec(spec)!r}")
+        try: return make_llm(check_spec(spec), cache_dir=self.cache_dir, batch=self.batch, **kw)
         except LLMError as e: raise UserError(str(e)) from e
 
     def get(self, spec: Optional[str]):
@@ -134,6 +140,8 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
     the executor."""
     for s in spec.models.values():
         if s: check_spec(s)
+    if spec.provider_batch and ray_address(spec.ray):      # the jobs' journal lives in this process's run folder
+        raise UserError("--provider-batch runs in this process: drop --ray (or unset RAGBENCH_RAY_ADDRESS)")
     if attach: return _attached(spec, name, in_flight, factory, fts if reopen else None)
     out = Path(spec.out) if spec.out and write else None
     if out is not None and spec.preflight: check_llms(spec.models.values())   # keys and servers, before any work
@@ -157,13 +165,26 @@ def open_run(spec: RunSpec, *, name: str = "run", check: Optional[Callable] = No
 def _with_llms(run: Run, factory: Optional[Callable] = None) -> Run:
     "`run` with its LLMs by role: one pool, one cache in the run folder."
     spec = run.spec
-    run.pool = LLMPool(run.out / "cache", spec.concurrency, factory=factory, timeout=spec.llm_timeout)
+    run.pool = LLMPool(run.out / "cache", spec.concurrency, factory=factory, timeout=spec.llm_timeout,
+                       batch=_batch_options(spec, run.out))
     run.llms = run.pool.by_role(
         by_role(spec.models.get("generate"), **{r: s for r, s in spec.models.items() if r != "generate"})
     )
     if spec.max_usd is not None:
         for s in run.pool.unpriced(): run.say(f"price of {s} unknown: --max-usd cannot limit it (use --max-calls)")
+    if not spec.provider_batch and (run.out / "batches.jsonl").exists():
+        run.say("this run sent batch jobs (batches.jsonl): without --provider-batch, the requests of a job it has not "
+                "collected are sent again; re-run with --provider-batch to collect them")
+    if spec.provider_batch:
+        run.say(f"provider batch mode: requests go out as batch jobs at the batch price, each polled every "
+                f"{spec.batch_poll:g} s; the jobs are journaled in {run.out / 'batches.jsonl'}")
     return run
+
+def _batch_options(spec: RunSpec, out: Path) -> Optional[dict]:
+    """`make_llm`'s batch options of a run in provider batch mode (its jobs journaled in `out`/batches.jsonl; requests
+    issued within a second, or a poll interval if shorter, share a job), else None."""
+    if not spec.provider_batch: return None
+    return {"journal": out / "batches.jsonl", "poll": spec.batch_poll, "window": min(1.0, spec.batch_poll)}
 
 def _attached(spec: RunSpec, name: str, in_flight: int, factory: Optional[Callable], fts: Optional[bool]) -> Run:
     "An existing run folder, its lock taken: manifest, index reopened (`spec.db`, else the one recorded), LLMs."

@@ -105,6 +105,9 @@ ADDED["evaluate"].update({"--seed": "seed", "--ks": "ks", "--bertscore-model": "
                           # issue 42: one in-flight setting, LLM requests in flight (default 16, as generation); it
                           # replaces issue 18's --parallel-batches (batches in flight), which never raised the LLM's 8
                           "--concurrency": "concurrency"})
+# issue 42: provider batch mode (OpenAI's and Gemini's batch APIs) for generation and judging runs that can wait
+for _name in ("triad", "dora", "evaluate"):
+    ADDED[_name].update({"--provider-batch": "provider_batch", "--batch-poll": "batch_poll"})
 for _name in ("static", "export-ragas"):           # issue 18: StaticOptions, ExportRagasOptions, and --config FILE
     ADDED[_name] = {**ADDED.get(_name, {}), "--config": "config"}
 # defaults changed on purpose after the snapshot: (command, dest) -> the new default, with the reason

@@ -108,6 +108,8 @@ class EvaluateOptions(BaseModel):
                            description="print the LLM calls the evaluation would send (judge re-asks apart) and send none")
     quiet: bool = Field(False, description="no progress")
     ray: Optional[str] = Field(None, description=RAY_HELP)
+    provider_batch: bool = Field(False, description="answers and judges as OpenAI/Gemini batch jobs (half price)")
+    batch_poll: float = Field(30.0, gt=0, description="seconds between polls of a batch job (--provider-batch)")
 
 # %% ../../nbs/90_commands.04_evaluate.ipynb #f6222022
 def _print_estimate(est: dict) -> int:
@@ -152,7 +154,8 @@ def evaluate_command(
     summary = evaluate(o.dataset, runs, o.out, bertscore=o.bertscore, bertscore_model=o.bertscore_model,
                        ks=cutoffs(o.ks),
                        batch_size=o.batch_size, concurrency=o.concurrency, max_calls=o.max_calls,
-                       progress=not o.quiet, ray=o.ray, **kw)
+                       progress=not o.quiet, ray=o.ray, provider_batch=o.provider_batch,
+                       batch_poll=o.batch_poll, **kw)
     _report_inputs(summary)
     print(format_summary(summary))
     print(f"\n{summary['n_rows']} rows ({summary['new_rows']} new) -> {Path(o.out) / 'scores.jsonl'}, {Path(o.out) / 'summary.json'}")

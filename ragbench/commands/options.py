@@ -148,6 +148,9 @@ def read_options(model, config=None, options: Optional[dict] = None) -> tuple[An
 RAY_HELP = ("run on a Ray cluster: 'local' starts one here, 'auto' or HOST:PORT joins one (pip install -e \".[ray]\"); "
             "default: $RAGBENCH_RAY_ADDRESS, else this process")
 
+_BATCH_HELP = ("send the LLM requests as provider batch jobs (OpenAI's and Gemini's batch APIs: about half the price, "
+               "replies in minutes to hours); a killed run collects its jobs (RUN/batches.jsonl) when re-run")
+
 class RunOptions(BaseModel):
     "The flags of a run over an index, shared by the generating commands (`RunSpec`'s fields as the user types them)."
     model_config = ConfigDict(extra="forbid")
@@ -167,12 +170,15 @@ class RunOptions(BaseModel):
     ray: Optional[str] = Field(None, description=RAY_HELP)
     llm_timeout: Optional[float] = Field(None, gt=0, description="seconds an LLM request may take before it is retried "
                                                                  "(default: 120; OpenAI-compatible and Gemini servers)")
+    provider_batch: bool = Field(False, description=_BATCH_HELP)
+    batch_poll: float = Field(30.0, gt=0, description="seconds between polls of a batch job (--provider-batch)")
 
     def spec(self, models: dict, **more) -> RunSpec:
         "The `RunSpec` of these flags, with the LLM specs by role `models`."
         return RunSpec(out=self.out, db=self.db, table=self.table, columns=self.column, embedder=self.embedder,
                        models=models,
-                       max_calls=self.max_calls, ray=self.ray, llm_timeout=self.llm_timeout, **more)
+                       max_calls=self.max_calls, ray=self.ray, llm_timeout=self.llm_timeout,
+                       provider_batch=self.provider_batch, batch_poll=self.batch_poll, **more)
 
 def changed(options: BaseModel, names: Sequence[str]) -> dict:
     "The fields `names` of `options` whose value is not their default (what the user set)."

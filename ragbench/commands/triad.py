@@ -61,7 +61,7 @@ def _print_estimate(est: dict) -> None:
     print(f"estimate for {est['n']} accepted questions: ~{t['calls']} LLM calls, ~{t['input_tokens'] + t['output_tokens']} tokens, "
           + (f"cost {t['cost_usd']} USD " if t['cost_usd'] is not None else f"cost: {_no_cost(est)} ") +
           f"({est['calls_per_accepted']} calls, {est['tokens_per_accepted']} tokens per accepted question; "
-          f"prices as of {est['prices_as_of']})", file=sys.stderr)
+          f"{'batch ' if est.get('provider_batch') else ''}prices as of {est['prices_as_of']})", file=sys.stderr)
 
 def _no_cost(est: dict) -> str:
     "Why the estimate has no cost: a stand-in has no price, or the table lacks a model."
@@ -178,7 +178,8 @@ def triad_command(
     fresh = not Path(o.out).exists()
     run = open_run(spec, name="triad", check=lambda index: triad_inputs(index, cfg, o.seeds_file),
                    in_flight=cfg.in_flight, write=not o.estimate)
-    if o.estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models)) or 0
+    if o.estimate: return _print_estimate(estimate_triad(run.index, run.inputs, spec.models,
+                                                         batch=o.provider_batch)) or 0
     _refuse_mixed_resume(run.out, run.index, run.inputs, run.llms)
     result = _run_opened(run, fresh, max_calls=o.max_calls, max_usd=o.max_usd)
     _print_summary(result.summary, run.out)

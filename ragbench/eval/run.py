@@ -463,6 +463,8 @@ class _EvalSettings(BaseModel):
     similarity_model: Optional[str] = "default"                     # embedder of RAGAS answer correctness; None: off
     judge_repeats: int = 0                                           # re-asks of the judges on a sample of items
     judge_repeat_sample: int = REPEAT_SAMPLE
+    provider_batch: bool = False                                     # requests as provider batch jobs (half price)
+    batch_poll: float = Field(30.0, gt=0)                            # seconds between polls of a batch job
 
 def _batches_in_flight(concurrency: int, batch_size: int) -> int:
     "Batches scored at once: enough items (4 per request slot) that `concurrency` requests stay in flight."
@@ -494,7 +496,8 @@ def evaluate(dataset: Union[Dataset, str, Path], setups: Union[Sequence[Setup], 
     check_gold_in_index(ds, setups, indexes)
     similarity = _similarity_embedder(o.similarity_model)
     opened = open_run(RunSpec(out=str(out), models=_llm_specs(setups, default_llm, judge_llm, llm_factory), ray=o.ray,
-                              preflight=False, concurrency=o.concurrency), name="evaluate",
+                              preflight=False, concurrency=o.concurrency, provider_batch=o.provider_batch,
+                              batch_poll=o.batch_poll), name="evaluate",
                       in_flight=_batches_in_flight(o.concurrency, o.batch_size), factory=llm_factory)
     # the specs are checked, the LLMs made: now the lock
     with opened.tasks() as tr:

@@ -14,6 +14,7 @@ from .structured import extract_json, parse_reply
 from .cache import ResponseCache
 from .backends import (Backend, GeminiBackend, LLMRequest, LocalBackend, OpenAIBackend, load_llama,
                                    openai_backend)
+from .batch import BatchBackend
 from .template import TemplateBackend, template_reply
 from .client import (BACKENDS, LLM, arun, check_llms, endpoint_problem, key_problem, llm_endpoint,
                                  make_llm, register_backend)

@@ -65,9 +65,13 @@ class Backend:
         "What identifies this backend in cache keys."
         return self.spec
 
-    def default_price(self) -> Optional[tuple[float, float]]:
-        "Price per 1M tokens when the user gives none."
-        return price_for(self.model)
+    def default_price(self, batch: bool = False) -> Optional[tuple[float, float]]:
+        "Price per 1M tokens when the user gives none (`batch`: through the provider's batch API)."
+        return price_for(self.model, batch=batch)
+
+    def sent_before(self, req: LLMRequest) -> bool:
+        "Whether `req` was counted and sent by an earlier run whose reply this backend collects (a batch job)."
+        return False
 
     def call(self, req: LLMRequest) -> Completion: raise NotImplementedError
     async def acall(self, req: LLMRequest) -> Completion: return await asyncio.to_thread(self.call, req)
@@ -118,8 +122,8 @@ class OpenAIBackend(Backend):
     @property
     def cache_id(self): return f"openai:{self.base_url}@{self.model}"
 
-    def default_price(self):
-        return price_for(self.model) or ((0.0, 0.0) if is_loopback(self.base_url) else None)
+    def default_price(self, batch: bool = False):
+        return price_for(self.model, batch=batch) or ((0.0, 0.0) if is_loopback(self.base_url) else None)
 
 # %% ../../nbs/03_llm.06_backends.ipynb #3bc7c258
 def _lacks_model(base: str, model: str) -> bool:
@@ -263,8 +267,8 @@ class GeminiBackend(Backend):
     @property
     def cache_id(self): return f"gemini:{self.model}" + (f"@{self.base_url}" if self.base_url else "")
 
-    def default_price(self):
-        return price_for(self.model) or ((0.0, 0.0) if is_loopback(self.base_url) else None)
+    def default_price(self, batch: bool = False):
+        return price_for(self.model, batch=batch) or ((0.0, 0.0) if is_loopback(self.base_url) else None)
 
 # %% ../../nbs/03_llm.06_backends.ipynb #8c2a9782
 @patch
@@ -325,6 +329,112 @@ async def acall(self: GeminiBackend, req: LLMRequest) -> Completion:
                                                          config=self._config(req))
     except json.JSONDecodeError as e: raise TransientError(f"malformed response body: {e}") from None
     return _gemini_completion(resp)
+
+# %% ../../nbs/03_llm.06_backends.ipynb #35804679
+def _request_error(job: str, i: int, code: int, err) -> ProviderError:
+    "The error of request `i` of batch job `job` (a 429 or a 5xx is retried, in a later job)."
+    msg = (err or {}).get("message") if isinstance(err, dict) else err
+    return ProviderError(f"batch {job}, request {i}: HTTP {code or '?'}: {msg}", status=code or None,
+                         retryable=not code or code == 429 or code >= 500)
+
+def _phase(status: str, done: tuple, failed: tuple) -> str:
+    "running, done or failed, for a provider's job status."
+    return "done" if status in done else "failed" if status in failed else "running"
+
+
+# %% ../../nbs/03_llm.06_backends.ipynb #55a9b947
+@patch
+def _batch_submit(self: OpenAIBackend, reqs: list, tag: str) -> str:
+    "Upload `reqs` as one JSONL file (Files API) and start a batch job on it, tagged `tag`; returns the job's id."
+    lines = []
+    for i, r in enumerate(reqs):
+        kw = self._kwargs(r, self._native)
+        body = {**{k: v for k, v in kw.items() if k != "extra_body"}, **kw.get("extra_body", {})}
+        lines.append(json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions", "body": body}))
+    client = self._sync()
+    f = client.files.create(file=("ragbench-batch.jsonl", ("\n".join(lines) + "\n").encode()), purpose="batch")
+    return client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                 metadata={"ragbench_tag": tag}).id
+
+@patch
+def _batch_find(self: OpenAIBackend, tag: str, most: int = 1000) -> Optional[str]:
+    "The id of the job tagged `tag` among the latest `most` jobs, or None (it was never created)."
+    for i, b in enumerate(self._sync().batches.list(limit=100)):
+        if (b.metadata or {}).get("ragbench_tag") == tag: return b.id
+        if i + 1 >= most: break
+    return None
+
+@patch
+def _batch_state(self: OpenAIBackend, job: str) -> tuple[str, str, str]:
+    "(running, done or failed; the job's status; why it failed)."
+    b = self._sync().batches.retrieve(job)
+    why = "; ".join(f"{e.code}: {e.message}" for e in ((b.errors.data or []) if b.errors else []))
+    return _phase(b.status, ("completed",), ("failed", "expired", "cancelled")), b.status, why
+
+
+# %% ../../nbs/03_llm.06_backends.ipynb #658366fb
+@patch
+def _batch_results(self: OpenAIBackend, job: str, n: int) -> list:
+    "The `n` replies of a finished job, in request order: a Completion, or the error of that request."
+    from openai.types.chat import ChatCompletion
+    client = self._sync()
+    b = client.batches.retrieve(job)
+    out: list = [TransientError(f"batch {job} returned no result for request {i}") for i in range(n)]
+    for fid in (b.output_file_id, b.error_file_id):
+        for line in (client.files.content(fid).text.splitlines() if fid else []):
+            if not line.strip(): continue
+            rec = json.loads(line)
+            i, resp, err = int(rec["custom_id"][1:]), rec.get("response") or {}, rec.get("error")
+            code = resp.get("status_code") or 0
+            if code == 200 and not err: out[i] = _openai_completion(ChatCompletion.model_validate(resp["body"]))
+            elif code in (400, 422) and self.structured == "auto" and self._native:   # as `_failed` does unbatched
+                self._native = False
+                out[i] = StructuredOutputRejected(f"batch {job}, request {i}: the server rejected response_format "
+                                                  f"(HTTP {code}); resending with the schema in the prompt")
+            else: out[i] = _request_error(job, i, code, err or (resp.get("body") or {}).get("error"))
+    return out
+
+
+# %% ../../nbs/03_llm.06_backends.ipynb #9ab4b6dc
+@patch
+def _batch_submit(self: GeminiBackend, reqs: list, tag: str) -> str:
+    "Start one batch job of inline requests, named after `tag`; returns the job's name."
+    from google.genai import types
+    src = [types.InlinedRequest(contents=r.prompt, config=self._config(r), metadata={"i": str(i)})
+           for i, r in enumerate(reqs)]
+    return self._sync().batches.create(model=self.model, src=src, config={"display_name": f"ragbench-{tag}"}).name
+
+@patch
+def _batch_find(self: GeminiBackend, tag: str, most: int = 1000) -> Optional[str]:
+    "The name of the job named after `tag` among the latest `most` jobs, or None (it was never created)."
+    for i, j in enumerate(self._sync().batches.list(config={"page_size": 100})):
+        if j.display_name == f"ragbench-{tag}": return j.name
+        if i + 1 >= most: break
+    return None
+
+@patch
+def _batch_state(self: GeminiBackend, job: str) -> tuple[str, str, str]:
+    "(running, done or failed; the job's state; why it failed)."
+    j = self._sync().batches.get(name=job)
+    state = str(getattr(j.state, "value", j.state))
+    return (_phase(state, ("JOB_STATE_SUCCEEDED",), ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")),
+            state, str(j.error or ""))
+
+@patch
+def _batch_results(self: GeminiBackend, job: str, n: int) -> list:
+    "The `n` replies of a finished job, in request order: a Completion, or the error of that request."
+    rs = list(getattr(self._sync().batches.get(name=job).dest, "inlined_responses", None) or [])
+    out: list = [TransientError(f"batch {job} returned no result for request {i}") for i in range(n)]
+    for k, r in enumerate(rs):
+        i = int((r.metadata or {}).get("i", k))
+        if r.error is not None or r.response is None:
+            out[i] = _request_error(job, i, getattr(r.error, "code", None) or 0, {"message": getattr(r.error, "message",
+                                                                                                     r.error)})
+            continue
+        try: out[i] = _gemini_completion(r.response)
+        except ProviderError as e: out[i] = e
+    return out
+
 
 # %% ../../nbs/03_llm.06_backends.ipynb #6e08cd6a
 def _default_local_model() -> str:

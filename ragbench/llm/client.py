@@ -137,7 +137,7 @@ def _call(self: LLM, req: LLMRequest) -> Completion:
         est = approx_tokens((req.system or "") + req.prompt)
         if self.limiter: time.sleep(self.limiter.reserve(est))
         with self._slots:
-            self._book(req)
+            if not self.backend.sent_before(req): self._book(req)
             try: comp, exc = self.backend.call(req), None
             except Exception as e: comp, exc = None, e
         if exc is None:
@@ -155,7 +155,7 @@ async def _acall(self: LLM, req: LLMRequest) -> Completion:
         if self.limiter: await asyncio.sleep(self.limiter.reserve(est))
         await self._slots.aacquire()
         try:
-            self._book(req)
+            if not self.backend.sent_before(req): self._book(req)   # a journaled batch job's request was counted
             try: comp, exc = await self.backend.acall(req), None
             except Exception as e: comp, exc = None, e
         finally: self._slots.release()
@@ -292,9 +292,9 @@ def _expand_env(spec: str) -> str:
 _LLM_KEYS = {"max_retries", "backoff", "max_backoff", "max_repairs", "price"}
 
 def make_llm(spec: str, cache_dir=None, meter: Optional[CallMeter] = None, max_concurrency: int = 8,
-             rpm: Optional[float] = None, tpm: Optional[float] = None, **options) -> LLM:
+             rpm: Optional[float] = None, tpm: Optional[float] = None, batch: Optional[dict] = None, **options) -> LLM:
     """An LLM for `spec`: gemini:MODEL | openai:BASE_URL@MODEL | openai:MODEL | local | local:PATH.gguf | template |
-    fake."""
+    fake; `batch` (`BatchBackend`'s options: journal, poll, window): through the provider's batch API."""
     if not isinstance(spec, str) or not spec.strip():
         raise LLMConfigError(f"LLM spec must be a non-empty string, got {spec!r}")
     spec = _expand_env(spec.strip())
@@ -305,6 +305,9 @@ def make_llm(spec: str, cache_dir=None, meter: Optional[CallMeter] = None, max_c
     common = {k: options.pop(k) for k in list(options) if k in _LLM_KEYS}
     try: backend = _backend_factory(kind)(rest, spec=spec, **options)
     except TypeError as e: raise LLMConfigError(f"LLM spec {redact_spec(spec)!r}: bad option: {e}") from None
+    if batch is not None:
+        from .batch import BatchBackend
+        backend = BatchBackend(backend, max_requests=max_concurrency, **batch)
     return LLM(backend, spec=spec, cache_dir=cache_dir, meter=meter,
                max_concurrency=max_concurrency, rpm=rpm, tpm=tpm, **common)
 

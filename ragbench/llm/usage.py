@@ -25,12 +25,20 @@ _PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-nano": (0.10, 0.40), "gpt-5": (1.25, 10.0), "gpt-5-mini": (0.25, 2.0), "gpt-5-nano": (0.05, 0.40),
 }
 
-def price_for(model: Optional[str], prices: Optional[dict] = None) -> Optional[tuple[float, float]]:
+_BATCH_FACTOR = 0.5   # OpenAI's and Gemini's batch APIs charge half the list price (on PRICES_AS_OF)
+
+def _batch_price(price: Optional[tuple[float, float]]) -> Optional[tuple[float, float]]:
+    "The batch-API price of list price `price`."
+    return None if price is None else (price[0] * _BATCH_FACTOR, price[1] * _BATCH_FACTOR)
+
+def price_for(model: Optional[str], prices: Optional[dict] = None,
+              batch: bool = False) -> Optional[tuple[float, float]]:
     """USD per 1M (input, output) tokens for `model`: exact match, else the longest known prefix, else None (`prices`:
-    {model: (in, out)} over the shipped table)."""
+    {model: (in, out)} over the shipped table; `batch`: the batch API's price, `MODEL@batch` in `prices` over half)."""
     if not model: return None
     table = {**_PRICES, **{k.lower(): tuple(v) for k, v in (prices or {}).items()}}
     m = model.split("/")[-1].lower()
+    if batch: return table.get(f"{m}@batch") or _batch_price(price_for(model, prices))
     if m in table: return table[m]
     keys = [k for k in table if m.startswith(k + "-")]
     return table[max(keys, key=len)] if keys else None

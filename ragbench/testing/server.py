@@ -113,6 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if path == "/stats": return self._send(200, self.server.fake.stats())
         if path in ("/health", "/"): return self._send(200, {"ok": True})
+        if self.server.fake._get(self, path): return
         self._send(404, {"error": {"code": 404, "message": f"no route {path}"}})
 
     def do_POST(self):
@@ -130,6 +131,9 @@ class _Faults(BaseModel):
     openai_structured: bool = Field(True, description="False: reject response_format with 400, like servers without it")
     stage_faults: Optional[dict[str, str]] = Field(None, description="{system-prompt text: its fault}")
     retry_after: float = Field(2.0, description="seconds a 'retry_after' fault asks for (429 with Retry-After)")
+    batch_polls: int = Field(1, ge=1, description="polls of a batch job until it ends (its requests are answered then)")
+    batch_outcome: str = Field("completed", pattern="^(completed|failed|expired)$",
+                               description="how a batch job ends: completed, failed or expired")
 
 class FakeLLMServer:
     "Fake OpenAI + Gemini server on 127.0.0.1 (`port=0` picks a free port); use as a context manager."
@@ -145,6 +149,7 @@ class FakeLLMServer:
         # f(request dict: system, prompt, schema, model) -> reply str | dict, or None: the template's
         self.responder = responder
         self._faults = collections.deque(f.faults or [])
+        self.batch_polls, self.batch_outcome, self._files, self._jobs = f.batch_polls, f.batch_outcome, {}, {}
         self._lock = threading.Lock()
         self._seen = collections.Counter()
         self._httpd = self._thread = None
@@ -203,7 +208,8 @@ def reset_stats(self: FakeLLMServer) -> None:
     "Zero the counters."
     with self._lock:
         self._stats = {"requests": 0, "ok": 0, "by_api": collections.Counter(), "faults": collections.Counter(),
-                       "structured": 0, "rejected": 0, "models": collections.Counter(), "repeats": 0, "times": []}
+                       "structured": 0, "rejected": 0, "models": collections.Counter(), "repeats": 0, "times": [],
+                       "batch_jobs": 0}
         self._served, self._active, self._answered = collections.Counter(), 0, collections.deque()
 
 # %% ../../nbs/05_testing.02_server.ipynb #eb342aef
@@ -251,8 +257,12 @@ def _route(self: FakeLLMServer, h: _Handler, path: str, body: dict):
         try: self.push_faults(*body.get("faults", []))
         except ValueError as e: return h._send(400, {"error": {"code": 400, "message": str(e)}})
         return h._send(200, {"queued": len(self._faults)})
-    m = _GEMINI_PATH.match(path)
+    m, job = _GEMINI_PATH.match(path), None
     if path in ("/v1/chat/completions", "/chat/completions"): return "openai", _parse_openai_request(body)
+    if path in ("/v1/batches", "/batches") or (b := _GEMINI_BATCH.match(path)):
+        job = self._new_job("openai", body) if path.endswith("/batches") else self._new_job("gemini", body, b.group(1))
+        if job is None: return h._send(404, {"error": {"code": 404, "message": "no such input file (fake)"}})
+        return h._send(200, _openai_batch(job, None) if job["api"] == "openai" else _gemini_batch(job))
     if m: return "gemini", _parse_gemini_request(body, m.group(1))
     h._send(404, {"error": {"code": 404, "message": f"no route {path}"}})
 
@@ -279,6 +289,7 @@ def _count(self: FakeLLMServer, api: str, req: dict, fault: Optional[str]) -> No
 # %% ../../nbs/05_testing.02_server.ipynb #327de13e
 @patch
 def _handle(self: FakeLLMServer, h: _Handler) -> None:
+    if urlsplit(h.path).path in ("/v1/files", "/files"): return self._upload(h)
     try: body = json.loads(h.rfile.read(int(h.headers.get("Content-Length") or 0)) or b"{}")
     except ValueError: return h._send(400, {"error": {"code": 400, "message": "request body is not JSON"}})
     routed = self._route(h, urlsplit(h.path).path, body)
@@ -320,6 +331,160 @@ def _scripted(self: FakeLLMServer, req: dict) -> str:
     r = self.responder(req) if self.responder is not None else None
     if r is None: return template_reply(req["prompt"], req["system"], req["schema"], self.seed)
     return r if isinstance(r, str) else json.dumps(r)
+
+# %% ../../nbs/05_testing.02_server.ipynb #56327ee9
+_BATCH_ERR = {"429": 429, "retry_after": 429, "500": 500, "503": 503}   # other faults fail an inner request with 500
+
+@patch
+def _inner_reply(self: FakeLLMServer, api: str, req: dict, fault: Optional[str]) -> tuple[int, dict]:
+    "`(status, body)` of one request inside a batch job: what the same request unbatched gets, without the wait."
+    if fault is None:
+        return 400, {"error": {"message": "response_format is not supported by this server (fake)",
+                               "type": "invalid_request_error", "param": "response_format", "code": None}}
+    if fault not in ("ok", *_HOSTILE_TEXT): return _BATCH_ERR.get(fault, 500), _error_body(api, _BATCH_ERR.get(fault, 500))
+    text = _HOSTILE_TEXT.get(fault) if fault in _HOSTILE_TEXT else self._scripted(req)
+    return 200, _openai_response(text, req) if api == "openai" else _gemini_response(text, req)
+
+@patch
+def _answer_job(self: FakeLLMServer, job: dict) -> list:
+    "Answer every request of `job` (each counted as a request of API `openai_batch` or `gemini_batch`)."
+    out = []
+    for req, structured_ok in job["requests"]:
+        fault = self._pick_fault(None, req) if structured_ok else None
+        self._count(f"{job['api']}_batch", req, fault)
+        with self._lock:
+            self._active -= 1
+            self._answered.append(time.monotonic())
+        out.append(self._inner_reply(job["api"], req, fault))
+    return out
+
+
+# %% ../../nbs/05_testing.02_server.ipynb #26f556bd
+def _multipart_file(h: _Handler) -> bytes:
+    "The `file` part of a multipart/form-data upload."
+    from email.parser import BytesParser
+    from email.policy import HTTP
+    data = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+    msg = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {h.headers.get('Content-Type')}\r\n\r\n".encode() + data)
+    return next((p.get_payload(decode=True) for p in msg.iter_parts()
+                 if p.get_param("name", header="content-disposition") == "file"), b"")
+
+@patch
+def _upload(self: FakeLLMServer, h: _Handler) -> None:
+    "OpenAI's `POST /v1/files`: keep the file, answer its FileObject."
+    data, fid = _multipart_file(h), f"file-{uuid.uuid4().hex[:12]}"
+    with self._lock: self._files[fid] = data
+    h._send(200, {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+                  "filename": "batch.jsonl", "purpose": "batch", "status": "processed"})
+
+
+# %% ../../nbs/05_testing.02_server.ipynb #219dd8a6
+@patch
+def _new_job(self: FakeLLMServer, api: str, body: dict, model: Optional[str] = None) -> Optional[dict]:
+    "A batch job from a create body (OpenAI: its input file's lines; Gemini: inline requests), or None: no such file."
+    if api == "openai":
+        data = self._files.get(body.get("input_file_id"))
+        if data is None: return None
+        lines = [json.loads(l) for l in data.decode().splitlines() if l.strip()]
+        reqs = [(_parse_openai_request(l["body"]), not (l["body"].get("response_format") and not self.openai_structured))
+                for l in lines]
+        ids, name = [l["custom_id"] for l in lines], f"batch_{uuid.uuid4().hex[:12]}"
+    else:
+        items = (((body.get("batch") or {}).get("inputConfig") or {}).get("requests") or {}).get("requests") or []
+        reqs = [(_parse_gemini_request(it.get("request") or {}, model), True) for it in items]
+        ids, name = [it.get("metadata") for it in items], f"batches/{uuid.uuid4().hex[:12]}"
+    job = {"api": api, "id": name, "ids": ids, "requests": reqs, "polls": 0, "status": "in_progress", "replies": None,
+           "model": model, "input_file_id": body.get("input_file_id"), "created": int(time.time()),
+           "metadata": body.get("metadata"), "display_name": (body.get("batch") or {}).get("displayName")}
+    with self._lock:
+        self._jobs[name] = job
+        self._stats["batch_jobs"] += 1
+    return job
+
+
+# %% ../../nbs/05_testing.02_server.ipynb #306f5f6e
+@patch
+def _poll_job(self: FakeLLMServer, name: str) -> Optional[dict]:
+    "Job `name` after one more poll: it ends (`batch_outcome`) at poll `batch_polls`; None: no such job."
+    job = self._jobs.get(name)
+    if job is None: return None
+    job["polls"] += 1
+    if job["status"] == "in_progress" and job["polls"] >= self.batch_polls:
+        if self.batch_outcome == "completed": job["replies"] = self._answer_job(job)
+        job["status"] = self.batch_outcome
+    return job
+
+def _openai_batch(job: dict, out_file: Optional[str]) -> dict:
+    "The Batch object of `job`."
+    done = job["status"] == "completed"
+    return {"id": job["id"], "object": "batch", "endpoint": "/v1/chat/completions", "input_file_id": job["input_file_id"],
+            "completion_window": "24h", "status": job["status"], "created_at": job["created"], "metadata": job["metadata"],
+            "output_file_id": out_file if done else None, "error_file_id": None,
+            "errors": None if job["status"] in ("in_progress", "completed") else
+            {"object": "list", "data": [{"code": job["status"], "message": f"the job {job['status']} (fake)"}]},
+            "request_counts": {"total": len(job["requests"]), "completed": len(job["requests"]) if done else 0,
+                               "failed": 0}}
+
+
+# %% ../../nbs/05_testing.02_server.ipynb #93c480b9
+_GEMINI_STATE = {"in_progress": "BATCH_STATE_RUNNING", "completed": "BATCH_STATE_SUCCEEDED",
+                 "failed": "BATCH_STATE_FAILED", "expired": "BATCH_STATE_EXPIRED"}
+
+def _gemini_batch(job: dict) -> dict:
+    "The batch operation of `job`, with its inline responses once it succeeded."
+    meta = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch", "name": job["id"],
+            "model": f"models/{job['model']}", "state": _GEMINI_STATE[job["status"]], "displayName": job["display_name"]}
+    if job["replies"] is not None:
+        meta["output"] = {"inlinedResponses": {"inlinedResponses": [
+            {"metadata": md, **({"response": b} if code == 200 else {"error": {"code": code, "message": str(b)}})}
+            for md, (code, b) in zip(job["ids"], job["replies"])]}}
+    return {"name": job["id"], "metadata": meta, "done": job["status"] != "in_progress"}
+
+
+# %% ../../nbs/05_testing.02_server.ipynb #48a5d5c6
+@patch
+def _output_file(self: FakeLLMServer, job: dict) -> str:
+    "The id of the output file of finished OpenAI job `job` (written once)."
+    if "output_file_id" not in job:
+        lines = [json.dumps({"id": f"batch_req_{i}", "custom_id": cid, "error": None,
+                             "response": {"status_code": code, "request_id": f"req_{i}", "body": b}})
+                 for i, (cid, (code, b)) in enumerate(zip(job["ids"], job["replies"]))]
+        job["output_file_id"] = f"file-{uuid.uuid4().hex[:12]}"
+        with self._lock: self._files[job["output_file_id"]] = ("\n".join(lines) + "\n").encode()
+    return job["output_file_id"]
+
+_OPENAI_JOB = re.compile(r"^(?:/v1)?/batches/([^/]+)$")
+_OPENAI_FILE = re.compile(r"^(?:/v1)?/files/([^/]+)/content$")
+_GEMINI_JOB = re.compile(r"^/(?:v1|v1beta|v1alpha)/(batches/[^/:]+)$")
+_GEMINI_BATCH = re.compile(r"^/(?:v1|v1beta|v1alpha)/models/([^/:]+):batchGenerateContent$")
+
+
+# %% ../../nbs/05_testing.02_server.ipynb #31c70f94
+@patch
+def _get(self: FakeLLMServer, h: _Handler, path: str) -> bool:
+    "Answer a GET of a batch job or a file's content; False: not such a path."
+    if path in ("/v1/batches", "/batches", "/v1beta/batches", "/v1alpha/batches"):   # the list, newest first
+        api = "openai" if path in ("/v1/batches", "/batches") else "gemini"
+        jobs = [j for j in reversed(list(self._jobs.values())) if j["api"] == api]
+        h._send(200, {"object": "list", "data": [_openai_batch(j, None) for j in jobs], "has_more": False}
+                if api == "openai" else {"operations": [_gemini_batch(j) for j in jobs]})
+        return True
+    m, g = _OPENAI_JOB.match(path), _GEMINI_JOB.match(path)   # Gemini's v1 path fits both: the job tells
+    if m or g:
+        name = g.group(1) if g else m.group(1)
+        job = self._poll_job(name if name in self._jobs else name.split("/")[-1])
+        if job is None: h._send(404, {"error": {"code": 404, "message": f"no batch job {path} (fake)"}})
+        elif job["api"] == "openai":
+            h._send(200, _openai_batch(job, self._output_file(job) if job["status"] == "completed" else None))
+        else: h._send(200, _gemini_batch(job))
+        return True
+    if (m := _OPENAI_FILE.match(path)):
+        data = self._files.get(m.group(1))
+        if data is None: h._send(404, {"error": {"code": 404, "message": f"no file {m.group(1)} (fake)"}})
+        else: h._send(200, data, content_type="application/octet-stream")
+        return True
+    return False
+
 
 # %% ../../nbs/05_testing.02_server.ipynb #ca795ea4
 def fake_llm_server_command(

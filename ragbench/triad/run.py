@@ -429,13 +429,14 @@ def _tok(*texts) -> int:
 
 _NO_PRICE = "no price"   # the stand-ins (fake, template): what they cost says nothing of a model's
 
-def _spec_price(spec: Optional[str], prices: Optional[dict] = None) -> Union[tuple[float, float], str, None]:
+def _spec_price(spec: Optional[str], prices: Optional[dict] = None,
+                batch: bool = False) -> Union[tuple[float, float], str, None]:
     """USD per 1M tokens for an LLM spec from the dated price table, `prices` over it (local: free; the stand-ins:
     `_NO_PRICE`; a model the table lacks: None)."""
     if not spec or spec.startswith("local"): return (0.0, 0.0)
     if spec.split(":", 1)[0] in ("fake", "template"): return _NO_PRICE
-    model = spec.split("@")[-1] if spec.startswith("openai:") else spec.split(":", 1)[-1]
-    return price_for(model, prices)
+    model = spec.rpartition("@")[2] if "@" in spec else spec.partition(":")[2]   # openai:URL@M, openai:M, gemini:M
+    return price_for(model, prices, batch)
 
 # %% ../../nbs/25_triad.run.ipynb #609a6cd0
 def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> dict:
@@ -496,8 +497,8 @@ def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
 
 # %% ../../nbs/25_triad.run.ipynb #10cd02db
 def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample: int = 12,
-                   rates: Optional[dict] = None) -> dict:
-    "Expected LLM calls, tokens and cost per stage for `cfg`, before spending anything."
+                   rates: Optional[dict] = None, batch: bool = False) -> dict:
+    "Expected LLM calls, tokens and cost per stage for `cfg`, before spending anything (`batch`: at batch prices)."
     _check_index(index)
     r, specs = {**_ASSUMED, **(rates or {})}, {k: v for k, v in (specs or {}).items() if v}
     smp = _sample_prompts(index, cfg, pick_seeds(index, cfg)[: min(sample, cfg.seed_cap)], r)
@@ -507,7 +508,7 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
     rows, tot = {}, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
     for stage, (n, role) in calls.items():
         spec = role_spec[role]
-        price = _spec_price(spec, cfg.prices)
+        price = _spec_price(spec, cfg.prices, batch)
         i_t, o_t = n * smp["mean_in"][stage], n * _out_tokens(stage, cfg, r)
         cost = (i_t * price[0] + o_t * price[1]) / 1e6 if isinstance(price, tuple) else None
         rows[stage] = {"calls": round(n, 1), "input_tokens": int(i_t), "output_tokens": int(o_t), "role": role,
@@ -524,7 +525,7 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
             "p_bridge": round(run["p_bridge"], 2), "entity_call_share": round(smp["entity"] / smp["k"], 2),
             "assumed": {"first_pass": r["first_pass"], "judge_pass": r["judge_pass"]}, "by_stage": rows, "total": tot,
             **_per_unit(tot["calls"], tot["input_tokens"] + tot["output_tokens"], run),
-            "prices_as_of": PRICES_AS_OF, "prices_overridden": sorted(cfg.prices)}
+            "prices_as_of": PRICES_AS_OF, "prices_overridden": sorted(cfg.prices), "provider_batch": batch}
 
 def _per_unit(calls: float, tokens: float, run: dict) -> dict:
     "Calls and tokens per accepted question and per attempt."
