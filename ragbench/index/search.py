@@ -13,6 +13,7 @@ from ..core import RunDir, RunLock, UserError
 from ..embed import EmbedderError
 from .storage import storage_guarded, table_lock
 from .columns import IndexSchemaError, detected_line, parse_columns, read_sidecar
+from ..text import detect_language
 from .build import ChunkIndex
 from .read import Hit
 
@@ -70,12 +71,23 @@ def _memory_copy(tbl, idcol: str, textcol: str):
 
 # %% ../../nbs/11_index.06_search.ipynb #2625d2c0
 @patch
+def _fts_columns(self: ChunkIndex, query: str) -> list[str]:
+    """The text columns whose full-text indexes a BM25 query searches: in a mixed table, the query's language's own; the
+    text column's (the dominant language's, every row) for a language without one; all of them when the query's
+    language is not detected (under 4 words, or unsure: most keyword queries)."""
+    text, own = self.columns["text"], self._indexed_own_columns()
+    if not own: return [text]                                   # one language: its single index, as ever
+    lang = detect_language(query)
+    if lang in own: return [own[lang]]
+    return [text] if lang else [text, *own.values()]           # LanceDB keeps each row's best score
+
+@patch
 def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> list[dict]:
-    "Top-n rows by BM25 (LanceDB full-text search), on the table's own index or on the in-memory one of `ensure_fts`."
+    "Top-n rows by BM25 (LanceDB full-text search), on the table's own indexes or on the in-memory one of `ensure_fts`."
     self.ensure_fts()
     copy, text = getattr(self, "_fts_copy", None), self.columns["text"]
     if copy is None:
-        q = self.tbl.search(query, query_type="fts", fts_columns=text)
+        q = self.tbl.search(query, query_type="fts", fts_columns=self._fts_columns(query))
         return q.limit(n).select(self._select(vector) + ["_score"]).to_list()
     idcol = self.columns["id"]
     scored = copy.search(query, query_type="fts", fts_columns=text).limit(n).select([idcol, "_score"]).to_list()
