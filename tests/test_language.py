@@ -260,3 +260,50 @@ def test_a_one_language_corpus_keeps_its_single_column_and_index(german, tmp_pat
     few = ChunkIndex.build(tmp_path / "db", sections("de") + sections("fr", 5), HashEmbedder(64), progress=False)
     assert "text_fr" not in few.tbl.schema.names and _fts_columns(few) == {"text"}
     assert "no other language has 20 texts" in few.text_language["line"]
+
+
+# ---- a user's table: the chunk languages detected when seeds are read are kept in the run folder
+
+def _users_table(path: Path) -> Path:
+    "A user's LanceDB table of 16 German and 8 French sections (own column names, no lang column, no sidecar)."
+    import pyarrow as pa
+    from ragbench.embed import HashEmbedder
+    chunks = sections("de", 16) + sections("fr", 8)
+    vecs = HashEmbedder(64).encode([c.text for c in chunks])
+    lancedb.connect(str(path)).create_table("kb", data=pa.table({
+        "chunk_id": [c.id for c in chunks], "content": [c.text for c in chunks],
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel().astype("float32")), 64)}))
+    return path
+
+
+def _counting_detector(monkeypatch):
+    "Every text the index's chunk-language detector is called with (the real detector answers)."
+    import ragbench.index.read as read
+    seen, real = [], read.detect_language
+    monkeypatch.setattr(read, "detect_language", lambda text: seen.append(text) or real(text))
+    return seen
+
+
+@pytest.mark.parametrize("keep_cache", [True, False])
+def test_a_resumed_run_detects_no_chunk_of_a_users_table_twice(tmp_path, monkeypatch, keep_cache):
+    db, out = _users_table(tmp_path / "own"), tmp_path / "run"
+    before = _folder_digest(db)
+    seen = _counting_detector(monkeypatch)
+    reply = {"question": "Welcher Befehl zeigt die Einstellungen des Systems unter Debian an?", "answer": "sysctl"}
+    args = ["triad", "--db", str(db), "--table", "kb", "--embedder", "hash:64", "--out", str(out), "--n", "3",
+            "--seed", "3", "--no-unanswerable", "--max-rounds", "2"]
+    with FakeLLMServer(responder=lambda req: reply if GENERATE in req["prompt"] else None) as srv:
+        llm = ["--llm", f"openai:{srv.url}/v1@fake-model"]
+        assert main([*args, *llm, "--max-calls", "6"]) == 0              # the budget stops it after a seed or two
+        first, tried = list(seen), json.loads((out / "summary.json").read_text())["seeds_tried"]
+        cached = [json.loads(l) for l in open(out / "languages.jsonl")]
+        assert first and len(first) == len(set(first)) == len(cached)     # once each, every one appended
+        assert {r["lang"] for r in cached} <= {"de", "fr", "en", ""} and "de" in {r["lang"] for r in cached}
+        if not keep_cache: (out / "languages.jsonl").unlink()
+        seen.clear()
+        assert main([*args, *llm]) == 0                                    # the same command resumes the run
+    again = set(seen) & set(first)
+    assert json.loads((out / "summary.json").read_text())["seeds_tried"] > tried   # the resume read new seeds
+    if keep_cache: assert not again and len(seen) == len(set(seen)), len(again)
+    else: assert again                                                     # the control: without the cache, detected again
+    assert _folder_digest(db) == before                                    # the user's table is never written

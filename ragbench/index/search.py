@@ -190,6 +190,7 @@ def open_index(db, table: str = "chunks", *, embedder: Optional[str] = None, col
             f"ragbench: table '{table}' records no embedder: questions are embedded with {idx.embedder.spec}, whose vectors "
             "of the table's own texts match the stored ones; pass --embedder SPEC to use the model your RAG uses")
     if fts: idx.ensure_fts(log)
+    idx._keep_languages_in(run_dir)        # a user's table: its chunks' languages, detected once per run
     if run_dir is not None and save: save_index_mapping(run_dir, table, idx)
     return idx
 
