@@ -242,8 +242,7 @@ def _fts_config(langs: Counter, own: Optional[dict] = None) -> tuple:
     if own:
         names = " and ".join(language_name(k) for k in own)
         rest = (f" (texts by language: {mix}); {names} texts also in an index of their own language (columns "
-                f"{', '.join(own.values())}): a query searches its language's index, all of them when its language is "
-                "not detected")
+                f"{', '.join(own.values())}): a query in one of them takes hits from its index and this one in turn)")
     elif len(langs) > 1:
         rest = (f" (texts by language: {mix}; no other language has {_OWN_INDEX_MIN_ROWS} texts and "
                 f"{_OWN_INDEX_MIN_SHARE:.0%} of them for an index of its own, so the dominant language sets it)")
@@ -272,7 +271,7 @@ def _create_fts(self: ChunkIndex, tbl=None) -> dict:
 
 @patch
 def _indexed_own_columns(self: ChunkIndex) -> dict:
-    "{language: its own text column} with a full-text index (a mixed ragbench table's), read once (`_create_fts` drops it)."
+    "{language: its own text column} with a full-text index (a mixed ragbench table's), read once (till `_create_fts`)."
     if "_fts_own" not in self.__dict__:
         indexed, text = _fts_columns_indexed(self.tbl), self.columns["text"]
         self._fts_own = {k: c for k, c in _own_columns(self.tbl.schema.names, text).items() if c in indexed}

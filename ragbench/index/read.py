@@ -151,7 +151,8 @@ def _cached_languages(path: Optional[Path]) -> dict:
     for line in (path.read_text(encoding="utf-8").splitlines() if path is not None and path.exists() else ()):
         try: r = json.loads(line)
         except ValueError: continue
-        if isinstance(r, dict) and isinstance(r.get("id"), str) and isinstance(r.get("lang"), str): out[r["id"]] = r["lang"]
+        if isinstance(r, dict) and isinstance(r.get("id"), str) and isinstance(r.get("lang"), str):
+            out[r["id"]] = r["lang"]
     return out
 
 @patch
