@@ -276,11 +276,16 @@ def _users_table(path: Path) -> Path:
     return path
 
 
-def _counting_detector(monkeypatch):
-    "Every text the index's chunk-language detector is called with (the real detector answers)."
+def _counting_detector(monkeypatch, texts):
+    """Every chunk text in `texts` detected: by the index's chunk detector, or by `detect_language` of several passages
+    (the writer's prompt, the language gate); the real detector answers."""
     import ragbench.index.read as read
-    seen, real = [], read.detect_language
-    monkeypatch.setattr(read, "detect_language", lambda text: seen.append(text) or real(text))
+    import ragbench.text as text
+    seen = []
+    for module in (read, text):
+        real = module.detect_language
+        spy = lambda x, real=real: (seen.append(x) if isinstance(x, str) and x in texts else None) or real(x)
+        monkeypatch.setattr(module, "detect_language", spy)
     return seen
 
 
@@ -288,7 +293,8 @@ def _counting_detector(monkeypatch):
 def test_a_resumed_run_detects_no_chunk_of_a_users_table_twice(tmp_path, monkeypatch, keep_cache):
     db, out = _users_table(tmp_path / "own"), tmp_path / "run"
     before = _folder_digest(db)
-    seen = _counting_detector(monkeypatch)
+    texts = {r["content"] for r in lancedb.connect(str(db)).open_table("kb").to_arrow().to_pylist()}
+    seen = _counting_detector(monkeypatch, texts)
     reply = {"question": "Welcher Befehl zeigt die Einstellungen des Systems unter Debian an?", "answer": "sysctl"}
     args = ["triad", "--db", str(db), "--table", "kb", "--embedder", "hash:64", "--out", str(out), "--n", "3",
             "--seed", "3", "--no-unanswerable", "--max-rounds", "2"]

@@ -125,6 +125,8 @@ def _chunk(self: ChunkIndex, row: dict) -> Chunk:
     else:
         skip = {c["id"], c["doc_id"], c["text"], c["vector"]}
         meta = {k: v for k, v in row.items() if k not in skip and not k.startswith("_")}
+    if "lang" not in meta and cid in self.__dict__.get("_languages", ()):
+        meta["lang"] = self._languages[cid]                               # a user's table: detected in this run
     return Chunk(id=cid, doc_id=str(row[c["doc_id"]]) if c["doc_id"] else cid, text=row[c["text"]] or "", meta=meta)
 
 @patch
@@ -158,17 +160,18 @@ def _cached_languages(path: Optional[Path]) -> dict:
 @patch
 def chunk_language(self: ChunkIndex, c) -> str:
     """The language of chunk or hit `c`: its table's `lang` column, else detected from its text once per run (a user's
-    table is never written), kept in the run folder (`_keep_languages_in`) as it is detected."""
+    table is never written), kept in the run folder (`_keep_languages_in`) and in `c`'s meta (as a ragbench row's)."""
     if isinstance((c.meta or {}).get("lang"), str): return c.meta["lang"]
     path = getattr(self, "_language_file", None)
     with _LANGUAGE_LOCK:
         if "_languages" not in self.__dict__: self._languages = _cached_languages(path)
         cache, cid = self._languages, str(getattr(c, "chunk_id", None) or c.id)
-        if cid in cache: return cache[cid]
-        cache[cid] = lang = detect_language(c.text)
-        if path is not None and path.parent.is_dir():         # a run refused before its folder was made keeps none
-            with open(path, "a", encoding="utf-8") as f: f.write(json.dumps({"id": cid, "lang": lang}) + "\n")
-    return lang
+        if cid not in cache:
+            cache[cid] = detect_language(c.text)
+            if path is not None and path.parent.is_dir():         # a run refused before its folder was made keeps none
+                with open(path, "a", encoding="utf-8") as f: f.write(json.dumps({"id": cid, "lang": cache[cid]}) + "\n")
+    if isinstance(c.meta, dict): c.meta["lang"] = cache[cid]      # the writer and the gate read it from there
+    return cache[cid]
 
 # %% ../../nbs/11_index.04_read.ipynb #08064b05
 @patch
