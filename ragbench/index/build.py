@@ -12,7 +12,7 @@ from typing import Iterable, Iterator, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
 from ..core import Chunk, check_name, utc_now
-from ..text import detect_language
+from ..text import detect_language, language_name
 from ..embed import make_embedder
 from .storage import (batched, connect_db, db_exists, db_location, is_local, storage_errors,
                                     storage_guarded,
@@ -141,13 +141,15 @@ def build(cls: ChunkIndex, db_dir: Union[str, Path], chunks: Iterable[Chunk], em
 # %% ../../nbs/11_index.03_build.ipynb #a77c773e
 def chunk_table(chunks: list[Chunk], vecs: np.ndarray, schema, dim: int):
     """An Arrow table of chunks and their `dim`-float vectors in the ragbench layout, with `schema` (a ragbench table's;
-    one built before issue 43 has no `lang` column, and gets none)."""
+    one built before issue 43 has no `lang` column, and gets none; a mixed one, each language's own text column)."""
     import pyarrow as pa
     flat = pa.array(np.ascontiguousarray(vecs, dtype=np.float32).ravel(), type=pa.float32())
     cols = {"id": [c.id for c in chunks], "doc_id": [c.doc_id for c in chunks], "text": [c.text for c in chunks],
             "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
             "meta": [json.dumps(c.meta, ensure_ascii=False, default=str) for c in chunks]}
-    if "lang" in schema.names: cols["lang"] = [detect_language(c.text) for c in chunks]
+    if "lang" in schema.names: cols["lang"] = langs = [detect_language(c.text) for c in chunks]
+    for k, col in _own_columns(schema.names).items():   # a mixed table's own column of a language: its rows' text
+        cols[col] = [c.text if lang == k else None for c, lang in zip(chunks, langs)]
     return pa.table(cols, schema=schema)
 
 @patch
@@ -172,18 +174,23 @@ def _id_hash_array(self: ChunkIndex) -> np.ndarray:
     return np.concatenate([np.zeros(0, np.uint64)] + [id_hashes(ids) for ids in self._id_lists()])
 
 # %% ../../nbs/11_index.03_build.ipynb #0030894c
+def _fts_columns_indexed(tbl) -> set:
+    "The columns of `tbl` with a full-text index."
+    return {i.columns[0] for i in tbl.list_indices() if i.index_type == "FTS" and len(i.columns) == 1}
+
 @patch
 def _has_fts(self: ChunkIndex) -> bool:
-    "Whether the text column has a full-text index."
-    return any(i.index_type == "FTS" and list(i.columns) == [self.columns["text"]] for i in self.tbl.list_indices())
+    "Whether the text column, and each language's own text column of a mixed table, has a full-text index."
+    text = self.columns["text"]
+    return {text, *_own_columns(self.tbl.schema.names, text).values()} <= _fts_columns_indexed(self.tbl)
 
 @patch
 def _ensure_indices(self: ChunkIndex, rebuild: bool = False) -> None:
-    "(Re)build the full-text index on the text column (in the corpus's language) and a B-tree index on the id column."
+    "(Re)build the full-text indexes (in the corpus's languages) and a B-tree index on the id column."
     from lancedb.index import BTree
     if len(self) == 0: return
     have = {(i.index_type, tuple(i.columns)) for i in self.tbl.list_indices()}
-    if rebuild or ("FTS", (self.columns["text"],)) not in have: self._create_fts()
+    if rebuild or not self._has_fts(): self._create_fts()
     if rebuild or ("BTree", (self.columns["id"],)) not in have:
         self.tbl.create_index(self.columns["id"], config=BTree(), replace=True)
     self._fts_ready = True
@@ -195,6 +202,9 @@ _FTS_LANGUAGES = {"ar": "Arabic", "da": "Danish", "de": "German", "el": "Greek",
                   "no": "Norwegian", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish",
                   "ta": "Tamil", "tr": "Turkish"}
 _LANG_SAMPLE = 500   # texts detected where a table has no lang column
+# a language besides the dominant one gets a text column and index of its own from this many rows and this share of
+# the table (below: detection noise, e.g. code blocks read as another language)
+_OWN_INDEX_MIN_ROWS, _OWN_INDEX_MIN_SHARE = 20, 0.02
 
 def _text_languages(tbl, textcol: str) -> Counter:
     """How many texts are in each language: the `lang` column counted 65,536 rows at a time, else the first 500
@@ -205,26 +215,67 @@ def _text_languages(tbl, textcol: str) -> Counter:
     rows = tbl.search().select([textcol]).limit(_LANG_SAMPLE).to_list()
     return Counter(x for r in rows if (x := detect_language(r[textcol] or "")))
 
-def _fts_config(langs: Counter) -> tuple:
-    """(LanceDB FTS config, summary) for texts in `langs`: the stemmer and stop words of the dominant language (one
-    per index: LanceDB searches a column with one of them); no stemming for a language it has no stemmer for."""
+def _own_columns(names, text: str = "text") -> dict:
+    "{language: its own text column} among column `names` of a ragbench table (one with a `lang` column)."
+    return {k: f"{text}_{k}" for k in _FTS_LANGUAGES if f"{text}_{k}" in names} if "lang" in names else {}
+
+def _needs_own_index(langs: Counter) -> list[str]:
+    "The languages of `langs` besides the dominant one that have a stemmer and enough rows for an index of their own."
+    top, total = (langs.most_common(1)[0][0] if langs else "en"), sum(langs.values())
+    least = max(_OWN_INDEX_MIN_ROWS, _OWN_INDEX_MIN_SHARE * total)
+    return sorted(k for k, n in langs.items() if k != top and k in _FTS_LANGUAGES and n >= least)
+
+# %% ../../nbs/11_index.03_build.ipynb #ownfts02
+def _fts_of(lang: str):
+    "LanceDB's FTS config for texts in `lang`: its stemmer and stop words, or the words as written without a stemmer."
     from lancedb.index import FTS
+    name = _FTS_LANGUAGES.get(lang)
+    return FTS(language=name) if name else FTS(stem=False, remove_stop_words=False)
+
+def _fts_config(langs: Counter, own: Optional[dict] = None) -> tuple:
+    """(LanceDB FTS config, summary) of the text column for texts in `langs`: the dominant language's stemmer and stop
+    words (words as written without a stemmer); `own`: the other languages' own columns, named in the summary."""
     top = langs.most_common(1)[0][0] if langs else "en"
-    name = _FTS_LANGUAGES.get(top)
-    cfg = FTS(language=name) if name else FTS(stem=False, remove_stop_words=False)
+    name, own = _FTS_LANGUAGES.get(top), own or {}
     mix = ", ".join(f"{k} {n}" for k, n in langs.most_common(6))
     how = f"{name} stemming and stop words" if name else f"no stemmer for {top!r}: words as written"
-    line = (f"full-text index: {how}" + (f" (texts by language: {mix}; LanceDB searches a column with one index, so the dominant language "
-               "sets it)" if len(langs) > 1 else ""))
-    return cfg, {"language": top, "fts_language": name, "languages": dict(langs), "line": line}
+    if own:
+        names = " and ".join(language_name(k) for k in own)
+        rest = (f" (texts by language: {mix}); {names} texts also in an index of their own language (columns "
+                f"{', '.join(own.values())}): a query in one of them takes hits from its index and this one in turn)")
+    elif len(langs) > 1:
+        rest = (f" (texts by language: {mix}; no other language has {_OWN_INDEX_MIN_ROWS} texts and "
+                f"{_OWN_INDEX_MIN_SHARE:.0%} of them for an index of its own, so the dominant language sets it)")
+    else: rest = ""
+    summary = {"language": top, "fts_language": name, "languages": dict(langs), "own_indexes": own}
+    return _fts_of(top), summary | {"line": f"full-text index: {how}{rest}"}
+
+# %% ../../nbs/11_index.03_build.ipynb #ownfts01
+_ROWS_OF = "nvl2(nullif(coalesce(lang, ''), '{lang}'), NULL, {text})"   # SQL: the text where lang is {lang}, else null
 
 @patch
 def _create_fts(self: ChunkIndex, tbl=None) -> dict:
-    "Build the full-text index on the text column of `tbl` (the table's own) in its dominant language; its summary."
-    tbl = self.tbl if tbl is None else tbl
-    cfg, self.text_language = _fts_config(_text_languages(self.tbl, self.columns["text"]))
-    tbl.create_index(self.columns["text"], config=cfg, replace=True)
+    """Build the full-text index on the text column of `tbl` (the table's own) in its dominant language, and in a mixed
+    ragbench table each other language's own column (added when missing) in that language; the summary."""
+    text, langs, own = self.columns["text"], _text_languages(self.tbl, self.columns["text"]), {}
+    if tbl is None and "lang" in self.tbl.schema.names:     # a ragbench table (a user's is never written)
+        new = {k: f"{text}_{k}" for k in _needs_own_index(langs) if f"{text}_{k}" not in self.tbl.schema.names}
+        # LanceDB fills a new column fragment by fragment: the corpus is never held
+        if new: self.tbl.add_columns({c: _ROWS_OF.format(lang=k, text=text) for k, c in new.items()})
+        own = _own_columns(self.tbl.schema.names, text)
+    cfg, self.text_language = _fts_config(langs, own)
+    (self.tbl if tbl is None else tbl).create_index(text, config=cfg, replace=True)
+    for k, col in own.items(): self.tbl.create_index(col, config=_fts_of(k), replace=True)
+    self.__dict__.pop("_fts_own", None)          # a search reads the indexed languages again
     return self.text_language
+
+@patch
+def _indexed_own_columns(self: ChunkIndex) -> dict:
+    "{language: its own text column} with a full-text index (a mixed ragbench table's), read once (till `_create_fts`)."
+    if "_fts_own" not in self.__dict__:
+        indexed, text = _fts_columns_indexed(self.tbl), self.columns["text"]
+        self._fts_own = {k: c for k, c in _own_columns(self.tbl.schema.names, text).items() if c in indexed}
+    return self._fts_own
 
 # %% ../../nbs/11_index.03_build.ipynb #f60d3be7
 def id_hashes(ids: Iterable[str]) -> np.ndarray:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/11_index.04_read.ipynb #bbf65596
 from __future__ import annotations
-import json, math, random, sys
+import json, math, random, sys, threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
@@ -125,6 +125,8 @@ def _chunk(self: ChunkIndex, row: dict) -> Chunk:
     else:
         skip = {c["id"], c["doc_id"], c["text"], c["vector"]}
         meta = {k: v for k, v in row.items() if k not in skip and not k.startswith("_")}
+    if "lang" not in meta and cid in self.__dict__.get("_languages", ()):
+        meta["lang"] = self._languages[cid]                               # a user's table: detected in this run
     return Chunk(id=cid, doc_id=str(row[c["doc_id"]]) if c["doc_id"] else cid, text=row[c["text"]] or "", meta=meta)
 
 @patch
@@ -134,13 +136,41 @@ def _hit(self: ChunkIndex, row: dict, score: float) -> Hit:
     return Hit(ch.id, ch.doc_id, ch.text, float(score), ch.meta)
 
 # %% ../../nbs/11_index.04_read.ipynb #2d03ce22
+_LANGUAGE_CACHE = "languages.jsonl"   # a run folder's chunk languages of a user's table: {"id", "lang"} a line
+_LANGUAGE_LOCK = threading.Lock()      # seeds are read in threads: each chunk is detected once
+
+@patch
+def _keep_languages_in(self: ChunkIndex, run_dir) -> None:
+    """Keep the chunk languages this index detects in `run_dir`'s cache, read back by a resumed run (a user's table; a
+    ragbench table has its `lang` column)."""
+    if run_dir is None or "lang" in self.tbl.schema.names: return
+    self._language_file = Path(run_dir) / _LANGUAGE_CACHE
+    self.__dict__.pop("_languages", None)                      # read from the cache at the first chunk
+
+def _cached_languages(path: Optional[Path]) -> dict:
+    "{chunk id: language} from a run folder's cache; a line a killed run left half-written is skipped (detected again)."
+    out = {}
+    for line in (path.read_text(encoding="utf-8").splitlines() if path is not None and path.exists() else ()):
+        try: r = json.loads(line)
+        except ValueError: continue
+        if isinstance(r, dict) and isinstance(r.get("id"), str) and isinstance(r.get("lang"), str):
+            out[r["id"]] = r["lang"]
+    return out
+
 @patch
 def chunk_language(self: ChunkIndex, c) -> str:
     """The language of chunk or hit `c`: its table's `lang` column, else detected from its text once per run (a user's
-    table is never written)."""
+    table is never written), kept in the run folder (`_keep_languages_in`) and in `c`'s meta (as a ragbench row's)."""
     if isinstance((c.meta or {}).get("lang"), str): return c.meta["lang"]
-    cache, cid = self.__dict__.setdefault("_languages", {}), getattr(c, "chunk_id", None) or c.id
-    if cid not in cache: cache[cid] = detect_language(c.text)
+    path = getattr(self, "_language_file", None)
+    with _LANGUAGE_LOCK:
+        if "_languages" not in self.__dict__: self._languages = _cached_languages(path)
+        cache, cid = self._languages, str(getattr(c, "chunk_id", None) or c.id)
+        if cid not in cache:
+            cache[cid] = detect_language(c.text)
+            if path is not None and path.parent.is_dir():         # a run refused before its folder was made keeps none
+                with open(path, "a", encoding="utf-8") as f: f.write(json.dumps({"id": cid, "lang": cache[cid]}) + "\n")
+    if isinstance(c.meta, dict): c.meta["lang"] = cache[cid]      # the writer and the gate read it from there
     return cache[cid]
 
 # %% ../../nbs/11_index.04_read.ipynb #08064b05

@@ -169,12 +169,16 @@ def absolute(location) -> str:
 def _index_location(index: ChunkIndex) -> dict:
     "Where an index lives and how it was opened: enough to open it again on another machine."
     return {"db_dir": absolute(index.db_dir), "table": index.table_name, "embedder": index.embedder.spec,
-            "columns": {k: v for k, v in index.columns.items() if v}, "dense_weight": index.dense_weight}
+            "columns": {k: v for k, v in index.columns.items() if v}, "dense_weight": index.dense_weight,
+            "languages": str(getattr(index, "_language_file", "") or "")}   # a user's table: the run's language cache
 
 def _reopen_index(location: dict) -> ChunkIndex:
     "Reopen an index from `_index_location` (on a worker)."
     loc = dict(location)
-    return ChunkIndex.open(loc.pop("db_dir"), loc.pop("table"), **loc)
+    languages = loc.pop("languages", "")
+    index = ChunkIndex.open(loc.pop("db_dir"), loc.pop("table"), **loc)
+    if languages: index._keep_languages_in(Path(languages).parent)
+    return index
 
 def _restored(cls, state: dict):
     "An object of `cls` with `state` as its attributes (no __init__)."

@@ -187,11 +187,10 @@ def _on_actors(ray, actors: list, row_batches: Iterable[list[dict]], per_actor: 
     while pending: yield _take_one(ray, pending, free)
 
 def _finish_indices(index: ChunkIndex, added: int) -> None:
-    """Rebuild the full-text index on the text (in the corpus's language) and the B-tree index on the id after rows
+    """Rebuild the full-text indexes (in the corpus's languages) and the B-tree index on the id after rows
     were added."""
     from lancedb.index import BTree
-    have = {i.index_type for i in index.tbl.list_indices()}
-    if len(index) and (added or "FTS" not in have):
+    if len(index) and (added or not index._has_fts()):     # a mixed corpus: each language's own index too
         index._create_fts()
         index.tbl.create_index("id", config=BTree(), replace=True)
 

@@ -41,9 +41,9 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().strip().strip(".!?,;:\"'").split())
 
 # %% ../../nbs/23_triad.judge.ipynb #8724c025
-def _off_language(question: str, answer: str, texts: Sequence[str]) -> Optional[str]:
-    """Feedback when the question or the answer is in another language than the passages `texts`, else None (a text
-    too short to tell, under 4 words, is not judged: most short answers)."""
+def _off_language(question: str, answer: str, texts: Sequence) -> Optional[str]:
+    """Feedback when the question or the answer is in another language than the passages `texts` (or chunks, each in
+    the language of its meta), else None (a text too short to tell, under 4 words, is not judged: short answers)."""
     want = detect_language(list(texts))
     if not want: return None
     for part, text in (("question", question), ("answer", answer)):
@@ -55,8 +55,9 @@ def _off_language(question: str, answer: str, texts: Sequence[str]) -> Optional[
 
 # %% ../../nbs/23_triad.judge.ipynb #73839372
 def rule_check(qa: QAPair, kind: str, binary: bool, bridge_topic: str = "",
-               texts: Sequence[str] = ()) -> Optional[tuple[str, str]]:
-    "The first failed deterministic check as (check name, feedback for the generator), or None."
+               texts: Sequence = ()) -> Optional[tuple[str, str]]:
+    """The first failed deterministic check as (check name, feedback for the generator), or None (`texts`: the passages'
+    texts, or their chunks, whose language is then read from their meta)."""
     q, a = (qa.question or "").strip(), (qa.answer or "").strip()
     if not q or not a: return "format", "The question or the answer was empty; write both."
     if off := _off_language(q, a, texts): return "language", off
@@ -67,7 +68,7 @@ def rule_check(qa: QAPair, kind: str, binary: bool, bridge_topic: str = "",
     if m := _REFERENCE_RE.search(q):
         return "standalone", (f"The question refers to '{m.group(0)}', which a retrieval system never sees; "
                               "name the entities explicitly instead.")
-    if kind == "composition" and (leak := _leaks_bridge(q, bridge_topic, texts)):
+    if kind == "composition" and (leak := _leaks_bridge(q, bridge_topic, [getattr(t, "text", t) for t in texts])):
         return "bridge_leak", (
             f"The question names the intermediate entity '{leak}', which must stay hidden in a "
             "composition question; describe it only through its relation to what the question names."
@@ -254,7 +255,7 @@ async def _acheck_attempt(qa: QAPair, chunks: Sequence[Chunk], kind: str, binary
     def done(ok, check=None, feedback=None, judge=None, suff=()):
         return Attempt(question=qa.question, answer=qa.answer, judge=judge, sufficiency=list(suff),
                        accepted=ok, failed_check=check, feedback=feedback)
-    if rule := rule_check(qa, kind, binary, bridge_topic, [c.text for c in chunks]): return done(False, *rule)
+    if rule := rule_check(qa, kind, binary, bridge_topic, chunks): return done(False, *rule)
     if repeats is not None and repeats(qa.question): return done(False, "repeat", _REPEAT_FEEDBACK)
     v, errors = await ajudge(qa, chunks, judge_llm, kind, binary, bridge_topic)
     if v is None:
@@ -301,7 +302,7 @@ async def avalidate(item: QAItem, chunks: Sequence[Chunk], *, gen_llm, judge_llm
             except LLMParseError:
                 attempts.append(_generation_failure())
                 continue
-        if on_draft and not rule_check(qa, item.kind, item.binary, item.bridge_topic or "", [c.text for c in chunks]):
+        if on_draft and not rule_check(qa, item.kind, item.binary, item.bridge_topic or "", chunks):
             on_draft(qa)
         attempts.append(await _acheck_attempt(qa, chunks, item.kind, item.binary, item.bridge_topic or "", judge_llm,
                                               classify_llm, repeats))
