@@ -238,6 +238,14 @@ def test_a_query_too_short_to_tell_or_in_another_language_searches_the_dominant_
     assert hits and all(h.meta["lang"] == "en" for h in hits)
 
 
+def test_a_quoted_query_is_searched_as_plain_words(trilingual):
+    "A query that is all one quoted phrase asks LanceDB for word positions the indexes do not keep; it reads as words."
+    for q in ('"Wo ist die Einstellung"', '"system administrator"'):
+        with pytest.raises(Exception, match="position"):          # the failure the plain reading avoids
+            trilingual.tbl.search(q, query_type="fts", fts_columns="text").limit(5).to_list()
+        assert trilingual.search(q, k=5, mode="bm25") == trilingual.search(q.strip('"'), k=5, mode="bm25")
+
+
 def test_rows_added_later_fill_their_language_column_and_a_reopened_table_routes_alike(tmp_path):
     from ragbench.embed import HashEmbedder
     db = tmp_path / "db"

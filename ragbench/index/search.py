@@ -91,8 +91,10 @@ def _interleaved(rankings: list[list[dict]], idcol: str, n: int) -> list[dict]:
 @patch
 def _bm25_rows(self: ChunkIndex, query: str, n: int, vector: bool = False) -> list[dict]:
     """Top-n rows by BM25 (LanceDB full-text search), on the table's own indexes (two in turn in a mixed table:
-    `_fts_columns`) or on the in-memory one of `ensure_fts`."""
+    `_fts_columns`) or on the in-memory one of `ensure_fts`. Quotes are read as plain words: a quoted phrase would ask
+    LanceDB for word positions, which these indexes do not keep (they would double their size), and fail."""
     self.ensure_fts()
+    query = query.replace('"', " ")
     copy, text, idcol = getattr(self, "_fts_copy", None), self.columns["text"], self.columns["id"]
     if copy is None:
         # its language's index alone would miss a row whose language was misread (a translation left in English), the
