@@ -4,7 +4,7 @@
 
 # %% ../../nbs/25_triad.run.ipynb #e3f75fbf
 from __future__ import annotations
-import asyncio, json, math, sys
+import asyncio, functools, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
@@ -18,7 +18,7 @@ from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
 from ..real import style_block
 from ..spine import RunResult, RunSpec, check_spec, read_config
-from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, seed_names
+from .bridge import EntityGroups, afind_bridge, fallback_config, hit_chunk, neighbourhood, seed_names
 from .config import QUESTION_TYPES, SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
 from .contexts import ContextPrefetch, acheck_unanswerable, aclassify_temporal, aextract, unanswerable_variant
 from .judge import avalidate, judge_prompt, sufficiency_prompt
@@ -59,15 +59,18 @@ def _variant(item: QAItem, index, llms: dict, cfg: TriadConfig):
     if v is None or not cfg.unanswerable_check:
         async def same(): return v
         return same()
-    return acheck_unanswerable(v, item, index, llms["classify"], cfg)
+    # the candidates the label call judged not relevant to this question are not asked about again (issue 42)
+    judged = [c.chunk_id for c in item.contexts if c.relevant is False and c.source != "gold"]
+    return acheck_unanswerable(v, item, index, llms["classify"], cfg, judged=judged)
 
 # %% ../../nbs/25_triad.run.ipynb #ec279ade
 async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig,
-                        repeats=None) -> tuple[dict, list[QAItem], list[QAItem]]:
+                        repeats=None, entities=None) -> tuple[dict, list[QAItem], list[QAItem]]:
     """Run one seed through all steps: (seed record, items for dataset.jsonl, items for rejected.jsonl); `repeats(position,
-    question)`: whether a seed before it in the plan already has the question (then no context step is paid for)."""
+    question)`: whether a seed before it in the plan already has the question (then no context step is paid for);
+    `entities(first, kind, k)`: the entity answer (a call several seeds share), default the seed's own call."""
     rec = {"seed": plan.seed_id, "position": plan.position, "kind": plan.kind, "binary": plan.binary}
-    bridge = await afind_bridge(plan.seed_id, index, llms["classify"], cfg, plan.kind)
+    bridge = await afind_bridge(plan.seed_id, index, llms["classify"], cfg, plan.kind, ask=entities)
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
     rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids,
                same_document=bridge.same_document)
@@ -178,12 +181,14 @@ class TriadMethod(GenerationMethod):
         self.pacer = _SeedPacer(cfg.n)
         self._asked, self._got = set(), {}                          # questions and items per type the pacer has counted
         self._kept: dict[str, int] = {}                             # question key -> first position of a finished seed
+        self._groups: Optional[EntityGroups] = None                # seeds next in the plan share an entity call
 
     def config(self) -> dict:
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
         skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds", "prices"} | (
             {"n_per_type"} if not self.cfg.n_per_type else set()
-        ) | {"style_from"} | (set() if self.cfg.style_from else {"style_examples"})
+        ) | {"style_from"} | (set() if self.cfg.style_from else {"style_examples"}) | (
+            {"entity_group"} if self.cfg.entity_group == 1 else set())   # 1: as runs before the option (issue 42)
         style = style_block(self.cfg.style_from, self.cfg.style_examples, self.cfg.seed)[1]   # its hash, not the path
         return {**self.cfg.model_dump(exclude=skip), **({"style_sample": style} if style else {})}
 
@@ -207,6 +212,8 @@ def _plan(self: TriadMethod, index, results: Sequence[TaskResult]) -> list[Task]
     if self._plan is None:
         plans = plan_seeds(pick_seeds(index, self.cfg), self.cfg)
         self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump()) for p in plans]
+        self._groups = EntityGroups({p.position: p for p in plans}, index, self.roles["classify"], self.cfg,
+                                     lambda q: q in self.pacer.done)
         for r in sorted(results, key=lambda r: r.position):
             if r.outcome != "error": self.pacer.done[r.position] = self.contribution(r)
             if r.outcome != "error": _note_kept(self, r)
@@ -230,7 +237,8 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     accepted = None
     try:
         rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg,
-                                              repeats=lambda p, q: _repeats(self, p, q))
+                                              repeats=lambda p, q: _repeats(self, p, q),
+                                              entities=self._groups and functools.partial(self._groups.ask, task.position))
         r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop,
                        record=rec)
         accepted = self.contribution(r)
