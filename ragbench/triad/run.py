@@ -427,7 +427,9 @@ def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> RunResult:
 
 # %% ../../nbs/25_triad.run.ipynb #ba930436
 # sufficiency: per group; labels: per candidate
-_ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7,
+# relevant_share: candidates labelled relevant; the unanswerable check sends only the hits the label call has not judged
+# (about that share of its k: on the Git docs' fake run 3.05 of 10)
+_ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7, "relevant_share": 0.3,
            "out_tokens": {"triad.entities": 150, "triad.generate": 60, "triad.judge": 220, "triad.sufficiency": 40,
                           "triad.labels": 30, "triad.unanswerable": 40, "triad.temporal": 30}}
 
@@ -458,16 +460,16 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         det = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], seed_names(hood.seed), cfg.n_chunks)
         calls_entity += 1
         bridged += bool(det or r["llm_bridge"] > 0.5)
-        sizes["triad.entities"].append(
-            _tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs)))
-        )
+        sizes["triad.entities"].append(cfg.entity_group * _tok(   # a call holds the group's seeds
+            *render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs))))
         sizes["triad.generate"].append(_tok(*generation_prompt(gold, "topic", cfg.types[0], False, cfg)))
         sizes["triad.judge"].append(_tok(*judge_prompt(q, gold, cfg.types[0], False)))
         sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, gold[:-1])))   # one group of n-1
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer,
                                                          gold=format_chunks(gold),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
-        sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
+        unjudged = max(1, math.ceil(cfg.unanswerable_k * r["relevant_share"]))   # hits the label call did not judge
+        sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(unjudged, cfg.label_batch))))
         sizes["triad.temporal"].append(_tok(*render_prompt("triad.temporal", question=q.question, answer=q.answer)))
     mean = {s: (sum(v) / len(v) if v else 0) for s, v in sizes.items()}
     return {"k": max(len(seeds), 1), "entity": calls_entity, "bridged": bridged, "mean_in": mean}
@@ -484,7 +486,7 @@ def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict, fold: bool = True)
     n_acc = min(cfg.n, seeds_needed * p_bridge * p_acc)
     bridged = seeds_needed * p_bridge
     cands = min(len(index), (cfg.extract_k * cfg.n_chunks + cfg.question_k) * 0.75)
-    calls = {"triad.entities": seeds_needed * smp["entity"] / smp["k"],
+    calls = {"triad.entities": seeds_needed * smp["entity"] / smp["k"] / cfg.entity_group,   # seeds share a call
              "triad.generate": bridged * attempts,
              "triad.judge": bridged * attempts,
              "triad.sufficiency": bridged * attempts * r["judge_pass"] * cfg.n_chunks,   # one call per group
@@ -500,6 +502,7 @@ def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
     "Output tokens of one call of `stage`."
     per = r["out_tokens"][stage]
     if stage == "triad.labels": return per * cfg.label_batch
+    if stage == "triad.entities": return per * cfg.entity_group
     return per
 
 # %% ../../nbs/25_triad.run.ipynb #10cd02db
