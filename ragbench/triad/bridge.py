@@ -376,7 +376,7 @@ class EntityGroups:
 # %% ../../nbs/21_triad.bridge.ipynb #eg0a1b2e
 async def _ask_grouped(self: EntityGroups, pos: int, first: list, kind: Optional[str], k: int) -> _BridgeEntities:
     "The entity answer for the seed at `pos`: from its group's call (made now if it is the first to ask), else its own."
-    g, ids = pos // self.size, [c.id for c in first]
+    g, ids = (pos // self.size if self.size > 1 else ("own", pos)), [c.id for c in first]
     if (fut := self._groups.get(g)) is not None:
         await asyncio.wait([fut])               # never cancelled by the group's first seed being cancelled
         got = None if fut.cancelled() else fut.result().get(pos)
@@ -391,7 +391,8 @@ async def _ask_grouped(self: EntityGroups, pos: int, first: list, kind: Optional
             return ents
         try: outs = await _aentities_tasks([(first, kind, k), *((ch, kd, k) for _, ch, kd in mates)], self.llm)
         except BudgetExceeded: raise
-        except LLMError:                        # the grouped reply is unusable: every seed asks on its own
+        except LLMError:        # the grouped reply is unusable: every seed asks on its own, from now on (a model
+            self.size = 1       # that cannot answer the grouped shape is not asked it again, each try costs repairs)
             fut.set_result({})
             return await _ask_entities(first, self.llm, kind, k)
         fut.set_result({q: ([c.id for c in ch], e) for (q, ch, _), e in zip([(pos, first, kind), *mates], outs)})
