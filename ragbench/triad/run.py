@@ -83,12 +83,13 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig,
 async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: ContextPrefetch, repeats=None):
     "Write and check the question; if accepted, its contexts and unanswerable variant."
     item = await avalidate(draft_item(bridge, plan), chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg,
-                           on_draft=ahead.question, classify_llm=llms["classify"],
+                           on_draft=lambda qa: _on_draft(ahead, repeats, plan.position, qa), classify_llm=llms["classify"],
                            repeats=None if repeats is None else (lambda q: repeats(plan.position, q)))
     models = {r: model_label(l) for r, l in llms.items()}
     rec.update(item_id=item.id, attempts=len(item.attempts), failed_checks=[a.failed_check for a in item.attempts])
     if item.status != "accepted":
         return {**rec, "outcome": "rejected"}, [], [item.model_copy(update={"models": models})]
+    if hasattr(repeats, "settle"): await repeats.settle(plan.position, item.question)
     if repeats is not None and repeats(plan.position, item.question):
         # a seed before it in the plan has this question: the run keeps that one, so no contexts are paid for
         rep = item.model_copy(update={"models": models, "meta": {**item.meta, "contexts_skipped": "repeat"}})
@@ -105,6 +106,11 @@ async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: 
     rec["variant_id"] = variant.id
     ok = variant.status == "accepted"
     return _drafted({**rec, "outcome": "accepted"}, [item, variant] if ok else [item], [] if ok else [variant])
+
+def _on_draft(ahead: ContextPrefetch, repeats, position: int, qa) -> None:
+    "A draft that passed the rules: its search starts, and the run notes who drafted it (when it watches repeats)."
+    ahead.question(qa)
+    if hasattr(repeats, "drafted"): repeats.drafted(position, qa.question)
 
 def _drafted(rec: dict, keep: list[QAItem], drop: list[QAItem]) -> tuple[dict, list[QAItem], list[QAItem]]:
     "A seed's outcome with the stand-in's accepted items made drafts (outcome `draft`): it never accepts anything."
@@ -148,10 +154,13 @@ class _SeedPacer:
 # %% ../../nbs/25_triad.run.ipynb #919d235c
 async def _enter(self: _SeedPacer, pos: int) -> None:
     "Wait until the seed at `pos` may start, then count it as running."
-    while not self.ready(pos):
-        if self._wake is None: self._wake = asyncio.Event()
-        await self._wake.wait()
+    while not self.ready(pos): await self.changed()
     self.running.add(pos)
+
+async def _changed(self: _SeedPacer) -> None:
+    "Wait until a seed stops."
+    if self._wake is None: self._wake = asyncio.Event()
+    await self._wake.wait()
 
 def _leave(self: _SeedPacer, pos: int, accepted: Optional[int]) -> None:
     """The seed at `pos` stopped (`accepted`: its accepted items, None when it failed or was cancelled); wake the
@@ -162,7 +171,7 @@ def _leave(self: _SeedPacer, pos: int, accepted: Optional[int]) -> None:
         self._wake.set()
         self._wake = None
 
-_SeedPacer.enter, _SeedPacer.leave = _enter, _leave
+_SeedPacer.enter, _SeedPacer.leave, _SeedPacer.changed = _enter, _leave, _changed
 
 # %% ../../nbs/25_triad.run.ipynb #e1ca55b1
 class TriadMethod(GenerationMethod):
@@ -182,6 +191,7 @@ class TriadMethod(GenerationMethod):
         self._asked, self._got = set(), {}                          # questions and items per type the pacer has counted
         self._kept: dict[str, int] = {}                             # question key -> first position of a finished seed
         self._groups: Optional[EntityGroups] = None                # seeds next in the plan share an entity call
+        self._drafts: dict[str, set[int]] = {}                      # question key -> positions whose draft it was
 
     def config(self) -> dict:
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
@@ -225,6 +235,21 @@ def _note_kept(self: TriadMethod, r: TaskResult) -> None:
         if counts_towards(i): self._kept[question_key(i.question)] = min(self._kept.get(question_key(i.question),
                                                                                         r.position), r.position)
 
+class _RepeatWatch:
+    """A seed's view of the questions of the seeds before it in the plan: kept by a finished one (calling it), or drafted
+    by one still running (`settle` waits for it: issue 42, a question the run will not keep pays for no contexts)."""
+    def __init__(self, method: "TriadMethod"): self.m = method
+    def __call__(self, position: int, question: str) -> bool: return _repeats(self.m, position, question)
+    def drafted(self, position: int, question: str) -> None:
+        self.m._drafts.setdefault(question_key(question), set()).add(position)
+
+    async def settle(self, position: int, question: str) -> None:
+        "Wait while a seed before `position` that drafted this question is still running (it may keep it)."
+        m = self.m
+        while not m.quotas and any(p < position and p in m.pacer.running for p in m._drafts.get(question_key(question),
+                                                                                               ())):
+            await m.pacer.changed()
+
 def _repeats(self: TriadMethod, position: int, question: str) -> bool:
     """Whether a finished seed before `position` in the plan brought `question` (the dataset keeps that one; with
     per-type quotas never: a seed over its quota adds no question)."""
@@ -237,7 +262,7 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     accepted = None
     try:
         rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg,
-                                              repeats=lambda p, q: _repeats(self, p, q),
+                                              repeats=_RepeatWatch(self),
                                               entities=self._groups and functools.partial(self._groups.ask, task.position))
         r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop,
                        record=rec)
