@@ -146,3 +146,32 @@ def test_the_unanswerable_check_makes_no_call_when_the_labels_judged_every_hit(i
     v, shown = _check(index, parent, cfg)
     assert shown == [] and v.status == "accepted" and len(v.meta["index_check"]["labelled"]) == 3
     assert "labelled not relevant" in v.meta["index_check"]["reason"]
+
+
+def test_a_question_an_earlier_running_seed_drafted_waits_instead_of_paying_for_contexts(tmp_path):
+    """issue 42: on the Git docs the stand-in writes the same question for seeds of the same two pages; the later seed
+    waits for the earlier one, still running, and pays no label call or check for a question the run will not keep
+    (before: 2 duplicates with 30 and 19 labelled candidates and their variants, 199 requests; after 179)."""
+    from ragbench.corpus import chunk_documents, load_documents
+    from ragbench.index import ChunkIndex
+    from test_triad import GITDOCS
+    index = ChunkIndex.build(tmp_path / "db", list(chunk_documents(load_documents(GITDOCS))), "hash", progress=False)
+    with fake_rules(judge_pass=0.81, sufficient_p=0.09), FakeLLMServer(latency=0.2) as srv:
+        llm = make_llm(f"openai:{srv.url}/v1@fake-model", max_concurrency=16)
+        s = run_triad(index, llm, TriadConfig(n=20, concurrency=16), tmp_path / "run", progress=False,
+                      log=lambda m: None).summary
+    dups = [json.loads(l) for l in open(tmp_path / "run" / "duplicates.jsonl")]
+    assert s["accepted"] == 20 and s["seeds_by_outcome"].get("duplicate", 0) >= 1
+    assert dups and all(d["meta"].get("contexts_skipped") == "repeat" and not d["contexts"] for d in dups), \
+        [(d["meta"].get("contexts_skipped"), len(d["contexts"])) for d in dups]
+
+
+def test_the_estimate_counts_grouped_entity_calls_and_the_checks_unjudged_hits(index):
+    "The estimate follows the run: entity calls / entity_group (their tokens unchanged), the check's smaller prompts."
+    from ragbench.triad import estimate_triad
+    one, two = (estimate_triad(index, TriadConfig(n=20, entity_group=g)) for g in (1, 2))
+    e1, e2 = one["by_stage"]["triad.entities"], two["by_stage"]["triad.entities"]
+    assert e2["calls"] == pytest.approx(e1["calls"] / 2, abs=0.1) and e2["input_tokens"] == pytest.approx(e1["input_tokens"], rel=0.01)
+    assert one["assumed"]["relevant_share"] == 0.3 and two["calls_per_accepted"] < one["calls_per_accepted"]
+    u = one["by_stage"]["triad.unanswerable"]
+    assert u["input_tokens"] / u["calls"] < one["by_stage"]["triad.labels"]["input_tokens"] / one["by_stage"]["triad.labels"]["calls"] / 3

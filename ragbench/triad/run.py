@@ -558,7 +558,7 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
     return {"n": cfg.n, "expected_accepted": round(run["n_acc"], 1), "seeds_needed": run["seeds_needed"],
             "sampled_seeds": smp["k"],
             "p_bridge": round(run["p_bridge"], 2), "entity_call_share": round(smp["entity"] / smp["k"], 2),
-            "assumed": {"first_pass": r["first_pass"], "judge_pass": r["judge_pass"]}, "by_stage": rows, "total": tot,
+            "assumed": {k: r[k] for k in ("first_pass", "judge_pass", "relevant_share")}, "by_stage": rows, "total": tot,
             **_per_unit(tot["calls"], tot["input_tokens"] + tot["output_tokens"], run),
             "prices_as_of": PRICES_AS_OF, "prices_overridden": sorted(cfg.prices)}
 
