@@ -331,8 +331,8 @@ def _llm_bridge(hood: _Neighbourhood, first: list, ents: _BridgeEntities, kind: 
 # %% ../../nbs/21_triad.bridge.ipynb #3f8eff33
 async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optional[str] = None,
                        ask: Optional[Callable] = None) -> Optional[BridgeConfig]:
-    """Find chunks sharing a bridging topic around `seed_id` (entity call picking partners, fallback), or None (`ask(first,
-    kind, k)`: the entity answer, e.g. from a call several seeds share; default: this seed's own call)."""
+    """Find chunks sharing a bridging topic around `seed_id` (entity call picking partners, fallback), or None
+    (`ask(first, kind, k)`: the entity answer, e.g. from a call several seeds share; default: this seed's own call)."""
     hood = await in_thread(neighbourhood, seed_id, index, cfg, kind)
     k = cfg.n_chunks - 1
     if len(hood.partners) < k: return None

@@ -66,9 +66,9 @@ def _variant(item: QAItem, index, llms: dict, cfg: TriadConfig):
 # %% ../../nbs/25_triad.run.ipynb #ec279ade
 async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig,
                         repeats=None, entities=None) -> tuple[dict, list[QAItem], list[QAItem]]:
-    """Run one seed through all steps: (seed record, items for dataset.jsonl, items for rejected.jsonl); `repeats(position,
-    question)`: whether a seed before it in the plan already has the question (then no context step is paid for);
-    `entities(first, kind, k)`: the entity answer (a call several seeds share), default the seed's own call."""
+    """Run one seed through all steps: (seed record, items for dataset.jsonl, items for rejected.jsonl);
+    `repeats(position, question)`: whether a seed before it in the plan already has the question (then no context step
+    is paid for); `entities(first, kind, k)`: the entity answer (a call several seeds share), default its own call."""
     rec = {"seed": plan.seed_id, "position": plan.position, "kind": plan.kind, "binary": plan.binary}
     bridge = await afind_bridge(plan.seed_id, index, llms["classify"], cfg, plan.kind, ask=entities)
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
@@ -83,7 +83,8 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig,
 async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: ContextPrefetch, repeats=None):
     "Write and check the question; if accepted, its contexts and unanswerable variant."
     item = await avalidate(draft_item(bridge, plan), chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg,
-                           on_draft=lambda qa: _on_draft(ahead, repeats, plan.position, qa), classify_llm=llms["classify"],
+                           on_draft=lambda qa: _on_draft(ahead, repeats, plan.position, qa),
+                           classify_llm=llms["classify"],
                            repeats=None if repeats is None else (lambda q: repeats(plan.position, q)))
     models = {r: model_label(l) for r, l in llms.items()}
     rec.update(item_id=item.id, attempts=len(item.attempts), failed_checks=[a.failed_check for a in item.attempts])
@@ -236,8 +237,9 @@ def _note_kept(self: TriadMethod, r: TaskResult) -> None:
                                                                                         r.position), r.position)
 
 class _RepeatWatch:
-    """A seed's view of the questions of the seeds before it in the plan: kept by a finished one (calling it), or drafted
-    by one still running (`settle` waits for it: issue 42, a question the run will not keep pays for no contexts)."""
+    """A seed's view of the questions of the seeds before it in the plan: kept by a finished one (calling it), or
+    drafted by one still running (`settle` waits for it: issue 42, a question the run will not keep pays for no
+    contexts)."""
     def __init__(self, method: "TriadMethod"): self.m = method
     def __call__(self, position: int, question: str) -> bool: return _repeats(self.m, position, question)
     def drafted(self, position: int, question: str) -> None:
@@ -263,7 +265,8 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     try:
         rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg,
                                               repeats=_RepeatWatch(self),
-                                              entities=self._groups and functools.partial(self._groups.ask, task.position))
+                                              entities=self._groups and functools.partial(self._groups.ask,
+                                                                                          task.position))
         r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop,
                        record=rec)
         accepted = self.contribution(r)
