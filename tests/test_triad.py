@@ -161,7 +161,11 @@ def test_fallback_fails_moves_to_next_seed(index, lilu, tmp_path):
     summary = run_triad(index, fake(s), cfg, tmp_path / "run", progress=False)
     seeds = [json.loads(l) for l in open(tmp_path / "run" / "seeds.jsonl")]
     assert [(r["seed"], r["outcome"]) for r in seeds] == [(LONELY.id, "no_bridge"), (lilu[0].id, "accepted")]
-    assert seeds[0]["usage"]["calls"] == 1          # one entity call (issue 41: no pre-check); nothing found
+    # one entity request (issue 41: no pre-check), nothing found; issue 42: the two seeds share it, counted in the task
+    # of the seed that sent it (either may get there first)
+    sent = [r for r in s.requests if r.stage == "triad.entities"]
+    assert len(sent) == 1 and all(c in sent[0].prompt for c in (LONELY.id, lilu[0].id))
+    assert sum(r["usage"]["calls"] for r in seeds) == len(s.requests)          # each request counted in one task
     assert summary["accepted"] == 1 and summary["seeds_by_outcome"] == {"no_bridge": 1, "accepted": 1}
 
 
