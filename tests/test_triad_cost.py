@@ -175,3 +175,13 @@ def test_the_estimate_counts_grouped_entity_calls_and_the_checks_unjudged_hits(i
     assert one["assumed"]["relevant_share"] == 0.3 and two["calls_per_accepted"] < one["calls_per_accepted"]
     u = one["by_stage"]["triad.unanswerable"]
     assert u["input_tokens"] / u["calls"] < one["by_stage"]["triad.labels"]["input_tokens"] / one["by_stage"]["triad.labels"]["calls"] / 3
+
+
+def test_a_run_resumes_with_any_entity_group(index, tmp_path):
+    "entity_group packs requests, not answers: a run started with one value (or before the option) resumes with another."
+    from ragbench.triad.run import TriadMethod
+    configs = [TriadMethod(make_llm("template"), TriadConfig(entity_group=g)).config() for g in (1, 2, 3)]
+    assert configs[0] == configs[1] == configs[2] and "entity_group" not in configs[0]
+    _run(index, tmp_path / "run", 1, n=2)
+    s, rows, _, _ = _run(index, tmp_path / "run", 2, n=4)                      # the same folder, more questions
+    assert s["accepted"] == 4 and s["stop_reason"] == "target reached"

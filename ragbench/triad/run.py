@@ -198,8 +198,8 @@ class TriadMethod(GenerationMethod):
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
         skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds", "prices"} | (
             {"n_per_type"} if not self.cfg.n_per_type else set()
-        ) | {"style_from"} | (set() if self.cfg.style_from else {"style_examples"}) | (
-            {"entity_group"} if self.cfg.entity_group == 1 else set())   # 1: as runs before the option (issue 42)
+        ) | {"style_from"} | (set() if self.cfg.style_from else {"style_examples"}) | {"entity_group"}
+        # entity_group packs seeds' entity requests; each seed still gets its own answer (a run may resume with any)
         style = style_block(self.cfg.style_from, self.cfg.style_examples, self.cfg.seed)[1]   # its hash, not the path
         return {**self.cfg.model_dump(exclude=skip), **({"style_sample": style} if style else {})}
 
