@@ -78,15 +78,22 @@ def groups(req, sufficient=lambda part: False, reason="It lacks the facts of the
     return {"reason": reason, "sufficient": bool(sufficient(req.prompt))}
 
 
+def entity_reply(cs):
+    "The entity answer over one seed's passages: the names of each, the candidates naming passage 1's, what they share."
+    names = [candidate_names(x, t) for _, t, x in cs]
+    picked = [i + 1 for i in range(1, len(cs)) if any(mentions(f"{cs[i][1]}\n{cs[i][2]}", n) for n in names[0])]
+    others = [cs[p - 1] for p in picked[:1]] or cs[1:]       # the candidate it picks (issue 19 #3), else all
+    shared = [n for n in names[0] if all(mentions(f"{t}\n{x}", n) for _, t, x in others)]
+    return {"entities_per_chunk": names, "partners": picked, "shared": shared[:2], "category": "", "bridge_topic": (shared or [""])[0]}
+
+
 def default_reply(req):
     "A model that does everything right: shared names, template question, accept, label every third candidate."
     cs = parse_chunks(req.prompt)
-    if req.stage == "triad.entities":
-        names = [candidate_names(x, t) for _, t, x in cs]
-        picked = [i + 1 for i in range(1, len(cs)) if any(mentions(f"{cs[i][1]}\n{cs[i][2]}", n) for n in names[0])]
-        others = [cs[p - 1] for p in picked[:1]] or cs[1:]       # the candidate it picks (issue 19 #3), else all
-        shared = [n for n in names[0] if all(mentions(f"{t}\n{x}", n) for _, t, x in others)]
-        return {"entities_per_chunk": names, "partners": picked, "shared": shared[:2], "category": "", "bridge_topic": (shared or [""])[0]}
+    if req.stage == "triad.entities" and "separate tasks" in req.prompt:      # several seeds in one call (issue 42)
+        sizes = [int(n) for n in re.findall(r"^Task \d+ \((\d+) passages\): ", re.sub(r"<chunk\s.*?</chunk>", "", req.prompt, flags=re.S), re.M)]
+        return {"tasks": [entity_reply(cs[sum(sizes[:i]):sum(sizes[:i + 1])]) for i in range(len(sizes))]}
+    if req.stage == "triad.entities": return entity_reply(cs)
     if req.stage == "triad.generate":
         if 'exactly "yes" or "no"' in req.prompt:
             return {"question": f"Was {cs[0][1]} documented before {cs[1][1]}?", "answer": "yes"}
@@ -154,7 +161,11 @@ def test_fallback_fails_moves_to_next_seed(index, lilu, tmp_path):
     summary = run_triad(index, fake(s), cfg, tmp_path / "run", progress=False)
     seeds = [json.loads(l) for l in open(tmp_path / "run" / "seeds.jsonl")]
     assert [(r["seed"], r["outcome"]) for r in seeds] == [(LONELY.id, "no_bridge"), (lilu[0].id, "accepted")]
-    assert seeds[0]["usage"]["calls"] == 1          # one entity call (issue 41: no pre-check); nothing found
+    # one entity request (issue 41: no pre-check), nothing found; issue 42: the two seeds share it, counted in the task
+    # of the seed that sent it (either may get there first)
+    sent = [r for r in s.requests if r.stage == "triad.entities"]
+    assert len(sent) == 1 and all(c in sent[0].prompt for c in (LONELY.id, lilu[0].id))
+    assert sum(r["usage"]["calls"] for r in seeds) == len(s.requests)          # each request counted in one task
     assert summary["accepted"] == 1 and summary["seeds_by_outcome"] == {"no_bridge": 1, "accepted": 1}
 
 

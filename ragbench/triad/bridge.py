@@ -4,18 +4,20 @@
 
 # %% ../../nbs/21_triad.bridge.ipynb #dfa7131d
 from __future__ import annotations
+import asyncio, dataclasses, re
 from collections import Counter
-from typing import Any, Literal, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence
 from pydantic import BaseModel, Field
 from ..core import Chunk
-from ..llm import LLMParseError, arun
-from ..prompts import PromptTemplate, format_chunks, register_prompt, render_prompt, set_stand_in
+from ..llm import BudgetExceeded, LLMError, LLMParseError, arun
+from ..prompts import (PROMPTS, PromptTemplate, format_chunks, parse_chunks, register_prompt, render_prompt,
+                              set_stand_in)
 from ..text import candidate_names, detect_language, mentions
 from .config import TriadConfig, in_thread
 
 # %% auto #0
 __all__ = ['hit_chunk', 'chunk_text', 'seed_names', 'pick_partners', 'boilerplate_names', 'neighbourhood', 'shared_name',
-           'shared_names', 'fallback_config', 'BridgeConfig', 'afind_bridge', 'find_bridge']
+           'shared_names', 'fallback_config', 'BridgeConfig', 'afind_bridge', 'find_bridge', 'EntityGroups']
 
 # %% ../../nbs/21_triad.bridge.ipynb #78a4233c
 def hit_chunk(h) -> Chunk:
@@ -174,9 +176,7 @@ register_prompt(PromptTemplate(
 async def _aentities(chunks: Sequence[Chunk], llm, kind: Optional[str] = None, k: int = 1) -> _BridgeEntities:
     """One LLM call over the seed and its candidates: entities per chunk, the `k` partners picked, shared entities, a
     shared kind, a topic."""
-    link = _TYPE_LINK.get(kind,
-                         "a passage that shares a named entity with passage 1, else one about the same kind of thing")
-    system, prompt = render_prompt("triad.entities", n=len(chunks), k=k, link=link, chunks=format_chunks(chunks))
+    system, prompt = render_prompt("triad.entities", n=len(chunks), k=k, link=_link(kind), chunks=format_chunks(chunks))
     return await llm.acomplete(prompt, _BridgeEntities, system=system, stage="triad.entities")
 
 # %% ../../nbs/21_triad.bridge.ipynb #d33e6b3a
@@ -202,6 +202,72 @@ set_stand_in("triad.entities", {
     "shared": _template_shared,
     "category": lambda ctx: "",
     "bridge_topic": lambda ctx: (_template_shared(ctx) or [""])[0]})
+
+# %% ../../nbs/21_triad.bridge.ipynb #et0a1b2d
+class _EntityTasks(BaseModel):
+    "Output of the entity prompt over several seeds: one answer per task, in order, each as the single call gives it."
+    tasks: list[_BridgeEntities]
+
+register_prompt(PromptTemplate(
+    name="triad.entities_tasks",
+    system="You find what links passages. Reply with JSON only.",
+    template=(
+        "Below are {m} separate tasks, each with its own passages; answer each task from its own passages only. In "
+        "each task, passage 1 is the starting passage and the others are candidates. For each passage of a task, "
+        "list the named entities it mentions: people, organisations, places, events, works (books, films, shows, "
+        "songs), products and other proper names. Then pick the number of candidate passages the task asks for that "
+        "link best with its passage 1, as the task describes; give their numbers within the task (2 to its number of "
+        "passages); pick none if no candidate links. List the entities that passage 1 and every picked passage "
+        "mention. Count two mentions as the same entity when they clearly refer to the same thing, even if worded "
+        "differently (\"E! network\" and \"E!\"; \"Obama\" and \"Barack Obama\"). Finally, if passage 1 and the "
+        "picked passages are mainly about the same kind of thing (a film director, a rock band, an airport, a board "
+        "game, ...), name that kind in a few words; otherwise leave it empty.\n\n"
+        "{tasks}\n\n"
+        "Reply with JSON only, one object per task, in the tasks' order:\n"
+        "{{\"tasks\": [{{\"entities_per_chunk\": [[entities of passage 1], [entities of passage 2], ...], "
+        "\"partners\": [numbers of the picked candidate passages], "
+        "\"shared\": [entities passage 1 and every picked passage mention, or an empty list], "
+        "\"category\": \"the kind of thing they are all about, or an empty string\", "
+        "\"bridge_topic\": \"the shared entity that best links them, else the shared kind, else an empty string\"}}, "
+        "...]}}"),
+    output=_EntityTasks,
+    description="TRIAD bridging topic for several seeds in one call: per task, what the single entity call answers."))
+
+# %% ../../nbs/21_triad.bridge.ipynb #et0a1b2f
+_TASK_HEAD = "Task {i} ({n} passages): pick {k} candidate passage(s) that link best with passage 1: {link}."
+_TASK_HEAD_RE = re.compile(r"^Task \d+ \((\d+) passages\): ", re.M)
+
+def _link(kind: Optional[str]) -> str:
+    "What a partner of a seed of type `kind` is, as the entity prompts say it."
+    return _TYPE_LINK.get(kind, "a passage that shares a named entity with passage 1, else one about the same kind of "
+                          "thing")
+
+def _tasks_text(tasks: Sequence[tuple[Sequence[Chunk], Optional[str], int]]) -> str:
+    "The tasks of a grouped entity call: per seed its heading (passages, partners wanted, link) and its passages."
+    return "\n\n".join(_TASK_HEAD.format(i=i, n=len(ch), k=k, link=_link(kind)) + "\n\n" + format_chunks(ch)
+                       for i, (ch, kind, k) in enumerate(tasks, 1))
+
+async def _aentities_tasks(tasks: Sequence[tuple[Sequence[Chunk], Optional[str], int]], llm) -> list[_BridgeEntities]:
+    "One LLM call over several seeds' (chunks, kind, k): each task's answer; LLMParseError if their number is wrong."
+    system, prompt = render_prompt("triad.entities_tasks", m=len(tasks), tasks=_tasks_text(tasks))
+    out = await llm.acomplete(prompt, _EntityTasks, system=system, stage="triad.entities")
+    if len(out.tasks) != len(tasks):
+        raise LLMParseError(f"stage 'triad.entities': {len(out.tasks)} answers for {len(tasks)} tasks",
+                            stage="triad.entities")
+    return out.tasks
+
+# %% ../../nbs/21_triad.bridge.ipynb #et0a1b2e
+def _template_tasks(ctx) -> list[dict]:
+    "The template model's answer to a grouped entity call: per task, its single-call rules over the task's chunks."
+    text = ctx.inputs.get("tasks") or ""
+    sizes = [int(n) for n in _TASK_HEAD_RE.findall(re.sub(r"<chunk\s.*?</chunk>", "", text, flags=re.S))]
+    chunks, rules, out = parse_chunks(text), PROMPTS["triad.entities"].stand_in or {}, []
+    for n in sizes:
+        part, chunks = chunks[:n], chunks[n:]
+        out.append({k: rule(dataclasses.replace(ctx, chunks=part, inputs={})) for k, rule in rules.items()})
+    return out
+
+set_stand_in("triad.entities_tasks", {"tasks": _template_tasks})
 
 # %% ../../nbs/21_triad.bridge.ipynb #5abb13f3
 def fallback_config(seed: Chunk, hits, entities: Sequence[str], n_chunks: int) -> Optional[tuple[list[str], str]]:
@@ -263,14 +329,15 @@ def _llm_bridge(hood: _Neighbourhood, first: list, ents: _BridgeEntities, kind: 
                         same_document=_same_document(chosen), **kw)
 
 # %% ../../nbs/21_triad.bridge.ipynb #3f8eff33
-async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig,
-                       kind: Optional[str] = None) -> Optional[BridgeConfig]:
-    "Find chunks sharing a bridging topic around `seed_id` (entity call picking partners, fallback), or None."
+async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optional[str] = None,
+                       ask: Optional[Callable] = None) -> Optional[BridgeConfig]:
+    """Find chunks sharing a bridging topic around `seed_id` (entity call picking partners, fallback), or None
+    (`ask(first, kind, k)`: the entity answer, e.g. from a call several seeds share; default: this seed's own call)."""
     hood = await in_thread(neighbourhood, seed_id, index, cfg, kind)
     k = cfg.n_chunks - 1
     if len(hood.partners) < k: return None
     first = [hood.seed, *map(hit_chunk, hood.partners)]
-    ents = await _ask_entities(first, llm, kind, k)
+    ents = await ask(first, kind, k) if ask else await _ask_entities(first, llm, kind, k)
     found = _llm_bridge(hood, first, ents, kind, k, entity_calls=1)
     if found: return found
     candidates = [e for es in ents.entities_per_chunk for e in es]
@@ -289,3 +356,49 @@ async def afind_bridge(seed_id: str, index, llm, cfg: TriadConfig,
 def find_bridge(seed_id: str, index, llm, cfg: TriadConfig, kind: Optional[str] = None) -> Optional[BridgeConfig]:
     "Sync wrapper of `afind_bridge`."
     return arun(afind_bridge(seed_id, index, llm, cfg, kind))
+
+# %% ../../nbs/21_triad.bridge.ipynb #eg0a1b2d
+class EntityGroups:
+    "The entity calls of seeds next to each other in the plan, made together (issue 42: batch what is independent)."
+    def __init__(self, plans: dict, index, llm, cfg: TriadConfig, finished: Callable[[int], bool]):
+        self.plans, self.index, self.llm, self.cfg, self.finished = plans, index, llm, cfg, finished
+        self.size, self._groups = cfg.entity_group, {}
+
+    async def _mates(self, pos: int) -> list:
+        "(position, chunks, kind) of the other seeds of `pos`'s group still to run that make the entity call."
+        g, k, out = pos // self.size, self.cfg.n_chunks - 1, []
+        for q in range(g * self.size, (g + 1) * self.size):
+            if q == pos or q not in self.plans or self.finished(q): continue
+            hood = await in_thread(neighbourhood, self.plans[q].seed_id, self.index, self.cfg, self.plans[q].kind)
+            if len(hood.partners) >= k: out.append((q, [hood.seed, *map(hit_chunk, hood.partners)], self.plans[q].kind))
+        return out
+
+# %% ../../nbs/21_triad.bridge.ipynb #eg0a1b2e
+async def _ask_grouped(self: EntityGroups, pos: int, first: list, kind: Optional[str], k: int) -> _BridgeEntities:
+    "The entity answer for the seed at `pos`: from its group's call (made now if it is the first to ask), else its own."
+    g, ids = (pos // self.size if self.size > 1 else ("own", pos)), [c.id for c in first]
+    if (fut := self._groups.get(g)) is not None:
+        await asyncio.wait([fut])               # never cancelled by the group's first seed being cancelled
+        got = None if fut.cancelled() else fut.result().get(pos)
+        if got is not None and got[0] == ids: return got[1]
+        return await _ask_entities(first, self.llm, kind, k)
+    fut = self._groups[g] = asyncio.get_running_loop().create_future()
+    try:
+        mates = await self._mates(pos) if self.size > 1 else []
+        if not mates:
+            ents = await _ask_entities(first, self.llm, kind, k)
+            fut.set_result({pos: (ids, ents)})
+            return ents
+        try: outs = await _aentities_tasks([(first, kind, k), *((ch, kd, k) for _, ch, kd in mates)], self.llm)
+        except BudgetExceeded: raise
+        except LLMError:        # the grouped reply is unusable: every seed asks on its own, from now on (a model
+            self.size = 1       # that cannot answer the grouped shape is not asked it again, each try costs repairs)
+            fut.set_result({})
+            return await _ask_entities(first, self.llm, kind, k)
+        fut.set_result({q: ([c.id for c in ch], e) for (q, ch, _), e in zip([(pos, first, kind), *mates], outs)})
+        return outs[0]
+    except BaseException:
+        if not fut.done(): fut.cancel()
+        raise
+
+EntityGroups.ask = _ask_grouped

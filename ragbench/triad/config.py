@@ -51,6 +51,8 @@ class TriadConfig(BaseModel):
     boilerplate_share: float = Field(0.5, gt=0.0, le=1.0,
                                      description="a name in at least this share of the documents is boilerplate: it never bridges")
     fallback_n: int = Field(50, ge=1, description="neighbours searched for a candidate entity in the fallback")
+    entity_group: int = Field(2, ge=1, description="seeds next to each other in the plan whose entity calls go in one "
+                              "request, each seed a task of its own (1: one call per seed)")
     role: str = Field(_DEFAULT_ROLE, description="persona line of the generator")
     style_from: Optional[str] = Field(None, description="real questions (JSONL, CSV or a dataset): a sample goes into "
                                       "the writing prompt as examples of how users ask")

@@ -365,27 +365,34 @@ async def _answers(question: str, batch: Sequence[Chunk], llm) -> Optional[_Answ
     try: return await llm.acomplete(prompt, _Answerability, system=system, stage="triad.unanswerable")
     except LLMParseError: return None
 
-def _index_check(outs: list, cfg: TriadConfig, known: list, hits: list) -> dict:
-    "The record of the whole-index check: True if any batch is answered, None if one could not be read, else False."
+def _index_check(outs: list, cfg: TriadConfig, known: list, hits: list, labelled: Sequence[str] = ()) -> dict:
+    """The record of the whole-index check: True if any batch is answered, None if one could not be read, else False
+    (`labelled`: hits the label call had judged not relevant, so not sent again)."""
     answered = [o.reason for o in outs if o is not None and o.answers_question]
     unknown = sum(o is None for o in outs)
+    said = "; ".join(o.reason for o in outs if o) or (_ALL_LABELLED if labelled else "")
     return {"k": cfg.unanswerable_k, "excluded": known, "checked": [h.chunk_id for h in hits],
-            "answers_question": True if answered else (None if unknown else False),
-            "reason": answered[0] if answered else ("unparseable check reply" if unknown else "; ".join(o.reason
-                for o in outs if o))}
+            "labelled": list(labelled), "answers_question": True if answered else (None if unknown else False),
+            "reason": answered[0] if answered else ("unparseable check reply" if unknown else said)}
+
+_ALL_LABELLED = "every hit was labelled not relevant to the question by the label call"
 
 # %% ../../nbs/24_triad.contexts.ipynb #83512a57
-async def acheck_unanswerable(variant: QAItem, parent: QAItem, index, llm, cfg: TriadConfig) -> QAItem:
-    "Check that no chunk outside `parent`'s relevant contexts answers the question; record it in meta."
+async def acheck_unanswerable(variant: QAItem, parent: QAItem, index, llm, cfg: TriadConfig,
+                              judged: Sequence[str] = ()) -> QAItem:
+    """Check that no chunk outside `parent`'s relevant contexts answers the question; record it in meta. `judged`:
+    candidates the label call judged not relevant to this very question (each states no fact that helps answer it,
+    so none can answer it alone or with others): they are not asked about again (issue 42: each candidate once)."""
     known = list(dict.fromkeys([*parent.gold_chunk_ids, *(c.chunk_id for c in parent.contexts if c.relevant)]))
     hits = await in_thread(
         index.search, variant.question, k=cfg.unanswerable_k, mode=cfg.search_mode, exclude_ids=tuple(known)
     )
     hits = [h for h in hits if h.chunk_id not in set(known)]
-    chunks = [hit_chunk(h) for h in hits]
+    seen = set(judged)
+    chunks = [hit_chunk(h) for h in hits if h.chunk_id not in seen]
     outs = await asyncio.gather(*(_answers(variant.question, chunks[i:i + cfg.label_batch], llm)
                                   for i in range(0, len(chunks), cfg.label_batch)))
-    check = _index_check(list(outs), cfg, known, hits)
+    check = _index_check(list(outs), cfg, known, hits, [h.chunk_id for h in hits if h.chunk_id in seen])
     status = "accepted" if check["answers_question"] is False else "rejected"
     return variant.model_copy(update={"status": status, "meta": {**variant.meta, "index_check": check}})
 

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/25_triad.run.ipynb #e3f75fbf
 from __future__ import annotations
-import asyncio, json, math, sys
+import asyncio, functools, json, math, sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Sequence, Union
@@ -18,7 +18,7 @@ from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
 from ..real import style_block
 from ..spine import RunResult, RunSpec, check_spec, read_config
-from .bridge import afind_bridge, fallback_config, hit_chunk, neighbourhood, seed_names
+from .bridge import EntityGroups, afind_bridge, fallback_config, hit_chunk, neighbourhood, seed_names
 from .config import QUESTION_TYPES, SeedPlan, TriadConfig, in_thread, pick_seeds, plan_seeds
 from .contexts import ContextPrefetch, acheck_unanswerable, aclassify_temporal, aextract, unanswerable_variant
 from .judge import avalidate, judge_prompt, sufficiency_prompt
@@ -59,15 +59,18 @@ def _variant(item: QAItem, index, llms: dict, cfg: TriadConfig):
     if v is None or not cfg.unanswerable_check:
         async def same(): return v
         return same()
-    return acheck_unanswerable(v, item, index, llms["classify"], cfg)
+    # the candidates the label call judged not relevant to this question are not asked about again (issue 42)
+    judged = [c.chunk_id for c in item.contexts if c.relevant is False and c.source != "gold"]
+    return acheck_unanswerable(v, item, index, llms["classify"], cfg, judged=judged)
 
 # %% ../../nbs/25_triad.run.ipynb #ec279ade
 async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig,
-                        repeats=None) -> tuple[dict, list[QAItem], list[QAItem]]:
-    """Run one seed through all steps: (seed record, items for dataset.jsonl, items for rejected.jsonl); `repeats(position,
-    question)`: whether a seed before it in the plan already has the question (then no context step is paid for)."""
+                        repeats=None, entities=None) -> tuple[dict, list[QAItem], list[QAItem]]:
+    """Run one seed through all steps: (seed record, items for dataset.jsonl, items for rejected.jsonl);
+    `repeats(position, question)`: whether a seed before it in the plan already has the question (then no context step
+    is paid for); `entities(first, kind, k)`: the entity answer (a call several seeds share), default its own call."""
     rec = {"seed": plan.seed_id, "position": plan.position, "kind": plan.kind, "binary": plan.binary}
-    bridge = await afind_bridge(plan.seed_id, index, llms["classify"], cfg, plan.kind)
+    bridge = await afind_bridge(plan.seed_id, index, llms["classify"], cfg, plan.kind, ask=entities)
     if bridge is None: return {**rec, "outcome": "no_bridge"}, [], []
     rec.update(bridge_via=bridge.via, bridge_topic=bridge.bridge_topic, chunk_ids=bridge.chunk_ids,
                same_document=bridge.same_document)
@@ -80,12 +83,14 @@ async def aprocess_seed(plan: SeedPlan, index, llms: dict, cfg: TriadConfig,
 async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: ContextPrefetch, repeats=None):
     "Write and check the question; if accepted, its contexts and unanswerable variant."
     item = await avalidate(draft_item(bridge, plan), chunks, gen_llm=llms["generate"], judge_llm=llms["judge"], cfg=cfg,
-                           on_draft=ahead.question, classify_llm=llms["classify"],
+                           on_draft=lambda qa: _on_draft(ahead, repeats, plan.position, qa),
+                           classify_llm=llms["classify"],
                            repeats=None if repeats is None else (lambda q: repeats(plan.position, q)))
     models = {r: model_label(l) for r, l in llms.items()}
     rec.update(item_id=item.id, attempts=len(item.attempts), failed_checks=[a.failed_check for a in item.attempts])
     if item.status != "accepted":
         return {**rec, "outcome": "rejected"}, [], [item.model_copy(update={"models": models})]
+    if hasattr(repeats, "settle"): await repeats.settle(plan.position, item.question)
     if repeats is not None and repeats(plan.position, item.question):
         # a seed before it in the plan has this question: the run keeps that one, so no contexts are paid for
         rep = item.model_copy(update={"models": models, "meta": {**item.meta, "contexts_skipped": "repeat"}})
@@ -102,6 +107,11 @@ async def _write_and_finish(plan, bridge, chunks, index, llms, cfg, rec, ahead: 
     rec["variant_id"] = variant.id
     ok = variant.status == "accepted"
     return _drafted({**rec, "outcome": "accepted"}, [item, variant] if ok else [item], [] if ok else [variant])
+
+def _on_draft(ahead: ContextPrefetch, repeats, position: int, qa) -> None:
+    "A draft that passed the rules: its search starts, and the run notes who drafted it (when it watches repeats)."
+    ahead.question(qa)
+    if hasattr(repeats, "drafted"): repeats.drafted(position, qa.question)
 
 def _drafted(rec: dict, keep: list[QAItem], drop: list[QAItem]) -> tuple[dict, list[QAItem], list[QAItem]]:
     "A seed's outcome with the stand-in's accepted items made drafts (outcome `draft`): it never accepts anything."
@@ -145,10 +155,13 @@ class _SeedPacer:
 # %% ../../nbs/25_triad.run.ipynb #919d235c
 async def _enter(self: _SeedPacer, pos: int) -> None:
     "Wait until the seed at `pos` may start, then count it as running."
-    while not self.ready(pos):
-        if self._wake is None: self._wake = asyncio.Event()
-        await self._wake.wait()
+    while not self.ready(pos): await self.changed()
     self.running.add(pos)
+
+async def _changed(self: _SeedPacer) -> None:
+    "Wait until a seed stops."
+    if self._wake is None: self._wake = asyncio.Event()
+    await self._wake.wait()
 
 def _leave(self: _SeedPacer, pos: int, accepted: Optional[int]) -> None:
     """The seed at `pos` stopped (`accepted`: its accepted items, None when it failed or was cancelled); wake the
@@ -159,7 +172,7 @@ def _leave(self: _SeedPacer, pos: int, accepted: Optional[int]) -> None:
         self._wake.set()
         self._wake = None
 
-_SeedPacer.enter, _SeedPacer.leave = _enter, _leave
+_SeedPacer.enter, _SeedPacer.leave, _SeedPacer.changed = _enter, _leave, _changed
 
 # %% ../../nbs/25_triad.run.ipynb #e1ca55b1
 class TriadMethod(GenerationMethod):
@@ -178,12 +191,15 @@ class TriadMethod(GenerationMethod):
         self.pacer = _SeedPacer(cfg.n)
         self._asked, self._got = set(), {}                          # questions and items per type the pacer has counted
         self._kept: dict[str, int] = {}                             # question key -> first position of a finished seed
+        self._groups: Optional[EntityGroups] = None                # seeds next in the plan share an entity call
+        self._drafts: dict[str, set[int]] = {}                      # question key -> positions whose draft it was
 
     def config(self) -> dict:
         "The settings that shape the items (not n, the seed cap or concurrency: those may change on resume)."
         skip = {"n", "max_seeds", "concurrency", "seeds_in_flight", "seeds", "prices"} | (
             {"n_per_type"} if not self.cfg.n_per_type else set()
-        ) | {"style_from"} | (set() if self.cfg.style_from else {"style_examples"})
+        ) | {"style_from"} | (set() if self.cfg.style_from else {"style_examples"}) | {"entity_group"}
+        # entity_group packs seeds' entity requests; each seed still gets its own answer (a run may resume with any)
         style = style_block(self.cfg.style_from, self.cfg.style_examples, self.cfg.seed)[1]   # its hash, not the path
         return {**self.cfg.model_dump(exclude=skip), **({"style_sample": style} if style else {})}
 
@@ -207,6 +223,8 @@ def _plan(self: TriadMethod, index, results: Sequence[TaskResult]) -> list[Task]
     if self._plan is None:
         plans = plan_seeds(pick_seeds(index, self.cfg), self.cfg)
         self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump()) for p in plans]
+        self._groups = EntityGroups({p.position: p for p in plans}, index, self.roles["classify"], self.cfg,
+                                     lambda q: q in self.pacer.done)
         for r in sorted(results, key=lambda r: r.position):
             if r.outcome != "error": self.pacer.done[r.position] = self.contribution(r)
             if r.outcome != "error": _note_kept(self, r)
@@ -217,6 +235,22 @@ def _note_kept(self: TriadMethod, r: TaskResult) -> None:
     for i in r.items:
         if counts_towards(i): self._kept[question_key(i.question)] = min(self._kept.get(question_key(i.question),
                                                                                         r.position), r.position)
+
+class _RepeatWatch:
+    """A seed's view of the questions of the seeds before it in the plan: kept by a finished one (calling it), or
+    drafted by one still running (`settle` waits for it: issue 42, a question the run will not keep pays for no
+    contexts)."""
+    def __init__(self, method: "TriadMethod"): self.m = method
+    def __call__(self, position: int, question: str) -> bool: return _repeats(self.m, position, question)
+    def drafted(self, position: int, question: str) -> None:
+        self.m._drafts.setdefault(question_key(question), set()).add(position)
+
+    async def settle(self, position: int, question: str) -> None:
+        "Wait while a seed before `position` that drafted this question is still running (it may keep it)."
+        m = self.m
+        while not m.quotas and any(p < position and p in m.pacer.running for p in m._drafts.get(question_key(question),
+                                                                                               ())):
+            await m.pacer.changed()
 
 def _repeats(self: TriadMethod, position: int, question: str) -> bool:
     """Whether a finished seed before `position` in the plan brought `question` (the dataset keeps that one; with
@@ -230,7 +264,9 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     accepted = None
     try:
         rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg,
-                                              repeats=lambda p, q: _repeats(self, p, q))
+                                              repeats=_RepeatWatch(self),
+                                              entities=self._groups and functools.partial(self._groups.ask,
+                                                                                          task.position))
         r = TaskResult(task_id=task.id, position=task.position, outcome=rec["outcome"], items=keep, rejected=drop,
                        record=rec)
         accepted = self.contribution(r)
@@ -419,7 +455,9 @@ def run_triad(index, llms, cfg: TriadConfig, run_dir, **kw) -> RunResult:
 
 # %% ../../nbs/25_triad.run.ipynb #ba930436
 # sufficiency: per group; labels: per candidate
-_ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7,
+# relevant_share: candidates labelled relevant; the unanswerable check sends only the hits the label call has not judged
+# (about that share of its k: on the Git docs' fake run 3.05 of 10)
+_ASSUMED = {"first_pass": 0.68, "judge_pass": 0.81, "llm_bridge": 0.7, "relevant_share": 0.3,
            "out_tokens": {"triad.entities": 150, "triad.generate": 60, "triad.judge": 220, "triad.sufficiency": 40,
                           "triad.labels": 30, "triad.unanswerable": 40, "triad.temporal": 30}}
 
@@ -451,16 +489,16 @@ def _sample_prompts(index, cfg: TriadConfig, seeds: Sequence[str], r: dict) -> d
         det = fallback_config(hood.seed, hood.distinct[: cfg.fallback_n], seed_names(hood.seed), cfg.n_chunks)
         calls_entity += 1
         bridged += bool(det or r["llm_bridge"] > 0.5)
-        sizes["triad.entities"].append(
-            _tok(*render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs)))
-        )
+        sizes["triad.entities"].append(cfg.entity_group * _tok(   # a call holds the group's seeds
+            *render_prompt("triad.entities", n=len(cs), k=cfg.n_chunks - 1, link="", chunks=format_chunks(cs))))
         sizes["triad.generate"].append(_tok(*generation_prompt(gold, "topic", cfg.types[0], False, cfg)))
         sizes["triad.judge"].append(_tok(*judge_prompt(q, gold, cfg.types[0], False)))
         sizes["triad.sufficiency"].append(_tok(*sufficiency_prompt(q.question, gold[:-1])))   # one group of n-1
         sizes["triad.labels"].append(_tok(*render_prompt("triad.labels", question=q.question, answer=q.answer,
                                                          gold=format_chunks(gold),
                                                          candidates=format_chunks([hood.seed] * cfg.label_batch))))
-        sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(cfg.unanswerable_k, cfg.label_batch))))
+        unjudged = max(1, math.ceil(cfg.unanswerable_k * r["relevant_share"]))   # hits the label call did not judge
+        sizes["triad.unanswerable"].append(_tok(format_chunks([hood.seed] * min(unjudged, cfg.label_batch))))
         sizes["triad.temporal"].append(_tok(*render_prompt("triad.temporal", question=q.question, answer=q.answer)))
     mean = {s: (sum(v) / len(v) if v else 0) for s, v in sizes.items()}
     return {"k": max(len(seeds), 1), "entity": calls_entity, "bridged": bridged, "mean_in": mean}
@@ -477,7 +515,7 @@ def _stage_calls(index, cfg: TriadConfig, smp: dict, r: dict, fold: bool = True)
     n_acc = min(cfg.n, seeds_needed * p_bridge * p_acc)
     bridged = seeds_needed * p_bridge
     cands = min(len(index), (cfg.extract_k * cfg.n_chunks + cfg.question_k) * 0.75)
-    calls = {"triad.entities": seeds_needed * smp["entity"] / smp["k"],
+    calls = {"triad.entities": seeds_needed * smp["entity"] / smp["k"] / cfg.entity_group,   # seeds share a call
              "triad.generate": bridged * attempts,
              "triad.judge": bridged * attempts,
              "triad.sufficiency": bridged * attempts * r["judge_pass"] * cfg.n_chunks,   # one call per group
@@ -493,6 +531,7 @@ def _out_tokens(stage: str, cfg: TriadConfig, r: dict) -> float:
     "Output tokens of one call of `stage`."
     per = r["out_tokens"][stage]
     if stage == "triad.labels": return per * cfg.label_batch
+    if stage == "triad.entities": return per * cfg.entity_group
     return per
 
 # %% ../../nbs/25_triad.run.ipynb #10cd02db
@@ -523,7 +562,7 @@ def estimate_triad(index, cfg: TriadConfig, specs: Optional[dict] = None, sample
     return {"n": cfg.n, "expected_accepted": round(run["n_acc"], 1), "seeds_needed": run["seeds_needed"],
             "sampled_seeds": smp["k"],
             "p_bridge": round(run["p_bridge"], 2), "entity_call_share": round(smp["entity"] / smp["k"], 2),
-            "assumed": {"first_pass": r["first_pass"], "judge_pass": r["judge_pass"]}, "by_stage": rows, "total": tot,
+            "assumed": {k: r[k] for k in ("first_pass", "judge_pass", "relevant_share")}, "by_stage": rows, "total": tot,
             **_per_unit(tot["calls"], tot["input_tokens"] + tot["output_tokens"], run),
             "prices_as_of": PRICES_AS_OF, "prices_overridden": sorted(cfg.prices), "provider_batch": batch}
 
