@@ -142,7 +142,7 @@ def _before(dataset, gen: list[dict], ge: np.ndarray, rl: list[dict], re_: np.nd
 # %% ../nbs/45_realism.ipynb #rw0a1b2c
 _CLIP = 10.0          # no item weighs more than this many times the mean (the cap that keeps a few items from deciding)
 _MIN_EFFECTIVE = 8    # a re-weighted figure from fewer effective items (Kish) than this is uninformative
-_STRENGTHS = (0.03, 0.3, 3.0)   # the classifier's inverse L2 strengths tried; the best out-of-fold log loss is kept
+_STRENGTHS = (0.3, 3.0, 30.0)   # the classifier's inverse L2 strengths tried; the best out-of-fold log loss is kept
 _MIN_REACH = 0.5      # the generated items reach less of the real questions' distribution than this: uninformative
 
 def _features(side: list[dict], emb: np.ndarray, overlap: bool) -> np.ndarray:
