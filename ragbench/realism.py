@@ -143,6 +143,7 @@ def _before(dataset, gen: list[dict], ge: np.ndarray, rl: list[dict], re_: np.nd
 _CLIP = 10.0          # no item weighs more than this many times the mean (the cap that keeps a few items from deciding)
 _MIN_EFFECTIVE = 8    # a re-weighted figure from fewer effective items (Kish) than this is uninformative
 _STRENGTHS = (0.3, 3.0, 30.0)   # the classifier's inverse L2 strengths tried; the best out-of-fold log loss is kept
+_MIN_SIDE = 5         # fewer generated or real questions than this: no classifier to fit (5 folds)
 _MIN_REACH = 0.5      # the generated items reach less of the real questions' distribution than this: uninformative
 
 def _features(side: list[dict], emb: np.ndarray, overlap: bool) -> np.ndarray:
@@ -160,8 +161,6 @@ def _odds(gen: list[dict], rl: list[dict], ge: np.ndarray, re_: np.ndarray, seed
     from sklearn.metrics import log_loss, roc_auc_score
     from sklearn.model_selection import StratifiedKFold
     folds = min(5, len(gen), len(rl))
-    if folds < 2: raise UserError(f"re-weighting needs at least 2 generated and 2 real questions (got {len(gen)} and "
-                                  f"{len(rl)})")
     overlap = all(x["overlap"] is not None for x in [*gen, *rl])
     x = np.r_[_features(gen, ge, overlap), _features(rl, re_, overlap)]
     x[:, len(ge[0]):] = (x[:, len(ge[0]):] - x[:, len(ge[0]):].mean(0)) / np.maximum(x[:, len(ge[0]):].std(0), 1e-9)
@@ -174,6 +173,7 @@ def _odds(gen: list[dict], rl: list[dict], ge: np.ndarray, re_: np.ndarray, seed
     p = min((out_of_fold(c) for c in _STRENGTHS), key=lambda p: log_loss(y, p))   # no signal: the strongest shrinkage
     return p[:len(gen)] / (1 - p[:len(gen)]) * len(gen) / len(rl), float(roc_auc_score(y, p))
 
+# %% ../nbs/45_realism.ipynb #rw0a1b2e
 def _capped(w: np.ndarray, clip: float = _CLIP) -> tuple[np.ndarray, int]:
     "Weights scaled to mean 1 with none above `clip` (capped, the rest rescaled, until it holds); how many were capped."
     w = w / w.mean()
@@ -186,6 +186,8 @@ def _capped(w: np.ndarray, clip: float = _CLIP) -> tuple[np.ndarray, int]:
 def _reweighted(gen: list[dict], rl: list[dict], ge: np.ndarray, re_: np.ndarray) -> dict:
     """Weights (mean 1) that make the generated items stand for the real questions' distribution, their Kish effective
     size, and the weighted figures; 'why' says when those figures are uninformative."""
+    if min(len(gen), len(rl)) < _MIN_SIDE:
+        return {"why": f"{len(gen)} generated and {len(rl)} real questions: re-weighting needs {_MIN_SIDE} of each"}
     odds, auc = _odds(gen, rl, ge, re_)
     w, capped = _capped(odds)
     n_eff, reach = float(w.sum() ** 2 / (w @ w)), float(min(odds.mean(), 1.0))
@@ -194,19 +196,19 @@ def _reweighted(gen: list[dict], rl: list[dict], ge: np.ndarray, re_: np.ndarray
            f"generated AUC {auc:.2f}): no weights make them stand for the rest" if reach < _MIN_REACH else None)
     for x, v in zip(gen, w): x["weight"] = float(v)
     return {"method": "odds of real vs generated, logistic regression on question embedding, log length and overlap "
-            f"with gold, out of fold, strength by log loss; capped at {_CLIP:g}x the mean", "n_eff": n_eff, "auc": auc, "reach": reach,
-            "capped": capped,
+            f"with gold, out of fold, strength by log loss; capped at {_CLIP:g}x the mean", "n_eff": n_eff, "auc": auc,
+            "reach": reach, "capped": capped,
             "why": why, **{key: mean_ci([x[key] for x in gen], weights=w) for key in ("words", "overlap", "hit")}}
 
 # %% ../nbs/45_realism.ipynb #525fe7f4
 def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Dataset], index, *, k: int = 5,
                    mode: str = "dense", threshold: float = 0.5, top: int = 5, show_real: bool = False,
-                   baseline: Union[str, Path, Dataset, None] = None, reweight: bool = False) -> dict:
+                   baseline: Union[str, Path, Dataset, None] = None) -> dict:
     """How a generated dataset differs from real questions (a JSONL/CSV/dataset file): length, form, overlap with gold,
     hit@k, uncovered topics, language; each with an interval. Real questions' text only with `show_real`. With
     `baseline` (another generated dataset) its figures too, as the 'before'. Each real question's `gold` is its gold
-    in the table as chunk ids, one group per gold document or chunk. With `reweight` each generated item gets a `weight`
-    (mean 1) toward the real questions' distribution, and 'reweighted' holds the weighted figures (`_reweighted`)."""
+    in the table as chunk ids, one group per gold document or chunk. Each generated item gets a `weight` (mean 1)
+    toward the real questions' distribution; 'reweighted' holds the weighted figures or why they are uninformative."""
     rows = real_questions(real)
     rq, gold = [r["question"] for r in rows], _gold_ids(rows, index)
     rl, re_ = _side(rq, gold, index, k, mode), _unit(index.embedder.encode(rq))
@@ -229,4 +231,4 @@ def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Da
             "form": _mixes(gen, rl, "form", b_gen), "language": _mixes(gen, rl, "language", b_gen),
             "unlike": [x["id"] for x in sorted(gen, key=lambda x: x["nearest_real"])[:top]],
             "leaky": [x["id"] for x in by_overlap[:top]], "generated": gen, "real": rl,
-            **({"baseline": before} if before else {}), **({"reweighted": _reweighted(gen, rl, ge, re_)} if reweight else {})}
+            "reweighted": _reweighted(gen, rl, ge, re_), **({"baseline": before} if before else {})}

@@ -244,7 +244,8 @@ def ppi_paired_ci(human_a: Sequence[float], human_b: Sequence[float], judge_a_la
 # %% ../nbs/06_stats.ipynb #14dc38f1
 def _share_like(v: np.ndarray) -> bool:
     "Whether values in [0, 1] are a share (all 0/1) or pile up at 0 and 1 (at least a third): bound them as one."
-    return bool(np.all((v >= 0) & (v <= 1)) and (np.isin(v, (0.0, 1.0)).all() or np.mean(np.isin(v, (0.0, 1.0))) >= 1 / 3))
+    ends = np.isin(v, (0.0, 1.0))
+    return bool(np.all((v >= 0) & (v <= 1)) and (ends.all() or np.mean(ends) >= 1 / 3))
 
 def _weighted_ci(v: np.ndarray, w: np.ndarray, alpha: float) -> dict:
     """The weighted (Hajek) mean of v with its interval and the Kish effective size n_eff = (sum w)^2 / sum w^2: a share
@@ -263,6 +264,7 @@ def _weighted_ci(v: np.ndarray, w: np.ndarray, alpha: float) -> dict:
         lo, hi = mean - t.ppf(1 - alpha / 2, n_eff - 1) * se, mean + t.ppf(1 - alpha / 2, n_eff - 1) * se
     return {**out, "lo": float(lo), "hi": float(hi)}
 
+# %% ../nbs/06_stats.ipynb #st0mean1
 def mean_ci(values: Iterable[Any], *, alpha: float = 0.05, weights: Optional[Sequence[float]] = None) -> dict[str, Any]:
     """Mean of the values that are not None or NaN with its interval: {mean, lo, hi, n, n_na}; with `weights` (one per
     value) the weighted mean, its interval and n_eff (`_weighted_ci`)."""

@@ -121,26 +121,6 @@ def _print_shift(r: dict) -> None:
             *((f"form: {v}", b["form"][v], g("form")[v], r["form"]["real"][v]) for v in g("form"))]
     for name, before, after, real in rows: print(f"  {name:<24} {_ci(before):<22} -> {_ci(after):<22} {_ci(real):<22}")
 
-def _print_reweighted(r: dict) -> None:
-    "With --reweight: how far the weights carry the generated items, and each figure before -> after, the real beside."
-    w, g = r["reweighted"], lambda key: r[key]["generated"]
-    print(f"re-weighted toward the real questions ({w['method']}): effective size {w['n_eff']:.1f} of "
-          f"{r['n']['generated']} (Kish); reach {w['reach']:.0%}; AUC real vs generated {w['auc']:.2f}")
-    if w["why"]: return print(f"  re-weighted figures: uninformative: {w['why']}")
-    print(f"  {'figure':<24} {'generated':<22}    {'re-weighted':<22} {'real':<22}")
-    for key, name in (("words", "question words"), ("overlap", "overlap with gold"), ("hit", f"hit@{r['k']}")):
-        print(f"  {name:<24} {_ci(g(key)):<22} -> {_ci(w[key]):<22} {_ci(r[key]['real']):<22}")
-    print("  (weighted means; intervals at the Kish effective size, the weights taken as given)")
-
-def _write_weighted(dataset: str, r: dict, out: str) -> None:
-    "The dataset's items the report read, each with meta.weight (mean 1), to `out`."
-    if r["reweighted"]["why"]: return print(f"--reweight: {out} not written (the weights are uninformative: see above)")
-    weight = {x["id"]: x["weight"] for x in r["generated"]}
-    items = [it.model_copy(update={"meta": {**it.meta, "weight": round(weight[it.id], 6)}})
-             for it in Dataset.read(dataset) if it.id in weight]
-    Dataset(items).write(out)
-    print(f"wrote {len(items)} items with meta.weight -> {out} (`evaluate` and `report` show weighted means)")
-
 def _real_dataset(real: str, r: dict) -> Dataset:
     """The real questions as a ragbench dataset `evaluate` scores: gold documents mapped to their chunks in the table
     (the report's), the documents and the question's number in the file kept in `meta`."""
@@ -161,6 +141,27 @@ def _write_realism(r: dict, dataset: str, o: RealismOptions) -> None:
         print(f"kept {len(kept)} of {r['n']['generated']} generated items near a real question -> "
               f"{out / 'filtered.jsonl'}")
 
+# %% ../../nbs/90_commands.14_realism.ipynb #cm0rw001
+def _print_reweighted(r: dict) -> None:
+    "Each figure re-weighted toward the real questions (before -> after, the real beside), or why it is uninformative."
+    w, g = r["reweighted"], lambda key: r[key]["generated"]
+    print("re-weighted toward the real questions (--reweight OUT writes the weights)" + ("" if "n_eff" not in w else
+          f": effective size {w['n_eff']:.1f} of {r['n']['generated']} (Kish), reach {w['reach']:.0%}, AUC real vs "
+          f"generated {w['auc']:.2f}"))
+    if w["why"]: return print(f"  re-weighted figures: uninformative: {w['why']}")
+    print(f"  {'figure':<24} {'generated':<22}    {'re-weighted':<22} {'real':<22}")
+    for key, name in (("words", "question words"), ("overlap", "overlap with gold"), ("hit", f"hit@{r['k']}")):
+        print(f"  {name:<24} {_ci(g(key)):<22} -> {_ci(w[key]):<22} {_ci(r[key]['real']):<22}")
+
+def _write_weighted(dataset: str, r: dict, out: str) -> None:
+    "The dataset's items the report read, each with meta.weight (mean 1), to `out`."
+    if r["reweighted"]["why"]: return print(f"--reweight: {out} not written (the weights are uninformative: see above)")
+    weight = {x["id"]: x["weight"] for x in r["generated"]}
+    items = [it.model_copy(update={"meta": {**it.meta, "weight": round(weight[it.id], 6)}})
+             for it in Dataset.read(dataset) if it.id in weight]
+    Dataset(items).write(out)
+    print(f"wrote {len(items)} items with meta.weight -> {out} (`evaluate` and `report` show weighted means)")
+
 # %% ../../nbs/90_commands.14_realism.ipynb #49f2bc42
 @options_model(RealismOptions)
 def realism_command(
@@ -176,10 +177,10 @@ def realism_command(
     if o.keep_near and not o.out: raise UserError("--filter writes filtered.jsonl: give --out DIR")
     idx = open_index(o.db, o.table, embedder=o.embedder, columns=o.column, fts=o.mode != "dense")
     r = realism_report(dataset, o.real, idx, k=o.k, mode=o.mode, threshold=o.threshold, top=o.top,
-                       show_real=o.show_real, baseline=o.baseline, reweight=bool(o.reweight))
+                       show_real=o.show_real, baseline=o.baseline)
     _print_realism(r, dataset)
     if o.baseline: _print_shift(r)
-    if o.reweight: _print_reweighted(r)
+    _print_reweighted(r)
     if o.reweight: _write_weighted(dataset, r, o.reweight)
     if o.as_dataset: _real_dataset(o.real, r).write(o.as_dataset)
     if o.as_dataset: print(f"wrote the {r['n']['real']} real questions as a dataset -> {o.as_dataset} (gold documents "

@@ -78,8 +78,8 @@ def _check_weights(ds: Dataset) -> None:
     if len(have) < len(ds):
         miss = next(it.id for it in ds if "weight" not in it.meta)
         raise EvalError(f"item '{miss}' has no meta.weight but {len(have)} other items have one: weigh every item")
-    bad = next((it for it in ds if isinstance(it.meta["weight"], bool) or not isinstance(it.meta["weight"], (int, float))
-                or not math.isfinite(it.meta["weight"]) or it.meta["weight"] < 0), None)
+    ok = lambda w: isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+    bad = next((it for it in ds if not ok(it.meta["weight"])), None)
     if bad: raise EvalError(f"item '{bad.id}': meta.weight must be a finite number >= 0, got {bad.meta['weight']!r}")
     if not any(it.meta["weight"] for it in ds): raise EvalError("every item's meta.weight is 0: nothing to weigh")
 

@@ -90,7 +90,8 @@ def _breakdowns(out: dict, s: str, rs: list[dict], names, dimensions) -> None:
 
 # %% ../../nbs/40_eval.05_scores.ipynb #a3a2196d
 _WEIGHTED = ("weighted means (the dataset's meta.weight, e.g. from `ragbench realism --reweight`); intervals at the "
-             "Kish effective size (Wilson for shares, t on the linearized standard error), the weights taken as given")
+             "Kish effective size (Wilson for shares, t on the linearized standard error), the weights taken as given; "
+             "paired decisions and `compare` stay unweighted")
 
 def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None,
               dimensions: Sequence[str] = _DIMENSIONS) -> dict:
