@@ -139,6 +139,67 @@ def _before(dataset, gen: list[dict], ge: np.ndarray, rl: list[dict], re_: np.nd
             "uncovered": {**proportion_ci(uncovered, len(rl), method="wilson"), "count": uncovered}}
 
 
+# %% ../nbs/45_realism.ipynb #rw0a1b2c
+_CLIP = 10.0          # no item weighs more than this many times the mean (the cap that keeps a few items from deciding)
+_MIN_EFFECTIVE = 8    # a re-weighted figure from fewer effective items (Kish) than this is uninformative
+_STRENGTHS = (0.3, 3.0, 30.0)   # the classifier's inverse L2 strengths tried; the best out-of-fold log loss is kept
+_MIN_SIDE = 5         # fewer generated or real questions than this: no classifier to fit (5 folds)
+_MIN_REACH = 0.5      # the generated items reach less of the real questions' distribution than this: uninformative
+
+def _features(side: list[dict], emb: np.ndarray, overlap: bool) -> np.ndarray:
+    "The classifier's features of one side: the question embedding, log length, and overlap with gold (0 without)."
+    cols = [np.log1p([x["words"] for x in side])] + ([[x["overlap"] or 0.0 for x in side]] if overlap else [])
+    return np.c_[emb, np.array(cols).T]
+
+def _odds(gen: list[dict], rl: list[dict], ge: np.ndarray, re_: np.ndarray, seed: int = 0) -> tuple[np.ndarray, float]:
+    """P(real | features) / P(generated | features) per generated item, from an L2 logistic regression (scikit-learn)
+    predicted out of fold (each item by a model that never saw it; the strength of the three with the best
+    out-of-fold log loss), scaled by the sides' sizes; and the out-of-fold AUC
+    of real vs generated. Overlap is a feature only when both sides have gold for every question. The odds' mean
+    estimates the share of the real distribution the generated items reach (E_gen[p_real / p_gen])."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import log_loss, roc_auc_score
+    from sklearn.model_selection import StratifiedKFold
+    folds = min(5, len(gen), len(rl))
+    overlap = all(x["overlap"] is not None for x in [*gen, *rl])
+    x = np.r_[_features(gen, ge, overlap), _features(rl, re_, overlap)]
+    x[:, len(ge[0]):] = (x[:, len(ge[0]):] - x[:, len(ge[0]):].mean(0)) / np.maximum(x[:, len(ge[0]):].std(0), 1e-9)
+    y, split = np.r_[np.zeros(len(gen)), np.ones(len(rl))], StratifiedKFold(folds, shuffle=True, random_state=seed)
+    def out_of_fold(c: float) -> np.ndarray:
+        p = np.zeros(len(y))
+        for train, test in split.split(x, y):
+            p[test] = LogisticRegression(C=c, max_iter=2000).fit(x[train], y[train]).predict_proba(x[test])[:, 1]
+        return np.clip(p, 1e-6, 1 - 1e-6)
+    p = min((out_of_fold(c) for c in _STRENGTHS), key=lambda p: log_loss(y, p))   # no signal: the strongest shrinkage
+    return p[:len(gen)] / (1 - p[:len(gen)]) * len(gen) / len(rl), float(roc_auc_score(y, p))
+
+# %% ../nbs/45_realism.ipynb #rw0a1b2e
+def _capped(w: np.ndarray, clip: float = _CLIP) -> tuple[np.ndarray, int]:
+    "Weights scaled to mean 1 with none above `clip` (capped, the rest rescaled, until it holds); how many were capped."
+    w = w / w.mean()
+    for _ in range(50):
+        if w.max() <= clip * (1 + 1e-9): break
+        w = np.minimum(w, clip)
+        w = w / w.mean()
+    return w, int(np.sum(w >= clip * (1 - 1e-9)))
+
+def _reweighted(gen: list[dict], rl: list[dict], ge: np.ndarray, re_: np.ndarray) -> dict:
+    """Weights (mean 1) that make the generated items stand for the real questions' distribution, their Kish effective
+    size, and the weighted figures; 'why' says when those figures are uninformative."""
+    if min(len(gen), len(rl)) < _MIN_SIDE:
+        return {"why": f"{len(gen)} generated and {len(rl)} real questions: re-weighting needs {_MIN_SIDE} of each"}
+    odds, auc = _odds(gen, rl, ge, re_)
+    w, capped = _capped(odds)
+    n_eff, reach = float(w.sum() ** 2 / (w @ w)), float(min(odds.mean(), 1.0))
+    why = (f"the effective size is {n_eff:.1f} (Kish), under {_MIN_EFFECTIVE}" if n_eff < _MIN_EFFECTIVE else
+           f"the generated items reach about {reach:.0%} of the real questions' distribution (mean odds; real vs "
+           f"generated AUC {auc:.2f}): no weights make them stand for the rest" if reach < _MIN_REACH else None)
+    for x, v in zip(gen, w): x["weight"] = float(v)
+    return {"method": "odds of real vs generated, logistic regression on question embedding, log length and overlap "
+            f"with gold, out of fold, strength by log loss; capped at {_CLIP:g}x the mean", "n_eff": n_eff, "auc": auc,
+            "reach": reach, "capped": capped,
+            "why": why, **{key: mean_ci([x[key] for x in gen], weights=w) for key in ("words", "overlap", "hit")}}
+
 # %% ../nbs/45_realism.ipynb #525fe7f4
 def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Dataset], index, *, k: int = 5,
                    mode: str = "dense", threshold: float = 0.5, top: int = 5, show_real: bool = False,
@@ -146,7 +207,8 @@ def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Da
     """How a generated dataset differs from real questions (a JSONL/CSV/dataset file): length, form, overlap with gold,
     hit@k, uncovered topics, language; each with an interval. Real questions' text only with `show_real`. With
     `baseline` (another generated dataset) its figures too, as the 'before'. Each real question's `gold` is its gold
-    in the table as chunk ids, one group per gold document or chunk."""
+    in the table as chunk ids, one group per gold document or chunk. Each generated item gets a `weight` (mean 1)
+    toward the real questions' distribution; 'reweighted' holds the weighted figures or why they are uninformative."""
     rows = real_questions(real)
     rq, gold = [r["question"] for r in rows], _gold_ids(rows, index)
     rl, re_ = _side(rq, gold, index, k, mode), _unit(index.embedder.encode(rq))
@@ -169,4 +231,4 @@ def realism_report(dataset: Union[str, Path, Dataset], real: Union[str, Path, Da
             "form": _mixes(gen, rl, "form", b_gen), "language": _mixes(gen, rl, "language", b_gen),
             "unlike": [x["id"] for x in sorted(gen, key=lambda x: x["nearest_real"])[:top]],
             "leaky": [x["id"] for x in by_overlap[:top]], "generated": gen, "real": rl,
-            **({"baseline": before} if before else {})}
+            "reweighted": _reweighted(gen, rl, ge, re_), **({"baseline": before} if before else {})}

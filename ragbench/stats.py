@@ -242,25 +242,51 @@ def ppi_paired_ci(human_a: Sequence[float], human_b: Sequence[float], judge_a_la
             "why": None}
 
 # %% ../nbs/06_stats.ipynb #14dc38f1
-def mean_ci(values: Iterable[Any], *, alpha: float = 0.05) -> dict[str, Any]:
-    "Mean of the values that are not None or NaN with its interval: {mean, lo, hi, n, n_na}."
+def _share_like(v: np.ndarray) -> bool:
+    "Whether values in [0, 1] are a share (all 0/1) or pile up at 0 and 1 (at least a third): bound them as one."
+    ends = np.isin(v, (0.0, 1.0))
+    return bool(np.all((v >= 0) & (v <= 1)) and (ends.all() or np.mean(ends) >= 1 / 3))
+
+def _weighted_ci(v: np.ndarray, w: np.ndarray, alpha: float) -> dict:
+    """The weighted (Hajek) mean of v with its interval and the Kish effective size n_eff = (sum w)^2 / sum w^2: a share
+    gets Wilson's interval at n_eff (statsmodels), other values Student t on the linearized standard error with
+    n_eff - 1 degrees of freedom. The weights are taken as given (not re-estimated per resample)."""
+    from scipy.stats import t
+    from statsmodels.stats.proportion import proportion_confint
+    s = float(w.sum())
+    if s <= 0: return {"mean": None, "lo": None, "hi": None, "n_eff": 0.0, "weighted": True}
+    mean, n_eff = float(w @ v) / s, s * s / float(w @ w)
+    out = {"mean": mean, "lo": None, "hi": None, "n_eff": n_eff, "weighted": True}
+    if _share_like(v): lo, hi = proportion_confint(mean * n_eff, n_eff, alpha=alpha, method="wilson")
+    elif len(v) < 2 or np.ptp(v) == 0 or n_eff <= 1: return out
+    else:
+        se = math.sqrt(len(v) / (len(v) - 1) * float((w * w) @ (v - mean) ** 2)) / s
+        lo, hi = mean - t.ppf(1 - alpha / 2, n_eff - 1) * se, mean + t.ppf(1 - alpha / 2, n_eff - 1) * se
+    return {**out, "lo": float(lo), "hi": float(hi)}
+
+# %% ../nbs/06_stats.ipynb #st0mean1
+def mean_ci(values: Iterable[Any], *, alpha: float = 0.05, weights: Optional[Sequence[float]] = None) -> dict[str, Any]:
+    """Mean of the values that are not None or NaN with its interval: {mean, lo, hi, n, n_na}; with `weights` (one per
+    value) the weighted mean, its interval and n_eff (`_weighted_ci`)."""
     raw = [None if v is None else float(v) for v in values]
-    v = np.array([x for x in raw if x is not None and not math.isnan(x)], dtype=float)
+    keep = [x is not None and not math.isnan(x) for x in raw]
+    v = np.array([x for x, k in zip(raw, keep) if k], dtype=float)
     out = {"n": len(v), "n_na": len(raw) - len(v)}
     if len(v) == 0: return {"mean": None, "lo": None, "hi": None, **out}
+    if weights is not None: return {**_weighted_ci(v, np.asarray(weights, dtype=float)[keep], alpha), **out}
     mean = float(v.mean())
-    if np.all((v >= 0) & (v <= 1)) and (np.isin(v, (0.0, 1.0)).all() or np.mean(np.isin(v, (0.0, 1.0))) >= 1 / 3):
+    if _share_like(v):
         ci = proportion_ci(float(v.sum()), len(v), alpha=alpha)
         return {"mean": mean, "lo": ci["lo"], "hi": ci["hi"], **out}
     if len(v) < 2 or np.ptp(v) == 0: return {"mean": mean, "lo": None, "hi": None, **out}
     lo, hi = _t_ci(v, alpha)
     return {"mean": mean, "lo": lo, "hi": hi, **out}
 
-def mean_table(x: np.ndarray, *, alpha: float = 0.05) -> list[dict]:
-    "Per column of an (items x metrics) array with NaN for missing: {mean, lo, hi, n, n_na}."
+def mean_table(x: np.ndarray, *, alpha: float = 0.05, weights: Optional[Sequence[float]] = None) -> list[dict]:
+    "Per column of an (items x metrics) array with NaN for missing: {mean, lo, hi, n, n_na}; `weights`: one per row."
     x = np.asarray(x, dtype=float)
     if x.ndim != 2: raise ValueError(f"expected a 2-d array, got shape {x.shape}")
-    return [mean_ci(x[:, j], alpha=alpha) for j in range(x.shape[1])]
+    return [mean_ci(x[:, j], alpha=alpha, weights=weights) for j in range(x.shape[1])]
 
 # %% ../nbs/06_stats.ipynb #ddb9bee5
 def resample_weights(rng: np.random.Generator, n: int, b: int) -> np.ndarray:

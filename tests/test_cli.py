@@ -146,7 +146,8 @@ NEW_COMMANDS = {"qualify",            # added after the snapshot (issue 10: judg
                 "plan",               # issue 20: questions needed for a paired comparison
                 "validity",           # issue 20: human verdicts on a sample of accepted items -> the truly-valid share
                 "doctor",             # issue 40: LLM keys and servers, storage credentials, the table and its sidecar
-                "realism"}            # issue 43: a generated dataset against real questions (--fail-if-easier gate)
+                "realism"}            # issue 43: a generated dataset against real questions (--fail-if-easier gate;
+                                      # --reweight OUT: the dataset with meta.weight toward the real distribution)
 
 def test_every_command_is_in_the_snapshot():
     assert set(command_names()) == set(BEFORE) | NEW_COMMANDS   # fake-llm-server: a plugin of ragbench.testing (issue 18)

@@ -47,6 +47,9 @@ class RealismOptions(BaseModel):
     as_dataset: Annotated[Optional[str], {"metavar": "OUT.jsonl"}] = Field(
         None, description="also write the real questions as a ragbench dataset (gold documents mapped to chunks) "
                           "for `ragbench evaluate`")
+    reweight: Annotated[Optional[str], {"metavar": "OUT.jsonl"}] = Field(
+        None, description="write the dataset with a per-item meta.weight (mean 1) toward the real questions' "
+                          "distribution, and print the figures re-weighted (`evaluate` and `report` then weigh means)")
     keep_near: Annotated[bool, "--filter"] = Field(
         False, description="with --out: write the generated items whose nearest real question is within --threshold")
 
@@ -138,6 +141,27 @@ def _write_realism(r: dict, dataset: str, o: RealismOptions) -> None:
         print(f"kept {len(kept)} of {r['n']['generated']} generated items near a real question -> "
               f"{out / 'filtered.jsonl'}")
 
+# %% ../../nbs/90_commands.14_realism.ipynb #cm0rw001
+def _print_reweighted(r: dict) -> None:
+    "Each figure re-weighted toward the real questions (before -> after, the real beside), or why it is uninformative."
+    w, g = r["reweighted"], lambda key: r[key]["generated"]
+    print("re-weighted toward the real questions (--reweight OUT writes the weights)" + ("" if "n_eff" not in w else
+          f": effective size {w['n_eff']:.1f} of {r['n']['generated']} (Kish), reach {w['reach']:.0%}, AUC real vs "
+          f"generated {w['auc']:.2f}"))
+    if w["why"]: return print(f"  re-weighted figures: uninformative: {w['why']}")
+    print(f"  {'figure':<24} {'generated':<22}    {'re-weighted':<22} {'real':<22}")
+    for key, name in (("words", "question words"), ("overlap", "overlap with gold"), ("hit", f"hit@{r['k']}")):
+        print(f"  {name:<24} {_ci(g(key)):<22} -> {_ci(w[key]):<22} {_ci(r[key]['real']):<22}")
+
+def _write_weighted(dataset: str, r: dict, out: str) -> None:
+    "The dataset's items the report read, each with meta.weight (mean 1), to `out`."
+    if r["reweighted"]["why"]: return print(f"--reweight: {out} not written (the weights are uninformative: see above)")
+    weight = {x["id"]: x["weight"] for x in r["generated"]}
+    items = [it.model_copy(update={"meta": {**it.meta, "weight": round(weight[it.id], 6)}})
+             for it in Dataset.read(dataset) if it.id in weight]
+    Dataset(items).write(out)
+    print(f"wrote {len(items)} items with meta.weight -> {out} (`evaluate` and `report` show weighted means)")
+
 # %% ../../nbs/90_commands.14_realism.ipynb #49f2bc42
 @options_model(RealismOptions)
 def realism_command(
@@ -156,6 +180,8 @@ def realism_command(
                        show_real=o.show_real, baseline=o.baseline)
     _print_realism(r, dataset)
     if o.baseline: _print_shift(r)
+    _print_reweighted(r)
+    if o.reweight: _write_weighted(dataset, r, o.reweight)
     if o.as_dataset: _real_dataset(o.real, r).write(o.as_dataset)
     if o.as_dataset: print(f"wrote the {r['n']['real']} real questions as a dataset -> {o.as_dataset} (gold documents "
                            "mapped to all their chunks: where one has many, recall@k asks for all, so rank by hit@k)")

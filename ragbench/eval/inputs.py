@@ -4,7 +4,7 @@
 
 # %% ../../nbs/40_eval.06_inputs.ipynb #in-imp00
 from __future__ import annotations
-import json, sys
+import json, math, sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +68,20 @@ def _read_dataset(dataset) -> Dataset:
         )
     dup = [i for i, c in Counter(it.id for it in ds).items() if c > 1]
     if dup: raise EvalError(f"duplicate item id '{dup[0]}' in the dataset")
+    _check_weights(ds)
     return ds
+
+def _check_weights(ds: Dataset) -> None:
+    "A re-weighted dataset weighs every item with a finite number >= 0 (meta.weight), not all zero; else EvalError."
+    have = [it for it in ds if "weight" in it.meta]
+    if not have: return
+    if len(have) < len(ds):
+        miss = next(it.id for it in ds if "weight" not in it.meta)
+        raise EvalError(f"item '{miss}' has no meta.weight but {len(have)} other items have one: weigh every item")
+    ok = lambda w: isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+    bad = next((it for it in ds if not ok(it.meta["weight"])), None)
+    if bad: raise EvalError(f"item '{bad.id}': meta.weight must be a finite number >= 0, got {bad.meta['weight']!r}")
+    if not any(it.meta["weight"] for it in ds): raise EvalError("every item's meta.weight is 0: nothing to weigh")
 
 def _validate(setups, modes, judges) -> list[Setup]:
     "The setups to evaluate (loaded from a file if a path); raise on an unknown mode or judge."

@@ -48,7 +48,7 @@ def _row(item: QAItem, setup: Setup, mode: str, ctx: SetupContext, answer: Optio
             "retrieved_chunk_ids": list(ctx.retrieved_ids),
             "context_chunk_ids": [c[0] for c in ctx.chunks] if ctx.chunks is not None else list(ctx.retrieved_ids),
             "metrics": metrics, "judge_failures": list(failures), "judge": judge, "skipped": ctx.skipped,
-            "error": error}
+            "error": error, **({"weight": item.meta["weight"]} if "weight" in item.meta else {})}
 
 # %% ../../nbs/40_eval.07_run.ipynb #ed2ffaf0
 async def _guarded(coro) -> tuple[Any, Any]:
@@ -674,7 +674,7 @@ def metric_notes(summary: dict) -> list[str]:
     """Lines naming what the metrics mean where two are easily confused: gold-only vs gold + relevant, the BERTScore
     model."""
     have = {m for st in summary.get("setups", {}).values() for m, v in st.items() if (v or {}).get("n")}
-    out = []
+    out = [summary["weighted"]] if summary.get("weighted") else []
     if any(m.startswith(("precision_relevant@", "recall_relevant@")) for m in have):
         out.append("precision@k / recall@k: gold chunks only (as TRIAD's paper); *_relevant@k: gold + contexts labelled relevant")
     bs = (summary.get("models") or {}).get("bertscore")

@@ -59,7 +59,8 @@ def _stats(rows: list[dict], names: list[str]) -> dict:
         rs = by_mode[mode]
         x = np.array([[np.nan if r["metrics"].get(n) is None else float(r["metrics"][n]) for n in names] for r in rs],
                      dtype=float)
-        for n, ci in zip(names, mean_table(x)):
+        w = [r.get("weight", 1.0) for r in rs] if any("weight" in r for r in rs) else None   # a re-weighted dataset
+        for n, ci in zip(names, mean_table(x, weights=w)):
             if ci["n"] or mode == "retrieved": out[metric_key(mode, n)] = ci
     return out
 
@@ -88,6 +89,10 @@ def _breakdowns(out: dict, s: str, rs: list[dict], names, dimensions) -> None:
         for v, g in sorted(groups.items()): out["breakdowns"][d].setdefault(v, {})[s] = _stats(g, names)
 
 # %% ../../nbs/40_eval.05_scores.ipynb #a3a2196d
+_WEIGHTED = ("weighted means (the dataset's meta.weight, e.g. from `ragbench realism --reweight`); intervals at the "
+             "Kish effective size (Wilson for shares, t on the linearized standard error), the weights taken as given; "
+             "paired decisions and `compare` stay unweighted")
+
 def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None,
               dimensions: Sequence[str] = _DIMENSIONS) -> dict:
     "summary.json content from scores rows: per-setup and per-breakdown bootstrap means, failures, precision ceilings."
@@ -109,6 +114,7 @@ def summarize(rows: Sequence[dict], *, setups: Optional[Sequence[str]] = None,
                                        if k.startswith("precision_ceiling@")}
         for k, v in _counts(rs).items(): out[k][s] = v
         _breakdowns(out, s, scored, names, dimensions)
+    if any("weight" in r for r in rows): out["weighted"] = _WEIGHTED
     return out
 
 # %% ../../nbs/40_eval.05_scores.ipynb #170a0ebf
