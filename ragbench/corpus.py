@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_corpus.ipynb #d1cb2cef
 from __future__ import annotations
-import json, re
+import json, os, re
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
@@ -155,13 +155,22 @@ def read_file_document(path: Union[str, Path], rel: Optional[str] = None,
     return Document(rel, title or path.stem, text, {"source": str(path)})
 
 # %% ../nbs/10_corpus.ipynb #f9410aae
+def _files_sorted(folder: Path) -> Iterator[Path]:
+    """The files under `folder` in path order, as `sorted(folder.rglob("*"))` has them, without hidden files and folders,
+    holding one folder's entries at a time (a corpus of a million files keeps no list of them)."""
+    try:
+        with os.scandir(folder) as it: entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+    except PermissionError: return                       # as rglob: a folder it cannot list holds no files
+    for e in entries:
+        if e.is_dir(follow_symlinks=False): yield from _files_sorted(Path(e.path))
+        elif e.is_file(): yield Path(e.path)
+
 def _iter_folder(folder: Union[str, Path], report: LoadReport,
                 max_doc_mb: float = DEFAULT_MAX_DOC_MB) -> Iterator[Document]:
     "Documents of every supported file under `folder` (recursively, sorted, hidden files ignored)."
     folder = Path(folder)
-    for p in sorted(folder.rglob("*")):
+    for p in _files_sorted(folder):
         rel = p.relative_to(folder).as_posix()
-        if not p.is_file() or any(part.startswith(".") for part in p.relative_to(folder).parts): continue
         try:
             yield read_file_document(p, rel, max_doc_mb)
         except _Skip as e:
