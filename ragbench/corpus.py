@@ -156,10 +156,10 @@ def read_file_document(path: Union[str, Path], rel: Optional[str] = None,
 
 # %% ../nbs/10_corpus.ipynb #f9410aae
 def _files_sorted(folder: Path) -> Iterator[Path]:
-    """The files under `folder` in path order, as `sorted(folder.rglob("*"))` has them, without hidden files and folders,
-    holding one folder's entries at a time (a corpus of a million files keeps no list of them)."""
+    """The files under `folder` in path order, as `sorted(folder.rglob("*"))` has them, without hidden files and
+    folders, holding one folder's entries at a time (a corpus of a million files keeps no list of them)."""
     try:
-        with os.scandir(folder) as it: entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+        with os.scandir(folder) as it: entries = sorted((e for e in it if e.name[:1] != "."), key=lambda e: e.name)
     except PermissionError: return                       # as rglob: a folder it cannot list holds no files
     for e in entries:
         if e.is_dir(follow_symlinks=False): yield from _files_sorted(Path(e.path))

@@ -102,7 +102,7 @@ def _config_dim(path: Path) -> Optional[int]:
 
 # %% ../nbs/02_embed.ipynb #3a79e0df
 _MODELS: dict = {}
-_MODEL_LOADS: dict = {}   # (path, device) -> times loaded in this process: once, however many searches or indexes use it
+_MODEL_LOADS: dict = {}   # (path, device) -> times loaded in this process: once, however many searches use it
 
 def _resolve_device(device: Optional[str] = "auto") -> str:
     "The torch device to embed on: `cuda` when `auto` and a GPU is visible, else `cpu` (or the device named)."
