@@ -1,9 +1,9 @@
 """Issue 42's "Done when" in one run: every figure beside its anchor, `uptime` beside every timing, before re-measured.
 
-    python tests/bench/bench_issue42.py [--before TREE] [--only triad,eval,warm] [--index-memory]
+    python tests/bench/bench_issue42.py --before TREE [--only triad,eval,warm] [--index-memory]
 
-`--before TREE`: the code before (a checkout or a folder holding its `ragbench/`, e.g. `git -C /work/main worktree add
-/work/wt-perf-before 9c8b7b1`, or `git archive e700769 ragbench | tar -x -C DIR`); it is re-measured in this run. Each
+`--before TREE`: the code before (a folder holding its `ragbench/`: for issue 42, `git archive e700769 ragbench | tar
+-x -C TREE`, the code before the issue's work; or a checkout of a later commit); it is re-measured in this run. Each
 part calls the existing script in a child process and prints its output as it comes:
 
   triad   requests and tokens per accepted question and per attempt, by stage, and generation wall / ideal at 2 s and
@@ -37,7 +37,7 @@ def part(title: str, argv: list) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", default="/work/wt-perf-before", help="the code before, re-measured in this run")
+    ap.add_argument("--before", required=True, help="a folder holding the code before's ragbench/, re-measured here")
     ap.add_argument("--only", default="triad,eval,warm", help="the parts to run, of triad, eval, warm")
     ap.add_argument("--index-memory", action="store_true", help="also the CLI index memory, 100k and 1M documents")
     a = ap.parse_args()
