@@ -16,7 +16,7 @@ part calls the existing script in a child process and prints its output as it co
   index   with `--index-memory` only (about 20 minutes at load 1): `ragbench index` peak memory from 100k to 1M
           one-chunk documents, before and after (`bench_index_memory.py --cli`; goal: at most 1.2x)
 """
-import argparse, subprocess, sys, time
+import argparse, subprocess, sys, tempfile, time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -54,7 +54,8 @@ def main():
             part(f"warm within a process ({label})", [HERE / "bench_warm_search.py", "--src", tree])
     if a.index_memory:
         for label, tree in (("before", before), ("after", HERE.parents[1])):
-            part(f"CLI index memory ({label})", [HERE / "bench_index_memory.py", "--cli", "--src", tree])
+            part(f"CLI index memory ({label})", [HERE / "bench_index_memory.py", "--cli", "--src", tree, "--keep",
+                                                 Path(tempfile.gettempdir()) / "ragbench-bench-corpora"])
 
 
 if __name__ == "__main__":
