@@ -6,6 +6,7 @@
 from __future__ import annotations
 import asyncio, concurrent.futures, contextvars, hashlib, json, keyword, os, platform, sys, tempfile, datetime as _dt
 from pathlib import Path
+import numpy as np
 from typing import Annotated, Any, Iterable, Iterator, Literal, Optional, Union
 from fastcore.basics import patch
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -13,10 +14,11 @@ from pydantic_core import PydanticCustomError
 
 # %% auto #0
 __all__ = ['Identifier', 'PathComponent', 'short_hash', 'make_chunk_id', 'content_chunk_id', 'utc_now', 'Record', 'Chunk',
-           'Context', 'Attempt', 'Review', 'QAItem', 'as_draft', 'item_id', 'UserError', 'RunFailure', 'RecordError',
-           'validation_problems', 'identifier_problem', 'check_name', 'Registry', 'read_jsonl', 'repair_torn_tail',
-           'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset', 'dataset_version', 'dataset_diff',
-           'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir', 'RunLock', 'process_alive', 'arun']
+           'id_hashes', 'IdHashes', 'Context', 'Attempt', 'Review', 'QAItem', 'as_draft', 'item_id', 'UserError',
+           'RunFailure', 'RecordError', 'validation_problems', 'identifier_problem', 'check_name', 'Registry',
+           'read_jsonl', 'repair_torn_tail', 'append_jsonl', 'atomic_write', 'read_config_file', 'Dataset',
+           'dataset_version', 'dataset_diff', 'package_dir', 'package_versions', 'corpus_fingerprint', 'RunDir',
+           'RunLock', 'process_alive', 'arun']
 
 # %% ../nbs/00_core.ipynb #83ea44bb
 def short_hash(*parts: Any, n: int = 12) -> str:
@@ -55,6 +57,59 @@ class Chunk(Record):
     doc_id: str
     text: str
     meta: dict[str, Any] = Field(default_factory=dict)
+
+# %% ../nbs/00_core.ipynb #f60d3be7
+def id_hashes(ids: Iterable[str]) -> np.ndarray:
+    "64-bit hashes (blake2b) of string ids: the keys `IdHashes` keeps."
+    return np.fromiter((int.from_bytes(hashlib.blake2b(str(i).encode(), digest_size=8).digest(),
+                                       "little") for i in ids),
+                       dtype=np.uint64)
+
+# %% ../nbs/00_core.ipynb #441350e7
+class IdHashes:
+    """A compact set of ids, 8 bytes an id (their hashes in a sorted array), so a build's memory does not grow by a
+    string per chunk."""
+    def __init__(self, hashes: Optional[np.ndarray] = None, merge_every: int = 65_536):
+        self.sorted = np.unique(hashes) if hashes is not None else np.zeros(0, dtype=np.uint64)
+        self.recent, self.merge_every = set(), merge_every
+
+    def __len__(self) -> int: return len(self.sorted) + len(self.recent)
+
+    def flags(self, hashes: np.ndarray) -> list[bool]:
+        "Which of `hashes` the set holds."
+        a = self.sorted
+        hit = a[np.minimum(np.searchsorted(a, hashes), len(a) - 1)] == hashes if len(a) else np.zeros(len(hashes), bool)
+        return [bool(x) or int(h) in self.recent for x, h in zip(hit, hashes)]
+
+    def take_new(self, hashes: np.ndarray) -> list[bool]:
+        "Which of `hashes` are new (neither held nor earlier in `hashes`); the new ones are held from now on."
+        out = []
+        for h, held in zip(hashes.tolist(), self.flags(hashes)):
+            out.append(not held and h not in self.recent)
+            if out[-1]: self.recent.add(h)
+        self.compact()
+        return out
+
+    def compact(self) -> None:
+        "Merge the recent hashes into the sorted array once there are `merge_every` of them."
+        if len(self.recent) < self.merge_every: return
+        new = np.sort(np.fromiter(self.recent, dtype=np.uint64, count=len(self.recent)))   # none of them is held yet
+        # one new array, not union1d's four
+        self.sorted = np.insert(self.sorted, np.searchsorted(self.sorted, new), new)
+        self.recent = set()
+
+    def fresh(self, batch: list[Chunk], seen: IdHashes, st: dict) -> list[Chunk]:
+        """The chunks of `batch` neither held here (stored) nor `seen` earlier in this build (counted in `st`); they are
+        added to `seen`."""
+        hashes = id_hashes(c.id for c in batch)
+        old = np.array(self.flags(hashes), dtype=bool)
+        firsts, new = iter(seen.take_new(hashes[~old])), []
+        for c, o in zip(batch, old):
+            st["chunks"] += 1
+            if o: st["existing"] += 1
+            elif next(firsts): new.append(c)
+            else: st["repeated"] += 1
+        return new
 
 # %% ../nbs/00_core.ipynb #db8dc89b
 class Context(Record):

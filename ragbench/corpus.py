@@ -4,14 +4,14 @@
 
 # %% ../nbs/10_corpus.ipynb #d1cb2cef
 from __future__ import annotations
-import hashlib, json, re
+import json, os, re
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
 from fastcore.basics import patch
-from .core import Chunk, UserError, content_chunk_id, make_chunk_id
+from .core import Chunk, IdHashes, UserError, content_chunk_id, id_hashes, make_chunk_id
 
 # %% auto #0
 __all__ = ['DEFAULT_MAX_DOC_MB', 'FORMATS', 'Document', 'CorpusError', 'LoadReport', 'read_file_document', 'iter_json_items',
@@ -155,13 +155,22 @@ def read_file_document(path: Union[str, Path], rel: Optional[str] = None,
     return Document(rel, title or path.stem, text, {"source": str(path)})
 
 # %% ../nbs/10_corpus.ipynb #f9410aae
+def _files_sorted(folder: Path) -> Iterator[Path]:
+    """The files under `folder` in path order, as `sorted(folder.rglob("*"))` has them, without hidden files and
+    folders, holding one folder's entries at a time (a corpus of a million files keeps no list of them)."""
+    try:
+        with os.scandir(folder) as it: entries = sorted((e for e in it if e.name[:1] != "."), key=lambda e: e.name)
+    except PermissionError: return                       # as rglob: a folder it cannot list holds no files
+    for e in entries:
+        if e.is_dir(follow_symlinks=False): yield from _files_sorted(Path(e.path))
+        elif e.is_file(): yield Path(e.path)
+
 def _iter_folder(folder: Union[str, Path], report: LoadReport,
                 max_doc_mb: float = DEFAULT_MAX_DOC_MB) -> Iterator[Document]:
     "Documents of every supported file under `folder` (recursively, sorted, hidden files ignored)."
     folder = Path(folder)
-    for p in sorted(folder.rglob("*")):
+    for p in _files_sorted(folder):
         rel = p.relative_to(folder).as_posix()
-        if not p.is_file() or any(part.startswith(".") for part in p.relative_to(folder).parts): continue
         try:
             yield read_file_document(p, rel, max_doc_mb)
         except _Skip as e:
@@ -220,7 +229,7 @@ def _iter_jsonl(path: Union[str, Path], report: LoadReport,
     "Documents from a JSONL file, one line at a time; bad lines are reported with their line and field."
     path = Path(path)
     max_bytes = int(max_doc_mb * 1e6)
-    seen: set[str] = set()
+    seen = IdHashes()                                     # the ids read so far, 8 bytes each
     with open(path, "rb") as f:
         for lineno, raw in enumerate(_capped_lines(f, max_bytes), 1):
             if raw is None:
@@ -233,8 +242,8 @@ def _iter_jsonl(path: Union[str, Path], report: LoadReport,
                 try: rec = json.loads(line)
                 except json.JSONDecodeError as e: raise _Skip(f"not valid JSON ({_json_msg(e)} at column {e.colno})") from None
                 doc = _record_document(rec, f"{path.stem}:{lineno}", str(path))
-                if doc.id in seen: raise _Skip(f"duplicate id '{doc.id}' (an earlier line has it)")
-                seen.add(doc.id)
+                if not seen.take_new(id_hashes([doc.id]))[0]:
+                    raise _Skip(f"duplicate id '{doc.id}' (an earlier line has it)")
                 yield doc
             except _Skip as e:
                 report.skip(path, lineno, str(e))
@@ -378,18 +387,16 @@ def _paragraphs(key: Any, val: Any, fmt: str) -> Iterator[tuple[Any, Any]]:
 def _iter_wiki_paragraphs(path: Union[str, Path], report: LoadReport, fmt: str = "hotpotqa") -> Iterator[Document]:
     "Paragraph documents from a HotpotQA or MuSiQue corpus/question file, streamed item by item."
     path = Path(path)
-    seen: set[bytes] = set()
+    seen = IdHashes()                                     # the paragraphs read so far, 8 bytes each
     line = None
     try:
         for key, val, line in iter_json_items(path):
             try:
                 for title, text in _paragraphs(key, val, fmt):
                     doc = _paragraph_doc(title, text, str(path), fmt)
-                    h = hashlib.sha1(f"{doc.title}\x00{doc.text}".encode()).digest()[:12]
-                    if h in seen:
+                    if not seen.take_new(id_hashes([f"{doc.title}\x00{doc.text}"]))[0]:
                         report.duplicates += 1
                         continue
-                    seen.add(h)
                     yield doc
             except _Skip as e:
                 report.skip(path, line, str(e))

@@ -102,6 +102,7 @@ def _config_dim(path: Path) -> Optional[int]:
 
 # %% ../nbs/02_embed.ipynb #3a79e0df
 _MODELS: dict = {}
+_MODEL_LOADS: dict = {}   # (path, device) -> times loaded in this process: once, however many searches use it
 
 def _resolve_device(device: Optional[str] = "auto") -> str:
     "The torch device to embed on: `cuda` when `auto` and a GPU is visible, else `cpu` (or the device named)."
@@ -125,6 +126,7 @@ def _load_model(path: Path, device: str):
         from sentence_transformers import SentenceTransformer
         try: _MODELS[key] = SentenceTransformer(str(path), device=device)
         except Exception as e: raise EmbedderError(f"cannot load embedding model from {path}: {e}") from e
+        _MODEL_LOADS[key] = _MODEL_LOADS.get(key, 0) + 1
     return _MODELS[key]
 
 # %% ../nbs/02_embed.ipynb #a9166771

@@ -15,21 +15,27 @@ __all__ = ['MODES', 'HEADLINE_METRICS', 'proportion_ci', 'paired_test', 'decide'
            'resample_means', 'metric_key', 'split_metric', 'order_metrics']
 
 # %% ../nbs/06_stats.ipynb #3d0b5fa9
+@lru_cache(maxsize=None)
 def _z(q: float) -> float:
     "The standard normal quantile at q."
     from scipy.stats import norm
     return float(norm.ppf(q))
 
 # %% ../nbs/06_stats.ipynb #181d38d5
+@lru_cache(maxsize=65_536)
+def _beta_ppf(q: float, a: float, b: float) -> float:
+    "The Beta(a, b) quantile at q (kept: a summary asks for the same few hundreds of them a thousand times)."
+    from scipy.stats import beta
+    return float(beta.ppf(q, a, b))
+
 def proportion_ci(k: float, n: int, *, alpha: float = 0.05, method: str = "clopper-pearson") -> dict:
     """k successes of n with a Clopper-Pearson (exact) or Wilson interval: {mean, lo, hi, n, method}; None values when n
     is 0."""
     if n <= 0: return {"mean": None, "lo": None, "hi": None, "n": 0, "method": method}
     p = k / n
     if method == "clopper-pearson":
-        from scipy.stats import beta
-        lo = float(beta.ppf(alpha / 2, k, n - k + 1)) if k > 0 else 0.0
-        hi = float(beta.ppf(1 - alpha / 2, k + 1, n - k)) if k < n else 1.0
+        lo = _beta_ppf(alpha / 2, k, n - k + 1) if k > 0 else 0.0
+        hi = _beta_ppf(1 - alpha / 2, k + 1, n - k) if k < n else 1.0
     elif method == "wilson":
         z = _z(1 - alpha / 2)
         centre, half = (p + z * z / (2 * n)), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
@@ -181,10 +187,15 @@ def n_for_power(d: Sequence[float], effect: float, *, power: float = 0.8, kind: 
 # %% ../nbs/06_stats.ipynb #9ef9765f
 _MIN_PPI_LABELS = 3
 
+@lru_cache(maxsize=4096)
+def _t_ppf(q: float, df: int) -> float:
+    "Student's t quantile at q with `df` degrees of freedom (kept, as `_beta_ppf`)."
+    from scipy.stats import t
+    return float(t.ppf(q, df))
+
 def _t_ci(v: np.ndarray, alpha: float) -> tuple[float, float]:
     "Student t interval of a mean (n >= 2)."
-    from scipy.stats import t
-    half = t.ppf(1 - alpha / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+    half = _t_ppf(1 - alpha / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
     return float(v.mean() - half), float(v.mean() + half)
 
 def human_mean_ci(human: Sequence[float], *, alpha: float = 0.05) -> dict:
@@ -204,9 +215,8 @@ def _ppi_why(n: int, rect: np.ndarray, n_rest: int, labelled: str) -> Optional[s
 
 def _ppi(rect: np.ndarray, judge: np.ndarray, alpha: float) -> tuple[float, float]:
     "The PPI estimate (lambda 1) and its interval's half-width (t quantile on the labels)."
-    from scipy.stats import t
     se = math.sqrt(judge.var(ddof=1) / len(judge) + rect.var(ddof=1) / len(rect))
-    half = t.ppf(1 - alpha / 2, len(rect) - 1) * se
+    half = _t_ppf(1 - alpha / 2, len(rect) - 1) * se
     return float(judge.mean() + rect.mean()), float(half)
 
 def ppi_mean_ci(human: Sequence[float], judge_labelled: Sequence[float], judge_unlabelled: Sequence[float], *,

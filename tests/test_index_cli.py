@@ -77,6 +77,37 @@ def test_folder_index_and_search_default_embedder(folder, tmp_path, capsys):
     assert rc == 0 and out.startswith("1. ") and "Tagging" in out
 
 
+WARM_SEARCHES = textwrap.dedent("""
+    import contextlib, io, json, sys, time
+    from ragbench.cli import main
+    from ragbench.embed import _MODEL_LOADS
+    from ragbench.index import ChunkIndex
+    db, steps = sys.argv[1], []
+    for q in ("how do I put aside my local modifications", "create an annotated tag for a release"):
+        t = time.process_time()
+        with contextlib.redirect_stdout(io.StringIO()) as f: rc = main(["search", "--db", db, q, "--json", "-k", "1"])
+        steps.append({"rc": rc, "doc": json.loads(f.getvalue())[0]["doc_id"], "loads": sum(_MODEL_LOADS.values()),
+                      "cpu_s": round(time.process_time() - t, 3)})
+    doc = ChunkIndex.open(db).search("download branches from another copy of the repository", k=1)[0].doc_id
+    steps.append({"doc": doc, "loads": sum(_MODEL_LOADS.values())})    # the notebook API, the index opened afresh
+    print(json.dumps(steps))
+""")
+
+
+def test_a_second_search_in_one_process_loads_no_model(folder, tmp_path, capsys):
+    "Issue 42, warm within a kernel: the model loads once per process; later searches (CLI or API) reuse it."
+    db = tmp_path / "db"
+    rc, _, err = run_cli(["index", str(folder), "--db", str(db), "--quiet"], capsys)     # the bundled MiniLM model
+    assert rc == 0, err
+    r = subprocess.run([sys.executable, "-c", WARM_SEARCHES, str(db)], capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    steps = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [s["doc"] for s in steps] == ["stash.txt", "guide/tags.md", "remotes.html"], steps
+    assert [s["loads"] for s in steps] == [1, 1, 1], steps        # loaded by the first search, never again
+    print(f"\nCPU of a first and a second search in one process: {steps[0]['cpu_s']} s, {steps[1]['cpu_s']} s")
+
+
 def test_jsonl_bad_lines_are_named(tmp_path, capsys):
     src = tmp_path / "docs.jsonl"
     src.write_text('{"id": "a", "title": "A", "text": "git commit records changes to the repository."}\n'

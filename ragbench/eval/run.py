@@ -109,8 +109,9 @@ async def _closing(coro, llms: Sequence):
             if hasattr(llm, "aclose"): await llm.aclose()
 
 # %% ../../nbs/40_eval.07_run.ipynb #qv-fn01
+_ENCODE_GROUP = 16   # texts per encoder call, by length: a call pads all to its longest (40 questions: 0.61 -> 0.37 s)
 class _Remembered:
-    "An embedder that embeds each text once (its vector kept in `memo`) and all the new texts of a call in one batch."
+    "An embedder that embeds each text once (its vector kept in `memo`), new texts in groups of similar length."
     def __init__(self, embedder, memo: dict): self.inner, self.memo = embedder, memo
 
     def __getattr__(self, name: str):
@@ -118,11 +119,12 @@ class _Remembered:
         return getattr(self.inner, name)
 
     def encode(self, texts):
-        "Vectors of `texts` as the wrapped embedder makes them, the ones not seen before embedded in one call."
-        import numpy as np
+        "Vectors of `texts` as the wrapped embedder makes them; new ones embedded `_ENCODE_GROUP` a call, by length."
         texts = list(texts)
-        new = list(dict.fromkeys(t for t in texts if t not in self.memo))
-        if new: self.memo.update(zip(new, self.inner.encode(new)))
+        new = sorted(dict.fromkeys(t for t in texts if t not in self.memo), key=len)
+        for i in range(0, len(new), _ENCODE_GROUP):
+            part = new[i:i + _ENCODE_GROUP]
+            self.memo.update(zip(part, self.inner.encode(part)))
         return np.stack([self.memo[t] for t in texts]) if texts else self.inner.encode([])
 
 def _embed_questions(items: Sequence[QAItem], setup: Setup, mode: str, index) -> None:

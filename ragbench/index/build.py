@@ -4,14 +4,14 @@
 
 # %% ../../nbs/11_index.03_build.ipynb #9121de07
 from __future__ import annotations
-import contextlib, ctypes, hashlib, itertools, json, os, sys, time
+import contextlib, ctypes, itertools, json, os, sys, time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence, Union
 import numpy as np
 from fastcore.basics import patch
-from ..core import Chunk, check_name, utc_now
+from ..core import Chunk, IdHashes, check_name, id_hashes, utc_now
 from ..text import detect_language, language_name
 from ..embed import make_embedder
 from .storage import (batched, connect_db, db_exists, db_location, is_local, storage_errors,
@@ -20,8 +20,7 @@ from .storage import (batched, connect_db, db_exists, db_location, is_local, sto
 from .columns import DEFAULT_COLUMNS, IndexSchemaError, read_sidecar, sidecar_path
 
 # %% auto #0
-__all__ = ['VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS', 'ChunkIndex', 'limit_malloc_arenas', 'chunk_table', 'id_hashes', 'IdHashes',
-           'PendingRows']
+__all__ = ['VECTOR_INDEX_MIN_ROWS', 'WRITE_ROWS', 'ChunkIndex', 'limit_malloc_arenas', 'chunk_table', 'PendingRows']
 
 # %% ../../nbs/11_index.03_build.ipynb #300a9945
 class ChunkIndex:
@@ -276,59 +275,6 @@ def _indexed_own_columns(self: ChunkIndex) -> dict:
         indexed, text = _fts_columns_indexed(self.tbl), self.columns["text"]
         self._fts_own = {k: c for k, c in _own_columns(self.tbl.schema.names, text).items() if c in indexed}
     return self._fts_own
-
-# %% ../../nbs/11_index.03_build.ipynb #f60d3be7
-def id_hashes(ids: Iterable[str]) -> np.ndarray:
-    "64-bit hashes (blake2b) of string ids: the keys `IdHashes` keeps."
-    return np.fromiter((int.from_bytes(hashlib.blake2b(str(i).encode(), digest_size=8).digest(),
-                                       "little") for i in ids),
-                       dtype=np.uint64)
-
-# %% ../../nbs/11_index.03_build.ipynb #441350e7
-class IdHashes:
-    """A compact set of ids, 8 bytes an id (their hashes in a sorted array), so a build's memory does not grow by a
-    string per chunk."""
-    def __init__(self, hashes: Optional[np.ndarray] = None, merge_every: int = 65_536):
-        self.sorted = np.unique(hashes) if hashes is not None else np.zeros(0, dtype=np.uint64)
-        self.recent, self.merge_every = set(), merge_every
-
-    def __len__(self) -> int: return len(self.sorted) + len(self.recent)
-
-    def flags(self, hashes: np.ndarray) -> list[bool]:
-        "Which of `hashes` the set holds."
-        a = self.sorted
-        hit = a[np.minimum(np.searchsorted(a, hashes), len(a) - 1)] == hashes if len(a) else np.zeros(len(hashes), bool)
-        return [bool(x) or int(h) in self.recent for x, h in zip(hit, hashes)]
-
-    def take_new(self, hashes: np.ndarray) -> list[bool]:
-        "Which of `hashes` are new (neither held nor earlier in `hashes`); the new ones are held from now on."
-        out = []
-        for h, held in zip(hashes.tolist(), self.flags(hashes)):
-            out.append(not held and h not in self.recent)
-            if out[-1]: self.recent.add(h)
-        self.compact()
-        return out
-
-    def compact(self) -> None:
-        "Merge the recent hashes into the sorted array once there are `merge_every` of them."
-        if len(self.recent) < self.merge_every: return
-        new = np.sort(np.fromiter(self.recent, dtype=np.uint64, count=len(self.recent)))   # none of them is held yet
-        # one new array, not union1d's four
-        self.sorted = np.insert(self.sorted, np.searchsorted(self.sorted, new), new)
-        self.recent = set()
-
-    def fresh(self, batch: list[Chunk], seen: IdHashes, st: dict) -> list[Chunk]:
-        """The chunks of `batch` neither held here (stored) nor `seen` earlier in this build (counted in `st`); they are
-        added to `seen`."""
-        hashes = id_hashes(c.id for c in batch)
-        old = np.array(self.flags(hashes), dtype=bool)
-        firsts, new = iter(seen.take_new(hashes[~old])), []
-        for c, o in zip(batch, old):
-            st["chunks"] += 1
-            if o: st["existing"] += 1
-            elif next(firsts): new.append(c)
-            else: st["repeated"] += 1
-        return new
 
 # %% ../../nbs/11_index.03_build.ipynb #82a994a9
 @patch

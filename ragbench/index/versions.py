@@ -122,34 +122,36 @@ ChunkIndex._vectors_for = _vectors_for
 # %% ../../nbs/11_index.05_versions.ipynb #970b21df
 @dataclass
 class _Produced:
-    """What a sync's stream produced, kept small: the stored ids it gave again (hashed), its documents, and its new ids
-    counted."""
+    """What a sync's stream produced, kept small: the stored ids it gave again and its documents (hashed, 8 bytes each,
+    so a corpus of a million one-chunk documents holds no string per document), its new ids and documents counted."""
     kept: IdHashes = field(default_factory=IdHashes)   # stored ids the stream gave again
-    docs: set = field(default_factory=set)            # every document in the stream
+    docs: IdHashes = field(default_factory=IdHashes)   # every document in the stream
     added: int = 0                                     # distinct ids not stored
-    added_docs: set = field(default_factory=set)      # documents with a new id
+    new_docs: int = 0                                  # distinct documents not stored
+    changed_docs: set = field(default_factory=set)     # stored documents with a new id (at most the stored ones)
     at_stored: dict = field(default_factory=dict)     # (doc, position) in a stored document -> new ids there
 
     def take(self, batch: list[Chunk], new: list[Chunk], stored_ids: IdHashes, stored_docs: set) -> None:
         "Count one batch of the stream and its `new` chunks (first sightings of ids not stored)."
         hashes = id_hashes(c.id for c in batch)
         self.kept.take_new(hashes[np.array(stored_ids.flags(hashes), dtype=bool)])
-        self.docs.update(c.doc_id for c in batch)
+        firsts = self.docs.take_new(id_hashes(c.doc_id for c in batch))
+        self.new_docs += sum(first and c.doc_id not in stored_docs for c, first in zip(batch, firsts))
         for c in new:
             self.added += 1
-            self.added_docs.add(c.doc_id)
             if c.doc_id in stored_docs:
+                self.changed_docs.add(c.doc_id)
                 at = (c.doc_id, _position(c.meta or {}))
                 self.at_stored[at] = self.at_stored.get(at, 0) + 1
 
 # %% ../../nbs/11_index.05_versions.ipynb #c3f5a7e9
-def _absent(stored: _StoredRows, p: _Produced, gone: np.ndarray) -> dict:
-    "Per source, the stored documents the stream did not contain: {source: {documents, removed}}."
+def _absent(stored: _StoredRows, in_stream: np.ndarray, gone: np.ndarray) -> dict:
+    "Per source, the stored documents the stream did not contain (`in_stream` False): {source: {documents, removed}}."
     removed = np.zeros(len(stored.doc_names), bool)
     removed[stored.docs[gone]] = True
     out = {}
     for d, (name, src) in enumerate(zip(stored.doc_names, stored.doc_sources)):
-        if name in p.docs: continue
+        if in_stream[d]: continue
         a = out.setdefault(str(src) if src else "(no source)", {"documents": 0, "removed": 0})
         a["documents"], a["removed"] = a["documents"] + 1, a["removed"] + bool(removed[d])
     return out
@@ -159,19 +161,18 @@ def _diff(stored: _StoredRows, p: _Produced, scoped: bool, prune: bool = False) 
     hashes of the stored rows to delete (`prune`: every row the stream did not give again)."""
     names = stored.doc_names
     kept = np.array(p.kept.flags(stored.ids), dtype=bool)
-    in_stream = np.array([d in p.docs for d in names], dtype=bool)
+    in_stream = np.array(p.docs.flags(id_hashes(names)), dtype=bool)       # per stored document
     gone = ~kept & (prune | in_stream[stored.docs] | (scoped & stored.inside)) if len(stored) else np.zeros(0, bool)
     gone_at = [(names[d], q) for d, q in zip(stored.docs[gone].tolist(), stored.positions[gone].tolist())]
     gone_set = set(gone_at)
     changed = sum(n for at, n in p.at_stored.items() if at in gone_set)
-    gone_docs, docs_before = {d for d, _ in gone_at}, set(names)
-    touched = gone_docs | p.added_docs
-    docs = {"added": len(p.docs - docs_before), "removed": len(gone_docs - p.docs),
-            "changed": len((touched & p.docs) & docs_before)}
+    gone_docs = set(stored.docs[gone].tolist())                          # stored documents, by number
+    docs = {"added": p.new_docs, "removed": sum(not in_stream[d] for d in gone_docs),
+            "changed": len({names[d] for d in gone_docs if in_stream[d]} | p.changed_docs)}
     docs["unchanged"] = len(p.docs) - docs["added"] - docs["changed"]
     chunks = {"added": p.added - changed, "changed": changed,
               "removed": sum(at not in p.at_stored for at in gone_at), "unchanged": len(p.kept)}
-    return {"documents": docs, "chunks_diff": chunks, "absent": _absent(stored, p, gone),
+    return {"documents": docs, "chunks_diff": chunks, "absent": _absent(stored, in_stream, gone),
             "stored_documents": len(names)}, stored.ids[gone]
 
 @patch

@@ -26,8 +26,9 @@ Issue 42, evaluation at the speed of the LLM (`--speed`, one run, `uptime` besid
             its own interpreter (a 4-item untimed warm-up first) against one server in a third process, so the CPU
             counted is the evaluation's own. wall / ideal, where ideal = requests x latency / concurrency;
             CPU ms per scored row. `--before-src DIR` re-measures the old code in the same run (DIR holds its
-            `ragbench/`, e.g. `git archive main ragbench | tar -x -C DIR`); it gets the same 16 requests in
-            flight through its LLM factory (its command line had 8).
+            `ragbench/`, e.g. `git archive main ragbench | tar -x -C DIR`; repeatable); it gets the same 16 requests
+            in flight through its LLM factory (its command line had 8). Then the largest difference of each old
+            version's scores from this one's, row by row.
 """
 import argparse, json, multiprocessing as mp, os, resource, shutil, subprocess, sys, tempfile, time, tracemalloc
 from pathlib import Path
@@ -121,8 +122,29 @@ def speed_child(a) -> None:
 
 
 def sources(a) -> list:
-    "(label, folder of its ragbench/) of the code versions measured: the old one if given, then this one."
-    return ([("before", a.before_src)] if a.before_src else []) + [("after", str(ROOT))]
+    "(label, folder of its ragbench/) of the code versions measured: the old ones if given, then this one."
+    befores = a.before_src or []
+    return [("before" if len(befores) == 1 else f"before{i + 1}", d) for i, d in enumerate(befores)] + [("after", str(ROOT))]
+
+
+def score_differences(tmp: Path, labels: list) -> None:
+    "How far each version's scores are from the last one's (the same rows: item, setup, mode), metric by metric."
+    def rows(label):
+        out = {}
+        for line in (tmp / f"speed-{label}" / "timed" / "scores.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            out[(r["item_id"], r["setup"], r["mode"])] = r["metrics"]
+        return out
+    last = rows(labels[-1])
+    for label in labels[:-1]:
+        other, worst, unequal = rows(label), 0.0, 0
+        for key, m in last.items():
+            for name, v in m.items():
+                w = (other.get(key) or {}).get(name)
+                if isinstance(v, (int, float)) and isinstance(w, (int, float)): worst = max(worst, abs(v - w))
+                elif v != w: unequal += 1
+        print(f"scores of {label} vs {labels[-1]}: {len(other)} vs {len(last)} rows, largest difference of a numeric "
+              f"metric {worst:.1e}, other values unequal: {unequal}")
 
 
 def speed(a, url: str, tmp: Path) -> None:
@@ -146,6 +168,7 @@ def speed(a, url: str, tmp: Path) -> None:
         print(f"{label:<8}{r['rows']:>6}{r['requests']:>10}{r['wall_s']:>9.1f}{ideal:>9.1f}{r['wall_s'] / ideal:>12.2f}"
               f"{1000 * r['cpu_s'] / r['rows']:>12.1f}{1000 * r['cpu_s'] / r['requests']:>12.1f}{r['errors']:>8}   "
               f"{r['load']} (at the start: {started})")
+    score_differences(tmp, [label for label, _ in sources(a)])
 
 
 def main():
@@ -155,7 +178,8 @@ def main():
     p.add_argument("--concurrency", type=int, default=16); p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--embedder", default="hash:256"); p.add_argument("--skip-bert", action="store_true")
     p.add_argument("--speed", action="store_true", help="issue 42: imports, then wall / ideal and CPU per row")
-    p.add_argument("--before-src", help="with --speed: a folder holding the old code's ragbench/, measured too")
+    p.add_argument("--before-src", action="append", help="with --speed: a folder holding an old code's ragbench/, "
+                   "measured too (repeatable: before1, before2 ...)")
     p.add_argument("--speed-child", action="store_true", help=argparse.SUPPRESS)
     for f in ("--url", "--db", "--out"): p.add_argument(f, help=argparse.SUPPRESS)
     a = p.parse_args()

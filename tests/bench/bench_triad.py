@@ -32,7 +32,7 @@ from ragbench.corpus import hotpot_chunks
 from ragbench.llm import arun, make_llm
 from ragbench.triad import TriadConfig, arun_triad
 
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = HERE.parents[3] / "shared" / "data"      # beside this checkout, whichever tree runs (`--under`)
 HOTPOT = SHARED / "hotpotqa" / "hotpotqa_train100.json"
 GITDOCS = HERE.parents[3] / "shared" / "data" / "gitdocs" / "git_docs.jsonl"
 
