@@ -113,17 +113,14 @@ _ENCODE_GROUP = 16   # texts per encoder call, by length: a call pads all to its
 class _Remembered:
     "An embedder that embeds each text once (its vector kept in `memo`), new texts in groups of similar length."
     def __init__(self, embedder, memo: dict): self.inner, self.memo = embedder, memo
-
     def __getattr__(self, name: str):
         if name in ("inner", "memo") or name.startswith("__"): raise AttributeError(name)
         return getattr(self.inner, name)
-
     def encode(self, texts):
         "Vectors of `texts` as the wrapped embedder makes them; new ones embedded `_ENCODE_GROUP` a call, by length."
         texts = list(texts)
         new = sorted(dict.fromkeys(t for t in texts if t not in self.memo), key=len)
-        for i in range(0, len(new), _ENCODE_GROUP):
-            part = new[i:i + _ENCODE_GROUP]
+        for part in (new[i:i + _ENCODE_GROUP] for i in range(0, len(new), _ENCODE_GROUP)):
             self.memo.update(zip(part, self.inner.encode(part)))
         return np.stack([self.memo[t] for t in texts]) if texts else self.inner.encode([])
 
