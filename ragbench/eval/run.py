@@ -203,15 +203,16 @@ def _doc_metrics(item: QAItem, docs: list[str], index, top_k: int) -> dict:
 
 
 # %% ../../nbs/40_eval.07_run.ipynb #f71cef28
-def _text_metrics(items, answers, mets, idx: list[int], bertscore: bool, bertscore_model: Optional[str]) -> None:
-    "Fill the answer metrics (and BERTScore, batched) of the rows `idx`."
+def _text_metrics(items, answers, mets, idx: list[int], bertscore: bool, bertscore_model, similarity=None) -> None:
+    "Fill the answer metrics and BERTScore of rows `idx` (its pass fills the bundled MiniLM's similarity memory)."
     for i in idx:
         it = items[i]
         mets[i].update(answer_metrics(answers[i], it.answer, aliases=it.meta.get("answer_aliases") or (),
                                       binary=it.binary))
     if bertscore and idx:
+        memo = getattr(similarity, "memo", None) if getattr(similarity, "spec", None) == "default" else None
         for i, v in zip(idx, bertscore_recall([answers[i] or "" for i in idx], [items[i].answer for i in idx],
-                                              **({"model": bertscore_model} if bertscore_model else {}))):
+                                              model=bertscore_model, vectors=None if bertscore_model else memo)):
             mets[i]["bertscore_recall"] = v
 
 # %% ../../nbs/40_eval.07_run.ipynb #d59b9833
@@ -281,7 +282,7 @@ async def _score_batch(items: Sequence[QAItem], setup: Setup, mode: str, *, inde
     answered = [i for i in scored if answers[i] is not None and errors[i] is None]
     graded = [i for i in answered if not _expects_abstention(items[i], mode)]
     text = [{} for _ in items]              # the text metrics, computed in the CPU thread while the judges are asked
-    textual = _off_loop(_text_metrics, items, answers, text, graded, bertscore, bertscore_model)
+    textual = _off_loop(_text_metrics, items, answers, text, graded, bertscore, bertscore_model, similarity)
     fails, details, again = [[] for _ in items], [{} for _ in items], {}
     judging = judge_llm is not None and bool(judges)
     async def one(i, r=0):

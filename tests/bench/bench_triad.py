@@ -49,6 +49,9 @@ def serve(port_q, latency, judge_pass, sufficient_p):
 
 async def throughput(index, url, args, run_dir):
     llm = make_llm(f"openai:{url}/v1@fake-model", max_concurrency=args.concurrency, cache_dir=Path(run_dir) / "cache")
+    if args.pace is not None:        # a study of the pacer (requests vs the tail's idle slots), not a run setting
+        from ragbench.triad import run as triad_run
+        triad_run._SeedPacer.__init__.__defaults__ = (None, args.pace)
     cfg = TriadConfig(n=args.n, max_seeds=args.n * 10, concurrency=args.concurrency, seeds_in_flight=args.seeds_in_flight, seed=args.seed)
     t0, c0 = time.perf_counter(), time.process_time()
     summary = await arun_triad(index, llm, cfg, run_dir, progress=False, log=lambda m: None)
@@ -67,6 +70,8 @@ def main():
     ap.add_argument("--sufficient-p", type=float, default=0.09)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds-in-flight", type=int, default=None, help="TriadConfig.seeds_in_flight (default 1.5 x --concurrency)")
+    ap.add_argument("--pace", type=float, default=None, help="the seed pacer's pace (default: the code's, 0.6): seeds "
+                    "running ahead may bring up to PACE x what is still needed")
     ap.add_argument("--corpus", choices=("hotpotqa", "gitdocs"), default="hotpotqa")
     ap.add_argument("--under", default=None, help="a checkout whose ragbench runs (default: this one)")
     ap.add_argument("--compare", default=None, help="a checkout to run first as 'before', then this one as 'after'")
