@@ -165,6 +165,7 @@ def rouge_l_recall(pred: str, gold: str) -> float:
 
 # %% ../../nbs/40_eval.01_metrics.ipynb #bs1pass01
 _SENTENCE_MAX_TOKENS = 256   # the bundled MiniLM's max_seq_length: sentence-transformers cuts longer texts there
+_BERT_GROUP = 16              # texts per encoder call, longest first: a call pads every text to its longest
 
 def _bertscore_pass(scorer, preds: Sequence[str], golds: Sequence[str], batch_size: int) -> tuple[list[float], dict]:
     """(recall of each prediction against its gold, {text: its token embeddings}): `BERTScorer.score`'s steps with
@@ -177,8 +178,8 @@ def _bertscore_pass(scorer, preds: Sequence[str], golds: Sequence[str], batch_si
     idf = defaultdict(lambda: 1.0)
     idf[tok.sep_token_id] = idf[tok.cls_token_id] = 0
     texts, stats = sorted(set(preds) | set(golds), key=lambda s: len(s.split(" ")), reverse=True), {}
-    for b in range(0, len(texts), batch_size):
-        part = texts[b:b + batch_size]
+    for b in range(0, len(texts), _BERT_GROUP):
+        part = texts[b:b + _BERT_GROUP]
         emb, mask, w = get_bert_embedding(part, scorer._model, tok, idf, device=scorer.device)
         for i, t in enumerate(part):
             n = int(mask[i].sum())
