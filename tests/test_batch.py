@@ -85,15 +85,18 @@ def test_batch_price_is_half_in_the_estimate_and_the_meter(index, tmp_path, caps
         assert make_llm(f"openai:{srv.url}/v1@gpt-4.1-mini", batch={"poll": 0.05}).price == (0.2, 0.8)
 
 
-@pytest.mark.parametrize("job_lines", ["kept", "lost"])
-def test_a_killed_batch_run_collects_its_journaled_jobs_instead_of_sending_them_again(index, tmp_path, job_lines):
+@pytest.mark.parametrize("provider,job_lines", [("openai", "kept"), ("openai", "lost"), ("gemini", "kept"),
+                                                ("gemini", "lost")])
+def test_a_killed_batch_run_collects_its_journaled_jobs_instead_of_sending_them_again(index, tmp_path, provider,
+                                                                                      job_lines):
     """Killed after its first jobs were journaled (they never end while it runs), the same command collects them; with
     the job lines lost (a kill between the provider's reply and the journal) it finds the jobs by their tags."""
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with FakeLLMServer(batch_polls=10**6) as srv:
-        cmd = [sys.executable, "-m", "ragbench.cli", *_args(index, out, f"openai:{srv.url}/v1@fake-model",
-                                                            "--provider-batch", "--batch-poll", POLL)]
+        env.update(GEMINI_API_KEY="test-key", RAGBENCH_GEMINI_BASE_URL=srv.url)
+        llm = f"openai:{srv.url}/v1@fake-model" if provider == "openai" else "gemini:gemini-2.5-flash"
+        cmd = [sys.executable, "-m", "ragbench.cli", *_args(index, out, llm, "--provider-batch", "--batch-poll", POLL)]
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         t0 = time.time()
         while time.time() - t0 < 120 and p.poll() is None and not ((out / "batches.jsonl").exists() and _jobs(out)):

@@ -464,7 +464,9 @@ _GEMINI_BATCH = re.compile(r"^/(?:v1|v1beta|v1alpha)/models/([^/:]+):batchGenera
 def _get(self: FakeLLMServer, h: _Handler, path: str) -> bool:
     "Answer a GET of a batch job or a file's content; False: not such a path."
     if path in ("/v1/batches", "/batches", "/v1beta/batches", "/v1alpha/batches"):   # the list, newest first
-        api = "openai" if path in ("/v1/batches", "/batches") else "gemini"
+        # Gemini's v1 list path is OpenAI's too: a Gemini client sends its key in an x-goog-api-key header
+        gemini = path not in ("/v1/batches", "/batches") or "x-goog-api-key" in h.headers
+        api = "gemini" if gemini else "openai"
         jobs = [j for j in reversed(list(self._jobs.values())) if j["api"] == api]
         h._send(200, {"object": "list", "data": [_openai_batch(j, None) for j in jobs], "has_more": False}
                 if api == "openai" else {"operations": [_gemini_batch(j) for j in jobs]})
