@@ -233,3 +233,40 @@ def test_batch_mode_is_refused_on_ray(index, tmp_path, capsys, monkeypatch):
     assert main(_args(index, tmp_path / "run", "openai:http://127.0.0.1:9/v1@fake-model", "--provider-batch")) == 2
     assert "--provider-batch runs in this process: drop --ray" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_killed_evaluation_in_batch_mode_collects_its_jobs_and_scores_as_unbatched(index, tmp_path):
+    "Killed while its answer and judge jobs run, the same evaluate command collects them: no job is submitted twice."
+    from ragbench.eval import read_scores
+    ds = _dataset(index, tmp_path / "ds.jsonl")
+    (tmp_path / "setups.yaml").write_text(f"defaults: {{db: '{index.db_dir}'}}\nbaseline: {{name: dense2, top_k: 2}}\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with FakeLLMServer(batch_polls=10**6) as srv:
+        spec = f"openai:{srv.url}/v1@fake-model"
+        argv = [sys.executable, "-m", "ragbench.cli", "evaluate", "--dataset", str(ds), "--setups",
+                str(tmp_path / "setups.yaml"), "--llm", spec, "--judge-llm", spec, "--no-bertscore", "--quiet"]
+        plain = subprocess.run([*argv, "--out", str(tmp_path / "plain")], env=env, capture_output=True, text=True)
+        assert plain.returncode == 0, plain.stderr
+        srv.reset_stats()
+        out = tmp_path / "batch"
+        cmd = [*argv, "--out", str(out), "--provider-batch", "--batch-poll", POLL]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t0 = time.time()
+        while time.time() - t0 < 120 and p.poll() is None and not ((out / "batches.jsonl").exists() and _jobs(out)):
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert p.poll() is None, f"finished before the kill: {p.communicate()}"
+        p.send_signal(signal.SIGKILL); p.wait()
+        killed = _jobs(out)
+        assert killed and srv.stats()["requests"] == 0                     # no job ended before the kill
+        srv.batch_polls = 1
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        st = srv.stats()
+    assert r.returncode == 0, r.stderr
+    jobs = _jobs(out)
+    assert {j["job"] for j in jobs[:len(killed)]} == {j["job"] for j in killed}   # collected, not submitted again
+    assert st["batch_jobs"] == len(jobs) and st["requests"] == sum(len(j["keys"]) for j in jobs)
+    rows = lambda d: sorted((r["item_id"], r["mode"], json.dumps(r["metrics"], sort_keys=True)) for r in read_scores(d))
+    assert rows(out) == rows(tmp_path / "plain")
+    usage = json.loads((out / "summary.json").read_text())["usage"]["run"]
+    assert usage["calls"] == st["requests"], (usage, st["requests"])     # the meter holds across the kill
