@@ -50,6 +50,28 @@ def _items(out: Path) -> list:
 def _summary(out: Path) -> dict: return json.loads((out / "summary.json").read_text())
 
 
+def _killed_after_its_first_jobs(cmd: list, env: dict, out: Path) -> list:
+    "Start `cmd`, kill it once its first batch jobs are journaled (none ends while it runs); its journaled jobs."
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while time.time() - t0 < 120 and p.poll() is None and not ((out / "batches.jsonl").exists() and _jobs(out)):
+        time.sleep(0.05)
+    time.sleep(0.5)                                   # more jobs may start; none ends
+    assert p.poll() is None, f"finished before the kill: {p.communicate()}"
+    p.send_signal(signal.SIGKILL); p.wait()
+    return _jobs(out)
+
+
+def _resumed(cmd: list, env: dict, out: Path, srv, killed: list) -> tuple[list, dict]:
+    "Run `cmd` again, its jobs ending now: (its journaled jobs, the server's stats); the killed run's jobs collected."
+    srv.batch_polls = 1
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    jobs = _jobs(out)
+    assert {j["job"] for j in jobs[:len(killed)]} == {j["job"] for j in killed}   # collected, not submitted again
+    return jobs, srv.stats()
+
+
 def test_triad_in_batch_mode_accepts_the_same_items_and_counts_every_inner_request(index, tmp_path, capsys):
     "The same run with and without --provider-batch: the same items; the server saw batch jobs only, as many inner requests as the meter."
     with FakeLLMServer() as srv:
@@ -97,25 +119,13 @@ def test_a_killed_batch_run_collects_its_journaled_jobs_instead_of_sending_them_
         env.update(GEMINI_API_KEY="test-key", RAGBENCH_GEMINI_BASE_URL=srv.url)
         llm = f"openai:{srv.url}/v1@fake-model" if provider == "openai" else "gemini:gemini-2.5-flash"
         cmd = [sys.executable, "-m", "ragbench.cli", *_args(index, out, llm, "--provider-batch", "--batch-poll", POLL)]
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        t0 = time.time()
-        while time.time() - t0 < 120 and p.poll() is None and not ((out / "batches.jsonl").exists() and _jobs(out)):
-            time.sleep(0.05)
-        time.sleep(0.5)                                   # more jobs may start; none ends
-        assert p.poll() is None, f"finished before the kill: {p.communicate()}"
-        p.send_signal(signal.SIGKILL); p.wait()
-        killed = _jobs(out)
+        killed = _killed_after_its_first_jobs(cmd, env, out)
         sent = sum(e.get("e") == "send" for e in map(json.loads, (out / "calls.jsonl").read_text().splitlines()))
         assert srv.stats()["requests"] == 0 and killed and sent == sum(len(j["keys"]) for j in killed)
         if job_lines == "lost":
             lines = (out / "batches.jsonl").read_text().splitlines()
             (out / "batches.jsonl").write_text("".join(l + "\n" for l in lines if '"job"' not in l))
-        srv.batch_polls = 1
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        st = srv.stats()
-    assert r.returncode == 0, r.stderr
-    jobs = _jobs(out)
-    assert {j["job"] for j in jobs[:len(killed)]} == {j["job"] for j in killed}   # collected, not submitted again
+        jobs, st = _resumed(cmd, env, out, srv, killed)
     assert all(j.get("recovered") for j in jobs[:len(killed)]) == (job_lines == "lost")
     keys_killed = {k for j in killed for k in j["keys"]}
     assert not keys_killed & {k for j in jobs[len(killed):] for k in j["keys"]}
@@ -250,21 +260,9 @@ def test_a_killed_evaluation_in_batch_mode_collects_its_jobs_and_scores_as_unbat
         srv.reset_stats()
         out = tmp_path / "batch"
         cmd = [*argv, "--out", str(out), "--provider-batch", "--batch-poll", POLL]
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        t0 = time.time()
-        while time.time() - t0 < 120 and p.poll() is None and not ((out / "batches.jsonl").exists() and _jobs(out)):
-            time.sleep(0.05)
-        time.sleep(0.5)
-        assert p.poll() is None, f"finished before the kill: {p.communicate()}"
-        p.send_signal(signal.SIGKILL); p.wait()
-        killed = _jobs(out)
+        killed = _killed_after_its_first_jobs(cmd, env, out)
         assert killed and srv.stats()["requests"] == 0                     # no job ended before the kill
-        srv.batch_polls = 1
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        st = srv.stats()
-    assert r.returncode == 0, r.stderr
-    jobs = _jobs(out)
-    assert {j["job"] for j in jobs[:len(killed)]} == {j["job"] for j in killed}   # collected, not submitted again
+        jobs, st = _resumed(cmd, env, out, srv, killed)
     assert st["batch_jobs"] == len(jobs) and st["requests"] == sum(len(j["keys"]) for j in jobs)
     rows = lambda d: sorted((r["item_id"], r["mode"], json.dumps(r["metrics"], sort_keys=True)) for r in read_scores(d))
     assert rows(out) == rows(tmp_path / "plain")
