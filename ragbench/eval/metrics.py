@@ -208,16 +208,16 @@ def _default_bertscore_model() -> str:
 
 _SCORERS: dict = {}
 
-def _bert_scorer(model: Optional[str], num_layers: int, batch_size: int):
-    "A cached bert_score.BERTScorer for (model, num_layers, batch_size)."
-    key = (model or _default_bertscore_model(), num_layers, batch_size)
+def _bert_scorer(model: Optional[str], num_layers: int):
+    "A cached bert_score.BERTScorer for (model, num_layers): its encoder and tokenizer (batches are `_bertscore_pass`'s)."
+    key = (model or _default_bertscore_model(), num_layers)
     if key not in _SCORERS:
         import os, logging
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from bert_score import BERTScorer
         logging.getLogger("transformers").setLevel(logging.ERROR)
-        _SCORERS[key] = BERTScorer(model_type=key[0], num_layers=num_layers, batch_size=batch_size)
+        _SCORERS[key] = BERTScorer(model_type=key[0], num_layers=num_layers)
     return _SCORERS[key]
 
 def bertscore_recall(preds: Sequence[str], golds: Sequence[str], *, model: Optional[str] = None,
@@ -231,7 +231,7 @@ def bertscore_recall(preds: Sequence[str], golds: Sequence[str], *, model: Optio
     out = [0.0] * len(preds)
     idx = [i for i, (p, g) in enumerate(zip(preds, golds)) if (p or "").strip() and (g or "").strip()]
     if idx:
-        r, tokens = _bertscore_pass(_bert_scorer(model, num_layers, batch_size), [preds[i] for i in idx],
+        r, tokens = _bertscore_pass(_bert_scorer(model, num_layers), [preds[i] for i in idx],
                                     [golds[i] for i in idx], batch_size)
         for i, v in zip(idx, r): out[i] = float(v)
         if vectors is not None:
