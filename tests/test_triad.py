@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1"); os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from ragbench.core import Chunk, QAItem, RunDir
+from ragbench.core import Chunk, QAItem, RunDir, read_jsonl
 from ragbench.corpus import hotpot_chunks, sample_corpus_path
 from ragbench.llm import LLMError, make_llm
 from ragbench.prompts import parse_chunks
@@ -543,13 +543,14 @@ def test_resume_after_kill_no_duplicates_cache_hits(index, tmp_path):
         tasks = out / "tasks.jsonl"
         t0 = time.time()
         while time.time() - t0 < 120 and p.poll() is None:
-            if tasks.exists() and len(tasks.read_text().splitlines()) >= 3: break
+            if tasks.exists() and len(list(read_jsonl(tasks))) >= 3: break
             time.sleep(0.05)
         assert p.poll() is None, f"finished before the kill: {p.communicate()}"
         p.send_signal(signal.SIGKILL); p.wait()
-        before = len(tasks.read_text().splitlines())
+        done = list(read_jsonl(tasks))          # the kill may tear the line being written: as a resume, drop it
+        before = len(done)
         # replies the killed run received for seeds it had not finished: those, and only those, the resume can hit in the cache
-        finished = sum(json.loads(l)["usage"]["calls"] for l in tasks.read_text().splitlines())
+        finished = sum(r["usage"]["calls"] for r in done)
         replied = sum('"e":"reply"' in l for l in (out / "calls.jsonl").read_text().splitlines())
         assert 3 <= before
         r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
