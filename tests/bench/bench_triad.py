@@ -16,6 +16,10 @@ the paper's rates: 81% of attempts pass the judge, 9% of groups "sufficient") th
 own request count vs the summary's, and real requests and tokens per accepted question and per attempt, by stage.
 Peak memory (RSS) of this process is printed too.
 
+`--timeline` adds the requests the server received in each latency-long window (16 a window is every slot busy at 16
+in flight; the windows after the last full one are the drain). `--entity-group G` and `--pace P` set
+`TriadConfig.entity_group` and the seed pacer's pace, for studies of the requests against the drain.
+
 (The pre-check study this script ran until issue 41 went with the pre-check: it passed every configuration a run
 offered, so it saved no call; `bench_pairing.py` has the figures.)
 """
@@ -52,7 +56,8 @@ async def throughput(index, url, args, run_dir):
     if args.pace is not None:        # a study of the pacer (requests vs the tail's idle slots), not a run setting
         from ragbench.triad import run as triad_run
         triad_run._SeedPacer.__init__.__defaults__ = (None, args.pace)
-    cfg = TriadConfig(n=args.n, max_seeds=args.n * 10, concurrency=args.concurrency, seeds_in_flight=args.seeds_in_flight, seed=args.seed)
+    cfg = TriadConfig(n=args.n, max_seeds=args.n * 10, concurrency=args.concurrency, seeds_in_flight=args.seeds_in_flight, seed=args.seed,
+                     **({"entity_group": args.entity_group} if args.entity_group else {}))
     t0, c0 = time.perf_counter(), time.process_time()
     summary = await arun_triad(index, llm, cfg, run_dir, progress=False, log=lambda m: None)
     summary["_cpu_s"] = time.process_time() - c0
@@ -72,9 +77,12 @@ def main():
     ap.add_argument("--seeds-in-flight", type=int, default=None, help="TriadConfig.seeds_in_flight (default 1.5 x --concurrency)")
     ap.add_argument("--pace", type=float, default=None, help="the seed pacer's pace (default: the code's, 0.6): seeds "
                     "running ahead may bring up to PACE x what is still needed")
+    ap.add_argument("--entity-group", type=int, default=None, help="TriadConfig.entity_group (default: the code's)")
     ap.add_argument("--corpus", choices=("hotpotqa", "gitdocs"), default="hotpotqa")
     ap.add_argument("--under", default=None, help="a checkout whose ragbench runs (default: this one)")
     ap.add_argument("--compare", default=None, help="a checkout to run first as 'before', then this one as 'after'")
+    ap.add_argument("--timeline", action="store_true", help="print the requests the server received per latency window "
+                    "(16 per window at 16 in flight is a full slot)")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON line only")
     ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args()
@@ -110,6 +118,7 @@ def main():
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         **cost_figures(summary), "corpus": args.corpus, "uptime": uptime(),
     }
+    if args.timeline: report["throughput"]["requests_per_window"] = windows(stats["times"], args.latency)
     print(json.dumps(report["throughput"]) if args.json else json.dumps(report["throughput"], indent=1))
     return report
 
@@ -134,6 +143,16 @@ def cost_figures(summary: dict) -> dict:
                              "tokens_per_accepted": round(tok(r) / acc),
                              "input_tokens_per_call": round(r["input_tokens"] / max(r["calls"], 1))}
                          for s, r in stages.items()}}
+
+
+def windows(times: list, width: float) -> list:
+    "How many requests arrived in each `width`-second window from the first (at C in flight: C a window when full)."
+    t0, out = min(times), []
+    for t in times:
+        i = int((t - t0) // width)
+        out += [0] * (i + 1 - len(out))
+        out[i] += 1
+    return out
 
 
 def uptime() -> str:
