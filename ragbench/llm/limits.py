@@ -4,20 +4,29 @@
 
 # %% ../../nbs/03_llm.03_limits.ipynb #4f38b029
 from __future__ import annotations
-import asyncio, collections, threading, time
+import asyncio, contextvars, heapq, itertools, threading, time
 from typing import Callable, Optional
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['Slots', 'RateLimiter']
+__all__ = ['SLOT_ORDER', 'Slots', 'RateLimiter']
 
 # %% ../../nbs/03_llm.03_limits.ipynb #9203ae22
+SLOT_ORDER: contextvars.ContextVar = contextvars.ContextVar("ragbench_slot_order", default=())
+
 class Slots:
-    "A FIFO counting semaphore usable from threads (`acquire`) and from any event loop (`aacquire`)."
+    """A counting semaphore usable from threads (`acquire`) and from any event loop (`aacquire`); a freed slot goes to
+    the waiter of lowest priority, the longest waiting among equals."""
     def __init__(self, n: int):
         if n < 1: raise ValueError(f"max_concurrency must be >= 1, got {n}")
         self.n, self.active = n, 0
-        self._lock, self._waiters = threading.Lock(), collections.deque()
+        self._lock, self._waiters, self._arrivals = threading.Lock(), [], itertools.count()
+
+    def _queue(self, waiter, priority: int = 0) -> tuple:
+        "Queue `waiter` (caller holds the lock); its heap entry."
+        entry = (priority, next(self._arrivals), waiter)
+        heapq.heappush(self._waiters, entry)
+        return entry
 
     def _take(self) -> bool:
         if self.active < self.n and not self._waiters:
@@ -30,7 +39,7 @@ class Slots:
         with self._lock:
             if self._take(): return
             ev = threading.Event()
-            self._waiters.append(ev)
+            self._queue(ev)
         ev.wait()  # release() hands its slot to us
 
     def __enter__(self):
@@ -40,29 +49,30 @@ class Slots:
 
 # %% ../../nbs/03_llm.03_limits.ipynb #998ac6c2
 @patch
-async def aacquire(self: Slots) -> None:
-    "Wait (without blocking the loop) until a slot is free."
+async def aacquire(self: Slots, priority: int = 0) -> None:
+    "Wait (without blocking the loop) until a slot is free and no waiter of lower `priority` is left."
     loop = asyncio.get_running_loop()
     with self._lock:
         if self._take(): return
         fut = loop.create_future()
-        w = (loop, fut)
-        self._waiters.append(w)
+        w = self._queue((loop, fut), priority)
     try: await fut
     except BaseException:
         with self._lock:
             queued = w in self._waiters
-            if queued: self._waiters.remove(w)
+            if queued:
+                self._waiters.remove(w)
+                heapq.heapify(self._waiters)
         if not queued and fut.done() and not fut.cancelled(): self.release()
         raise
 
 # %% ../../nbs/03_llm.03_limits.ipynb #5457dbce
 @patch
 def release(self: Slots) -> None:
-    "Free a slot, handing it to the longest waiter."
+    "Free a slot, handing it to the first waiter (lowest priority, then longest waiting)."
     with self._lock:
         while self._waiters:
-            w = self._waiters.popleft()
+            w = heapq.heappop(self._waiters)[2]
             if isinstance(w, threading.Event):
                 w.set()
                 return
