@@ -15,7 +15,7 @@ from .cache import ResponseCache
 from .errors import (BudgetExceeded, LLMConfigError, LLMError, LLMParseError, LLMUnreachable, RunEnded,
                                  StructuredOutputRejected,
                                  http_status, is_retryable, redact, redact_spec)
-from .limits import SLOT_ORDER, RateLimiter, Slots
+from .limits import RateLimiter, Slots
 from .structured import parse_reply, repair_prompt, schema_info
 from .template import TemplateBackend
 from .template import TemplateBackend
@@ -153,7 +153,7 @@ async def _acall(self: LLM, req: LLMRequest) -> Completion:
     while True:
         est = approx_tokens((req.system or "") + req.prompt)
         if self.limiter: await asyncio.sleep(self.limiter.reserve(est))
-        await self._slots.aacquire(_slot_priority(req.stage))
+        await self._slots.aacquire()
         try:
             if not self.backend.sent_before(req): self._book(req)   # a journaled batch job's request was counted
             try: comp, exc = await self.backend.acall(req), None
@@ -164,11 +164,6 @@ async def _acall(self: LLM, req: LLMRequest) -> Completion:
             return comp
         await asyncio.sleep(self._failed(req, exc, attempt))
         attempt += not isinstance(exc, StructuredOutputRejected)
-
-def _slot_priority(stage: str) -> int:
-    "The rank of `stage` in the run's `SLOT_ORDER` (stages it does not name after those it does; 0 when it is unset)."
-    order = SLOT_ORDER.get()
-    return order.index(stage) if stage in order else len(order)
 
 # %% ../../nbs/03_llm.08_client.ipynb #1abef482
 def _request(prompt, schema, system, stage, temperature) -> tuple[LLMRequest, Optional[str], Optional[Callable]]:

@@ -4,29 +4,20 @@
 
 # %% ../../nbs/03_llm.03_limits.ipynb #4f38b029
 from __future__ import annotations
-import asyncio, contextvars, heapq, itertools, threading, time
+import asyncio, collections, threading, time
 from typing import Callable, Optional
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['SLOT_ORDER', 'Slots', 'RateLimiter']
+__all__ = ['Slots', 'RateLimiter']
 
 # %% ../../nbs/03_llm.03_limits.ipynb #9203ae22
-SLOT_ORDER: contextvars.ContextVar = contextvars.ContextVar("ragbench_slot_order", default=())
-
 class Slots:
-    """A counting semaphore usable from threads (`acquire`) and from any event loop (`aacquire`); a freed slot goes to
-    the waiter of lowest priority, the longest waiting among equals."""
+    "A FIFO counting semaphore usable from threads (`acquire`) and from any event loop (`aacquire`)."
     def __init__(self, n: int):
         if n < 1: raise ValueError(f"max_concurrency must be >= 1, got {n}")
         self.n, self.active = n, 0
-        self._lock, self._waiters, self._arrivals = threading.Lock(), [], itertools.count()
-
-    def _queue(self, waiter, priority: int = 0) -> tuple:
-        "Queue `waiter` (caller holds the lock); its heap entry."
-        entry = (priority, next(self._arrivals), waiter)
-        heapq.heappush(self._waiters, entry)
-        return entry
+        self._lock, self._waiters = threading.Lock(), collections.deque()
 
     def _take(self) -> bool:
         if self.active < self.n and not self._waiters:
@@ -39,7 +30,7 @@ class Slots:
         with self._lock:
             if self._take(): return
             ev = threading.Event()
-            self._queue(ev)
+            self._waiters.append(ev)
         ev.wait()  # release() hands its slot to us
 
     def __enter__(self):
@@ -49,30 +40,29 @@ class Slots:
 
 # %% ../../nbs/03_llm.03_limits.ipynb #998ac6c2
 @patch
-async def aacquire(self: Slots, priority: int = 0) -> None:
-    "Wait (without blocking the loop) until a slot is free and no waiter of lower `priority` is left."
+async def aacquire(self: Slots) -> None:
+    "Wait (without blocking the loop) until a slot is free."
     loop = asyncio.get_running_loop()
     with self._lock:
         if self._take(): return
         fut = loop.create_future()
-        w = self._queue((loop, fut), priority)
+        w = (loop, fut)
+        self._waiters.append(w)
     try: await fut
     except BaseException:
         with self._lock:
             queued = w in self._waiters
-            if queued:
-                self._waiters.remove(w)
-                heapq.heapify(self._waiters)
+            if queued: self._waiters.remove(w)
         if not queued and fut.done() and not fut.cancelled(): self.release()
         raise
 
 # %% ../../nbs/03_llm.03_limits.ipynb #5457dbce
 @patch
 def release(self: Slots) -> None:
-    "Free a slot, handing it to the first waiter (lowest priority, then longest waiting)."
+    "Free a slot, handing it to the longest waiter."
     with self._lock:
         while self._waiters:
-            w = heapq.heappop(self._waiters)[2]
+            w = self._waiters.popleft()
             if isinstance(w, threading.Event):
                 w.set()
                 return

@@ -13,7 +13,6 @@ from ..gen.base import (GenerationMethod, Selection, StopRun, Task, TaskResult, 
                                check_resume, counts_towards, index_fingerprint, question_key, result_group,
                                run_generation)
 from ..llm import BudgetExceeded, LLMError, LLMParseError, price_for, redact_spec
-from ..llm.limits import SLOT_ORDER
 from ..llm.usage import PRICES_AS_OF
 from ..llm.template import TEMPLATE_MODEL
 from ..prompts import format_chunks, render_prompt
@@ -129,7 +128,10 @@ def _process_seed(plan, index, llms, cfg):
 # seeds started ahead of a seed may be expected to bring up to 0.6 x what is still needed (at the paper's 60 % acceptance:
 # no more seeds running ahead than questions still needed). Issue 42: 1.25 started seeds the target no longer needed,
 # cancelled when it was reached (1.2 requests per accepted question); at 0.6 the fake-server bench sends 13 % fewer
-# requests and its wall time is no longer (55.5 s vs 57.7 s on HotpotQA, 64.9 vs 66.9 s on the Git docs, 2 s latency)
+# requests and its wall time is no longer (55.5 s vs 57.7 s on HotpotQA, 64.9 vs 66.9 s on the Git docs, 2 s latency).
+# A seed that drafts a second question (a check failed its first) is expected to bring what such seeds brought (10 of
+# 18 accepted in a logged run, 40 of 51 in all), so the seed that may replace it starts then (HotpotQA, n 40, 2 s:
+# 57.7-59.5 s -> 51.5 s, 8.28-8.43 -> 8.40-8.55 requests per accepted question; `tests/bench/README.md`)
 _PACE = 0.6
 
 class _SeedPacer:
@@ -165,7 +167,7 @@ async def _enter(self: _SeedPacer, pos: int) -> None:
     self.running.add(pos)
 
 async def _changed(self: _SeedPacer) -> None:
-    "Wait until a seed stops."
+    "Wait until a seed stops, or drafts its second question."
     if self._wake is None: self._wake = asyncio.Event()
     await self._wake.wait()
 
@@ -279,7 +281,6 @@ def _repeats(self: TriadMethod, position: int, question: str) -> bool:
 async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     "One seed through every step, once the pacer lets it start; a run whose first seeds all fail on the LLM stops."
     await self.pacer.enter(task.position)
-    SLOT_ORDER.set(_STAGE_ORDER)          # this seed's task: its earlier stages take a free slot first
     accepted = None
     try:
         rec, keep, drop = await aprocess_seed(SeedPlan(**task.payload), index, self.roles, self.cfg,
@@ -306,11 +307,6 @@ async def _run_task(self: TriadMethod, task: Task, index) -> TaskResult:
     return r
 
 NEVER_PARSES = "the model's replies never parse as the JSON asked for"
-
-# issue 42: while the slots are full, the checks that can still reject a question go before the work of accepted ones,
-# so a rejected seed is replaced sooner (Git manual, n 40, 2 s: 50.7 -> 48.6 s; `tests/bench/README.md`)
-_STAGE_ORDER = ("triad.entities", "triad.generate", "triad.not_binary", "triad.judge", "triad.sufficiency",
-                "triad.labels", "triad.temporal", "triad.unanswerable")
 
 def _all_unparseable(items) -> bool:
     "Whether every attempt of these items failed because a reply never parsed."
