@@ -185,3 +185,13 @@ def test_a_run_resumes_with_any_entity_group(index, tmp_path):
     _run(index, tmp_path / "run", 1, n=2)
     s, rows, _, _ = _run(index, tmp_path / "run", 2, n=4)                      # the same folder, more questions
     assert s["accepted"] == 4 and s["stop_reason"] == "target reached"
+
+
+def test_seeds_sharing_an_entity_call_are_dealt_to_one_shard(index):
+    "The plan's tasks carry their entity group: `plan_shards` keeps a group in one shard, so a cluster asks it once."
+    from ragbench.scale.gen import plan_shards
+    from ragbench.triad.run import TriadMethod
+    tasks = TriadMethod(make_llm("template"), TriadConfig(n=4, entity_group=2)).plan(index, [])
+    shard_of = {t.position: i for i, s in enumerate(plan_shards(tasks, 2, 2)) for t in s}
+    assert len(tasks) >= 4 and len(set(shard_of.values())) > 1
+    assert all(shard_of[t.position] == shard_of[t.position // 2 * 2] for t in tasks)

@@ -24,10 +24,12 @@ __all__ = ['LLM_FAILING', 'Task', 'counts_towards', 'TaskResult', 'TaskJournal',
 
 # %% ../../nbs/17_gen.base.ipynb #e19db423
 class Task(BaseModel):
-    "One unit of work: a stable `id`, its `position` in the plan, and what the method needs to run it."
+    """One unit of work: a stable `id`, its `position` in the plan, what the method needs to run it, and its `group`
+    (tasks of one group share work, e.g. one LLM call: an executor that deals tasks out keeps them together)."""
     id: str
     position: int
     payload: dict[str, Any] = Field(default_factory=dict)
+    group: Optional[int] = None
 
 # %% ../../nbs/17_gen.base.ipynb #f31f04a7
 def counts_towards(i: QAItem) -> bool:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/18_scale.03_gen.ipynb #a863a1fd
 from __future__ import annotations
-import asyncio, io, math, os, pickle, queue, threading, time, weakref
+import asyncio, io, itertools, math, os, pickle, queue, threading, time, weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +21,15 @@ __all__ = ['plan_shards', 'shard_size', 'absolute', 'ship', 'RayExecutor']
 
 # %% ../../nbs/18_scale.03_gen.ipynb #d22f91d1
 def plan_shards(tasks: Sequence[Task], workers: int, size: int) -> list[list[Task]]:
-    "Tasks (in plan order) dealt into shards of about `size`: blocks of `workers*size`, round-robin within a block."
+    """Tasks (in plan order) dealt into shards of about `size`: blocks of `workers*size`, round-robin within a block;
+    the tasks of one `group`, next to each other in the plan, are dealt as one."""
     workers, size, out = max(1, workers), max(1, size), []
-    block = workers * size
-    for b in range(0, len(tasks), block):
-        part = tasks[b:b + block]
-        out += [s for s in (part[i::workers] for i in range(workers)) if s]
+    units, i = [list(g) for _, g in itertools.groupby(tasks, lambda t: (t.position,) if t.group is None else t.group)], 0
+    while i < len(units):
+        part, n = [], 0
+        while i < len(units) and n < workers * size:
+            part.append(units[i]); n += len(units[i]); i += 1
+        out += [s for s in ([t for u in part[w::workers] for t in u] for w in range(workers)) if s]
     return out
 
 # %% ../../nbs/18_scale.03_gen.ipynb #dda528d9

@@ -241,7 +241,9 @@ def _plan(self: TriadMethod, index, results: Sequence[TaskResult]) -> list[Task]
     "The seed plan as tasks (computed once per run)."
     if self._plan is None:
         plans = plan_seeds(pick_seeds(index, self.cfg), self.cfg)
-        self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump()) for p in plans]
+        self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump(),
+                           group=p.position // self.cfg.entity_group if self.cfg.entity_group > 1 else None)
+                      for p in plans]
         self._groups = EntityGroups({p.position: p for p in plans}, index, self.roles["classify"], self.cfg,
                                      lambda q: q in self.pacer.done)
         for r in sorted(results, key=lambda r: r.position):
