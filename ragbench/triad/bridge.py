@@ -364,6 +364,10 @@ class EntityGroups:
         self.plans, self.index, self.llm, self.cfg, self.finished = plans, index, llm, cfg, finished
         self.size, self._groups = cfg.entity_group, {}
 
+    def group_of(self, pos: int) -> Optional[int]:
+        "The group of the seed at plan position `pos` (None when seeds ask on their own)."
+        return pos // self.size if self.size > 1 else None
+
     async def _mates(self, pos: int) -> list:
         "(position, chunks, kind) of the other seeds of `pos`'s group still to run that make the entity call."
         g, k, out = pos // self.size, self.cfg.n_chunks - 1, []
@@ -376,7 +380,8 @@ class EntityGroups:
 # %% ../../nbs/21_triad.bridge.ipynb #eg0a1b2e
 async def _ask_grouped(self: EntityGroups, pos: int, first: list, kind: Optional[str], k: int) -> _BridgeEntities:
     "The entity answer for the seed at `pos`: from its group's call (made now if it is the first to ask), else its own."
-    g, ids = (pos // self.size if self.size > 1 else ("own", pos)), [c.id for c in first]
+    g, ids = self.group_of(pos), [c.id for c in first]
+    g = ("own", pos) if g is None else g
     if (fut := self._groups.get(g)) is not None:
         await asyncio.wait([fut])               # never cancelled by the group's first seed being cancelled
         got = None if fut.cancelled() else fut.result().get(pos)

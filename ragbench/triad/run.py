@@ -129,8 +129,9 @@ def _process_seed(plan, index, llms, cfg):
 # no more seeds running ahead than questions still needed). Issue 42: 1.25 started seeds the target no longer needed,
 # cancelled when it was reached (1.2 requests per accepted question); at 0.6 the fake-server bench sends 13 % fewer
 # requests and its wall time is no longer (55.5 s vs 57.7 s on HotpotQA, 64.9 vs 66.9 s on the Git docs, 2 s latency).
-# A seed that drafts a second question (a check failed its first) is expected to bring what such seeds brought (10 of
-# 18 accepted in a logged run, 40 of 51 in all), so the seed that may replace it starts then (HotpotQA, n 40, 2 s:
+# A seed that drafts a second question (a check failed its first) is expected to bring what such seeds brought (in a
+# logged run, 10 of 18 seeds with a second attempt were accepted, 40 of 51 in all), so the seed that may replace it
+# starts then (HotpotQA, n 40, 2 s:
 # 57.7-59.5 s -> 51.5 s, 8.28-8.43 -> 8.40-8.55 requests per accepted question; `tests/bench/README.md`)
 _PACE = 0.6
 
@@ -241,11 +242,10 @@ def _plan(self: TriadMethod, index, results: Sequence[TaskResult]) -> list[Task]
     "The seed plan as tasks (computed once per run)."
     if self._plan is None:
         plans = plan_seeds(pick_seeds(index, self.cfg), self.cfg)
-        self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump(),
-                           group=p.position // self.cfg.entity_group if self.cfg.entity_group > 1 else None)
-                      for p in plans]
         self._groups = EntityGroups({p.position: p for p in plans}, index, self.roles["classify"], self.cfg,
                                      lambda q: q in self.pacer.done)
+        self._plan = [Task(id=p.seed_id, position=p.position, payload=p.model_dump(),
+                           group=self._groups.group_of(p.position)) for p in plans]
         for r in sorted(results, key=lambda r: r.position):
             if r.outcome != "error": self.pacer.done[r.position] = self.contribution(r)
             if r.outcome != "error": _note_kept(self, r)
